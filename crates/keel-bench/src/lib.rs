@@ -1,12 +1,64 @@
 //! `keel bench`: a load generator for any etcd v3 endpoint, with etcd `benchmark`'s flags.
+//!
+//! `keel bench [global flags] put|range|txn-put [flags]` opens `--conns` gRPC connections,
+//! runs `--clients` concurrent clients over them until `--total` requests are answered, and
+//! prints etcd's report (or one JSON object with `--json`).
 
-use clap::Args;
+mod args;
+mod client;
+mod keys;
+mod put;
+mod range;
+mod report;
+mod runner;
+mod txn_put;
 
-/// Flags of `keel bench`.
-#[derive(Debug, Args)]
-pub struct BenchArgs {}
+pub use args::{
+    BenchArgs, BenchCommand, Consistency, OutputFormat, PutArgs, RangeArgs, TxnPutArgs,
+};
+pub use report::{PERCENTILES, Report, Stats};
 
-/// Runs one benchmark and prints its report.
-pub async fn run(_args: BenchArgs) -> anyhow::Result<()> {
-    anyhow::bail!("keel bench is not built yet")
+use anyhow::bail;
+
+/// Runs one benchmark and prints its report on stdout.
+///
+/// Fails with a clear message if an endpoint is malformed or unreachable, or if every request
+/// failed; a run where only some requests failed succeeds and reports the errors.
+pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
+    let report = execute(&args).await?;
+    match args.output() {
+        OutputFormat::Simple => print!("{}", report.to_text()),
+        OutputFormat::Json => println!("{}", report.to_json()),
+    }
+    let failed = report.stats.failed();
+    if report.stats.succeeded() == 0 && failed > 0 {
+        let (first, _) = report
+            .stats
+            .errors()
+            .iter()
+            .max_by_key(|(_, n)| **n)
+            .expect("failed > 0");
+        bail!("all {failed} requests failed, e.g.: {first}");
+    }
+    Ok(())
+}
+
+/// Runs one benchmark and returns its report without printing it.
+pub async fn execute(args: &BenchArgs) -> anyhow::Result<Report> {
+    let (op, make) = match &args.command {
+        BenchCommand::Put(put) => ("put", put::requests(args, put)?),
+        BenchCommand::TxnPut(txn) => ("txn-put", txn_put::requests(args, txn)?),
+        BenchCommand::Range(range) => {
+            if args.output() == OutputFormat::Simple {
+                match range.consistency {
+                    Consistency::L => println!("bench with linearizable range"),
+                    Consistency::S => println!("bench with serializable range"),
+                }
+            }
+            ("range", range::requests(range))
+        }
+    };
+    let clients =
+        client::connect(&args.endpoints, args.conns, args.clients, args.dial_timeout).await?;
+    Ok(runner::drive(op, clients, args.total, args.rate, make).await)
 }

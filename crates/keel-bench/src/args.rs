@@ -1,0 +1,193 @@
+//! Command-line flags of `keel bench`, named and defaulted like etcd's `tools/benchmark`.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+/// Flags of `keel bench`.
+///
+/// The flags shared by every benchmark are global: like etcd's `benchmark`, they may be given
+/// before the subcommand (`keel bench --conns 8 put`) or after it (`keel bench put --conns 8`).
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// gRPC endpoints, comma separated (`host:port`, with or without `http://`).
+    #[arg(
+        long,
+        global = true,
+        value_delimiter = ',',
+        default_value = "127.0.0.1:2379"
+    )]
+    pub endpoints: Vec<String>,
+
+    /// Total number of gRPC connections.
+    #[arg(long, global = true, default_value_t = 1)]
+    pub conns: usize,
+
+    /// Total number of concurrent clients, spread round-robin over the connections.
+    #[arg(long, global = true, default_value_t = 1)]
+    pub clients: usize,
+
+    /// Total number of requests.
+    #[arg(long, global = true, default_value_t = 10_000)]
+    pub total: u64,
+
+    /// Maximum requests per second over all clients (0 is no limit).
+    #[arg(long, global = true, default_value_t = 0)]
+    pub rate: u64,
+
+    /// Key size of each put, in bytes.
+    #[arg(long, global = true, default_value_t = 8)]
+    pub key_size: usize,
+
+    /// Value size of each put, in bytes.
+    #[arg(long, global = true, default_value_t = 8)]
+    pub val_size: usize,
+
+    /// Number of distinct keys written.
+    #[arg(long, global = true, default_value_t = 1)]
+    pub key_space_size: u64,
+
+    /// Write keys in order (request i writes key i mod key-space-size) instead of at random.
+    #[arg(long, global = true)]
+    pub sequential_keys: bool,
+
+    /// Timeout for establishing each gRPC connection.
+    #[arg(long, global = true, default_value = "5s", value_parser = parse_duration)]
+    pub dial_timeout: Duration,
+
+    /// Output format of the report.
+    #[arg(short = 'w', long, global = true, value_enum, default_value_t = OutputFormat::Simple)]
+    pub write_out: OutputFormat,
+
+    /// Print the report as one JSON object (same as `-w json`).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// The benchmark to run.
+    #[command(subcommand)]
+    pub command: BenchCommand,
+}
+
+/// Output format of a benchmark report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Human-readable report in the layout of etcd's `benchmark`.
+    Simple,
+    /// One JSON object on one line, for scripts.
+    Json,
+}
+
+/// The benchmarks `keel bench` can run.
+#[derive(Debug, Clone, Subcommand)]
+pub enum BenchCommand {
+    /// Benchmark Put.
+    Put(PutArgs),
+    /// Benchmark Range.
+    Range(RangeArgs),
+    /// Benchmark Txn requests made of puts.
+    TxnPut(TxnPutArgs),
+}
+
+/// Flags of `keel bench put`.
+#[derive(Debug, Clone, Args)]
+pub struct PutArgs {
+    /// Prefix prepended to every key.
+    #[arg(long, default_value = "")]
+    pub prefix: String,
+}
+
+/// Flags of `keel bench range`.
+#[derive(Debug, Clone, Args)]
+pub struct RangeArgs {
+    /// Key to read (with `--prefix`, the prefix to read).
+    pub key: String,
+
+    /// End of the range, exclusive (absent: the single key).
+    pub end: Option<String>,
+
+    /// Linearizable (`l`) or serializable (`s`) reads.
+    #[arg(long, value_enum, default_value_t = Consistency::L)]
+    pub consistency: Consistency,
+
+    /// Maximum number of keys per response (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub limit: i64,
+
+    /// Return only the count of keys.
+    #[arg(long, conflicts_with = "keys_only")]
+    pub count_only: bool,
+
+    /// Return only the keys, without values.
+    #[arg(long)]
+    pub keys_only: bool,
+
+    /// Read every key that starts with KEY.
+    #[arg(long, conflicts_with = "end")]
+    pub prefix: bool,
+}
+
+/// Read consistency of `keel bench range`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Consistency {
+    /// Linearizable: a read index round through the leader.
+    L,
+    /// Serializable: served from the member's local state.
+    S,
+}
+
+/// Flags of `keel bench txn-put`.
+#[derive(Debug, Clone, Args)]
+pub struct TxnPutArgs {
+    /// Number of puts in each transaction.
+    #[arg(long, default_value_t = 1)]
+    pub txn_ops: u64,
+}
+
+impl BenchArgs {
+    /// The output format chosen by `--json` or `-w`.
+    pub fn output(&self) -> OutputFormat {
+        if self.json {
+            OutputFormat::Json
+        } else {
+            self.write_out
+        }
+    }
+}
+
+/// Parses durations such as `500ms`, `5s`, `2m` or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?}"))?;
+    let seconds = match unit {
+        "" | "s" => number,
+        "ms" => number / 1e3,
+        "us" | "µs" => number / 1e6,
+        "m" => number * 60.0,
+        "h" => number * 3600.0,
+        _ => {
+            return Err(format!(
+                "invalid duration unit in {text:?} (use ms, s, m or h)"
+            ));
+        }
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("invalid duration {text:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert!(parse_duration("5 parsecs").is_err());
+    }
+}

@@ -1,0 +1,341 @@
+//! Latency statistics and the benchmark report, printed like etcd's `pkg/report` or as JSON.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// The percentiles etcd's report prints.
+pub const PERCENTILES: [f64; 8] = [10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9];
+
+/// Longest latency the histogram tells apart (longer ones count as this), in nanoseconds.
+const HIGHEST_NANOS: u64 = 3_600 * 1_000_000_000;
+
+/// Latencies of successful requests and the errors of failed ones.
+#[derive(Debug, Clone)]
+pub struct Stats {
+    histogram: Histogram<u64>,
+    count: u64,
+    sum_secs: f64,
+    sum_sq_secs: f64,
+    fastest: Duration,
+    slowest: Duration,
+    errors: BTreeMap<String, u64>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Stats {
+    /// Empty statistics.
+    pub fn new() -> Self {
+        Self {
+            histogram: Histogram::new_with_bounds(1, HIGHEST_NANOS, 3)
+                .expect("static histogram bounds are valid"),
+            count: 0,
+            sum_secs: 0.0,
+            sum_sq_secs: 0.0,
+            fastest: Duration::MAX,
+            slowest: Duration::ZERO,
+            errors: BTreeMap::new(),
+        }
+    }
+
+    /// Records the latency of one successful request.
+    pub fn record(&mut self, latency: Duration) {
+        let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        self.histogram.saturating_record(nanos.max(1));
+        let secs = latency.as_secs_f64();
+        self.count += 1;
+        self.sum_secs += secs;
+        self.sum_sq_secs += secs * secs;
+        self.fastest = self.fastest.min(latency);
+        self.slowest = self.slowest.max(latency);
+    }
+
+    /// Records one failed request by its error message.
+    pub fn record_error(&mut self, message: String) {
+        *self.errors.entry(message).or_default() += 1;
+    }
+
+    /// Number of successful requests.
+    pub fn succeeded(&self) -> u64 {
+        self.count
+    }
+
+    /// Number of failed requests.
+    pub fn failed(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// Failed requests, counted by error message.
+    pub fn errors(&self) -> &BTreeMap<String, u64> {
+        &self.errors
+    }
+
+    /// Mean latency of successful requests, in seconds (0 when there are none).
+    pub fn average_secs(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum_secs / self.count as f64
+        }
+    }
+
+    /// Population standard deviation of the latencies, in seconds.
+    pub fn stddev_secs(&self) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        let mean = self.average_secs();
+        (self.sum_sq_secs / self.count as f64 - mean * mean)
+            .max(0.0)
+            .sqrt()
+    }
+
+    /// Fastest successful request, in seconds.
+    pub fn fastest_secs(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.fastest.as_secs_f64()
+        }
+    }
+
+    /// Slowest successful request, in seconds.
+    pub fn slowest_secs(&self) -> f64 {
+        self.slowest.as_secs_f64()
+    }
+
+    /// Latency at `percentile` (0..=100), in seconds, to three significant digits.
+    pub fn percentile_secs(&self, percentile: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        self.histogram.value_at_quantile(percentile / 100.0) as f64 / 1e9
+    }
+
+    /// Counts of successful requests in `buckets` equal slices between fastest and slowest, as
+    /// `(upper bound in seconds, count)`, like etcd's response time histogram.
+    pub fn buckets(&self, buckets: usize) -> Vec<(f64, u64)> {
+        if self.count == 0 {
+            return Vec::new();
+        }
+        let fastest = self.fastest_secs();
+        let step = (self.slowest_secs() - fastest) / buckets as f64;
+        let mut out: Vec<(f64, u64)> = (0..buckets)
+            .map(|i| (fastest + step * i as f64, 0))
+            .chain(std::iter::once((self.slowest_secs(), 0)))
+            .collect();
+        for value in self.histogram.iter_recorded() {
+            let secs = self.histogram.highest_equivalent(value.value_iterated_to()) as f64 / 1e9;
+            let secs = secs.clamp(fastest, self.slowest_secs());
+            let slot = out.iter().position(|&(bound, _)| secs <= bound);
+            let slot = slot.unwrap_or(out.len() - 1);
+            out[slot].1 += value.count_at_value();
+        }
+        out
+    }
+
+    /// Adds `other`'s requests to these.
+    pub fn merge(&mut self, other: &Stats) {
+        self.histogram
+            .add(&other.histogram)
+            .expect("histograms share bounds");
+        self.count += other.count;
+        self.sum_secs += other.sum_secs;
+        self.sum_sq_secs += other.sum_sq_secs;
+        self.fastest = self.fastest.min(other.fastest);
+        self.slowest = self.slowest.max(other.slowest);
+        for (message, n) in &other.errors {
+            *self.errors.entry(message.clone()).or_default() += n;
+        }
+    }
+}
+
+/// The outcome of one benchmark run.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Name of the benchmark (`put`, `range`, `txn-put`).
+    pub op: String,
+    /// Wall-clock time from the first request sent to the last answer received.
+    pub elapsed: Duration,
+    /// Per-request statistics.
+    pub stats: Stats,
+}
+
+impl Report {
+    /// Successful requests per second of wall-clock time (etcd's `Requests/sec`).
+    pub fn throughput(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.stats.succeeded() as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
+    /// The report in the layout of etcd's `benchmark`, with an `Errors` count added.
+    pub fn to_text(&self) -> String {
+        let secs = |s: f64| format!("{s:.4} secs");
+        let stats = &self.stats;
+        let mut out = String::new();
+        if stats.succeeded() > 0 {
+            out.push_str("\nSummary:\n");
+            let _ = writeln!(out, "  Total:\t{}.", secs(self.elapsed.as_secs_f64()));
+            let _ = writeln!(out, "  Slowest:\t{}.", secs(stats.slowest_secs()));
+            let _ = writeln!(out, "  Fastest:\t{}.", secs(stats.fastest_secs()));
+            let _ = writeln!(out, "  Average:\t{}.", secs(stats.average_secs()));
+            let _ = writeln!(out, "  Stddev:\t{}.", secs(stats.stddev_secs()));
+            let _ = writeln!(out, "  Requests/sec:\t{:.4}", self.throughput());
+            let _ = writeln!(out, "  Errors:\t{}", stats.failed());
+
+            let buckets = stats.buckets(10);
+            let max = buckets.iter().map(|&(_, n)| n).max().unwrap_or(0).max(1);
+            out.push_str("\nResponse time histogram:\n");
+            for (bound, n) in buckets {
+                let bar = "∎".repeat((n * 40 / max) as usize);
+                let _ = writeln!(out, "  {bound:.4} [{n}]\t|{bar}");
+            }
+
+            out.push_str("\nLatency distribution:\n");
+            for p in PERCENTILES {
+                let _ = writeln!(out, "  {p}% in {}.", secs(stats.percentile_secs(p)));
+            }
+        }
+        if stats.failed() > 0 {
+            out.push_str("\nError distribution:\n");
+            for (message, n) in stats.errors() {
+                let _ = writeln!(out, "  [{n}]\t{message}");
+            }
+        }
+        out
+    }
+
+    /// The report as one line of JSON: throughput, latencies in milliseconds, counts, errors.
+    pub fn to_json(&self) -> String {
+        let stats = &self.stats;
+        let ms = |s: f64| format!("{:.4}", s * 1e3);
+        let mut out = String::from("{");
+        let _ = write!(out, "\"op\":{}", json_string(&self.op));
+        let _ = write!(out, ",\"total\":{}", stats.succeeded() + stats.failed());
+        let _ = write!(out, ",\"succeeded\":{}", stats.succeeded());
+        let _ = write!(out, ",\"errors\":{}", stats.failed());
+        let _ = write!(out, ",\"elapsed_s\":{:.4}", self.elapsed.as_secs_f64());
+        let _ = write!(out, ",\"throughput\":{:.2}", self.throughput());
+        let _ = write!(out, ",\"avg_ms\":{}", ms(stats.average_secs()));
+        let _ = write!(out, ",\"stddev_ms\":{}", ms(stats.stddev_secs()));
+        let _ = write!(out, ",\"fastest_ms\":{}", ms(stats.fastest_secs()));
+        let _ = write!(out, ",\"slowest_ms\":{}", ms(stats.slowest_secs()));
+        for p in PERCENTILES {
+            let name = format!("{p}").replace('.', "");
+            let _ = write!(out, ",\"p{name}_ms\":{}", ms(stats.percentile_secs(p)));
+        }
+        out.push_str(",\"error_kinds\":{");
+        for (i, (message, n)) in stats.errors().iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{}:{n}", json_string(message));
+        }
+        out.push_str("}}");
+        out
+    }
+}
+
+/// `text` as a JSON string literal.
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report() -> Report {
+        let mut stats = Stats::new();
+        for ms in 1..=1000 {
+            stats.record(Duration::from_micros(ms * 100));
+        }
+        stats.record_error("Unavailable: \"down\"\n".into());
+        Report {
+            op: "put".into(),
+            elapsed: Duration::from_secs(2),
+            stats,
+        }
+    }
+
+    #[test]
+    fn statistics() {
+        let r = report();
+        assert_eq!(r.stats.succeeded(), 1000);
+        assert_eq!(r.stats.failed(), 1);
+        assert!((r.throughput() - 500.0).abs() < 1e-9);
+        assert!((r.stats.average_secs() - 0.05005).abs() < 1e-9);
+        assert!((r.stats.percentile_secs(50.0) - 0.05).abs() < 0.0001);
+        assert!((r.stats.percentile_secs(99.0) - 0.099).abs() < 0.0001);
+        assert!((r.stats.stddev_secs() - 0.028_867).abs() < 0.0001);
+        let buckets = r.stats.buckets(10);
+        assert_eq!(buckets.len(), 11);
+        assert_eq!(buckets.iter().map(|b| b.1).sum::<u64>(), 1000);
+    }
+
+    #[test]
+    fn text_and_json() {
+        let r = report();
+        let text = r.to_text();
+        for needle in [
+            "Requests/sec:\t500.0000",
+            "99.9% in",
+            "Errors:\t1",
+            "[1]\tUnavailable",
+        ] {
+            assert!(text.contains(needle), "{needle:?} missing in {text}");
+        }
+        let json = r.to_json();
+        assert!(
+            json.starts_with("{\"op\":\"put\",\"total\":1001,\"succeeded\":1000,\"errors\":1,")
+        );
+        assert!(json.contains("\"p999_ms\":"));
+        assert!(json.contains("\"p50_ms\":50.0"));
+        assert!(json.ends_with("\"error_kinds\":{\"Unavailable: \\\"down\\\"\\n\":1}}"));
+    }
+
+    #[test]
+    fn merge_and_empty() {
+        let mut a = Stats::new();
+        a.record(Duration::from_millis(1));
+        let mut b = Stats::new();
+        b.record(Duration::from_millis(3));
+        a.merge(&b);
+        assert_eq!(a.succeeded(), 2);
+        assert!((a.average_secs() - 0.002).abs() < 1e-12);
+        let empty = Report {
+            op: "range".into(),
+            elapsed: Duration::ZERO,
+            stats: Stats::new(),
+        };
+        assert!(empty.to_json().contains("\"throughput\":0.00"));
+        assert_eq!(empty.to_text(), "");
+    }
+}
