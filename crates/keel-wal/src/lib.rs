@@ -1,9 +1,11 @@
 //! keel's segmented write-ahead log: the source of truth for durability.
 //!
-//! The log is a directory of segment files named `{seq:016x}-{first_index:016x}.wal`, each a sequence of length-prefixed records with a
-//! chained CRC32C (byte layout in the `record` module). A [`Batch`] is encoded into one buffer,
-//! written with one `write_all` and made durable with one `fdatasync`; its last record carries
-//! an end-of-batch flag, so recovery applies batches whole or not at all.
+//! The log is a directory of segment files named `{seq:016x}-{first_index:016x}.wal` (`seq`
+//! grows by one per segment, `first_index` is the last index + 1 when the segment was created),
+//! each a sequence of length-prefixed records with a chained CRC32C (byte layout in the `record`
+//! module). A [`Batch`] is encoded into one buffer, written with one `write_all` and made durable
+//! with one `fdatasync`; its last record carries an end-of-batch flag, so recovery applies
+//! batches whole or not at all.
 //!
 //! Every segment begins with a header batch: a Seed record (the CRC chain seed, equal to the
 //! previous segment's last CRC), then copies of the current Purge point and State, so deleting
@@ -251,7 +253,9 @@ impl Wal {
         let sync = self.write_buf(crc)?;
         self.range = range;
         if let Some(state) = &batch.state {
-            self.state = Some(state.clone());
+            let kept = self.state.get_or_insert_with(Vec::new);
+            kept.clear();
+            kept.extend_from_slice(state);
         }
         Ok(AppendStats {
             bytes: self.buf.len() as u64,
