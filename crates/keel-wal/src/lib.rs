@@ -150,7 +150,7 @@ impl Wal {
                 segment: seg.path.clone(),
                 offset: offset as u64,
             };
-            if i > 0 && seg.seq != segments[i - 1].seq + 1 {
+            if i > 0 && segments[i - 1].seq.checked_add(1) != Some(seg.seq) {
                 return Err(corrupt(0));
             }
             let data = fs::read(&seg.path)?;
