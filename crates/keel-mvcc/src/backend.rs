@@ -1,0 +1,117 @@
+//! The redb backend: table layout, opening, and rebuilding the key index from disk.
+//!
+//! Tables:
+//! - `key`: etcd's `key` bucket. Backend key = encoded [`Rev`] (18 bytes with `'t'` for a
+//!   tombstone), value = the protobuf-encoded `mvccpb.KeyValue` (just `{key}` for a tombstone).
+//! - `meta`: the store's own bookkeeping, written in the same transaction as the batch it
+//!   describes: `applied_index`, `current_rev`, `compact_rev` (8 bytes big-endian each).
+//! - `app_meta`: values stored by the caller through `ApplyBatch::set_meta`.
+
+use prost::Message;
+use redb::{Database, ReadTransaction, ReadableTable, TableDefinition};
+
+use crate::error::MvccError;
+use crate::index::TreeIndex;
+use crate::revision::{Rev, is_tombstone_key};
+use keel_proto::mvccpb::KeyValue;
+
+/// etcd's `key` bucket.
+pub const KEY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("key");
+/// The store's bookkeeping.
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// Caller-defined values (alarms, leases).
+pub const APP_META: TableDefinition<&str, &[u8]> = TableDefinition::new("app_meta");
+
+/// `meta` key of the Raft index of the last committed batch.
+pub const META_APPLIED_INDEX: &str = "applied_index";
+/// `meta` key of the store revision.
+pub const META_CURRENT_REV: &str = "current_rev";
+/// `meta` key of the compaction revision.
+pub const META_COMPACT_REV: &str = "compact_rev";
+
+/// Bytes of page cache redb may use.
+pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+
+/// Opens (creating if missing) the database and makes sure every table exists.
+pub fn open_database(path: &std::path::Path, cache_bytes: usize) -> Result<Database, MvccError> {
+    let db = Database::builder()
+        .set_cache_size(cache_bytes)
+        .create(path)?;
+    let w = db.begin_write()?;
+    {
+        w.open_table(KEY)?;
+        w.open_table(META)?;
+        w.open_table(APP_META)?;
+    }
+    w.commit()?;
+    Ok(db)
+}
+
+/// What `open` restores from the backend.
+pub struct Restored {
+    /// The rebuilt key index.
+    pub index: TreeIndex,
+    /// The store revision.
+    pub current_rev: i64,
+    /// The compaction revision (-1 when never compacted, like etcd).
+    pub compact_rev: i64,
+    /// The Raft index of the last committed batch.
+    pub applied_index: u64,
+}
+
+fn read_i64(
+    t: &impl ReadableTable<&'static str, &'static [u8]>,
+    name: &str,
+) -> Result<Option<i64>, MvccError> {
+    match t.get(name)? {
+        None => Ok(None),
+        Some(v) => {
+            let b: [u8; 8] = v
+                .value()
+                .try_into()
+                .map_err(|_| MvccError::Corrupt(format!("meta {name} is not 8 bytes")))?;
+            Ok(Some(i64::from_be_bytes(b)))
+        }
+    }
+}
+
+/// Rebuilds the key index and the revisions from a read transaction (etcd's `restore`).
+pub fn restore(rtxn: &ReadTransaction) -> Result<Restored, MvccError> {
+    let meta = rtxn.open_table(META)?;
+    let compact_rev = read_i64(&meta, META_COMPACT_REV)?.unwrap_or(-1);
+    let stored_rev = read_i64(&meta, META_CURRENT_REV)?;
+    let applied_index = read_i64(&meta, META_APPLIED_INDEX)?.unwrap_or(0) as u64;
+
+    let keys = rtxn.open_table(KEY)?;
+    let mut index = TreeIndex::new();
+    let mut last_rev = 1;
+    for entry in keys.iter()? {
+        let (k, v) = entry?;
+        let k = k.value();
+        let rev = Rev::from_key(k)
+            .ok_or_else(|| MvccError::Corrupt(format!("bad revision key {k:?}")))?;
+        let kv = KeyValue::decode(v.value())?;
+        last_rev = rev.main;
+        let tombstone = is_tombstone_key(k);
+        if index.key_index(&kv.key).is_some() {
+            if tombstone {
+                index.tombstone(&kv.key, rev);
+            } else {
+                index.put(&kv.key, rev);
+            }
+        } else if !tombstone {
+            index.restore(&kv.key, Rev::new(kv.create_revision, 0), rev, kv.version);
+        }
+    }
+    let current_rev = stored_rev
+        .unwrap_or(last_rev)
+        .max(last_rev)
+        .max(compact_rev)
+        .max(1);
+    Ok(Restored {
+        index,
+        current_rev,
+        compact_rev,
+        applied_index,
+    })
+}

@@ -1,0 +1,512 @@
+//! The in-memory key index: for every key, the generations of its revisions (etcd's `keyIndex`).
+//!
+//! A generation is the life of a key from its creation to its deletion: the revisions of its
+//! puts, ended by the revision of its tombstone. The last generation of a key is the live one
+//! (empty once the key is deleted). Values live only in the backend; the index maps a key and a
+//! read revision to the backend revision holding the value, plus the key's version and
+//! create revision at that point.
+//!
+//! Revisions newer than the published store revision may be present (a batch being applied adds
+//! them before it commits); every lookup takes an `at` revision and never returns anything newer,
+//! so readers that use the published revision do not see them. [`TreeIndex::undo`] takes back
+//! the changes of a batch that is abandoned.
+//!
+//! Memory: one B-tree entry per key (the key bytes boxed once), a vector of generations, and
+//! 16 bytes per retained revision; compaction trims each key to the revisions still readable.
+
+use std::collections::BTreeMap;
+use std::collections::HashSet;
+use std::ops::Bound;
+
+use crate::revision::Rev;
+
+/// One life of a key: from the put that created it to the tombstone that deleted it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Generation {
+    /// The version of the key at the newest revision of the generation.
+    pub ver: i64,
+    /// The revision that created the key in this generation.
+    pub created: Rev,
+    /// The revisions of the generation, oldest first; a tombstone is the last one of a
+    /// generation that is not the last generation of the key.
+    pub revs: Vec<Rev>,
+}
+
+impl Generation {
+    fn is_empty(&self) -> bool {
+        self.revs.is_empty()
+    }
+
+    /// Index of the newest revision with `main <= at`, walking from the newest.
+    fn newest_at(&self, at: i64) -> Option<usize> {
+        self.revs.iter().rposition(|r| r.main <= at)
+    }
+}
+
+/// The history of one key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyIndex {
+    /// Generations, oldest first.
+    pub generations: Vec<Generation>,
+}
+
+/// What [`KeyIndex::get`] finds: the revision holding the value, the creation revision and
+/// the version at the read revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// The backend revision holding the value (the key's mod revision).
+    pub modified: Rev,
+    /// The revision that created the key.
+    pub created: Rev,
+    /// The key's version at the read revision.
+    pub ver: i64,
+}
+
+impl KeyIndex {
+    fn is_empty(&self) -> bool {
+        self.generations.len() == 1 && self.generations[0].is_empty()
+    }
+
+    fn put(&mut self, rev: Rev) {
+        if self.generations.is_empty() {
+            self.generations.push(Generation::default());
+        }
+        let last = self.generations.len() - 1;
+        let g = &mut self.generations[last];
+        if g.revs.is_empty() {
+            g.created = rev;
+        }
+        g.revs.push(rev);
+        g.ver += 1;
+    }
+
+    /// Appends a tombstone; `false` if the key is not live.
+    fn tombstone(&mut self, rev: Rev) -> bool {
+        match self.generations.last() {
+            Some(g) if !g.is_empty() => {}
+            _ => return false,
+        }
+        self.put(rev);
+        self.generations.push(Generation::default());
+        true
+    }
+
+    /// The generation that holds the key at revision `at`, if the key existed then.
+    fn find_generation(&self, at: i64) -> Option<&Generation> {
+        let last = self.generations.len().checked_sub(1)?;
+        for (i, g) in self.generations.iter().enumerate().rev() {
+            let Some(first) = g.revs.first() else {
+                continue;
+            };
+            if i != last && g.revs.last().is_some_and(|tomb| tomb.main <= at) {
+                return None;
+            }
+            if first.main <= at {
+                return Some(g);
+            }
+        }
+        None
+    }
+
+    /// The key's state at revision `at`, if it existed then.
+    pub fn get(&self, at: i64) -> Option<Found> {
+        let g = self.find_generation(at)?;
+        let n = g.newest_at(at)?;
+        Some(Found {
+            modified: g.revs[n],
+            created: g.created,
+            ver: g.ver - (g.revs.len() - n - 1) as i64,
+        })
+    }
+
+    /// etcd's `doCompact`: the generation to keep from and the index of its newest revision at
+    /// or below `at`.
+    fn do_compact(&self, at: i64) -> (usize, Option<usize>) {
+        let mut gi = 0;
+        while gi + 1 < self.generations.len() {
+            let tomb = self.generations[gi]
+                .revs
+                .last()
+                .map_or(i64::MIN, |r| r.main);
+            if tomb > at {
+                break;
+            }
+            gi += 1;
+        }
+        (gi, self.generations[gi].newest_at(at))
+    }
+
+    /// The revision of this key that compaction at `at` keeps (etcd's `keep`).
+    fn kept(&self, at: i64) -> Option<Rev> {
+        if self.generations.is_empty() || self.is_empty() {
+            return None;
+        }
+        let (gi, n) = self.do_compact(at);
+        let n = n?;
+        let g = &self.generations[gi];
+        if n == g.revs.len() - 1 && gi != self.generations.len() - 1 {
+            return None;
+        }
+        Some(g.revs[n])
+    }
+
+    /// Pushes every revision that compaction at `at` removes, with whether it is a tombstone.
+    fn garbage(&self, at: i64, out: &mut Vec<(Rev, bool)>) {
+        if self.generations.is_empty() || self.is_empty() {
+            return;
+        }
+        let last = self.generations.len() - 1;
+        let (gi, n) = self.do_compact(at);
+        for g in &self.generations[..gi] {
+            let len = g.revs.len();
+            for (i, r) in g.revs.iter().enumerate() {
+                out.push((*r, i + 1 == len));
+            }
+        }
+        let g = &self.generations[gi];
+        if let Some(n) = n {
+            for r in &g.revs[..n] {
+                out.push((*r, false));
+            }
+            if self.kept(at).is_none() {
+                out.push((g.revs[n], gi != last && n + 1 == g.revs.len()));
+            }
+        }
+    }
+
+    /// etcd's `compact`: drops what compaction at `at` removes.
+    fn compact(&mut self, at: i64) {
+        if self.generations.is_empty() || self.is_empty() {
+            return;
+        }
+        let last = self.generations.len() - 1;
+        let (mut gi, n) = self.do_compact(at);
+        let g = &mut self.generations[gi];
+        if !g.is_empty() {
+            if let Some(n) = n {
+                g.revs.drain(..n);
+            }
+            if g.revs.len() == 1 && gi != last {
+                gi += 1;
+            }
+        }
+        self.generations.drain(..gi);
+    }
+
+    /// Takes back the newest revision (a put or a tombstone).
+    fn undo(&mut self, tombstone: bool) {
+        if tombstone && self.generations.last().is_some_and(|g| g.is_empty()) {
+            self.generations.pop();
+        }
+        if let Some(g) = self.generations.last_mut() {
+            g.revs.pop();
+            g.ver -= 1;
+            if g.revs.is_empty() {
+                g.ver = 0;
+                g.created = Rev::default();
+            }
+        }
+    }
+}
+
+/// How a request names its keys.
+#[derive(Debug, Clone, Copy)]
+pub enum KeyRange<'a> {
+    /// Exactly one key.
+    Single(&'a [u8]),
+    /// `[start, end)`; `end == None` means no upper bound.
+    Span(&'a [u8], Option<&'a [u8]>),
+}
+
+impl<'a> KeyRange<'a> {
+    /// etcd's rules: empty `range_end` is one key, `range_end == [0]` is every key >= `key`.
+    pub fn new(key: &'a [u8], range_end: &'a [u8]) -> KeyRange<'a> {
+        if range_end.is_empty() {
+            KeyRange::Single(key)
+        } else if range_end == [0] {
+            KeyRange::Span(key, None)
+        } else {
+            KeyRange::Span(key, Some(range_end))
+        }
+    }
+}
+
+/// The key index of the whole store (etcd's `treeIndex`).
+#[derive(Debug, Default)]
+pub struct TreeIndex {
+    map: BTreeMap<Box<[u8]>, KeyIndex>,
+}
+
+impl TreeIndex {
+    /// An empty index.
+    pub fn new() -> TreeIndex {
+        TreeIndex::default()
+    }
+
+    /// Number of keys with any history in the index.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// The history of one key.
+    pub fn key_index(&self, key: &[u8]) -> Option<&KeyIndex> {
+        self.map.get(key)
+    }
+
+    /// Records a put of `key` at `rev`.
+    pub fn put(&mut self, key: &[u8], rev: Rev) {
+        if let Some(ki) = self.map.get_mut(key) {
+            ki.put(rev);
+        } else {
+            let mut ki = KeyIndex::default();
+            ki.put(rev);
+            self.map.insert(key.into(), ki);
+        }
+    }
+
+    /// Records the deletion of `key` at `rev`; `false` if the key is not live.
+    pub fn tombstone(&mut self, key: &[u8], rev: Rev) -> bool {
+        self.map.get_mut(key).is_some_and(|ki| ki.tombstone(rev))
+    }
+
+    /// Takes back the newest change of `key` (used to abandon uncommitted changes, newest first).
+    pub fn undo(&mut self, key: &[u8], tombstone: bool) {
+        if let Some(ki) = self.map.get_mut(key) {
+            ki.undo(tombstone);
+            if ki.generations.len() == 1 && ki.generations[0].is_empty() {
+                self.map.remove(key);
+            }
+        }
+    }
+
+    /// Restores a key from its first backend entry (etcd's `keyIndex.restore`).
+    pub fn restore(&mut self, key: &[u8], created: Rev, modified: Rev, ver: i64) {
+        let ki = KeyIndex {
+            generations: vec![Generation {
+                ver,
+                created,
+                revs: vec![modified],
+            }],
+        };
+        self.map.insert(key.into(), ki);
+    }
+
+    /// The state of `key` at `at`.
+    pub fn get(&self, key: &[u8], at: i64) -> Option<Found> {
+        self.map.get(key)?.get(at)
+    }
+
+    /// Calls `f` for every key of `range` that exists at `at`, in key order; stops when `f`
+    /// returns `false`.
+    pub fn visit(&self, range: KeyRange<'_>, at: i64, mut f: impl FnMut(&[u8], Found) -> bool) {
+        match range {
+            KeyRange::Single(key) => {
+                if let Some(found) = self.get(key, at) {
+                    f(key, found);
+                }
+            }
+            KeyRange::Span(start, end) => {
+                if end.is_some_and(|end| end <= start) {
+                    return;
+                }
+                let upper = match end {
+                    Some(e) => Bound::Excluded(e),
+                    None => Bound::Unbounded,
+                };
+                for (k, ki) in self.map.range::<[u8], _>((Bound::Included(start), upper)) {
+                    if let Some(found) = ki.get(at)
+                        && !f(k, found)
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Number of keys of `range` that exist at `at`.
+    pub fn count(&self, range: KeyRange<'_>, at: i64) -> usize {
+        let mut n = 0;
+        self.visit(range, at, |_, _| {
+            n += 1;
+            true
+        });
+        n
+    }
+
+    /// The revisions compaction at `at` keeps (etcd's `Keep`), used by `HashKV`.
+    pub fn keep(&self, at: i64) -> HashSet<Rev> {
+        self.map.values().filter_map(|ki| ki.kept(at)).collect()
+    }
+
+    /// Every revision compaction at `at` removes from the backend, with its tombstone flag.
+    pub fn garbage(&self, at: i64) -> Vec<(Rev, bool)> {
+        let mut out = Vec::new();
+        for ki in self.map.values() {
+            ki.garbage(at, &mut out);
+        }
+        out
+    }
+
+    /// Compacts the index at `at` (etcd's `Compact`), dropping keys left without history.
+    pub fn compact(&mut self, at: i64) {
+        self.map.retain(|_, ki| {
+            ki.compact(at);
+            !ki.is_empty()
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(main: i64) -> Rev {
+        Rev::new(main, 0)
+    }
+
+    /// etcd's `TestKeyIndexGet` history: puts at 2,4,6, tombstone 8? We use: put 2, 4, tomb 6,
+    /// put 8, 10, tomb 12, put 14, 14.1, 16.
+    fn sample() -> KeyIndex {
+        let mut ki = KeyIndex::default();
+        ki.put(r(2));
+        ki.put(r(4));
+        assert!(ki.tombstone(r(6)));
+        ki.put(r(8));
+        ki.put(r(10));
+        assert!(ki.tombstone(r(12)));
+        ki.put(r(14));
+        ki.put(Rev::new(14, 1));
+        ki.put(r(16));
+        ki
+    }
+
+    #[test]
+    fn get_follows_generations() {
+        let ki = sample();
+        assert_eq!(ki.get(1), None);
+        assert_eq!(ki.get(2).map(|f| (f.modified, f.ver)), Some((r(2), 1)));
+        assert_eq!(ki.get(5).map(|f| (f.modified, f.ver)), Some((r(4), 2)));
+        assert_eq!(ki.get(6), None);
+        assert_eq!(ki.get(7), None);
+        assert_eq!(
+            ki.get(9).map(|f| (f.modified, f.created, f.ver)),
+            Some((r(8), r(8), 1))
+        );
+        assert_eq!(ki.get(12), None);
+        assert_eq!(
+            ki.get(14).map(|f| (f.modified, f.ver)),
+            Some((Rev::new(14, 1), 2))
+        );
+        assert_eq!(
+            ki.get(100).map(|f| (f.modified, f.created, f.ver)),
+            Some((r(16), r(14), 3))
+        );
+    }
+
+    #[test]
+    fn tombstone_of_dead_key_fails() {
+        let mut ki = KeyIndex::default();
+        ki.put(r(2));
+        assert!(ki.tombstone(r(3)));
+        assert!(!ki.tombstone(r(4)));
+    }
+
+    #[test]
+    fn compact_keeps_latest_and_drops_dead_generations() {
+        for at in 1..18 {
+            let ki = sample();
+            let mut garbage = Vec::new();
+            ki.garbage(at, &mut garbage);
+            let kept = ki.kept(at);
+            let mut compacted = ki.clone();
+            compacted.compact(at);
+            // Reads at or above the compaction revision are unchanged.
+            for read in at..20 {
+                assert_eq!(ki.get(read), compacted.get(read), "at {at} read {read}");
+            }
+            // Everything at or below `at` is either kept or garbage, never both.
+            let all: Vec<Rev> = ki
+                .generations
+                .iter()
+                .flat_map(|g| g.revs.iter().copied())
+                .collect();
+            for rev in all.iter().filter(|r| r.main <= at) {
+                let is_garbage = garbage.iter().any(|(g, _)| g == rev);
+                assert_ne!(Some(*rev) == kept, is_garbage, "at {at} rev {rev:?}");
+            }
+            // What the compacted index still holds at or below `at` is exactly the kept revision.
+            let left: Vec<Rev> = compacted
+                .generations
+                .iter()
+                .flat_map(|g| g.revs.iter().copied())
+                .filter(|r| r.main <= at)
+                .collect();
+            assert_eq!(left, kept.into_iter().collect::<Vec<_>>(), "at {at}");
+        }
+    }
+
+    #[test]
+    fn garbage_marks_tombstones() {
+        let ki = sample();
+        let mut garbage = Vec::new();
+        ki.garbage(13, &mut garbage);
+        assert!(garbage.contains(&(r(6), true)));
+        assert!(garbage.contains(&(r(12), true)));
+        assert!(garbage.contains(&(r(10), false)));
+        assert_eq!(ki.kept(13), None);
+        assert_eq!(ki.kept(14), Some(Rev::new(14, 1)));
+    }
+
+    #[test]
+    fn undo_restores_previous_state() {
+        let mut t = TreeIndex::new();
+        t.put(b"a", r(2));
+        let before = t.key_index(b"a").cloned();
+        t.tombstone(b"a", r(3));
+        t.put(b"a", r(4));
+        t.put(b"b", r(4));
+        t.undo(b"b", false);
+        t.undo(b"a", false);
+        t.undo(b"a", true);
+        assert_eq!(t.key_index(b"a").cloned(), before);
+        assert!(t.key_index(b"b").is_none());
+    }
+
+    #[test]
+    fn visit_respects_bounds() {
+        let mut t = TreeIndex::new();
+        for (i, k) in [b"a", b"b", b"c", b"d"].iter().enumerate() {
+            t.put(*k, r(i as i64 + 2));
+        }
+        let keys = |range| {
+            let mut v = Vec::new();
+            t.visit(range, 10, |k, _| {
+                v.push(k.to_vec());
+                true
+            });
+            v
+        };
+        assert_eq!(
+            keys(KeyRange::new(b"b", b"d")),
+            vec![b"b".to_vec(), b"c".to_vec()]
+        );
+        assert_eq!(keys(KeyRange::new(b"b", b"\0")).len(), 3);
+        assert_eq!(keys(KeyRange::new(b"\0", b"\0")).len(), 4);
+        assert_eq!(keys(KeyRange::new(b"d", b"b")).len(), 0);
+        assert_eq!(keys(KeyRange::new(b"c", b"")), vec![b"c".to_vec()]);
+        assert_eq!(t.count(KeyRange::new(b"a", b"c"), 2), 1);
+    }
+
+    #[test]
+    fn compact_removes_dead_keys() {
+        let mut t = TreeIndex::new();
+        t.put(b"a", r(2));
+        t.tombstone(b"a", r(3));
+        t.put(b"b", r(4));
+        t.compact(3);
+        assert!(t.key_index(b"a").is_none());
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.keep(4), [r(4)].into_iter().collect());
+    }
+}

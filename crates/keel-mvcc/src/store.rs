@@ -1,0 +1,232 @@
+//! [`Mvcc`]: the store handle — opening, reads, batches, maintenance.
+
+use std::path::{Path, PathBuf};
+
+use keel_proto::etcdserverpb::{RangeRequest, RangeResponse};
+use keel_proto::mvccpb::KeyValue;
+use parking_lot::{Mutex, RwLock};
+use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, TableHandle};
+
+use crate::apply::{ApplyBatch, table_value};
+use crate::backend::{self, APP_META, DEFAULT_CACHE_BYTES, KEY, META};
+use crate::error::MvccError;
+use crate::index::TreeIndex;
+use crate::range::{self, ValueSource};
+use crate::revision::Rev;
+
+/// Published state: what readers may see. Guarded by one `RwLock`.
+pub(crate) struct State {
+    pub(crate) index: TreeIndex,
+    pub(crate) current_rev: i64,
+    pub(crate) compact_rev: i64,
+    pub(crate) applied_index: u64,
+}
+
+/// Options for [`Mvcc::open_with`].
+#[derive(Debug, Clone)]
+pub struct MvccOptions {
+    /// Bytes of page cache the redb backend may use (default 256 MiB).
+    pub cache_bytes: usize,
+}
+
+impl Default for MvccOptions {
+    fn default() -> Self {
+        MvccOptions {
+            cache_bytes: DEFAULT_CACHE_BYTES,
+        }
+    }
+}
+
+/// The multi-version key-value store (see the crate docs).
+pub struct Mvcc {
+    path: PathBuf,
+    pub(crate) db: RwLock<Database>,
+    pub(crate) state: RwLock<State>,
+    writer: Mutex<()>,
+}
+
+struct TableValues(ReadOnlyTable<&'static [u8], &'static [u8]>);
+
+impl ValueSource for TableValues {
+    fn value(&self, rev: Rev) -> Result<KeyValue, MvccError> {
+        table_value(&self.0, rev)
+    }
+}
+
+impl Mvcc {
+    /// Opens (creating if missing) the redb file at `path` and rebuilds the in-memory key index from it.
+    pub fn open(path: &Path) -> Result<Mvcc, MvccError> {
+        Mvcc::open_with(path, &MvccOptions::default())
+    }
+
+    /// [`Mvcc::open`] with explicit options.
+    pub fn open_with(path: &Path, options: &MvccOptions) -> Result<Mvcc, MvccError> {
+        let db = backend::open_database(path, options.cache_bytes)?;
+        let restored = backend::restore(&db.begin_read()?)?;
+        Ok(Mvcc {
+            path: path.to_path_buf(),
+            db: RwLock::new(db),
+            state: RwLock::new(State {
+                index: restored.index,
+                current_rev: restored.current_rev,
+                compact_rev: restored.compact_rev,
+                applied_index: restored.applied_index,
+            }),
+            writer: Mutex::new(()),
+        })
+    }
+
+    /// The store revision (1 for a new store; etcd's first write gets revision 2).
+    pub fn current_revision(&self) -> i64 {
+        self.state.read().current_rev
+    }
+
+    /// The compaction revision; -1 when the store was never compacted (what etcd's HashKV reports).
+    pub fn compact_revision(&self) -> i64 {
+        self.state.read().compact_rev
+    }
+
+    /// Raft log index of the last batch committed to the backend (0 for a new store).
+    pub fn applied_index(&self) -> u64 {
+        self.state.read().applied_index
+    }
+
+    /// Number of keys the in-memory index tracks (live keys plus deleted ones not yet compacted).
+    pub fn indexed_keys(&self) -> usize {
+        self.state.read().index.len()
+    }
+
+    /// A read of committed state. Never blocked by a running ApplyBatch except for an O(1) moment.
+    pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, MvccError> {
+        let db = self.db.read();
+        let (resolved, cur, table) = {
+            let s = self.state.read();
+            let resolved = range::resolve(&s.index, req, s.current_rev, s.compact_rev)?;
+            // The snapshot is taken under the index lock: it holds every revision the index
+            // resolved (published only after their commit) and none that compaction removed
+            // (compact revision published before the removals commit).
+            let table = if resolved.revs.is_empty() {
+                None
+            } else {
+                Some(db.begin_read()?.open_table(KEY)?)
+            };
+            (resolved, s.current_rev, table)
+        };
+        match table {
+            Some(t) => range::materialize(&TableValues(t), resolved, req, cur),
+            None => range::materialize(&NoValues, resolved, req, cur),
+        }
+    }
+
+    /// Starts the one batch of writes (waits if another batch is open).
+    pub fn begin_apply<'a>(&'a self, lease_exists: &'a dyn Fn(i64) -> bool) -> ApplyBatch<'a> {
+        let writer = self.writer.lock();
+        let (rev, compact) = {
+            let s = self.state.read();
+            (s.current_rev, s.compact_rev)
+        };
+        ApplyBatch::new(self, writer, lease_exists, rev, compact)
+    }
+
+    /// Bytes of the backend file.
+    pub fn db_size(&self) -> u64 {
+        std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Bytes of the backend file in use (allocated pages, from redb's stats).
+    pub fn db_size_in_use(&self) -> u64 {
+        let db = self.db.read();
+        let stats = db.begin_write().and_then(|w| {
+            let stats = w.stats().map_err(redb::TransactionError::from);
+            let _ = w.abort();
+            stats
+        });
+        match stats {
+            Ok(s) => s.allocated_pages() * s.page_size() as u64,
+            Err(_) => self.db_size(),
+        }
+    }
+
+    /// Compacts the backend file (redb `compact`); stops reads and writes while it runs, like
+    /// etcd's defragmentation.
+    pub fn defragment(&self) -> Result<(), MvccError> {
+        let _writer = self.writer.lock();
+        let mut db = self.db.write();
+        // A non-durable tail must be made durable before redb compacts.
+        let mut w = db.begin_write()?;
+        w.set_durability(Durability::Immediate)?;
+        w.commit()?;
+        for _ in 0..16 {
+            if !db.compact()? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a consistent copy of the backend (a redb database file) to `path`.
+    pub fn write_snapshot(&self, path: &Path) -> Result<(), MvccError> {
+        let rtxn = {
+            let db = self.db.read();
+            db.begin_read()?
+        };
+        if path.exists() {
+            std::fs::remove_file(path)?;
+        }
+        let out = Database::create(path)?;
+        let w = out.begin_write()?;
+        {
+            let src = rtxn.open_table(KEY)?;
+            let mut dst = w.open_table(KEY)?;
+            for e in src.iter()? {
+                let (k, v) = e?;
+                dst.insert(k.value(), v.value())?;
+            }
+            for def in [META, APP_META] {
+                let src = rtxn.open_table(def)?;
+                let mut dst = w.open_table(def)?;
+                for e in src.iter()? {
+                    let (k, v) = e?;
+                    dst.insert(k.value(), v.value())?;
+                }
+            }
+        }
+        w.commit()?;
+        drop(out);
+        Ok(())
+    }
+
+    /// Makes every committed batch durable (fsync); batches themselves commit without fsync because the WAL is the truth.
+    pub fn sync(&self) -> Result<(), MvccError> {
+        let db = self.db.read();
+        let mut w = db.begin_write()?;
+        w.set_durability(Durability::Immediate)?;
+        w.commit()?;
+        Ok(())
+    }
+
+    /// Reads a value stored by ApplyBatch::set_meta (used for alarms, later leases).
+    pub fn meta(&self, name: &str) -> Result<Option<Vec<u8>>, MvccError> {
+        let db = self.db.read();
+        let t = db.begin_read()?.open_table(APP_META)?;
+        Ok(t.get(name)?.map(|v| v.value().to_vec()))
+    }
+
+    /// The names of the backend tables, for diagnostics.
+    pub fn table_names(&self) -> Result<Vec<String>, MvccError> {
+        let db = self.db.read();
+        let r = db.begin_read()?;
+        Ok(r.list_tables()?.map(|t| t.name().to_owned()).collect())
+    }
+}
+
+struct NoValues;
+
+impl ValueSource for NoValues {
+    fn value(&self, rev: Rev) -> Result<KeyValue, MvccError> {
+        Err(MvccError::Corrupt(format!(
+            "no snapshot to read revision {}",
+            rev.main
+        )))
+    }
+}
