@@ -74,8 +74,12 @@ pub async fn connect(
                 .tcp_nodelay(true);
             match tokio::time::timeout(dial_timeout, endpoint.connect()).await {
                 Ok(Ok(channel)) => Ok(channel),
-                Ok(Err(err)) => Err(anyhow::Error::new(err))
-                    .with_context(|| format!("cannot connect to {uri} (is the server running?)")),
+                Ok(Err(err)) => {
+                    bail!(
+                        "cannot connect to {uri}: {} (is the server running?)",
+                        root_cause(&err)
+                    )
+                }
                 Err(_) => bail!("cannot connect to {uri}: timed out after {dial_timeout:?}"),
             }
         }
@@ -84,6 +88,15 @@ pub async fn connect(
     Ok((0..clients)
         .map(|i| KvClient::new(channels[i % channels.len()].clone()))
         .collect())
+}
+
+/// The innermost error of a chain (e.g. "Connection refused" under tonic's "transport error").
+fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = err;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
 }
 
 #[cfg(test)]

