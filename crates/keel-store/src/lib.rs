@@ -1,1 +1,18 @@
-//! keel-store
+//! keel store: an etcd-compatible, Raft-replicated MVCC key-value store.
+//!
+//! Layout by axis: [`raft`] (consensus and its log on `keel-wal`), the MVCC axis in the
+//! `keel-mvcc` crate, [`api`] (one module per etcd gRPC service, plus HTTP and the error
+//! table), [`server`] (request -> proposal -> apply -> response), [`config`] (etcd's flags),
+//! [`metrics`] (etcd's metric names) and [`compactor`] (auto compaction).
+//!
+//! Embed a store with [`StoreHandle::start`].
+
+pub mod api;
+pub mod compactor;
+pub mod config;
+pub mod metrics;
+pub mod raft;
+pub mod server;
+
+pub use config::Config;
+pub use server::{StartError, Store, StoreHandle};

@@ -1,3 +1,65 @@
-//! The `keel` binary.
+//! `keel`: the Kubernetes control-plane storage stack in one binary.
 
-fn main() {}
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+/// keel: an etcd-compatible store for Kubernetes control planes, and the tools around it.
+#[derive(Parser)]
+#[command(name = "keel", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run an etcd-compatible store member (accepts etcd's flags and ETCD_* variables).
+    Store(Box<keel_store::Config>),
+    /// Load-test any etcd v3 endpoint (flags as etcd's `benchmark`).
+    Bench(keel_bench::BenchArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("keel: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Store(config) => run_store(*config).await,
+            Command::Bench(args) => keel_bench::run(args).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("keel: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_store(config: keel_store::Config) -> anyhow::Result<()> {
+    let handle = keel_store::StoreHandle::start(config).await?;
+    if let Some(addr) = handle.addrs().first() {
+        eprintln!(
+            "keel store is serving on http://{addr}; try: etcdctl --endpoints=http://{addr} put hello world"
+        );
+    }
+    handle.wait().await?;
+    Ok(())
+}

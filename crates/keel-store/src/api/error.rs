@@ -1,0 +1,175 @@
+//! Every error the store returns to clients, with etcd's exact gRPC code and message.
+//!
+//! etcd's Go client maps errors back to typed values by their message text, and
+//! kube-apiserver compares those values, so the strings here are part of the wire contract
+//! (etcd: `api/v3rpc/rpctypes/error.go`). This module is their one owner.
+
+use keel_mvcc::MvccError;
+use tonic::{Code, Status};
+
+/// An error with an etcd wire representation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EtcdError {
+    /// A read or compaction below the compacted revision.
+    #[error("etcdserver: mvcc: required revision has been compacted")]
+    Compacted,
+    /// A read or compaction above the current revision.
+    #[error("etcdserver: mvcc: required revision is a future revision")]
+    FutureRevision,
+    /// A request without a key.
+    #[error("etcdserver: key is not provided")]
+    EmptyKey,
+    /// `ignore_value` / `ignore_lease` on a key that does not exist.
+    #[error("etcdserver: key not found")]
+    KeyNotFound,
+    /// A value given together with `ignore_value`.
+    #[error("etcdserver: value is provided")]
+    ValueProvided,
+    /// A lease given together with `ignore_lease`.
+    #[error("etcdserver: lease is provided")]
+    LeaseProvided,
+    /// More operations in a txn than `--max-txn-ops`.
+    #[error("etcdserver: too many operations in txn request")]
+    TooManyOps,
+    /// Overlapping writes in one txn.
+    #[error("etcdserver: duplicate key given in txn request")]
+    DuplicateKey,
+    /// A sort order or target outside the enum.
+    #[error("etcdserver: invalid sort option")]
+    InvalidSortOption,
+    /// A request larger than `--max-request-bytes`.
+    #[error("etcdserver: request is too large")]
+    RequestTooLarge,
+    /// A lease that does not exist.
+    #[error("etcdserver: requested lease not found")]
+    LeaseNotFound,
+    /// A write while the NOSPACE alarm is raised or would be by this write.
+    #[error("etcdserver: mvcc: database space exceeded")]
+    NoSpace,
+    /// The member knows no leader.
+    #[error("etcdserver: no leader")]
+    NoLeader,
+    /// A member id that is not in the cluster.
+    #[error("etcdserver: member not found")]
+    MemberNotFound,
+    /// A leader transfer to a member that cannot lead.
+    #[error("etcdserver: bad leader transferee")]
+    BadLeaderTransferee,
+    /// An auth request while auth is disabled.
+    #[error("etcdserver: authentication is not enabled")]
+    AuthNotEnabled,
+    /// A user that does not exist.
+    #[error("etcdserver: user name not found")]
+    UserNotFound,
+    /// A role that does not exist.
+    #[error("etcdserver: role name not found")]
+    RoleNotFound,
+    /// `AuthEnable` without a root user.
+    #[error("etcdserver: root user does not exist")]
+    RootUserNotExist,
+    /// A member change that would leave too few started members.
+    #[error("etcdserver: re-configuration failed due to not enough started members")]
+    NotEnoughStartedMembers,
+    /// A promote request for a member that is not a learner.
+    #[error("etcdserver: can only promote a learner member")]
+    MemberNotLearner,
+    /// The member is shutting down.
+    #[error("etcdserver: server stopped")]
+    Stopped,
+    /// A request this store does not serve; the message says which and why.
+    #[error("{0}")]
+    Unimplemented(String),
+    /// An internal failure (storage, consensus); the message says what failed.
+    #[error("etcdserver: {0}")]
+    Internal(String),
+}
+
+impl EtcdError {
+    /// The gRPC status code etcd uses for this error.
+    pub fn code(&self) -> Code {
+        use EtcdError::*;
+        match self {
+            Compacted | FutureRevision => Code::OutOfRange,
+            EmptyKey | KeyNotFound | ValueProvided | LeaseProvided | TooManyOps | DuplicateKey
+            | InvalidSortOption | RequestTooLarge => Code::InvalidArgument,
+            LeaseNotFound | MemberNotFound => Code::NotFound,
+            NoSpace => Code::ResourceExhausted,
+            NoLeader | Stopped => Code::Unavailable,
+            BadLeaderTransferee
+            | NotEnoughStartedMembers
+            | MemberNotLearner
+            | AuthNotEnabled
+            | UserNotFound
+            | RoleNotFound
+            | RootUserNotExist => Code::FailedPrecondition,
+            Unimplemented(_) => Code::Unimplemented,
+            Internal(_) => Code::Unknown,
+        }
+    }
+}
+
+impl From<EtcdError> for Status {
+    fn from(e: EtcdError) -> Status {
+        Status::new(e.code(), e.to_string())
+    }
+}
+
+impl From<MvccError> for EtcdError {
+    fn from(e: MvccError) -> EtcdError {
+        match e {
+            MvccError::Compacted => EtcdError::Compacted,
+            MvccError::FutureRevision => EtcdError::FutureRevision,
+            MvccError::KeyNotFound => EtcdError::KeyNotFound,
+            MvccError::LeaseNotFound(_) => EtcdError::LeaseNotFound,
+            other => EtcdError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// The go-grpc-prometheus name of a status code, for `grpc_server_handled_total`.
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "Canceled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_form_matches_etcd() {
+        let status = Status::from(EtcdError::Compacted);
+        assert_eq!(status.code(), Code::OutOfRange);
+        assert_eq!(
+            status.message(),
+            "etcdserver: mvcc: required revision has been compacted"
+        );
+        let status = Status::from(EtcdError::NoSpace);
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert_eq!(
+            status.message(),
+            "etcdserver: mvcc: database space exceeded"
+        );
+        assert_eq!(
+            Status::from(EtcdError::EmptyKey).message(),
+            "etcdserver: key is not provided"
+        );
+    }
+}

@@ -1,0 +1,70 @@
+//! The etcd v3 gRPC services (one file each), the HTTP endpoints, and the one module that owns
+//! every etcd error string.
+
+pub mod auth;
+pub mod cluster;
+pub mod error;
+pub mod http;
+pub mod kv;
+pub mod maintenance;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use keel_proto::etcdserverpb::{
+    auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer,
+    maintenance_server::MaintenanceServer,
+};
+use tonic::{Response, Status};
+
+use crate::metrics::GrpcLabels;
+use crate::server::Store;
+use error::EtcdError;
+
+/// gRPC's own framing overhead allowed on top of `--max-request-bytes`, as etcd allows.
+const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
+
+/// One router serving every gRPC service and the HTTP endpoints on the same port.
+pub fn router(store: Arc<Store>) -> axum::Router {
+    let limit = store.config().max_request_bytes as usize + GRPC_OVERHEAD_BYTES;
+    let grpc = tonic::service::Routes::new(
+        KvServer::new(kv::KvService::new(store.clone()))
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(usize::MAX),
+    )
+    .add_service(
+        MaintenanceServer::new(maintenance::MaintenanceService::new(store.clone()))
+            .max_decoding_message_size(limit)
+            .max_encoding_message_size(usize::MAX),
+    )
+    .add_service(
+        ClusterServer::new(cluster::ClusterService::new(store.clone()))
+            .max_decoding_message_size(limit),
+    )
+    .add_service(
+        AuthServer::new(auth::AuthService::new(store.clone())).max_decoding_message_size(limit),
+    );
+    grpc.into_axum_router().merge(http::router(store))
+}
+
+/// Runs one unary call: counts it in `grpc_server_handled_total` and turns its error into
+/// etcd's status.
+pub async fn unary<T>(
+    store: &Store,
+    service: &'static str,
+    method: &'static str,
+    call: impl Future<Output = Result<T, EtcdError>>,
+) -> Result<Response<T>, Status> {
+    let result = call.await.map_err(Status::from);
+    let code = result
+        .as_ref()
+        .map_or_else(|s| s.code(), |_| tonic::Code::Ok);
+    let labels = GrpcLabels {
+        grpc_type: "unary",
+        grpc_service: service,
+        grpc_method: method,
+        grpc_code: error::code_name(code),
+    };
+    store.metrics().grpc_handled.get_or_create(&labels).inc();
+    result.map(Response::new)
+}

@@ -1,0 +1,365 @@
+//! The flags of `keel store`: etcd's names, defaults and `ETCD_*` environment variables, so
+//! scripts written for etcd run unchanged.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+/// etcd's default `--quota-backend-bytes` (2 GiB) when the flag is 0.
+pub const DEFAULT_QUOTA_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
+/// How `--auto-compaction-retention` is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompactionMode {
+    /// Retain a time window (e.g. `1h`, `30m`; a bare number is hours).
+    Periodic,
+    /// Retain a number of revisions.
+    Revision,
+}
+
+/// Configuration of one `keel store` member.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Human-readable name of this member.
+    #[arg(long, env = "ETCD_NAME", default_value = "default")]
+    pub name: String,
+    /// Path to the data directory [default: ${name}.etcd].
+    #[arg(long, env = "ETCD_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Comma-separated URLs to listen on for client traffic (gRPC and HTTP on the same port).
+    #[arg(
+        long,
+        env = "ETCD_LISTEN_CLIENT_URLS",
+        default_value = "http://localhost:2379"
+    )]
+    pub listen_client_urls: String,
+    /// Comma-separated client URLs advertised to the cluster and to clients.
+    #[arg(
+        long,
+        env = "ETCD_ADVERTISE_CLIENT_URLS",
+        default_value = "http://localhost:2379"
+    )]
+    pub advertise_client_urls: String,
+    /// Comma-separated URLs to listen on for peer traffic.
+    #[arg(
+        long,
+        env = "ETCD_LISTEN_PEER_URLS",
+        default_value = "http://localhost:2380"
+    )]
+    pub listen_peer_urls: String,
+    /// Comma-separated peer URLs advertised to the rest of the cluster.
+    #[arg(
+        long,
+        env = "ETCD_INITIAL_ADVERTISE_PEER_URLS",
+        default_value = "http://localhost:2380"
+    )]
+    pub initial_advertise_peer_urls: String,
+    /// Initial cluster configuration for bootstrapping: `name=peerURL,...`.
+    #[arg(
+        long,
+        env = "ETCD_INITIAL_CLUSTER",
+        default_value = "default=http://localhost:2380"
+    )]
+    pub initial_cluster: String,
+    /// Initial cluster state: `new` or `existing`.
+    #[arg(long, env = "ETCD_INITIAL_CLUSTER_STATE", default_value = "new", value_parser = ["new", "existing"])]
+    pub initial_cluster_state: String,
+    /// Initial cluster token for the cluster during bootstrap.
+    #[arg(
+        long,
+        env = "ETCD_INITIAL_CLUSTER_TOKEN",
+        default_value = "etcd-cluster"
+    )]
+    pub initial_cluster_token: String,
+    /// Raise the NOSPACE alarm when the backend exceeds this many bytes (0 = 2 GiB).
+    #[arg(long, env = "ETCD_QUOTA_BACKEND_BYTES", default_value_t = 0)]
+    pub quota_backend_bytes: u64,
+    /// Maximum client request size in bytes the server will accept.
+    #[arg(long, env = "ETCD_MAX_REQUEST_BYTES", default_value_t = 1_572_864)]
+    pub max_request_bytes: u32,
+    /// Maximum number of operations permitted in a transaction.
+    #[arg(long, env = "ETCD_MAX_TXN_OPS", default_value_t = 128)]
+    pub max_txn_ops: u32,
+    /// Interpretation of --auto-compaction-retention: `periodic` or `revision`.
+    #[arg(
+        long,
+        env = "ETCD_AUTO_COMPACTION_MODE",
+        value_enum,
+        default_value = "periodic"
+    )]
+    pub auto_compaction_mode: CompactionMode,
+    /// Auto compaction retention (periodic: `1h`, `30m`, or hours; revision: a count). 0 disables.
+    #[arg(long, env = "ETCD_AUTO_COMPACTION_RETENTION", default_value = "0")]
+    pub auto_compaction_retention: String,
+    /// Number of committed entries between log snapshots (after which the WAL is purged).
+    #[arg(long, env = "ETCD_SNAPSHOT_COUNT", default_value_t = 10_000)]
+    pub snapshot_count: u64,
+    /// Time (in milliseconds) of a heartbeat interval.
+    #[arg(long, env = "ETCD_HEARTBEAT_INTERVAL", default_value_t = 100)]
+    pub heartbeat_interval: u64,
+    /// Time (in milliseconds) for an election to timeout.
+    #[arg(long, env = "ETCD_ELECTION_TIMEOUT", default_value_t = 1000)]
+    pub election_timeout: u64,
+    /// The etcd version reported by Status and /version. Clients such as kube-apiserver enable
+    /// features by this version, so it must not claim what keel does not serve yet.
+    #[arg(long, env = "ETCD_EMULATED_ETCD_VERSION", default_value = "3.5.0")]
+    pub emulated_etcd_version: String,
+}
+
+/// A configuration error, reported before anything starts.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A URL that is not `http://host:port`.
+    #[error("invalid URL {url:?} in --{flag}: {reason}")]
+    BadUrl {
+        /// The flag it came from.
+        flag: &'static str,
+        /// The URL given.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An `--initial-cluster` that does not fit this member.
+    #[error("--initial-cluster: {0}")]
+    BadCluster(String),
+    /// An `--auto-compaction-retention` that cannot be read.
+    #[error(
+        "invalid --auto-compaction-retention {0:?}: use a duration like 1h or 30m, or a revision count"
+    )]
+    BadRetention(String),
+}
+
+/// What `--auto-compaction-*` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    /// Keep this much history in time.
+    Period(Duration),
+    /// Keep this many revisions.
+    Revisions(i64),
+}
+
+impl Config {
+    /// The data directory (`--data-dir`, or `${name}.etcd` as etcd does).
+    pub fn data_dir(&self) -> PathBuf {
+        self.data_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("{}.etcd", self.name)))
+    }
+
+    /// The socket addresses to serve clients on.
+    pub fn client_listen_addrs(&self) -> Result<Vec<SocketAddr>, ConfigError> {
+        split(&self.listen_client_urls)
+            .map(|u| parse_url("listen-client-urls", u))
+            .collect()
+    }
+
+    /// The advertised client URLs.
+    pub fn advertised_client_urls(&self) -> Vec<String> {
+        split(&self.advertise_client_urls)
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The advertised peer URLs.
+    pub fn advertised_peer_urls(&self) -> Vec<String> {
+        split(&self.initial_advertise_peer_urls)
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// The backend quota in bytes.
+    pub fn quota_bytes(&self) -> u64 {
+        if self.quota_backend_bytes == 0 {
+            DEFAULT_QUOTA_BYTES
+        } else {
+            self.quota_backend_bytes
+        }
+    }
+
+    /// The auto-compaction setting, `None` when disabled.
+    pub fn retention(&self) -> Result<Option<Retention>, ConfigError> {
+        let raw = self.auto_compaction_retention.trim();
+        let bad = || ConfigError::BadRetention(raw.to_string());
+        match self.auto_compaction_mode {
+            CompactionMode::Revision => {
+                let n: i64 = raw.parse().map_err(|_| bad())?;
+                Ok((n > 0).then_some(Retention::Revisions(n)))
+            }
+            CompactionMode::Periodic => {
+                let period = match raw.parse::<f64>() {
+                    Ok(hours) if hours >= 0.0 => Duration::from_secs_f64(hours * 3600.0),
+                    Ok(_) => return Err(bad()),
+                    Err(_) => parse_duration(raw).ok_or_else(bad)?,
+                };
+                Ok((!period.is_zero()).then_some(Retention::Period(period)))
+            }
+        }
+    }
+
+    /// Checks every flag that can be checked before start-up.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.client_listen_addrs()?;
+        for url in split(&self.listen_peer_urls) {
+            parse_url("listen-peer-urls", url)?;
+        }
+        for url in split(&self.advertise_client_urls) {
+            parse_url("advertise-client-urls", url)?;
+        }
+        let members: Vec<(&str, &str)> = split(&self.initial_cluster)
+            .map(|m| {
+                m.split_once('=')
+                    .ok_or_else(|| ConfigError::BadCluster(format!("{m:?} is not name=peerURL")))
+            })
+            .collect::<Result<_, _>>()?;
+        if !members.iter().any(|(name, _)| *name == self.name) {
+            return Err(ConfigError::BadCluster(format!(
+                "couldn't find local name {:?} in the initial cluster configuration",
+                self.name
+            )));
+        }
+        if members.len() > 1 {
+            return Err(ConfigError::BadCluster(format!(
+                "{} members given; keel store currently runs single-member clusters only",
+                members.len()
+            )));
+        }
+        self.retention()?;
+        Ok(())
+    }
+}
+
+fn split(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// Parses `http://host:port` into a socket address (`localhost` is 127.0.0.1).
+fn parse_url(flag: &'static str, url: &str) -> Result<SocketAddr, ConfigError> {
+    let bad = |reason: &str| ConfigError::BadUrl {
+        flag,
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    let rest = match url.split_once("://") {
+        Some(("http", rest)) => rest,
+        Some(("https", _)) => return Err(bad("TLS is not supported yet; use http://")),
+        Some((scheme, _)) => {
+            return Err(bad(&format!("unsupported scheme {scheme:?}; use http://")));
+        }
+        None => return Err(bad("missing scheme; use http://host:port")),
+    };
+    let hostport = rest.trim_end_matches('/');
+    let (host, port) = hostport
+        .rsplit_once(':')
+        .ok_or_else(|| bad("missing port"))?;
+    let port: u16 = port.parse().map_err(|_| bad("port is not a number"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let host = if host == "localhost" {
+        "127.0.0.1"
+    } else {
+        host
+    };
+    let ip = host
+        .parse()
+        .map_err(|_| bad("host must be an IP address or localhost"))?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// Parses durations like `1h`, `30m`, `90s`, `1h30m`.
+fn parse_duration(s: &str) -> Option<Duration> {
+    let mut total = 0.0;
+    let mut number = String::new();
+    for c in s.chars() {
+        if c.is_ascii_digit() || c == '.' {
+            number.push(c);
+            continue;
+        }
+        let n: f64 = number.parse().ok()?;
+        number.clear();
+        total += n * match c {
+            'h' => 3600.0,
+            'm' => 60.0,
+            's' => 1.0,
+            _ => return None,
+        };
+    }
+    (number.is_empty() && total >= 0.0).then(|| Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        config: Config,
+    }
+
+    fn parse(args: &[&str]) -> Config {
+        Cli::try_parse_from(std::iter::once("keel").chain(args.iter().copied()))
+            .unwrap()
+            .config
+    }
+
+    #[test]
+    fn defaults_match_etcd() {
+        let c = parse(&[]);
+        assert_eq!(c.data_dir(), PathBuf::from("default.etcd"));
+        assert_eq!(
+            c.client_listen_addrs().unwrap(),
+            vec!["127.0.0.1:2379".parse().unwrap()]
+        );
+        assert_eq!(c.quota_bytes(), DEFAULT_QUOTA_BYTES);
+        assert_eq!(c.retention().unwrap(), None);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn retention_forms() {
+        let c = parse(&["--auto-compaction-retention", "1h30m"]);
+        assert_eq!(
+            c.retention().unwrap(),
+            Some(Retention::Period(Duration::from_secs(5400)))
+        );
+        let c = parse(&["--auto-compaction-retention", "2"]);
+        assert_eq!(
+            c.retention().unwrap(),
+            Some(Retention::Period(Duration::from_secs(7200)))
+        );
+        let c = parse(&[
+            "--auto-compaction-mode",
+            "revision",
+            "--auto-compaction-retention",
+            "100",
+        ]);
+        assert_eq!(c.retention().unwrap(), Some(Retention::Revisions(100)));
+        assert!(
+            parse(&["--auto-compaction-retention", "soon"])
+                .retention()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn bad_urls_and_clusters_are_errors() {
+        assert!(
+            parse(&["--listen-client-urls", "https://127.0.0.1:1"])
+                .validate()
+                .is_err()
+        );
+        assert!(
+            parse(&["--listen-client-urls", "127.0.0.1:1"])
+                .validate()
+                .is_err()
+        );
+        assert!(parse(&["--name", "x"]).validate().is_err());
+        assert!(
+            parse(&["--initial-cluster", "default=http://a:1,b=http://b:1"])
+                .validate()
+                .is_err()
+        );
+    }
+}

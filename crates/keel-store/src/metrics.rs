@@ -1,0 +1,162 @@
+//! Prometheus metrics of the store, under etcd's metric names so existing dashboards and alerts
+//! work unchanged. Each axis updates its own metrics; `/metrics` renders them all.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of `grpc_server_handled_total`, as go-grpc-prometheus names them.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GrpcLabels {
+    /// The gRPC type (`unary`, `server_stream`, `bidi_stream`).
+    pub grpc_type: &'static str,
+    /// The service, e.g. `etcdserverpb.KV`.
+    pub grpc_service: &'static str,
+    /// The method, e.g. `Range`.
+    pub grpc_method: &'static str,
+    /// The status code name, e.g. `OK`, `OutOfRange`.
+    pub grpc_code: &'static str,
+}
+
+/// Every metric the store exports.
+pub struct Metrics {
+    registry: Registry,
+    /// WAL fdatasync latency (`etcd_disk_wal_fsync_duration_seconds`).
+    pub wal_fsync: Histogram,
+    /// Backend commit latency (`etcd_disk_backend_commit_duration_seconds`).
+    pub backend_commit: Histogram,
+    /// Backend file size (`etcd_mvcc_db_total_size_in_bytes`).
+    pub db_size: Gauge<i64>,
+    /// Backend bytes in use (`etcd_mvcc_db_total_size_in_use_in_bytes`).
+    pub db_size_in_use: Gauge<i64>,
+    /// Log index committed (`etcd_server_proposals_committed_total`, a gauge in etcd).
+    pub proposals_committed: Gauge<i64>,
+    /// Log index applied (`etcd_server_proposals_applied_total`, a gauge in etcd).
+    pub proposals_applied: Gauge<i64>,
+    /// Failed proposals (`etcd_server_proposals_failed_total`).
+    pub proposals_failed: Counter<u64, AtomicU64>,
+    /// 1 when the member knows a leader (`etcd_server_has_leader`).
+    pub has_leader: Gauge<i64>,
+    /// Puts seen by MVCC (`etcd_mvcc_put_total`).
+    pub mvcc_put: Counter<u64, AtomicU64>,
+    /// Ranges seen by MVCC (`etcd_mvcc_range_total`).
+    pub mvcc_range: Counter<u64, AtomicU64>,
+    /// Txns seen by MVCC (`etcd_mvcc_txn_total`).
+    pub mvcc_txn: Counter<u64, AtomicU64>,
+    /// Deletes seen by MVCC (`etcd_mvcc_delete_total`).
+    pub mvcc_delete: Counter<u64, AtomicU64>,
+    /// Handled gRPC calls (`grpc_server_handled_total`).
+    pub grpc_handled: Family<GrpcLabels, Counter<u64, AtomicU64>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        // etcd's buckets: 1 ms .. ~8 s doubling for fsync, 1 ms .. ~8 s for commits.
+        let wal_fsync = Histogram::new(exponential_buckets(0.001, 2.0, 14));
+        let backend_commit = Histogram::new(exponential_buckets(0.001, 2.0, 14));
+        let m = Metrics {
+            wal_fsync,
+            backend_commit,
+            db_size: Gauge::default(),
+            db_size_in_use: Gauge::default(),
+            proposals_committed: Gauge::default(),
+            proposals_applied: Gauge::default(),
+            proposals_failed: Counter::default(),
+            has_leader: Gauge::default(),
+            mvcc_put: Counter::default(),
+            mvcc_range: Counter::default(),
+            mvcc_txn: Counter::default(),
+            mvcc_delete: Counter::default(),
+            grpc_handled: Family::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "etcd_disk_wal_fsync_duration_seconds",
+            "The latency distributions of fsync called by WAL.",
+            m.wal_fsync.clone(),
+        );
+        r.register(
+            "etcd_disk_backend_commit_duration_seconds",
+            "The latency distributions of commit called by backend.",
+            m.backend_commit.clone(),
+        );
+        r.register(
+            "etcd_mvcc_db_total_size_in_bytes",
+            "Total size of the underlying database physically allocated in bytes.",
+            m.db_size.clone(),
+        );
+        r.register(
+            "etcd_mvcc_db_total_size_in_use_in_bytes",
+            "Total size of the underlying database logically in use in bytes.",
+            m.db_size_in_use.clone(),
+        );
+        r.register(
+            "etcd_server_proposals_committed_total",
+            "The total number of consensus proposals committed.",
+            m.proposals_committed.clone(),
+        );
+        r.register(
+            "etcd_server_proposals_applied_total",
+            "The total number of consensus proposals applied.",
+            m.proposals_applied.clone(),
+        );
+        r.register(
+            "etcd_server_proposals_failed",
+            "The total number of failed proposals seen.",
+            m.proposals_failed.clone(),
+        );
+        r.register(
+            "etcd_server_has_leader",
+            "Whether or not a leader exists. 1 is existence, 0 is not.",
+            m.has_leader.clone(),
+        );
+        r.register(
+            "etcd_mvcc_put",
+            "Total number of puts seen by this member.",
+            m.mvcc_put.clone(),
+        );
+        r.register(
+            "etcd_mvcc_range",
+            "Total number of ranges seen by this member.",
+            m.mvcc_range.clone(),
+        );
+        r.register(
+            "etcd_mvcc_txn",
+            "Total number of txns seen by this member.",
+            m.mvcc_txn.clone(),
+        );
+        r.register(
+            "etcd_mvcc_delete",
+            "Total number of deletes seen by this member.",
+            m.mvcc_delete.clone(),
+        );
+        r.register(
+            "grpc_server_handled",
+            "Total number of RPCs completed on the server, regardless of success or failure.",
+            m.grpc_handled.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Renders every metric in the Prometheus (OpenMetrics) text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

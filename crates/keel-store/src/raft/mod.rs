@@ -1,0 +1,95 @@
+//! The Raft axis: keel's openraft glue.
+//!
+//! Every write is an entry in an openraft group (one member until clustering is configured):
+//! the log lives in keel's own WAL ([`log_store`]), committed entries are applied to the MVCC
+//! store ([`state_machine`]), and entries are encoded by [`codec`]. openraft types stay inside
+//! this module; the rest of the store sees [`Proposal`], [`Applied`] and [`RaftNode`].
+
+pub mod codec;
+pub mod log_store;
+pub mod network;
+pub mod state_machine;
+
+use std::fmt;
+
+use keel_proto::etcdserverpb::{
+    AlarmRequest, AlarmResponse, CompactionRequest, CompactionResponse, DeleteRangeRequest,
+    DeleteRangeResponse, PutRequest, PutResponse, TxnRequest, TxnResponse,
+};
+
+use crate::api::error::EtcdError;
+
+openraft::declare_raft_types!(
+    /// openraft's type configuration for keel: standard Raft terms (one leader per term).
+    pub KeelRaft:
+        D = Proposal,
+        R = Applied,
+        LeaderId = openraft::impls::leader_id_std::LeaderId<u64, u64>,
+);
+
+/// The openraft handle type of a keel member.
+pub type RaftNode = openraft::Raft<KeelRaft, state_machine::StateMachine>;
+
+/// One replicated write: the payload of a normal log entry.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Proposal {
+    /// The write itself.
+    #[prost(oneof = "ProposalOp", tags = "1, 2, 3, 4, 5")]
+    pub op: Option<ProposalOp>,
+}
+
+/// The kinds of replicated writes.
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum ProposalOp {
+    /// A KV Put.
+    #[prost(message, tag = "1")]
+    Put(PutRequest),
+    /// A KV DeleteRange.
+    #[prost(message, tag = "2")]
+    DeleteRange(DeleteRangeRequest),
+    /// A KV Txn.
+    #[prost(message, tag = "3")]
+    Txn(TxnRequest),
+    /// A KV Compact.
+    #[prost(message, tag = "4")]
+    Compaction(CompactionRequest),
+    /// A Maintenance Alarm activation or deactivation.
+    #[prost(message, tag = "5")]
+    Alarm(AlarmRequest),
+}
+
+impl fmt::Display for Proposal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.op {
+            Some(ProposalOp::Put(_)) => f.write_str("put"),
+            Some(ProposalOp::DeleteRange(_)) => f.write_str("delete_range"),
+            Some(ProposalOp::Txn(_)) => f.write_str("txn"),
+            Some(ProposalOp::Compaction(_)) => f.write_str("compaction"),
+            Some(ProposalOp::Alarm(_)) => f.write_str("alarm"),
+            None => f.write_str("empty"),
+        }
+    }
+}
+
+/// The outcome of applying one [`Proposal`], handed back to the member that proposed it.
+#[derive(Debug, Clone)]
+pub enum Applied {
+    /// Response to a Put.
+    Put(PutResponse),
+    /// Response to a DeleteRange.
+    DeleteRange(DeleteRangeResponse),
+    /// Response to a Txn.
+    Txn(TxnResponse),
+    /// Response to a Compact.
+    Compaction(CompactionResponse),
+    /// Response to an Alarm change.
+    Alarm(AlarmResponse),
+    /// The request was rejected by the state machine (etcd applies some checks at apply time).
+    Rejected(EtcdError),
+}
+
+impl Default for Applied {
+    fn default() -> Self {
+        Applied::Rejected(EtcdError::Internal("empty proposal".into()))
+    }
+}

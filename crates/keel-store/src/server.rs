@@ -1,0 +1,434 @@
+//! The store's core: request -> proposal -> apply -> response, and its life cycle.
+//!
+//! [`Store`] owns the Raft node, the WAL-backed log and the applied MVCC state, and offers the
+//! API layer three things: [`Store::propose`] for writes, [`Store::read_barrier`] before
+//! linearizable reads, and [`Store::header`] for response headers. [`StoreHandle::start`]
+//! opens everything, waits until the member has replayed its log and leads, then serves gRPC
+//! and HTTP on every client URL.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use keel_mvcc::Mvcc;
+use keel_proto::etcdserverpb::{
+    AlarmRequest, AlarmType, ResponseHeader, alarm_request::AlarmAction,
+};
+use openraft::async_runtime::WatchReceiver;
+use openraft::errors::{ClientWriteError, RaftError};
+use openraft::impls::BasicNode;
+use openraft::{Config as RaftConfig, SnapshotPolicy};
+use prost::Message;
+use sha2::{Digest, Sha256};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use crate::api::error::EtcdError;
+use crate::config::{Config, ConfigError};
+use crate::metrics::Metrics;
+use crate::raft::log_store::LogStore;
+use crate::raft::network::NoPeersFactory;
+use crate::raft::state_machine::{Applier, StateMachine};
+use crate::raft::{Applied, Proposal, ProposalOp, RaftNode};
+
+/// A failure to start the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A bad flag.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A data directory, WAL or backend problem.
+    #[error("cannot open the data directory {path}: {source}")]
+    Storage {
+        /// The directory.
+        path: String,
+        /// What failed.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A client URL that cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// The Raft node failed to start or to elect itself.
+    #[error("raft: {0}")]
+    Raft(String),
+}
+
+/// One member of a keel store: consensus, log and applied state.
+pub struct Store {
+    raft: RaftNode,
+    applier: Arc<Applier>,
+    log: LogStore,
+    metrics: Arc<Metrics>,
+    config: Config,
+    member_id: u64,
+    cluster_id: u64,
+    term: AtomicU64,
+    leader: AtomicU64,
+}
+
+impl Store {
+    /// Opens the member's data directory and starts its Raft node; returns once the member has
+    /// replayed every committed entry and leads (so it never serves an older revision than one
+    /// it acknowledged before a restart).
+    pub async fn open(config: Config) -> Result<Arc<Store>, StartError> {
+        config.validate()?;
+        let dir = config.data_dir().join("member");
+        let storage = |source: Box<dyn std::error::Error + Send + Sync>| StartError::Storage {
+            path: config.data_dir().display().to_string(),
+            source,
+        };
+        std::fs::create_dir_all(dir.join("snap")).map_err(|e| storage(e.into()))?;
+        let metrics = Arc::new(Metrics::new());
+        let mvcc =
+            Arc::new(Mvcc::open(&dir.join("snap").join("db")).map_err(|e| storage(e.into()))?);
+        let log =
+            LogStore::open(&dir.join("wal"), metrics.clone()).map_err(|e| storage(e.into()))?;
+        let applier =
+            Arc::new(Applier::open(mvcc, metrics.clone()).map_err(|e| storage(e.into()))?);
+        let peer_urls = config.advertised_peer_urls();
+        let member_id = member_id(&peer_urls, &config.initial_cluster_token);
+        let cluster_id = cluster_id(&[member_id], &config.initial_cluster_token);
+
+        let raft_config = RaftConfig {
+            cluster_name: format!("keel-{cluster_id:x}"),
+            heartbeat_interval: config.heartbeat_interval,
+            election_timeout_min: config.election_timeout,
+            election_timeout_max: config.election_timeout * 2,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_count.max(1)),
+            max_in_snapshot_log_to_keep: 5_000.min(config.snapshot_count),
+            enable_pre_vote: Some(true),
+            ..RaftConfig::default()
+        };
+        let raft_config = Arc::new(
+            raft_config
+                .validate()
+                .map_err(|e| StartError::Raft(e.to_string()))?,
+        );
+        let start_index = log.last_index();
+        let fresh = start_index == 0 && applier.applied().is_none();
+        let raft = RaftNode::new(
+            member_id,
+            raft_config,
+            NoPeersFactory,
+            log.clone(),
+            StateMachine::new(applier.clone()),
+        )
+        .await
+        .map_err(|e| StartError::Raft(e.to_string()))?;
+        if fresh {
+            let addr = peer_urls.first().cloned().unwrap_or_default();
+            raft.initialize(BTreeMap::from([(member_id, BasicNode { addr })]))
+                .await
+                .map_err(|e| StartError::Raft(e.to_string()))?;
+        }
+        let store = Arc::new(Store {
+            raft,
+            applier,
+            log,
+            metrics,
+            config,
+            member_id,
+            cluster_id,
+            term: AtomicU64::new(0),
+            leader: AtomicU64::new(0),
+        });
+        store.wait_until_caught_up(start_index).await?;
+        tokio::spawn(track_raft_metrics(store.clone()));
+        Ok(store)
+    }
+
+    async fn wait_until_caught_up(&self, start_index: u64) -> Result<(), StartError> {
+        let me = self.member_id;
+        self.raft
+            .wait(Some(Duration::from_secs(60)))
+            .metrics(
+                |m| {
+                    m.current_leader == Some(me)
+                        && m.last_applied.is_some_and(|a| a.index >= start_index)
+                },
+                "leader with the log replayed",
+            )
+            .await
+            .map_err(|e| StartError::Raft(e.to_string()))?;
+        Ok(())
+    }
+
+    /// The configuration this member runs with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The MVCC store.
+    pub fn mvcc(&self) -> &Mvcc {
+        &self.applier.mvcc
+    }
+
+    /// The metrics of this member.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// This member's id.
+    pub fn member_id(&self) -> u64 {
+        self.member_id
+    }
+
+    /// The cluster's id.
+    pub fn cluster_id(&self) -> u64 {
+        self.cluster_id
+    }
+
+    /// The current Raft term.
+    pub fn term(&self) -> u64 {
+        self.term.load(Ordering::Relaxed)
+    }
+
+    /// The leader's member id, 0 when there is none.
+    pub fn leader(&self) -> u64 {
+        self.leader.load(Ordering::Relaxed)
+    }
+
+    /// The index of the last entry in the log.
+    pub fn last_log_index(&self) -> u64 {
+        self.log.last_index()
+    }
+
+    /// The index of the last applied entry.
+    pub fn applied_index(&self) -> u64 {
+        self.applier.applied().map_or(0, |id| id.index)
+    }
+
+    /// The alarms currently raised in the cluster.
+    pub fn alarms(&self) -> Vec<keel_proto::etcdserverpb::AlarmMember> {
+        self.applier.alarms()
+    }
+
+    /// A response header for `revision`.
+    pub fn header(&self, revision: i64) -> ResponseHeader {
+        ResponseHeader {
+            cluster_id: self.cluster_id,
+            member_id: self.member_id,
+            revision,
+            raft_term: self.term(),
+        }
+    }
+
+    /// Fills the member fields of a header the MVCC layer produced.
+    pub fn fill(&self, header: &mut Option<ResponseHeader>) {
+        let revision = header
+            .as_ref()
+            .map_or_else(|| self.mvcc().current_revision(), |h| h.revision);
+        *header = Some(self.header(revision));
+    }
+
+    /// Replicates and applies one write, returning the applied result.
+    pub async fn propose(&self, op: ProposalOp) -> Result<Applied, EtcdError> {
+        let proposal = Proposal { op: Some(op) };
+        if proposal.encoded_len() > self.config.max_request_bytes as usize {
+            return Err(EtcdError::RequestTooLarge);
+        }
+        match self.raft.client_write(proposal).await {
+            Ok(resp) => match resp.data {
+                Applied::Rejected(e) => Err(e),
+                applied => Ok(applied),
+            },
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                self.metrics.proposals_failed.inc();
+                Err(EtcdError::NoLeader)
+            }
+            Err(e) => {
+                self.metrics.proposals_failed.inc();
+                Err(EtcdError::Internal(e.to_string()))
+            }
+        }
+    }
+
+    /// Waits until a linearizable read may be served locally.
+    ///
+    /// With this member as the only voter, every acknowledged write was applied before it was
+    /// acknowledged, so the applied state already reflects every write that completed before
+    /// the read began: the leader check is the whole barrier.
+    pub async fn read_barrier(&self) -> Result<(), EtcdError> {
+        if self.leader() == self.member_id {
+            Ok(())
+        } else {
+            Err(EtcdError::NoLeader)
+        }
+    }
+
+    /// Refuses a write that adds data when the NOSPACE alarm is raised, and raises it when the
+    /// backend has grown past the quota (etcd's quota check before proposing).
+    pub async fn check_quota(&self, cost: usize) -> Result<(), EtcdError> {
+        let nospace = AlarmType::Nospace as i32;
+        if self.alarms().iter().any(|a| a.alarm == nospace) {
+            return Err(EtcdError::NoSpace);
+        }
+        if self.mvcc().db_size() + cost as u64 <= self.config.quota_bytes() {
+            return Ok(());
+        }
+        let raise = AlarmRequest {
+            action: AlarmAction::Activate as i32,
+            member_id: self.member_id,
+            alarm: nospace,
+        };
+        tracing::warn!(
+            quota = self.config.quota_bytes(),
+            "backend quota exceeded: raising the NOSPACE alarm"
+        );
+        self.propose(ProposalOp::Alarm(raise)).await?;
+        Err(EtcdError::NoSpace)
+    }
+
+    /// Moves leadership to `transferee` (only this member can lead a one-member cluster).
+    pub async fn move_leader(&self, transferee: u64) -> Result<(), EtcdError> {
+        if transferee != self.member_id {
+            return Err(EtcdError::BadLeaderTransferee);
+        }
+        Ok(())
+    }
+
+    /// Stops the Raft node and makes the backend durable.
+    pub async fn shutdown(&self) {
+        let _ = self.raft.shutdown().await;
+        if let Err(e) = self.mvcc().sync() {
+            tracing::error!(error = %e, "backend sync at shutdown failed");
+        }
+    }
+}
+
+/// Mirrors openraft's metrics into the store's term/leader and Prometheus gauges.
+async fn track_raft_metrics(store: Arc<Store>) {
+    let mut rx = store.raft.metrics();
+    loop {
+        {
+            let m = rx.borrow_and_update();
+            store.term.store(m.current_term, Ordering::Relaxed);
+            store
+                .leader
+                .store(m.current_leader.unwrap_or(0), Ordering::Relaxed);
+            store
+                .metrics
+                .has_leader
+                .set(i64::from(m.current_leader.is_some()));
+            if let Some(committed) = m.cluster_committed {
+                store
+                    .metrics
+                    .proposals_committed
+                    .set(committed.index as i64);
+            }
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// etcd-style member id: derived from the peer URLs and the cluster token.
+fn member_id(peer_urls: &[String], token: &str) -> u64 {
+    let mut urls = peer_urls.to_vec();
+    urls.sort();
+    let digest = Sha256::digest(format!("{}{}", urls.join(""), token));
+    u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
+/// etcd-style cluster id: derived from the member ids and the cluster token.
+fn cluster_id(members: &[u64], token: &str) -> u64 {
+    let mut hasher = Sha256::new();
+    for id in members {
+        hasher.update(id.to_be_bytes());
+    }
+    hasher.update(token.as_bytes());
+    u64::from_be_bytes(hasher.finalize()[..8].try_into().expect("8 bytes"))
+}
+
+/// A running store serving clients.
+pub struct StoreHandle {
+    store: Arc<Store>,
+    addrs: Vec<SocketAddr>,
+    tasks: JoinSet<std::io::Result<()>>,
+}
+
+impl StoreHandle {
+    /// Opens the store and serves gRPC and HTTP on every `--listen-client-urls` address.
+    pub async fn start(config: Config) -> Result<StoreHandle, StartError> {
+        config.validate()?;
+        let mut listeners = Vec::new();
+        for addr in config.client_listen_addrs()? {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Listen { addr, source })?;
+            listeners.push(listener);
+        }
+        let store = Store::open(config).await?;
+        let router = crate::api::router(store.clone());
+        let mut tasks = JoinSet::new();
+        let mut addrs = Vec::new();
+        for listener in listeners {
+            addrs.push(listener.local_addr().map_err(|source| StartError::Listen {
+                addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+                source,
+            })?);
+            let router = router.clone();
+            tasks.spawn(async move { axum::serve(listener, router).await });
+        }
+        tokio::spawn(crate::compactor::run(store.clone()));
+        tracing::info!(
+            name = %store.config().name,
+            member_id = %format!("{:x}", store.member_id()),
+            addresses = ?addrs,
+            "ready to serve client requests"
+        );
+        Ok(StoreHandle {
+            store,
+            addrs,
+            tasks,
+        })
+    }
+
+    /// The store behind this handle.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The addresses clients can reach.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Serves until a listener fails or the process receives Ctrl-C / SIGTERM.
+    pub async fn wait(mut self) -> std::io::Result<()> {
+        let result = tokio::select! {
+            Some(done) = self.tasks.join_next() => done.map_err(std::io::Error::other).and_then(|r| r),
+            _ = shutdown_signal() => Ok(()),
+        };
+        self.store.shutdown().await;
+        result
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Where the backend of a data directory lives (`member/snap/db`).
+pub fn backend_path(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join("member").join("snap").join("db")
+}
