@@ -304,7 +304,7 @@ fn seed_keys() -> Vec<Step> {
 
 fn scenario_get(ver: CtlVersion) {
     let mut steps = seed_keys();
-    let mut gets = vec![
+    let gets = vec![
         "get a",
         "get missing",
         "get foo/ --prefix",

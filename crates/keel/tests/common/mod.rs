@@ -118,6 +118,19 @@ pub fn keel_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_keel"))
 }
 
+/// The program and leading arguments that run a store of `flavor`: `keel store` or `etcd`.
+pub fn store_command(flavor: Flavor) -> (PathBuf, Vec<String>) {
+    match flavor {
+        Flavor::Keel => (keel_bin(), vec!["store".to_string()]),
+        Flavor::Etcd => (etcd35_bin(), Vec::new()),
+    }
+}
+
+/// The environment variable etcd reads for `flag`: `data-dir` -> `ETCD_DATA_DIR`.
+pub fn env_name(flag: &str) -> String {
+    format!("ETCD_{}", flag.replace('-', "_").to_uppercase())
+}
+
 /// Returns a port that was free a moment ago on 127.0.0.1.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -133,6 +146,11 @@ pub struct ServerOpts {
     pub args: Vec<String>,
     /// Extra environment variables.
     pub env: Vec<(String, String)>,
+    /// Pass the standard settings (name, data dir, URLs, initial cluster) as `ETCD_*`
+    /// environment variables instead of flags.
+    pub settings_from_env: bool,
+    /// Member name (`--name` and the initial cluster); `default` if unset.
+    pub name: Option<String>,
 }
 
 /// A running `keel store` or `etcd` process, killed with SIGKILL on drop.
@@ -219,34 +237,45 @@ impl Server {
         self.peer_port
     }
 
-    /// The command line (program and arguments) this server is started with.
-    pub fn command(&self) -> (PathBuf, Vec<String>) {
-        let bin = match self.flavor {
-            Flavor::Keel => keel_bin(),
-            Flavor::Etcd => etcd35_bin(),
-        };
-        let mut args = Vec::new();
-        if self.flavor == Flavor::Keel {
-            args.push("store".to_string());
+    /// The standard settings as `(flag name, value)` pairs.
+    fn settings(&self) -> Vec<(&'static str, String)> {
+        let name = self
+            .opts
+            .name
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
+        vec![
+            ("name", name.clone()),
+            ("data-dir", self.data_dir.display().to_string()),
+            ("listen-client-urls", self.client_url.clone()),
+            ("advertise-client-urls", self.client_url.clone()),
+            ("listen-peer-urls", self.peer_url.clone()),
+            ("initial-advertise-peer-urls", self.peer_url.clone()),
+            ("initial-cluster", format!("{name}={}", self.peer_url)),
+        ]
+    }
+
+    /// The program, arguments and extra environment this server is started with.
+    pub fn command(&self) -> (PathBuf, Vec<String>, Vec<(String, String)>) {
+        let (bin, mut args) = store_command(self.flavor);
+        let mut env = Vec::new();
+        for (flag, value) in self.settings() {
+            if self.opts.settings_from_env {
+                env.push((env_name(flag), value));
+            } else {
+                args.push(format!("--{flag}={value}"));
+            }
         }
-        args.extend([
-            "--name=default".to_string(),
-            format!("--data-dir={}", self.data_dir.display()),
-            format!("--listen-client-urls={}", self.client_url),
-            format!("--advertise-client-urls={}", self.client_url),
-            format!("--listen-peer-urls={}", self.peer_url),
-            format!("--initial-advertise-peer-urls={}", self.peer_url),
-            format!("--initial-cluster=default={}", self.peer_url),
-        ]);
         args.extend(self.opts.args.iter().cloned());
-        (bin, args)
+        env.extend(self.opts.env.iter().cloned());
+        (bin, args, env)
     }
 
     fn spawn_and_wait(&mut self) -> Result<(), String> {
         self.starts += 1;
         self.log_path = self.scratch.join(format!("server-{}.log", self.starts));
         let log = File::create(&self.log_path).expect("create server log");
-        let (bin, args) = self.command();
+        let (bin, args, env) = self.command();
         let mut cmd = Command::new(&bin);
         cmd.args(&args)
             .stdin(Stdio::null())
@@ -257,7 +286,7 @@ impl Server {
                 cmd.env_remove(k);
             }
         }
-        cmd.envs(self.opts.env.iter().map(|(k, v)| (k, v)));
+        cmd.envs(env);
         let child = cmd
             .spawn()
             .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
