@@ -12,6 +12,9 @@
 //! message. A fixed list of invalid requests (empty keys, duplicate keys in a txn, too many txn
 //! ops, a too-large request, bad sort options, ...) is checked the same way.
 //!
+//! `KEEL_TEST_DIFF_LEASES=0` leaves every lease out of the random sequences (no grants, no
+//! revokes, no lease IDs in puts or compares), to look past a missing Lease service.
+//!
 //! 200 sequences run in total, split over four tests (each with its own pair of servers) so they
 //! run in parallel and a failure names a smaller search space.
 
@@ -168,6 +171,7 @@ struct Gen {
     prefix: String,
     lease: i64,
     lease_alive: bool,
+    leases: bool,
     rev: i64,
     compact_rev: i64,
 }
@@ -232,6 +236,9 @@ impl Gen {
     }
 
     fn lease_id(&mut self) -> i64 {
+        if !self.leases {
+            return 0;
+        }
         match self.rng.below(10) {
             0..=6 => 0,
             7 | 8 => self.lease,
@@ -239,7 +246,9 @@ impl Gen {
         }
     }
 
-    fn put(&mut self) -> PutRequest {
+    /// A put; `ignore_value`/`ignore_lease` only when `top_level`: etcd 3.5.1 crashes on a txn
+    /// that deletes a range ending in `\0` and then puts a key of it with an ignore flag.
+    fn put(&mut self, top_level: bool) -> PutRequest {
         let mut p = PutRequest {
             key: self.key(),
             value: self.value(),
@@ -247,13 +256,13 @@ impl Gen {
             prev_kv: self.rng.chance(1, 2),
             ..Default::default()
         };
-        if self.rng.chance(1, 8) {
+        if top_level && self.rng.chance(1, 8) {
             p.ignore_value = true;
             if !self.rng.chance(1, 5) {
                 p.value.clear();
             }
         }
-        if self.rng.chance(1, 8) {
+        if top_level && self.rng.chance(1, 8) {
             p.ignore_lease = true;
             if !self.rng.chance(1, 5) {
                 p.lease = 0;
@@ -288,9 +297,6 @@ impl Gen {
         if self.rng.chance(1, 3) {
             r.sort_order = self.rng.range_i64(0, 2) as i32;
             r.sort_target = self.rng.range_i64(0, 4) as i32;
-            if self.rng.chance(1, 40) {
-                r.sort_order = 7;
-            }
         }
         if self.rng.chance(1, 5) {
             let lo = self.rng.range_i64(0, self.rev.max(1));
@@ -337,7 +343,7 @@ impl Gen {
 
     fn op(&mut self, depth: u32) -> RequestOp {
         let request = match self.rng.below(if depth < 2 { 8 } else { 7 }) {
-            0..=2 => Request::RequestPut(self.put()),
+            0..=2 => Request::RequestPut(self.put(false)),
             3 | 4 => Request::RequestRange(self.range_req()),
             5 | 6 => Request::RequestDeleteRange(self.delete()),
             _ => Request::RequestTxn(self.txn(depth + 1)),
@@ -360,7 +366,7 @@ impl Gen {
 
     fn request(&mut self) -> Req {
         match self.rng.below(100) {
-            0..=29 => Req::Put(self.put()),
+            0..=29 => Req::Put(self.put(true)),
             30..=41 => Req::Delete(self.delete()),
             42..=66 => Req::Txn(self.txn(0)),
             67..=94 => Req::Range(self.range_req()),
@@ -372,6 +378,7 @@ impl Gen {
                 },
                 physical: self.rng.chance(1, 2),
             }),
+            98 | 99 if !self.leases => Req::Range(self.range_req()),
             98 if self.lease_alive => {
                 self.lease_alive = false;
                 Req::LeaseRevoke(LeaseRevokeRequest { id: self.lease })
@@ -410,6 +417,7 @@ impl Gen {
 /// Runs `SEQUENCES_PER_TEST` random sequences starting at sequence number `first`.
 async fn run_sequences(first: u64) {
     let base = base_seed();
+    let leases = std::env::var("KEEL_TEST_DIFF_LEASES").as_deref() != Ok("0");
     let mut pair = Lockstep::start().await;
     let mut rev = 1;
     let mut compact_rev = 0;
@@ -423,6 +431,7 @@ async fn run_sequences(first: u64) {
             prefix: format!("s{seq:03}/"),
             lease,
             lease_alive: true,
+            leases,
             rev,
             compact_rev,
         };
@@ -431,7 +440,7 @@ async fn run_sequences(first: u64) {
             // Each request is generated from what the previous answers taught the generator,
             // so compares and revisions hit interesting values; etcd's answers are
             // deterministic, so a seed still replays the same requests.
-            let req = if i == 0 {
+            let req = if i == 0 && leases {
                 Req::LeaseGrant(LeaseGrantRequest {
                     ttl: 3600,
                     id: lease,
@@ -602,16 +611,9 @@ async fn invalid_requests_match() {
                 physical: true,
             }),
         ),
-        // etcd 3.5.1 does not validate the sort order: an out-of-range value is served. (An
-        // out-of-range sort target makes etcd 3.5.1 drop the connection, so it is not sent.)
-        (
-            "invalid sort order",
-            Req::Range(RangeRequest {
-                key: "a".into(),
-                sort_order: 9,
-                ..Default::default()
-            }),
-        ),
+        // Out-of-range sort enums are not compared: etcd 3.5.1 serves an unknown sort order and
+        // drops the connection on an unknown sort target, while later etcd answers
+        // `invalid sort option`.
         (
             "delete nothing",
             Req::Delete(DeleteRangeRequest {
@@ -733,17 +735,23 @@ async fn invalid_requests_match() {
             Req::LeaseGrant(LeaseGrantRequest { ttl: 100, id: 42 }),
         ),
     ];
+    let leases = std::env::var("KEEL_TEST_DIFF_LEASES").as_deref() != Ok("0");
     // Lease 42 exists before the "grant an existing lease" case.
-    let (r, t) = pair
-        .both(&Req::LeaseGrant(LeaseGrantRequest { ttl: 100, id: 42 }))
-        .await;
-    assert_eq!(r, t, "grant lease 42");
+    if leases {
+        let (r, t) = pair
+            .both(&Req::LeaseGrant(LeaseGrantRequest { ttl: 100, id: 42 }))
+            .await;
+        assert_eq!(r, t, "grant lease 42");
+    }
     let mut mismatches = Vec::new();
     let cases = ok_cases
         .into_iter()
         .map(|c| (c, true))
         .chain(err_cases.into_iter().map(|c| (c, false)));
     for ((name, req), expect_ok) in cases {
+        if !leases && matches!(req, Req::LeaseGrant(_) | Req::LeaseRevoke(_)) {
+            continue;
+        }
         let (r, t) = pair.both(&req).await;
         assert_eq!(
             r.is_ok(),

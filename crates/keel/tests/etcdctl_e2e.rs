@@ -128,6 +128,10 @@ macro_rules! re {
 }
 
 re!(RAFT_TERM, r#""(raft_term|raftTerm)":\d+"#);
+re!(
+    FIELDS_RAFT,
+    r#"(?m)^"(RaftTerm|RaftIndex|RaftAppliedIndex|DbSize|DbSizeInUse|Version)" : .*$"#
+);
 re!(RAFT_INDEX, r#""(raftIndex|raftAppliedIndex)":\d+"#);
 re!(DB_SIZE, r#""(dbSize|dbSizeInUse)":\d+"#);
 re!(VERSION, r#""version":"[^"]*""#);
@@ -153,6 +157,9 @@ fn normalize(text: &str, id: &Ident) -> String {
         s = s.replace(&format!("{n:016x}"), name);
     }
     s = RAFT_TERM.replace_all(&s, "\"$1\":<TERM>").into_owned();
+    s = FIELDS_RAFT
+        .replace_all(&s, "\"$1\" : <NORMALISED>")
+        .into_owned();
     s = RAFT_INDEX.replace_all(&s, "\"$1\":<INDEX>").into_owned();
     s = DB_SIZE.replace_all(&s, "\"$1\":<SIZE>").into_owned();
     s = VERSION
@@ -531,6 +538,10 @@ fn normalize_replaces_cluster_specific_values() {
     assert_eq!(
         normalize(json, &id),
         r#"{"header":{"cluster_id":<CLUSTER>,"member_id":<MEMBER>,"revision":3,"raft_term":<TERM>},"version":<VERSION>,"dbSize":<SIZE>}"#
+    );
+    assert_eq!(
+        normalize("\"Revision\" : 11\n\"RaftTerm\" : 2\n", &id),
+        "\"Revision\" : 11\n\"RaftTerm\" : <NORMALISED>\n"
     );
     // Revisions and values are kept.
     assert_eq!(normalize(r#""revision":3"#, &id), r#""revision":3"#);
