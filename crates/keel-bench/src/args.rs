@@ -47,7 +47,8 @@ pub struct BenchArgs {
     #[arg(long, global = true, default_value_t = 1)]
     pub key_space_size: u64,
 
-    /// Write keys in order (request i writes key i mod key-space-size) instead of at random.
+    /// Put keys in order (request i writes key i mod key-space-size) instead of at random;
+    /// txn-put always writes in order, as in etcd.
     #[arg(long, global = true)]
     pub sequential_keys: bool,
 

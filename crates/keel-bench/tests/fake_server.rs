@@ -283,3 +283,53 @@ fn flags_and_defaults_match_etcd_benchmark() {
     assert!(Cli::try_parse_from(["x", "range", "foo", "--consistency", "x"]).is_err());
     assert!(Cli::try_parse_from(["x", "txn-put", "--txn-ops", "2"]).is_ok());
 }
+
+/// The shape the `keel` binary uses: `keel bench ...` as one variant of its subcommands.
+#[derive(Parser)]
+struct KeelCli {
+    #[command(subcommand)]
+    command: KeelCommand,
+}
+
+#[derive(clap::Subcommand)]
+enum KeelCommand {
+    /// Load generator.
+    Bench(BenchArgs),
+    /// Another subcommand with flags of its own.
+    Store {
+        #[arg(long)]
+        name: Option<String>,
+    },
+}
+
+#[test]
+fn nests_as_a_keel_subcommand() {
+    use clap::CommandFactory;
+    KeelCli::command().debug_assert();
+    let cli = KeelCli::try_parse_from([
+        "keel",
+        "bench",
+        "--endpoints",
+        "http://127.0.0.1:2379",
+        "--conns",
+        "8",
+        "range",
+        "foo",
+        "--consistency",
+        "s",
+        "--clients",
+        "64",
+        "-w",
+        "json",
+    ])
+    .unwrap();
+    match cli.command {
+        KeelCommand::Bench(a) => {
+            assert_eq!((a.conns, a.clients), (8, 64));
+            assert_eq!(a.output(), keel_bench::OutputFormat::Json);
+        }
+        KeelCommand::Store { .. } => panic!("parsed as store"),
+    }
+    assert!(KeelCli::try_parse_from(["keel", "store", "--name", "x"]).is_ok());
+    assert!(KeelCli::try_parse_from(["keel", "bench"]).is_err());
+}
