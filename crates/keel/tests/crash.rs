@@ -135,6 +135,27 @@ async fn verify(server: &Server, acked: &Acked, min_rev: i64, context: &str) -> 
     rev
 }
 
+/// After a restart, a new write must succeed and get a revision above every earlier one.
+async fn put_after_restart(server: &Server, round: usize, max_rev: i64, context: &str) -> i64 {
+    let rev = KvClient::new(server.channel().await)
+        .put(PutRequest {
+            key: format!("crash/after/{round}").into_bytes(),
+            value: b"v".to_vec(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{context}: put after restart failed: {e}"))
+        .into_inner()
+        .header
+        .expect("put response header")
+        .revision;
+    assert!(
+        rev > max_rev,
+        "{context}: put after restart got revision {rev}, not above {max_rev}"
+    );
+    rev
+}
+
 /// The live WAL segment: the highest-named `*.wal` file in `<data-dir>/member/wal`.
 fn live_wal_segment(data_dir: &Path) -> PathBuf {
     let dir = data_dir.join("member").join("wal");
@@ -193,6 +214,7 @@ async fn crash_rounds(rounds: usize, torn: bool) {
         }
         server.restart();
         max_rev = verify(&server, &all, max_rev, &context).await;
+        max_rev = put_after_restart(&server, round, max_rev, &context).await;
     }
     assert!(
         all.len() >= 20 * rounds,

@@ -105,6 +105,8 @@ struct Ident {
     cluster_id: u64,
     member_id: u64,
     scratch: String,
+    /// The ID of the lease granted by the last `lease grant` step, once there was one.
+    lease: Option<u64>,
 }
 
 impl Ident {
@@ -117,6 +119,7 @@ impl Ident {
             cluster_id,
             member_id,
             scratch: s.scratch.display().to_string(),
+            lease: None,
         }
     }
 }
@@ -143,6 +146,9 @@ re!(
     r"(?m)^(<CLIENT>, <MEMBER>), [^,]+, [0-9.]+ [kMG]?B, (true|false), (true|false), \d+, \d+, \d+, (.*)$"
 );
 re!(HASHKV_LINE, r"(?m)^(<CLIENT>), \d+$");
+re!(LEASE_GRANTED, r"lease ([0-9a-f]{16}) granted with TTL");
+re!(REMAINING, r"remaining\(-?\d+s\)");
+re!(TTL_JSON, r#""ttl":-?\d+"#);
 re!(ERROR_LINE, r"(?m)^Error:.*$");
 
 /// Replaces everything that legitimately differs between two clusters by placeholders.
@@ -156,6 +162,13 @@ fn normalize(text: &str, id: &Ident) -> String {
         s = s.replace(&format!("{n:x}"), name);
         s = s.replace(&format!("{n:016x}"), name);
     }
+    if let Some(lease) = id.lease {
+        s = s.replace(&format!("{lease:016x}"), "<LEASE>");
+        let json = Regex::new(&format!(r#""(ID|id|lease)":{lease}\b"#)).unwrap();
+        s = json.replace_all(&s, "\"$1\":<LEASE>").into_owned();
+    }
+    s = REMAINING.replace_all(&s, "remaining(<TTL>)").into_owned();
+    s = TTL_JSON.replace_all(&s, "\"ttl\":<TTL>").into_owned();
     s = RAFT_TERM.replace_all(&s, "\"$1\":<TERM>").into_owned();
     s = FIELDS_RAFT
         .replace_all(&s, "\"$1\" : <NORMALISED>")
@@ -198,14 +211,32 @@ fn view(out: &CtlOutput, cmp: Cmp, id: &Ident) -> String {
     v
 }
 
-/// Expands `{dir}` and `{endpoint}` in the arguments for one server.
-fn expand(args: &[String], s: &Server) -> Vec<String> {
-    args.iter()
-        .map(|a| {
-            a.replace("{dir}", &s.scratch.display().to_string())
-                .replace("{endpoint}", &s.endpoint)
-        })
-        .collect()
+/// Expands `{dir}`, `{endpoint}` and `{lease}` (hex ID of the last granted lease) in `text`.
+fn expand_one(text: &str, s: &Server, id: &Ident) -> String {
+    let lease = id.lease.map(|l| format!("{l:x}")).unwrap_or_default();
+    text.replace("{dir}", &s.scratch.display().to_string())
+        .replace("{endpoint}", &s.endpoint)
+        .replace("{lease}", &lease)
+}
+
+/// Expands [`expand_one`] placeholders in every argument.
+fn expand(args: &[String], s: &Server, id: &Ident) -> Vec<String> {
+    args.iter().map(|a| expand_one(a, s, id)).collect()
+}
+
+/// Runs one step against one server, learning the lease ID from a `lease grant`.
+fn run_step(ver: CtlVersion, step: &Step, s: &Server, id: &mut Ident) -> CtlOutput {
+    let stdin = step.stdin.as_deref().map(|t| expand_one(t, s, id));
+    let out = etcdctl(
+        ver,
+        &s.endpoint,
+        &expand(&step.args, s, id),
+        stdin.as_deref(),
+    );
+    if let Some(c) = LEASE_GRANTED.captures(&out.stdout) {
+        id.lease = Some(u64::from_str_radix(&c[1], 16).unwrap());
+    }
+    out
 }
 
 /// Both servers of a scenario and their identities.
@@ -238,15 +269,10 @@ impl Pair {
 /// Runs `steps` with etcdctl `ver` against a fresh reference etcd and a fresh target, failing with
 /// every mismatch (not only the first) so one run shows all that differs.
 fn run(ver: CtlVersion, steps: impl IntoIterator<Item = Step>) -> Pair {
-    let pair = Pair::start();
+    let mut pair = Pair::start();
     let mut mismatches = Vec::new();
     for (i, step) in steps.into_iter().enumerate() {
-        let r = etcdctl(
-            ver,
-            &pair.reference.endpoint,
-            &expand(&step.args, &pair.reference),
-            step.stdin.as_deref(),
-        );
+        let r = run_step(ver, &step, &pair.reference, &mut pair.ref_id);
         let ok = r.code == 0;
         assert_eq!(
             ok,
@@ -255,12 +281,7 @@ fn run(ver: CtlVersion, steps: impl IntoIterator<Item = Step>) -> Pair {
             step.args.join(" "),
             step.expect
         );
-        let t = etcdctl(
-            ver,
-            &pair.target.endpoint,
-            &expand(&step.args, &pair.target),
-            step.stdin.as_deref(),
-        );
+        let t = run_step(ver, &step, &pair.target, &mut pair.tgt_id);
         let rv = view(&r, step.cmp, &pair.ref_id);
         let tv = view(&t, step.cmp, &pair.tgt_id);
         if rv != tv {
@@ -478,6 +499,28 @@ fn scenario_maintenance(ver: CtlVersion) {
     }
 }
 
+fn scenario_lease(ver: CtlVersion) {
+    let mut steps = vec![ok("lease grant 600")];
+    steps.extend(both(ok, "put k1 v1 --lease={lease}"));
+    // One attached key only: etcd lists attached keys in no particular order.
+    steps.push(ok("put k2 v2"));
+    steps.push(ok("put k3 v3"));
+    steps.extend(both(ok, "get k --prefix"));
+    steps.extend(both(ok, "lease timetolive {lease}"));
+    steps.extend(both(ok, "lease timetolive {lease} --keys"));
+    steps.extend(both(ok, "lease list"));
+    steps.extend(both(ok, "lease keep-alive --once {lease}"));
+    steps.extend(both(ok, "put k1 v1b --ignore-lease --prev-kv"));
+    steps.push(ok("lease revoke {lease}"));
+    steps.extend(both(ok, "get k --prefix"));
+    steps.extend(both(ok, "lease timetolive {lease}"));
+    steps.extend(both(ok, "lease list"));
+    steps.extend(both(fail, "lease revoke {lease}"));
+    steps.extend(both(fail, "put k4 v4 --lease={lease}"));
+    steps.extend(both(fail, "lease keep-alive --once {lease}"));
+    run(ver, steps);
+}
+
 /// `endpoint hashkv` is normalised away in the comparison; check that it is a real hash of the
 /// key space: stable while nothing changes and different after a write.
 fn scenario_hashkv_tracks_writes(ver: CtlVersion) {
@@ -516,6 +559,7 @@ for_both_versions! {
     scenario_txn => txn_v34, txn_v35;
     scenario_compaction => compaction_v34, compaction_v35;
     scenario_maintenance => maintenance_v34, maintenance_v35;
+    scenario_lease => lease_v34, lease_v35;
     scenario_hashkv_tracks_writes => hashkv_tracks_writes_v34, hashkv_tracks_writes_v35;
 }
 
@@ -528,7 +572,22 @@ fn normalize_replaces_cluster_specific_values() {
         cluster_id: 15118495548433857066,
         member_id: 13668033151171901709,
         scratch: "/tmp/x".into(),
+        lease: Some(0x694d7b1a7e2c9c0b),
     };
+    assert_eq!(
+        normalize(
+            "lease 694d7b1a7e2c9c0b granted with TTL(100s), remaining(99s)",
+            &id
+        ),
+        "lease <LEASE> granted with TTL(100s), remaining(<TTL>)"
+    );
+    assert_eq!(
+        normalize(
+            r#"{"ID":7587856300905372683,"lease":7587856300905372683,"version":1}"#,
+            &id
+        ),
+        r#"{"ID":<LEASE>,"lease":<LEASE>,"version":1}"#
+    );
     let status = "127.0.0.1:1234, bdae9bbc11dd390d, 3.5.1, 20 kB, true, false, 2, 6, 6, \n";
     assert_eq!(
         normalize(status, &id),
