@@ -86,67 +86,67 @@ impl Metrics {
         let r = &mut registry;
         r.register(
             "etcd_disk_wal_fsync_duration_seconds",
-            "The latency distributions of fsync called by WAL.",
+            "The latency distributions of fsync called by WAL",
             m.wal_fsync.clone(),
         );
         r.register(
             "etcd_disk_backend_commit_duration_seconds",
-            "The latency distributions of commit called by backend.",
+            "The latency distributions of commit called by backend",
             m.backend_commit.clone(),
         );
         r.register(
             "etcd_mvcc_db_total_size_in_bytes",
-            "Total size of the underlying database physically allocated in bytes.",
+            "Total size of the underlying database physically allocated in bytes",
             m.db_size.clone(),
         );
         r.register(
             "etcd_mvcc_db_total_size_in_use_in_bytes",
-            "Total size of the underlying database logically in use in bytes.",
+            "Total size of the underlying database logically in use in bytes",
             m.db_size_in_use.clone(),
         );
         r.register(
             "etcd_server_proposals_committed_total",
-            "The total number of consensus proposals committed.",
+            "The total number of consensus proposals committed",
             m.proposals_committed.clone(),
         );
         r.register(
             "etcd_server_proposals_applied_total",
-            "The total number of consensus proposals applied.",
+            "The total number of consensus proposals applied",
             m.proposals_applied.clone(),
         );
         r.register(
             "etcd_server_proposals_failed",
-            "The total number of failed proposals seen.",
+            "The total number of failed proposals seen",
             m.proposals_failed.clone(),
         );
         r.register(
             "etcd_server_has_leader",
-            "Whether or not a leader exists. 1 is existence, 0 is not.",
+            "Whether or not a leader exists. 1 is existence, 0 is not",
             m.has_leader.clone(),
         );
         r.register(
             "etcd_mvcc_put",
-            "Total number of puts seen by this member.",
+            "Total number of puts seen by this member",
             m.mvcc_put.clone(),
         );
         r.register(
             "etcd_mvcc_range",
-            "Total number of ranges seen by this member.",
+            "Total number of ranges seen by this member",
             m.mvcc_range.clone(),
         );
         r.register(
             "etcd_mvcc_txn",
-            "Total number of txns seen by this member.",
+            "Total number of txns seen by this member",
             m.mvcc_txn.clone(),
         );
         r.register(
             "etcd_mvcc_delete",
-            "Total number of deletes seen by this member.",
+            "Total number of deletes seen by this member",
             m.mvcc_delete.clone(),
         );
         r.register(
             "grpc_server_handled",
-            "Total number of RPCs completed on the server, regardless of success or failure.",
+            "Total number of RPCs completed on the server, regardless of success or failure",
             m.grpc_handled.clone(),
         );
         Metrics { registry, ..m }

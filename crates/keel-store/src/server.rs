@@ -25,6 +25,7 @@ use prost::Message;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
+use tonic::transport::server::TcpIncoming;
 
 use crate::api::error::EtcdError;
 use crate::config::{Config, ConfigError};
@@ -368,16 +369,27 @@ impl StoreHandle {
             listeners.push(listener);
         }
         let store = Store::open(config).await?;
-        let router = crate::api::router(store.clone());
+        let routes = tonic::service::Routes::from(crate::api::router(store.clone()));
         let mut tasks = JoinSet::new();
         let mut addrs = Vec::new();
         for listener in listeners {
-            addrs.push(listener.local_addr().map_err(|source| StartError::Listen {
+            let addr = listener.local_addr().map_err(|source| StartError::Listen {
                 addr: SocketAddr::from(([0, 0, 0, 0], 0)),
                 source,
-            })?);
-            let router = router.clone();
-            tasks.spawn(async move { axum::serve(listener, router).await });
+            })?;
+            addrs.push(addr);
+            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            // HTTP/1.1 for /health, /version and /metrics; HTTP/2 for gRPC, on the same port.
+            let server = tonic::transport::Server::builder()
+                .accept_http1(true)
+                .http2_adaptive_window(Some(true))
+                .add_routes(routes.clone());
+            tasks.spawn(async move {
+                server
+                    .serve_with_incoming(incoming)
+                    .await
+                    .map_err(std::io::Error::other)
+            });
         }
         tokio::spawn(crate::compactor::run(store.clone()));
         tracing::info!(
