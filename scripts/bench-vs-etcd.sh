@@ -2,7 +2,7 @@
 # Compares `keel store` with a real etcd 3.5.1 side by side, on this machine, in one run.
 #
 # Both servers get the same etcd flags, their own ports and their own data directory under one
-# temporary folder (same disk). Every test runs `keel bench` against etcd, then against keel.
+# temporary folder (same disk). Every test runs `keel bench` against both servers, alternating which goes first by run.
 #   put / txn-put : --conns 8 --clients 64, 8-byte keys, 256-byte values, 100k-key space
 #   range l / s   : `range foo`, linearizable and serializable, same conns/clients
 #   memory        : fresh servers, VmRSS idle, load 1M sequential keys of 256 B, VmRSS again
@@ -212,18 +212,28 @@ rss() {
     awk -v key="$2:" '$1 == key {printf "%.1f", $2 / 1024}' "/proc/${PID[$1]}/status"
 }
 
+# order RUN : the servers in the order to benchmark them; odd runs start with etcd, even runs with
+# keel, so neither always enjoys the warmer machine (use --runs 2 or more for a fair median).
+order() {
+    if (($1 % 2 == 1)); then
+        echo "${SERVERS[@]}"
+    else
+        printf '%s\n' "${SERVERS[@]}" | tac | tr '\n' ' '
+    fi
+}
+
 COMMON=(--conns "$CONNS" --clients "$CLIENTS")
 WRITE=(--total "$TOTAL" --key-size 8 --val-size 256 --key-space-size 100000)
 
 for run in $(seq "$RUNS"); do
     say "=== run $run of $RUNS ==="
     start_all "run$run"
-    for server in "${SERVERS[@]}"; do bench "$run" put "$server" "${COMMON[@]}" put "${WRITE[@]}"; done
-    for server in "${SERVERS[@]}"; do bench "$run" txn-put "$server" "${COMMON[@]}" txn-put "${WRITE[@]}"; done
-    for server in "${SERVERS[@]}"; do
+    for server in $(order "$run"); do bench "$run" put "$server" "${COMMON[@]}" put "${WRITE[@]}"; done
+    for server in $(order "$run"); do bench "$run" txn-put "$server" "${COMMON[@]}" txn-put "${WRITE[@]}"; done
+    for server in $(order "$run"); do
         bench "$run" range-l "$server" "${COMMON[@]}" range foo --consistency l --total "$TOTAL"
     done
-    for server in "${SERVERS[@]}"; do
+    for server in $(order "$run"); do
         bench "$run" range-s "$server" "${COMMON[@]}" range foo --consistency s --total "$TOTAL"
     done
     stop_all
@@ -231,13 +241,13 @@ for run in $(seq "$RUNS"); do
     # Memory: fresh servers, so both hold exactly the loaded keys and nothing else.
     start_all "mem$run"
     sleep 2
-    for server in "${SERVERS[@]}"; do record rss-idle "$server" value "$(rss "$server" VmRSS)"; done
-    for server in "${SERVERS[@]}"; do
+    for server in $(order "$run"); do record rss-idle "$server" value "$(rss "$server" VmRSS)"; done
+    for server in $(order "$run"); do
         bench "$run" load "$server" "${COMMON[@]}" put --total "$LOAD" --key-size 8 --val-size 256 \
             --key-space-size "$LOAD" --sequential-keys
     done
     sleep 2
-    for server in "${SERVERS[@]}"; do
+    for server in $(order "$run"); do
         record rss-loaded "$server" value "$(rss "$server" VmRSS)"
         record rss-anon "$server" value "$(rss "$server" RssAnon)"
         say "$server after $LOAD keys: VmRSS $(rss "$server" VmRSS) MiB, RssAnon $(rss "$server" RssAnon) MiB"
