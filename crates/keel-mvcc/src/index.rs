@@ -20,6 +20,15 @@ use std::ops::Bound;
 
 use crate::revision::Rev;
 
+/// Pushes with capacities 1, 2, 4, 8, ...: most keys hold one generation of one revision, and
+/// `Vec`'s default first allocation of four elements would quadruple the index's memory.
+fn push_tight<T>(v: &mut Vec<T>, item: T) {
+    if v.len() == v.capacity() {
+        v.reserve_exact(v.len().max(1));
+    }
+    v.push(item);
+}
+
 /// One life of a key: from the put that created it to the tombstone that deleted it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Generation {
@@ -69,14 +78,14 @@ impl KeyIndex {
 
     fn put(&mut self, rev: Rev) {
         if self.generations.is_empty() {
-            self.generations.push(Generation::default());
+            push_tight(&mut self.generations, Generation::default());
         }
         let last = self.generations.len() - 1;
         let g = &mut self.generations[last];
         if g.revs.is_empty() {
             g.created = rev;
         }
-        g.revs.push(rev);
+        push_tight(&mut g.revs, rev);
         g.ver += 1;
     }
 
@@ -87,7 +96,7 @@ impl KeyIndex {
             _ => return false,
         }
         self.put(rev);
-        self.generations.push(Generation::default());
+        push_tight(&mut self.generations, Generation::default());
         true
     }
 
@@ -183,14 +192,20 @@ impl KeyIndex {
         let (mut gi, n) = self.do_compact(at);
         let g = &mut self.generations[gi];
         if !g.is_empty() {
-            if let Some(n) = n {
+            if let Some(n) = n
+                && n > 0
+            {
                 g.revs.drain(..n);
+                g.revs.shrink_to_fit();
             }
             if g.revs.len() == 1 && gi != last {
                 gi += 1;
             }
         }
-        self.generations.drain(..gi);
+        if gi > 0 {
+            self.generations.drain(..gi);
+            self.generations.shrink_to_fit();
+        }
     }
 
     /// Takes back the newest revision (a put or a tombstone).

@@ -1,8 +1,9 @@
 //! Memory of the key index at scale: run with
 //! `cargo nextest run -p keel-mvcc --release --run-ignored only memory` to print the resident
-//! set size after loading 1,000,000 keys of 256-byte values.
+//! set size after loading 1,000,000 keys of 256-byte values (`KEEL_MVCC_CACHE_MIB` sets redb's
+//! page cache, to separate the index from the cache).
 
-use keel_mvcc::Mvcc;
+use keel_mvcc::{Mvcc, MvccOptions};
 use keel_proto::etcdserverpb::{PutRequest, RangeRequest};
 
 fn rss_kib() -> u64 {
@@ -20,7 +21,12 @@ fn rss_kib() -> u64 {
 #[ignore = "loads 1e6 keys; run explicitly"]
 fn million_keys_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let m = Mvcc::open(&dir.path().join("db")).unwrap();
+    let cache_bytes = std::env::var("KEEL_MVCC_CACHE_MIB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map_or(MvccOptions::default().cache_bytes, |mib| mib << 20);
+    let options = MvccOptions { cache_bytes };
+    let m = Mvcc::open_with(&dir.path().join("db"), &options).unwrap();
     let base = rss_kib();
     let value = vec![b'x'; 256];
     let no_leases = |_: i64| false;
@@ -37,6 +43,9 @@ fn million_keys_memory() {
             .unwrap();
         }
         b.commit(batch as u64 + 1).unwrap();
+        if batch % 100 == 99 {
+            m.sync().unwrap();
+        }
     }
     let load = start.elapsed();
     let after = rss_kib();
@@ -56,7 +65,7 @@ fn million_keys_memory() {
         m.db_size() >> 20
     );
     drop(m);
-    let m = Mvcc::open(&dir.path().join("db")).unwrap();
+    let m = Mvcc::open_with(&dir.path().join("db"), &options).unwrap();
     println!(
         "reopened: RSS {} MiB, rev {}",
         rss_kib() / 1024,
