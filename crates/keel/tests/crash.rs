@@ -87,17 +87,22 @@ async fn load_and_kill(server: &mut Server, round: usize, rng: &mut Rng) -> Acke
 
 /// Reads back every key under `crash/` and checks each acknowledged write; returns the store
 /// revision, which must be at least `min_rev`.
-async fn verify(server: &Server, acked: &Acked, min_rev: i64, context: &str) -> i64 {
+async fn verify(server: &mut Server, acked: &Acked, min_rev: i64, context: &str) -> i64 {
     let mut kv = KvClient::new(server.channel().await).max_decoding_message_size(256 << 20);
-    let resp = kv
+    let resp = match kv
         .range(RangeRequest {
             key: b"crash/".to_vec(),
             range_end: b"crash0".to_vec(),
             ..Default::default()
         })
         .await
-        .unwrap_or_else(|e| panic!("{context}: range after restart failed: {e}"))
-        .into_inner();
+    {
+        Ok(r) => r.into_inner(),
+        Err(e) => panic!(
+            "{context}: range after restart failed ({}): {e:?}",
+            server.process_state()
+        ),
+    };
     let rev = resp.header.expect("range response header").revision;
     let stored: BTreeMap<String, (String, i64)> = resp
         .kvs
@@ -136,19 +141,21 @@ async fn verify(server: &Server, acked: &Acked, min_rev: i64, context: &str) -> 
 }
 
 /// After a restart, a new write must succeed and get a revision above every earlier one.
-async fn put_after_restart(server: &Server, round: usize, max_rev: i64, context: &str) -> i64 {
-    let rev = KvClient::new(server.channel().await)
+async fn put_after_restart(server: &mut Server, round: usize, max_rev: i64, context: &str) -> i64 {
+    let put = KvClient::new(server.channel().await)
         .put(PutRequest {
             key: format!("crash/after/{round}").into_bytes(),
             value: b"v".to_vec(),
             ..Default::default()
         })
-        .await
-        .unwrap_or_else(|e| panic!("{context}: put after restart failed: {e}"))
-        .into_inner()
-        .header
-        .expect("put response header")
-        .revision;
+        .await;
+    let rev = match put {
+        Ok(r) => r.into_inner().header.expect("put response header").revision,
+        Err(e) => panic!(
+            "{context}: put after restart failed ({}): {e:?}",
+            server.process_state()
+        ),
+    };
     assert!(
         rev > max_rev,
         "{context}: put after restart got revision {rev}, not above {max_rev}"
@@ -213,8 +220,8 @@ async fn crash_rounds(rounds: usize, torn: bool) {
             context.push_str(&format!(", after appending {what} to {}", seg.display()));
         }
         server.restart();
-        max_rev = verify(&server, &all, max_rev, &context).await;
-        max_rev = put_after_restart(&server, round, max_rev, &context).await;
+        max_rev = verify(&mut server, &all, max_rev, &context).await;
+        max_rev = put_after_restart(&mut server, round, max_rev, &context).await;
     }
     assert!(
         all.len() >= 20 * rounds,
@@ -260,7 +267,7 @@ async fn repeated_restarts_without_writes_keep_everything() {
     let mut rev = acked.values().map(|(_, r)| *r).max().unwrap();
     for attempt in 0..3 {
         server.restart();
-        let now = verify(&server, &acked, rev, &format!("idle restart {attempt}")).await;
+        let now = verify(&mut server, &acked, rev, &format!("idle restart {attempt}")).await;
         assert_eq!(
             now, rev,
             "idle restart {attempt}: revision changed without writes"

@@ -347,6 +347,16 @@ impl Server {
         }
     }
 
+    /// "still running" or how the process ended, for failure messages.
+    pub fn process_state(&mut self) -> String {
+        match self.child.as_mut().map(|c| c.try_wait()) {
+            Some(Ok(None)) => "the server process is still running".to_string(),
+            Some(Ok(Some(status))) => format!("the server process exited: {status}"),
+            Some(Err(e)) => format!("the server process state is unknown: {e}"),
+            None => "the server process was not running".to_string(),
+        }
+    }
+
     /// Everything the server logged since its last start.
     pub fn log(&self) -> String {
         fs::read_to_string(&self.log_path).unwrap_or_default()
