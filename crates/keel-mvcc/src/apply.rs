@@ -260,6 +260,8 @@ impl<'a> ApplyBatch<'a> {
             s.current_rev = self.rev;
             s.applied_index = applied_index;
         }
+        drop(db);
+        mvcc.refresh_size();
         self.undo.clear();
         Ok(std::mem::take(&mut self.events))
     }

@@ -1,6 +1,7 @@
 //! [`Mvcc`]: the store handle — opening, reads, batches, maintenance.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use keel_proto::etcdserverpb::{RangeRequest, RangeResponse};
 use keel_proto::mvccpb::KeyValue;
@@ -40,6 +41,8 @@ impl Default for MvccOptions {
 /// The multi-version key-value store (see the crate docs).
 pub struct Mvcc {
     path: PathBuf,
+    /// Size of the backend file, refreshed after every commit (read on every write request).
+    size: AtomicU64,
     pub(crate) db: RwLock<Database>,
     pub(crate) state: RwLock<State>,
     writer: Mutex<()>,
@@ -63,8 +66,9 @@ impl Mvcc {
     pub fn open_with(path: &Path, options: &MvccOptions) -> Result<Mvcc, MvccError> {
         let db = backend::open_database(path, options.cache_bytes)?;
         let restored = backend::restore(&db.begin_read()?)?;
-        Ok(Mvcc {
+        let mvcc = Mvcc {
             path: path.to_path_buf(),
+            size: AtomicU64::new(0),
             db: RwLock::new(db),
             state: RwLock::new(State {
                 index: restored.index,
@@ -73,7 +77,15 @@ impl Mvcc {
                 applied_index: restored.applied_index,
             }),
             writer: Mutex::new(()),
-        })
+        };
+        mvcc.refresh_size();
+        Ok(mvcc)
+    }
+
+    /// Re-reads the size of the backend file.
+    pub(crate) fn refresh_size(&self) {
+        let len = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
+        self.size.store(len, Ordering::Relaxed);
     }
 
     /// The store revision (1 for a new store; etcd's first write gets revision 2).
@@ -130,7 +142,7 @@ impl Mvcc {
 
     /// Bytes of the backend file.
     pub fn db_size(&self) -> u64 {
-        std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0)
+        self.size.load(Ordering::Relaxed)
     }
 
     /// Bytes of the backend file in use (allocated pages, from redb's stats).
@@ -161,6 +173,8 @@ impl Mvcc {
                 break;
             }
         }
+        drop(db);
+        self.refresh_size();
         Ok(())
     }
 

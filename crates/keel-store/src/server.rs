@@ -42,7 +42,7 @@ pub enum StartError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// A data directory, WAL or backend problem.
-    #[error("cannot open the data directory {path}: {source}")]
+    #[error("cannot open the data directory {path}")]
     Storage {
         /// The directory.
         path: String,
@@ -50,7 +50,7 @@ pub enum StartError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A client URL that cannot be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Listen {
         /// The address.
         addr: SocketAddr,

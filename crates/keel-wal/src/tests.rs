@@ -3,7 +3,10 @@
 use super::*;
 
 fn opts(segment_bytes: u64) -> WalOptions {
-    WalOptions { segment_bytes }
+    WalOptions {
+        segment_bytes,
+        zero_fill: false,
+    }
 }
 
 fn entries(range: std::ops::RangeInclusive<u64>, tag: &str) -> Vec<(u64, Vec<u8>)> {

@@ -102,6 +102,7 @@ fn open(dir: &std::path::Path) -> (Wal, Recovered) {
         dir,
         WalOptions {
             segment_bytes: SEGMENT_BYTES,
+            zero_fill: true,
         },
     )
     .expect("open")

@@ -6,8 +6,25 @@ use std::path::{Path, PathBuf};
 
 use keel_wal::{Batch, Recovered, Wal, WalError, WalOptions};
 
+/// Opens without zero-fill, so file lengths are exactly the bytes of the batches written.
 fn open(dir: &Path, segment_bytes: u64) -> Result<(Wal, Recovered), WalError> {
-    Wal::open(dir, WalOptions { segment_bytes })
+    Wal::open(
+        dir,
+        WalOptions {
+            segment_bytes,
+            zero_fill: false,
+        },
+    )
+}
+
+fn open_zero_filled(dir: &Path, segment_bytes: u64) -> Result<(Wal, Recovered), WalError> {
+    Wal::open(
+        dir,
+        WalOptions {
+            segment_bytes,
+            zero_fill: true,
+        },
+    )
 }
 
 fn segments(dir: &Path) -> Vec<PathBuf> {
@@ -215,4 +232,40 @@ fn missing_segment_or_damaged_header_is_corruption() {
         open(tmp.path(), 128),
         Err(WalError::Corrupt { segment, offset: 0 }) if segment == segs[2]
     ));
+}
+
+#[test]
+fn zero_filled_tail_is_trimmed_and_segments_close_exact() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut wal, _) = open_zero_filled(tmp.path(), 8 * 1024).expect("open");
+    write(&mut wal, 1..=40, 700);
+    let segs = segments(tmp.path());
+    assert!(segs.len() > 2, "rolled over: {segs:?}");
+    let live = segs.last().expect("live segment");
+    let live_len = len(live);
+    drop(wal);
+    // Closed segments hold exactly their records, or reopening would call them corrupt.
+    let (mut wal, rec) = open_zero_filled(tmp.path(), 8 * 1024).expect("reopen");
+    assert_eq!(rec.entries.len(), 40);
+    assert_eq!(rec.state.as_deref(), Some(&b"s40"[..]));
+    assert!(len(live) <= live_len, "zero tail trimmed on open");
+    // A torn, never-acknowledged write inside the zero-filled region is dropped.
+    write(&mut wal, 41..=41, 700);
+    drop(wal);
+    let live = segments(tmp.path()).last().expect("live").clone();
+    let data = fs::read(&live).expect("read live");
+    let used = data.iter().rposition(|&b| b != 0).expect("records") as u64 + 1;
+    assert!(
+        used < data.len() as u64,
+        "the live segment has a zero-filled tail"
+    );
+    let f = OpenOptions::new()
+        .write(true)
+        .open(&live)
+        .expect("open live");
+    f.write_all_at(&[0x33; 100], used.next_multiple_of(8))
+        .expect("torn write");
+    let (_, rec) = open_zero_filled(tmp.path(), 8 * 1024).expect("reopen after torn write");
+    assert_eq!(rec.entries.len(), 41);
+    assert_eq!(rec.state.as_deref(), Some(&b"s41"[..]));
 }

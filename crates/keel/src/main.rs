@@ -3,6 +3,10 @@
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc: fewer cycles per request than the system allocator on the gRPC and apply paths.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// keel: an etcd-compatible store for Kubernetes control planes, and the tools around it.
 #[derive(Parser)]
 #[command(name = "keel", version, about, long_about = None)]
