@@ -54,11 +54,19 @@ impl Applier {
         let meta = |name| mvcc.meta(name).map_err(io::Error::other);
         let applied = codec::decode_log_id(&meta(META_APPLIED)?.unwrap_or_default())?;
         let membership = match meta(META_MEMBERSHIP)? {
-            Some(bytes) => {
-                let mut r = codec::Reader(&bytes);
-                let log_id = codec::decode_log_id(&bytes[..16.min(bytes.len())])?;
-                r.0 = &bytes[16..];
-                StoredMembership::new(log_id, codec::decode_membership(&mut r)?)
+            Some(bytes) if bytes.len() >= 16 => {
+                let (log_id, membership) = bytes.split_at(16);
+                let log_id = codec::decode_log_id(log_id)?;
+                StoredMembership::new(
+                    log_id,
+                    codec::decode_membership(&mut codec::Reader(membership))?,
+                )
+            }
+            Some(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "truncated membership record",
+                ));
             }
             None => StoredMembership::default(),
         };
