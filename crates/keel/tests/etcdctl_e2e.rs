@@ -272,6 +272,8 @@ fn run(ver: CtlVersion, steps: impl IntoIterator<Item = Step>) -> Pair {
     let mut pair = Pair::start();
     let mut mismatches = Vec::new();
     for (i, step) in steps.into_iter().enumerate() {
+        // Progress on stderr: shown by the test runner if the test hangs or fails.
+        eprintln!("step {i}: etcdctl {}", step.args.join(" "));
         let r = run_step(ver, &step, &pair.reference, &mut pair.ref_id);
         let ok = r.code == 0;
         assert_eq!(

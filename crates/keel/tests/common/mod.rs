@@ -440,6 +440,9 @@ impl CtlVersion {
     }
 }
 
+/// Hard limit on one etcdctl run (its `--command-timeout` is 20 s; this catches a hung dial).
+pub const CTL_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// What an etcdctl invocation produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CtlOutput {
@@ -485,21 +488,34 @@ pub fn etcdctl(
         pipe.write_all(input.as_bytes())
             .expect("write etcdctl stdin");
     }
-    let mut stdout = String::new();
-    let mut stderr = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut stdout)
-        .expect("read etcdctl stdout");
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .expect("read etcdctl stderr");
-    let status = child.wait().expect("wait for etcdctl");
+    let reader = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = reader(Box::new(child.stdout.take().unwrap()));
+    let err = reader(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + CTL_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for etcdctl") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "`etcdctl --endpoints={endpoint} {}` did not finish within {CTL_TIMEOUT:?} \
+                 (its own --command-timeout is 20s); stderr so far:\n{}",
+                args.join(" "),
+                err.join().unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let stdout = out.join().expect("etcdctl stdout reader");
+    let stderr = err.join().expect("etcdctl stderr reader");
     CtlOutput {
         code: status.code().unwrap_or(-1),
         stdout,
