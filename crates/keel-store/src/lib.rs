@@ -3,11 +3,13 @@
 //! Layout by axis: [`raft`] (consensus and its log on `keel-wal`), the MVCC axis in the
 //! `keel-mvcc` crate, [`api`] (one module per etcd gRPC service, plus HTTP and the error
 //! table), [`server`] (request -> proposal -> apply -> response), [`config`] (etcd's flags),
-//! [`metrics`] (etcd's metric names) and [`compactor`] (auto compaction).
+//! [`metrics`] (etcd's metric names), [`auth`] (users and roles) and [`compactor`] (auto
+//! compaction).
 //!
 //! Embed a store with [`StoreHandle::start`].
 
 pub mod api;
+pub mod auth;
 pub mod compactor;
 pub mod config;
 pub mod metrics;

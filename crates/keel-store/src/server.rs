@@ -212,6 +212,11 @@ impl Store {
         self.applier.alarms()
     }
 
+    /// Reads the auth store.
+    pub fn auth<T>(&self, read: impl FnOnce(&crate::auth::AuthStore) -> T) -> T {
+        self.applier.auth(read)
+    }
+
     /// A response header for `revision`.
     pub fn header(&self, revision: i64) -> ResponseHeader {
         ResponseHeader {

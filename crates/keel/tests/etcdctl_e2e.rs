@@ -523,6 +523,52 @@ fn scenario_lease(ver: CtlVersion) {
     run(ver, steps);
 }
 
+/// Users, roles and permissions with authentication disabled, as etcd stores and lists them.
+fn scenario_auth(ver: CtlVersion) {
+    let mut steps = vec![
+        ok("user add alice:pw"),
+        fail("user add alice:pw"),
+        ok("role add dev"),
+    ];
+    steps.extend([
+        fail("role add dev"),
+        ok("user grant-role alice dev"),
+        fail("user grant-role alice nope"),
+    ]);
+    steps.extend([
+        ok("role grant-permission dev readwrite /a /b"),
+        ok("role grant-permission dev read /x --prefix"),
+    ]);
+    // An inverted range (`/c /b`) is left out: etcd 3.5.1 stores it, later 3.5 releases and keel
+    // refuse it with `invalid auth management` (checked in keel-store's auth unit tests).
+    steps.push(fail("role grant-permission nope read /a"));
+    steps.extend(both(ok, "role get dev"));
+    steps.extend(both(ok, "user get alice"));
+    steps.extend(both(ok, "user list"));
+    steps.extend(both(ok, "role list"));
+    steps.extend([
+        fail("user revoke-role alice nope"),
+        fail("role revoke-permission dev /zz"),
+    ]);
+    steps.extend([
+        ok("role revoke-permission dev /a /b"),
+        fail("auth enable"),
+        fail("user get bob"),
+    ]);
+    steps.extend(both(ok, "auth status"));
+    // Enabling with a root user is not compared: etcdctl then grants the root role itself and
+    // etcd enables authentication, which keel store refuses (it cannot enforce it yet).
+    steps.extend([ok("user add root:pw"), ok("role delete dev")]);
+    steps.extend(both(ok, "user get alice"));
+    steps.extend([
+        ok("user delete alice"),
+        fail("user delete alice"),
+        fail("role delete dev"),
+    ]);
+    steps.extend(both(ok, "user list"));
+    run(ver, steps);
+}
+
 /// `endpoint hashkv` is normalised away in the comparison; check that it is a real hash of the
 /// key space: stable while nothing changes and different after a write.
 fn scenario_hashkv_tracks_writes(ver: CtlVersion) {
@@ -563,6 +609,7 @@ for_both_versions! {
     scenario_txn => txn_v34, txn_v35;
     scenario_compaction => compaction_v34, compaction_v35;
     scenario_maintenance => maintenance_v34, maintenance_v35;
+    scenario_auth => auth_v34, auth_v35;
     #[ignore = "keel store has no Lease service yet (the Watch and Lease issue)"]
     scenario_lease => lease_v34, lease_v35;
     scenario_hashkv_tracks_writes => hashkv_tracks_writes_v34, hashkv_tracks_writes_v35;

@@ -1,5 +1,7 @@
-//! The etcd `Auth` service, answering as an etcd with authentication disabled and no users or
-//! roles does. Creating users and roles is refused with a precise Unimplemented error.
+//! The etcd `Auth` service, answering as an etcd with authentication disabled does: users,
+//! roles and permissions are stored and listed (changes go through the log), `Authenticate`
+//! says authentication is not enabled, and `AuthEnable` is refused because keel store cannot
+//! enforce permissions yet.
 
 use std::sync::Arc;
 
@@ -9,6 +11,8 @@ use tonic::{Request, Response, Status};
 
 use super::error::EtcdError;
 use super::unary;
+use crate::auth::{AuthOp, AuthProposal, hash_password};
+use crate::raft::{Applied, ProposalOp};
 use crate::server::Store;
 
 const SERVICE: &str = "etcdserverpb.Auth";
@@ -31,38 +35,49 @@ impl AuthService {
     async fn answer<T>(
         &self,
         method: &'static str,
-        result: Result<T, EtcdError>,
+        call: impl Future<Output = Result<T, EtcdError>>,
     ) -> Result<Response<T>, Status> {
-        unary(&self.store, SERVICE, method, async { result }).await
+        unary(&self.store, SERVICE, method, call).await
     }
-}
 
-fn no_user_store() -> EtcdError {
-    EtcdError::Unimplemented(
-        "keel store does not store users and roles yet; authentication stays disabled".into(),
-    )
+    /// Replicates one auth change and returns the header for its response.
+    async fn change(&self, op: AuthOp) -> Result<Option<ResponseHeader>, EtcdError> {
+        match self
+            .store
+            .propose(ProposalOp::Auth(AuthProposal { op: Some(op) }))
+            .await?
+        {
+            Applied::Auth => Ok(self.header()),
+            other => Err(EtcdError::Internal(format!(
+                "unexpected apply result {other:?}"
+            ))),
+        }
+    }
 }
 
 #[tonic::async_trait]
 impl Auth for AuthService {
     async fn auth_enable(
         &self,
-        _r: Request<AuthEnableRequest>,
+        r: Request<AuthEnableRequest>,
     ) -> Result<Response<AuthEnableResponse>, Status> {
-        self.answer("AuthEnable", Err(EtcdError::RootUserNotExist))
-            .await
+        let call = async {
+            Ok(AuthEnableResponse {
+                header: self.change(AuthOp::AuthEnable(r.into_inner())).await?,
+            })
+        };
+        self.answer("AuthEnable", call).await
     }
 
     async fn auth_disable(
         &self,
         _r: Request<AuthDisableRequest>,
     ) -> Result<Response<AuthDisableResponse>, Status> {
-        self.answer(
-            "AuthDisable",
+        self.answer("AuthDisable", async {
             Ok(AuthDisableResponse {
                 header: self.header(),
-            }),
-        )
+            })
+        })
         .await
     }
 
@@ -70,131 +85,198 @@ impl Auth for AuthService {
         &self,
         _r: Request<AuthStatusRequest>,
     ) -> Result<Response<AuthStatusResponse>, Status> {
+        let revision = self.store.auth(|a| a.revision);
         let resp = AuthStatusResponse {
             header: self.header(),
             enabled: false,
-            auth_revision: 1,
+            auth_revision: revision,
         };
-        self.answer("AuthStatus", Ok(resp)).await
+        self.answer("AuthStatus", async { Ok(resp) }).await
     }
 
     async fn authenticate(
         &self,
         _r: Request<AuthenticateRequest>,
     ) -> Result<Response<AuthenticateResponse>, Status> {
-        self.answer("Authenticate", Err(EtcdError::AuthNotEnabled))
+        self.answer("Authenticate", async { Err(EtcdError::AuthNotEnabled) })
             .await
     }
 
     async fn user_add(
         &self,
-        _r: Request<AuthUserAddRequest>,
+        r: Request<AuthUserAddRequest>,
     ) -> Result<Response<AuthUserAddResponse>, Status> {
-        self.answer("UserAdd", Err(no_user_store())).await
+        let mut req = r.into_inner();
+        if !req.options.is_some_and(|o| o.no_password) && req.hashed_password.is_empty() {
+            req.hashed_password = hash_password(&req.password);
+        }
+        req.password.clear();
+        let call = async {
+            Ok(AuthUserAddResponse {
+                header: self.change(AuthOp::UserAdd(req)).await?,
+            })
+        };
+        self.answer("UserAdd", call).await
     }
 
     async fn user_get(
         &self,
-        _r: Request<AuthUserGetRequest>,
+        r: Request<AuthUserGetRequest>,
     ) -> Result<Response<AuthUserGetResponse>, Status> {
-        self.answer("UserGet", Err(EtcdError::UserNotFound)).await
+        let name = r.into_inner().name;
+        let call = async {
+            Ok(AuthUserGetResponse {
+                header: self.header(),
+                roles: self.store.auth(|a| a.user_roles(&name))?,
+            })
+        };
+        self.answer("UserGet", call).await
     }
 
     async fn user_list(
         &self,
         _r: Request<AuthUserListRequest>,
     ) -> Result<Response<AuthUserListResponse>, Status> {
-        self.answer(
-            "UserList",
+        let users = self.store.auth(|a| a.user_names());
+        self.answer("UserList", async {
             Ok(AuthUserListResponse {
                 header: self.header(),
-                users: vec![],
-            }),
-        )
+                users,
+            })
+        })
         .await
     }
 
     async fn user_delete(
         &self,
-        _r: Request<AuthUserDeleteRequest>,
+        r: Request<AuthUserDeleteRequest>,
     ) -> Result<Response<AuthUserDeleteResponse>, Status> {
-        self.answer("UserDelete", Err(EtcdError::UserNotFound))
-            .await
+        let call = async {
+            Ok(AuthUserDeleteResponse {
+                header: self.change(AuthOp::UserDelete(r.into_inner())).await?,
+            })
+        };
+        self.answer("UserDelete", call).await
     }
 
     async fn user_change_password(
         &self,
-        _r: Request<AuthUserChangePasswordRequest>,
+        r: Request<AuthUserChangePasswordRequest>,
     ) -> Result<Response<AuthUserChangePasswordResponse>, Status> {
-        self.answer("UserChangePassword", Err(EtcdError::UserNotFound))
-            .await
+        let mut req = r.into_inner();
+        if req.hashed_password.is_empty() {
+            req.hashed_password = hash_password(&req.password);
+        }
+        req.password.clear();
+        let call = async {
+            Ok(AuthUserChangePasswordResponse {
+                header: self.change(AuthOp::UserChangePassword(req)).await?,
+            })
+        };
+        self.answer("UserChangePassword", call).await
     }
 
     async fn user_grant_role(
         &self,
-        _r: Request<AuthUserGrantRoleRequest>,
+        r: Request<AuthUserGrantRoleRequest>,
     ) -> Result<Response<AuthUserGrantRoleResponse>, Status> {
-        self.answer("UserGrantRole", Err(EtcdError::UserNotFound))
-            .await
+        let call = async {
+            Ok(AuthUserGrantRoleResponse {
+                header: self.change(AuthOp::UserGrantRole(r.into_inner())).await?,
+            })
+        };
+        self.answer("UserGrantRole", call).await
     }
 
     async fn user_revoke_role(
         &self,
-        _r: Request<AuthUserRevokeRoleRequest>,
+        r: Request<AuthUserRevokeRoleRequest>,
     ) -> Result<Response<AuthUserRevokeRoleResponse>, Status> {
-        self.answer("UserRevokeRole", Err(EtcdError::UserNotFound))
-            .await
+        let call = async {
+            Ok(AuthUserRevokeRoleResponse {
+                header: self.change(AuthOp::UserRevokeRole(r.into_inner())).await?,
+            })
+        };
+        self.answer("UserRevokeRole", call).await
     }
 
     async fn role_add(
         &self,
-        _r: Request<AuthRoleAddRequest>,
+        r: Request<AuthRoleAddRequest>,
     ) -> Result<Response<AuthRoleAddResponse>, Status> {
-        self.answer("RoleAdd", Err(no_user_store())).await
+        let call = async {
+            Ok(AuthRoleAddResponse {
+                header: self.change(AuthOp::RoleAdd(r.into_inner())).await?,
+            })
+        };
+        self.answer("RoleAdd", call).await
     }
 
     async fn role_get(
         &self,
-        _r: Request<AuthRoleGetRequest>,
+        r: Request<AuthRoleGetRequest>,
     ) -> Result<Response<AuthRoleGetResponse>, Status> {
-        self.answer("RoleGet", Err(EtcdError::RoleNotFound)).await
+        let role = r.into_inner().role;
+        let call = async {
+            Ok(AuthRoleGetResponse {
+                header: self.header(),
+                perm: self.store.auth(|a| a.role_permissions(&role))?,
+            })
+        };
+        self.answer("RoleGet", call).await
     }
 
     async fn role_list(
         &self,
         _r: Request<AuthRoleListRequest>,
     ) -> Result<Response<AuthRoleListResponse>, Status> {
-        self.answer(
-            "RoleList",
+        let roles = self.store.auth(|a| a.role_names());
+        self.answer("RoleList", async {
             Ok(AuthRoleListResponse {
                 header: self.header(),
-                roles: vec![],
-            }),
-        )
+                roles,
+            })
+        })
         .await
     }
 
     async fn role_delete(
         &self,
-        _r: Request<AuthRoleDeleteRequest>,
+        r: Request<AuthRoleDeleteRequest>,
     ) -> Result<Response<AuthRoleDeleteResponse>, Status> {
-        self.answer("RoleDelete", Err(EtcdError::RoleNotFound))
-            .await
+        let call = async {
+            Ok(AuthRoleDeleteResponse {
+                header: self.change(AuthOp::RoleDelete(r.into_inner())).await?,
+            })
+        };
+        self.answer("RoleDelete", call).await
     }
 
     async fn role_grant_permission(
         &self,
-        _r: Request<AuthRoleGrantPermissionRequest>,
+        r: Request<AuthRoleGrantPermissionRequest>,
     ) -> Result<Response<AuthRoleGrantPermissionResponse>, Status> {
-        self.answer("RoleGrantPermission", Err(EtcdError::RoleNotFound))
-            .await
+        let call = async {
+            Ok(AuthRoleGrantPermissionResponse {
+                header: self
+                    .change(AuthOp::RoleGrantPermission(r.into_inner()))
+                    .await?,
+            })
+        };
+        self.answer("RoleGrantPermission", call).await
     }
 
     async fn role_revoke_permission(
         &self,
-        _r: Request<AuthRoleRevokePermissionRequest>,
+        r: Request<AuthRoleRevokePermissionRequest>,
     ) -> Result<Response<AuthRoleRevokePermissionResponse>, Status> {
-        self.answer("RoleRevokePermission", Err(EtcdError::RoleNotFound))
-            .await
+        let call = async {
+            Ok(AuthRoleRevokePermissionResponse {
+                header: self
+                    .change(AuthOp::RoleRevokePermission(r.into_inner()))
+                    .await?,
+            })
+        };
+        self.answer("RoleRevokePermission", call).await
     }
 }

@@ -64,6 +64,33 @@ pub enum EtcdError {
     /// A role that does not exist.
     #[error("etcdserver: role name not found")]
     RoleNotFound,
+    /// A user without a name.
+    #[error("etcdserver: user name is empty")]
+    UserEmpty,
+    /// A user that exists already.
+    #[error("etcdserver: user name already exists")]
+    UserAlreadyExists,
+    /// A role without a name.
+    #[error("etcdserver: role name is empty")]
+    RoleEmpty,
+    /// A role that exists already.
+    #[error("etcdserver: role name already exists")]
+    RoleAlreadyExists,
+    /// Revoking a role the user does not have.
+    #[error("etcdserver: role is not granted to the user")]
+    RoleNotGranted,
+    /// Revoking a permission the role does not have.
+    #[error("etcdserver: permission is not granted to the role")]
+    PermissionNotGranted,
+    /// A permission grant without a permission.
+    #[error("etcdserver: permission not given")]
+    PermissionNotGiven,
+    /// An auth change etcd refuses (e.g. an empty or inverted permission range).
+    #[error("etcdserver: invalid auth management")]
+    InvalidAuthManagement,
+    /// `AuthEnable` with a root user that lacks the root role.
+    #[error("etcdserver: root user does not have root role")]
+    RootRoleNotExist,
     /// `AuthEnable` without a root user.
     #[error("etcdserver: root user does not exist")]
     RootUserNotExist,
@@ -90,8 +117,18 @@ impl EtcdError {
         use EtcdError::*;
         match self {
             Compacted | FutureRevision => Code::OutOfRange,
-            EmptyKey | KeyNotFound | ValueProvided | LeaseProvided | TooManyOps | DuplicateKey
-            | InvalidSortOption | RequestTooLarge => Code::InvalidArgument,
+            EmptyKey
+            | KeyNotFound
+            | ValueProvided
+            | LeaseProvided
+            | TooManyOps
+            | DuplicateKey
+            | InvalidSortOption
+            | RequestTooLarge
+            | UserEmpty
+            | RoleEmpty
+            | PermissionNotGiven
+            | InvalidAuthManagement => Code::InvalidArgument,
             LeaseNotFound | MemberNotFound => Code::NotFound,
             NoSpace => Code::ResourceExhausted,
             NoLeader | Stopped => Code::Unavailable,
@@ -101,7 +138,12 @@ impl EtcdError {
             | AuthNotEnabled
             | UserNotFound
             | RoleNotFound
-            | RootUserNotExist => Code::FailedPrecondition,
+            | RootUserNotExist
+            | RootRoleNotExist
+            | UserAlreadyExists
+            | RoleAlreadyExists
+            | RoleNotGranted
+            | PermissionNotGranted => Code::FailedPrecondition,
             Unimplemented(_) => Code::Unimplemented,
             Internal(_) => Code::Unknown,
         }

@@ -34,7 +34,7 @@ pub type RaftNode = openraft::Raft<KeelRaft, state_machine::StateMachine>;
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Proposal {
     /// The write itself.
-    #[prost(oneof = "ProposalOp", tags = "1, 2, 3, 4, 5")]
+    #[prost(oneof = "ProposalOp", tags = "1, 2, 3, 4, 5, 6")]
     pub op: Option<ProposalOp>,
 }
 
@@ -56,6 +56,9 @@ pub enum ProposalOp {
     /// A Maintenance Alarm activation or deactivation.
     #[prost(message, tag = "5")]
     Alarm(AlarmRequest),
+    /// A change to users, roles or permissions.
+    #[prost(message, tag = "6")]
+    Auth(crate::auth::AuthProposal),
 }
 
 impl fmt::Display for Proposal {
@@ -66,6 +69,7 @@ impl fmt::Display for Proposal {
             Some(ProposalOp::Txn(_)) => f.write_str("txn"),
             Some(ProposalOp::Compaction(_)) => f.write_str("compaction"),
             Some(ProposalOp::Alarm(_)) => f.write_str("alarm"),
+            Some(ProposalOp::Auth(_)) => f.write_str("auth"),
             None => f.write_str("empty"),
         }
     }
@@ -84,6 +88,8 @@ pub enum Applied {
     Compaction(CompactionResponse),
     /// Response to an Alarm change.
     Alarm(AlarmResponse),
+    /// An auth change was applied.
+    Auth,
     /// The request was rejected by the state machine (etcd applies some checks at apply time).
     Rejected(EtcdError),
 }

@@ -25,6 +25,7 @@ use prost::Message;
 use super::codec::{self, LogId};
 use super::{Applied, KeelRaft, Proposal, ProposalOp};
 use crate::api::error::EtcdError;
+use crate::auth::{AuthOp, AuthProposal, AuthStore};
 use crate::metrics::Metrics;
 
 type StoredMembership = openraft::alias::StoredMembershipOf<KeelRaft>;
@@ -34,6 +35,7 @@ type Snapshot = openraft::alias::SnapshotOf<KeelRaft, DurableBackend>;
 const META_APPLIED: &str = "raft_applied_log_id";
 const META_MEMBERSHIP: &str = "raft_membership";
 const META_ALARMS: &str = "alarms";
+const META_AUTH: &str = "auth";
 
 /// A snapshot's data: the member's own backend, durable up to the snapshot's log id.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +46,7 @@ pub struct Applier {
     /// The key-value store.
     pub mvcc: Arc<Mvcc>,
     alarms: RwLock<Vec<AlarmMember>>,
+    auth: RwLock<AuthStore>,
     applied: RwLock<(Option<LogId>, StoredMembership)>,
     metrics: Arc<Metrics>,
 }
@@ -78,9 +81,14 @@ impl Applier {
             }
             None => Vec::new(),
         };
+        let auth = match meta(META_AUTH)? {
+            Some(bytes) => AuthStore::decode(bytes.as_slice()).map_err(io::Error::other)?,
+            None => AuthStore::new(),
+        };
         Ok(Applier {
             mvcc,
             alarms: RwLock::new(alarms),
+            auth: RwLock::new(auth),
             applied: RwLock::new((applied, membership)),
             metrics,
         })
@@ -89,6 +97,11 @@ impl Applier {
     /// The alarms currently raised.
     pub fn alarms(&self) -> Vec<AlarmMember> {
         self.alarms.read().clone()
+    }
+
+    /// Reads the auth store.
+    pub fn auth<T>(&self, read: impl FnOnce(&AuthStore) -> T) -> T {
+        read(&self.auth.read())
     }
 
     /// The last applied log id.
@@ -105,9 +118,30 @@ impl Applier {
             Some(ProposalOp::Txn(req)) => batch.txn(&req).map(Applied::Txn),
             Some(ProposalOp::Compaction(req)) => batch.compact(&req).map(Applied::Compaction),
             Some(ProposalOp::Alarm(req)) => return Applied::Alarm(self.apply_alarm(batch, &req)),
+            Some(ProposalOp::Auth(AuthProposal { op: Some(op) })) => {
+                return self.apply_auth(batch, &op);
+            }
+            Some(ProposalOp::Auth(AuthProposal { op: None })) => {
+                return Applied::Rejected(EtcdError::Internal("empty auth proposal".into()));
+            }
             None => return Applied::Rejected(EtcdError::Internal("empty proposal".into())),
         };
         result.unwrap_or_else(|e| Applied::Rejected(e.into()))
+    }
+
+    /// Applies an auth change and persists the auth store when it changed.
+    fn apply_auth(&self, batch: &mut ApplyBatch<'_>, op: &AuthOp) -> Applied {
+        let mut auth = self.auth.write();
+        let revision = auth.revision;
+        match auth.apply(op) {
+            Ok(()) => {
+                if auth.revision != revision {
+                    batch.set_meta(META_AUTH, &auth.encode_to_vec());
+                }
+                Applied::Auth
+            }
+            Err(e) => Applied::Rejected(e),
+        }
     }
 
     /// Raises or clears an alarm, as etcd's applier does, and persists the alarm list.
