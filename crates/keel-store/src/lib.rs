@@ -15,6 +15,7 @@ pub mod config;
 pub mod metrics;
 pub mod raft;
 pub mod server;
+pub mod watch;
 
 pub use config::Config;
 pub use server::{StartError, Store, StoreHandle};

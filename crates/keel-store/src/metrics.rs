@@ -52,6 +52,22 @@ pub struct Metrics {
     pub mvcc_delete: Counter<u64, AtomicU64>,
     /// Handled gRPC calls (`grpc_server_handled_total`).
     pub grpc_handled: Family<GrpcLabels, Counter<u64, AtomicU64>>,
+    /// Leases granted (`etcd_debugging_lease_granted_total`).
+    pub lease_granted: Counter<u64, AtomicU64>,
+    /// Leases revoked or expired (`etcd_debugging_lease_revoked_total`).
+    pub lease_revoked: Counter<u64, AtomicU64>,
+    /// Lease renewals (`etcd_debugging_lease_renewed_total`).
+    pub lease_renewed: Counter<u64, AtomicU64>,
+    /// Live leases (`keel_lease_count`; etcd has no gauge for it).
+    pub lease_count: Gauge<i64>,
+    /// Watchers (`etcd_debugging_mvcc_watcher_total`, a gauge in etcd).
+    pub watchers: Gauge<i64>,
+    /// Watchers that fell behind and catch up from history (`etcd_debugging_mvcc_slow_watcher_total`, a gauge in etcd).
+    pub slow_watchers: Gauge<i64>,
+    /// Events queued for watchers (`etcd_debugging_mvcc_pending_events_total`, a gauge in etcd).
+    pub pending_events: Gauge<i64>,
+    /// Open watch streams (`etcd_debugging_mvcc_watch_stream_total`, a gauge in etcd).
+    pub watch_streams: Gauge<i64>,
 }
 
 impl Default for Metrics {
@@ -81,6 +97,14 @@ impl Metrics {
             mvcc_txn: Counter::default(),
             mvcc_delete: Counter::default(),
             grpc_handled: Family::default(),
+            lease_granted: Counter::default(),
+            lease_revoked: Counter::default(),
+            lease_renewed: Counter::default(),
+            lease_count: Gauge::default(),
+            watchers: Gauge::default(),
+            slow_watchers: Gauge::default(),
+            pending_events: Gauge::default(),
+            watch_streams: Gauge::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -148,6 +172,46 @@ impl Metrics {
             "grpc_server_handled",
             "Total number of RPCs completed on the server, regardless of success or failure",
             m.grpc_handled.clone(),
+        );
+        r.register(
+            "etcd_debugging_lease_granted",
+            "The total number of granted leases",
+            m.lease_granted.clone(),
+        );
+        r.register(
+            "etcd_debugging_lease_revoked",
+            "The total number of revoked leases",
+            m.lease_revoked.clone(),
+        );
+        r.register(
+            "etcd_debugging_lease_renewed",
+            "The number of renewed leases seen by the leader",
+            m.lease_renewed.clone(),
+        );
+        r.register(
+            "keel_lease_count",
+            "The number of live leases",
+            m.lease_count.clone(),
+        );
+        r.register(
+            "etcd_debugging_mvcc_watcher_total",
+            "Total number of watchers",
+            m.watchers.clone(),
+        );
+        r.register(
+            "etcd_debugging_mvcc_slow_watcher_total",
+            "Total number of unsynced slow watchers",
+            m.slow_watchers.clone(),
+        );
+        r.register(
+            "etcd_debugging_mvcc_pending_events_total",
+            "Total number of pending events to be sent",
+            m.pending_events.clone(),
+        );
+        r.register(
+            "etcd_debugging_mvcc_watch_stream_total",
+            "Total number of watch streams",
+            m.watch_streams.clone(),
         );
         Metrics { registry, ..m }
     }

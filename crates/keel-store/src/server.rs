@@ -212,6 +212,11 @@ impl Store {
         self.applier.alarms()
     }
 
+    /// The watchers of this member.
+    pub fn watch_hub(&self) -> &Arc<crate::watch::WatchHub> {
+        &self.applier.watch
+    }
+
     /// Reads the auth store.
     pub fn auth<T>(&self, read: impl FnOnce(&crate::auth::AuthStore) -> T) -> T {
         self.applier.auth(read)

@@ -27,6 +27,7 @@ use super::{Applied, KeelRaft, Proposal, ProposalOp};
 use crate::api::error::EtcdError;
 use crate::auth::{AuthOp, AuthProposal, AuthStore};
 use crate::metrics::Metrics;
+use crate::watch::WatchHub;
 
 type StoredMembership = openraft::alias::StoredMembershipOf<KeelRaft>;
 type SnapshotMeta = openraft::alias::SnapshotMetaOf<KeelRaft>;
@@ -47,6 +48,8 @@ pub struct Applier {
     pub mvcc: Arc<Mvcc>,
     alarms: RwLock<Vec<AlarmMember>>,
     auth: RwLock<AuthStore>,
+    /// The watchers fed by every committed batch.
+    pub watch: Arc<WatchHub>,
     applied: RwLock<(Option<LogId>, StoredMembership)>,
     metrics: Arc<Metrics>,
 }
@@ -85,7 +88,9 @@ impl Applier {
             Some(bytes) => AuthStore::decode(bytes.as_slice()).map_err(io::Error::other)?,
             None => AuthStore::new(),
         };
+        let watch = Arc::new(WatchHub::new(mvcc.clone(), metrics.clone()));
         Ok(Applier {
+            watch,
             mvcc,
             alarms: RwLock::new(alarms),
             auth: RwLock::new(auth),
@@ -247,11 +252,14 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
         }
         batch.set_meta(META_APPLIED, &codec::encode_log_id(Some(&last)));
         let started = std::time::Instant::now();
-        batch.commit(last.index).map_err(io::Error::other)?;
+        let events = batch.commit(last.index).map_err(io::Error::other)?;
         applier
             .metrics
             .backend_commit
             .observe(started.elapsed().as_secs_f64());
+        applier
+            .watch
+            .notify(events, applier.mvcc.current_revision());
         {
             let mut applied = applier.applied.write();
             applied.0 = Some(last);
