@@ -30,7 +30,7 @@ pub const META_CURRENT_REV: &str = "current_rev";
 pub const META_COMPACT_REV: &str = "compact_rev";
 
 /// Bytes of page cache redb may use.
-pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 
 /// Opens (creating if missing) the database and makes sure every table exists.
 pub fn open_database(path: &std::path::Path, cache_bytes: usize) -> Result<Database, MvccError> {

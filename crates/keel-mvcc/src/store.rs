@@ -26,7 +26,8 @@ pub(crate) struct State {
 /// Options for [`Mvcc::open_with`].
 #[derive(Debug, Clone)]
 pub struct MvccOptions {
-    /// Bytes of page cache the redb backend may use (default 256 MiB).
+    /// Bytes of page cache the redb backend may use (default 64 MiB; the OS page cache serves
+    /// the rest without counting against the process).
     pub cache_bytes: usize,
 }
 
