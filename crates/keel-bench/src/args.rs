@@ -87,6 +87,10 @@ pub enum BenchCommand {
     Range(RangeArgs),
     /// Benchmark Txn requests made of puts.
     TxnPut(TxnPutArgs),
+    /// Benchmark watch: event delivery latency, lost and duplicate events, server memory.
+    Watch(WatchArgs),
+    /// Benchmark lease keepalive round trips on LeaseKeepAlive streams.
+    LeaseKeepalive(LeaseKeepaliveArgs),
 }
 
 /// Flags of `keel bench put`.
@@ -144,6 +148,78 @@ pub struct TxnPutArgs {
     pub txn_ops: u64,
 }
 
+/// Flags of `keel bench watch`.
+///
+/// Opens `--streams` Watch streams (stream `i` on connection `i % conns`) with
+/// `--watch-per-stream` watchers each, then puts `--put-total` keys at `--put-rate` through
+/// `--clients` clients. By default every watcher watches the whole `--prefix`, so each receives
+/// every put; with `--watched-key-total N` watcher `w` watches the single key `w mod N` and put
+/// `i` writes key `i mod N`, as in etcd's benchmark. Each value carries the number of its put, so
+/// every event is matched to the put that caused it: delivery latency runs from the moment the
+/// put was sent to the moment its event was received.
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    /// Number of Watch streams.
+    #[arg(long, default_value_t = 10)]
+    pub streams: usize,
+
+    /// Watchers on each stream.
+    #[arg(long, default_value_t = 100)]
+    pub watch_per_stream: usize,
+
+    /// Watch this many single keys instead of the whole prefix (0: every watcher watches the
+    /// prefix and receives every put).
+    #[arg(long, default_value_t = 0)]
+    pub watched_key_total: u64,
+
+    /// Prefix of every key put (and the range watched).
+    #[arg(long, default_value = "/keel-bench/watch/")]
+    pub prefix: String,
+
+    /// Puts per second over all clients (0 is no limit).
+    #[arg(long, default_value_t = 0)]
+    pub put_rate: u64,
+
+    /// Number of puts (0: only open the watchers, measure memory and close them).
+    #[arg(long, default_value_t = 1000)]
+    pub put_total: u64,
+
+    /// Ask for the previous key-value in every event.
+    #[arg(long)]
+    pub prev_kv: bool,
+
+    /// PID of the server (same machine): its VmRSS is read from /proc before and after opening
+    /// the streams and the watchers, to give memory per stream and per idle watcher.
+    #[arg(long)]
+    pub server_pid: Option<u32>,
+
+    /// Pause before each VmRSS reading, so the server settles.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub settle: Duration,
+
+    /// After the last put is answered, how long to wait for missing events before counting them
+    /// as lost.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
+}
+
+/// Flags of `keel bench lease-keepalive`.
+///
+/// Each of `--clients` clients grants one lease, opens one LeaseKeepAlive stream and sends
+/// keepalives on it one at a time until `--total` keepalives are answered over all clients;
+/// each round trip (request sent to response received) is one sample.
+#[derive(Debug, Clone, Args)]
+pub struct LeaseKeepaliveArgs {
+    /// TTL of the granted leases, in seconds (etcd's benchmark grants 100).
+    #[arg(long, default_value_t = 100)]
+    pub ttl: i64,
+
+    /// Open a new LeaseKeepAlive stream for every keepalive, as etcd's `KeepAliveOnce`-based
+    /// benchmark does, instead of one stream per client.
+    #[arg(long)]
+    pub stream_per_request: bool,
+}
+
 impl BenchArgs {
     /// The output format chosen by `--json` or `-w`.
     pub fn output(&self) -> OutputFormat {
@@ -156,7 +232,7 @@ impl BenchArgs {
 }
 
 /// Parses durations such as `500ms`, `5s`, `2m` or a bare number of seconds.
-fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))

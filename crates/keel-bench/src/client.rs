@@ -52,14 +52,27 @@ pub async fn connect(
     clients: usize,
     dial_timeout: Duration,
 ) -> anyhow::Result<Vec<KvClient<Channel>>> {
+    if clients == 0 {
+        bail!("--clients must be at least 1");
+    }
+    let channels = connect_channels(endpoints, conns, dial_timeout).await?;
+    Ok((0..clients)
+        .map(|i| KvClient::new(channels[i % channels.len()].clone()))
+        .collect())
+}
+
+/// Opens `conns` connections, spread round-robin over `endpoints`, each established before
+/// returning.
+pub async fn connect_channels(
+    endpoints: &[String],
+    conns: usize,
+    dial_timeout: Duration,
+) -> anyhow::Result<Vec<Channel>> {
     if endpoints.is_empty() {
         bail!("--endpoints is empty");
     }
     if conns == 0 {
         bail!("--conns must be at least 1");
-    }
-    if clients == 0 {
-        bail!("--clients must be at least 1");
     }
     let uris = endpoints
         .iter()
@@ -84,10 +97,16 @@ pub async fn connect(
             }
         }
     });
-    let channels = futures::future::try_join_all(dials).await?;
-    Ok((0..clients)
-        .map(|i| KvClient::new(channels[i % channels.len()].clone()))
-        .collect())
+    futures::future::try_join_all(dials).await
+}
+
+/// A gRPC status as etcd's Go client prints it.
+pub fn status_message(status: &tonic::Status) -> String {
+    format!(
+        "rpc error: code = {:?} desc = {}",
+        status.code(),
+        status.message()
+    )
 }
 
 /// The innermost error of a chain (e.g. "Connection refused" under tonic's "transport error").

@@ -1,29 +1,36 @@
 //! `keel bench`: a load generator for any etcd v3 endpoint, with etcd `benchmark`'s flags.
 //!
-//! `keel bench [global flags] put|range|txn-put [flags]` opens `--conns` gRPC connections,
-//! runs `--clients` concurrent clients over them until `--total` requests are answered, and
-//! prints etcd's report (or one JSON object with `--json`).
+//! `keel bench [global flags] put|range|txn-put|lease-keepalive [flags]` opens `--conns` gRPC
+//! connections, runs `--clients` concurrent clients over them until `--total` requests are
+//! answered, and prints etcd's report (or one JSON object with `--json`). `keel bench watch`
+//! opens many watchers, puts at a fixed rate and reports event delivery latency, lost and
+//! duplicate events and the server's memory per watcher.
 
 mod args;
 mod client;
 mod keys;
+mod lease;
 mod put;
 mod range;
 mod report;
 mod runner;
 mod txn_put;
+mod watch;
 
 pub use args::{
-    BenchArgs, BenchCommand, Consistency, OutputFormat, PutArgs, RangeArgs, TxnPutArgs,
+    BenchArgs, BenchCommand, Consistency, LeaseKeepaliveArgs, OutputFormat, PutArgs, RangeArgs,
+    TxnPutArgs, WatchArgs,
 };
-pub use report::{PERCENTILES, Report, Stats};
+pub use report::{PERCENTILES, Report, RssSamples, Stats, WatchSummary};
+pub use watch::vmrss_kib;
 
 use anyhow::bail;
 
 /// Runs one benchmark and prints its report on stdout.
 ///
 /// Fails with a clear message if an endpoint is malformed or unreachable, or if every request
-/// failed; a run where only some requests failed succeeds and reports the errors.
+/// failed; a run where only some requests failed succeeds and reports the errors. A watch run
+/// that lost or duplicated an event fails after printing its report.
 pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
     let report = execute(&args).await?;
     match args.output() {
@@ -40,12 +47,24 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<()> {
             .expect("failed > 0");
         bail!("all {failed} requests failed, e.g.: {first}");
     }
+    if let Some(watch) = &report.watch
+        && (watch.lost > 0 || watch.duplicates > 0)
+    {
+        bail!(
+            "watch: {} events lost and {} duplicated (of {} expected)",
+            watch.lost,
+            watch.duplicates,
+            watch.expected
+        );
+    }
     Ok(())
 }
 
 /// Runs one benchmark and returns its report without printing it.
 pub async fn execute(args: &BenchArgs) -> anyhow::Result<Report> {
     let (op, make) = match &args.command {
+        BenchCommand::Watch(watch) => return watch::execute(args, watch).await,
+        BenchCommand::LeaseKeepalive(lease) => return lease::execute(args, lease).await,
         BenchCommand::Put(put) => ("put", put::requests(args, put)?),
         BenchCommand::TxnPut(txn) => ("txn-put", txn_put::requests(args, txn)?),
         BenchCommand::Range(range) => {

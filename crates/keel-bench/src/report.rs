@@ -160,12 +160,90 @@ impl Stats {
 /// The outcome of one benchmark run.
 #[derive(Debug, Clone)]
 pub struct Report {
-    /// Name of the benchmark (`put`, `range`, `txn-put`).
+    /// Name of the benchmark (`put`, `range`, `txn-put`, `watch`, `lease-keepalive`).
     pub op: String,
-    /// Wall-clock time from the first request sent to the last answer received.
+    /// Wall-clock time from the first request sent to the last answer received (for `watch`:
+    /// from the first put sent to the last event received).
     pub elapsed: Duration,
-    /// Per-request statistics.
+    /// Per-request statistics (for `watch`: one sample per event received, its delivery
+    /// latency from the put sent to the event received).
     pub stats: Stats,
+    /// What only `watch` measures.
+    pub watch: Option<WatchSummary>,
+}
+
+/// What `keel bench watch` measures besides the delivery latency of each event.
+#[derive(Debug, Clone, Default)]
+pub struct WatchSummary {
+    /// Watch streams opened.
+    pub streams: usize,
+    /// Watchers created over all streams.
+    pub watchers: usize,
+    /// Latency of each watch creation (create request sent to `created` response received).
+    pub create_stats: Stats,
+    /// Latency of each put (sent to answered), and the errors of failed puts.
+    pub put_stats: Stats,
+    /// Time from the first put sent to the last put answered.
+    pub put_elapsed: Duration,
+    /// Events the watchers should receive: for each successful put, the watchers of its key.
+    pub expected: u64,
+    /// Expected events received at least once.
+    pub received: u64,
+    /// Expected events never received (must be 0).
+    pub lost: u64,
+    /// Events received more than once by the same watcher (must be 0).
+    pub duplicates: u64,
+    /// Events received with a lower revision than an earlier event of the same watcher.
+    pub out_of_order: u64,
+    /// Events no put of this run explains (another writer, or a key the watcher does not watch).
+    pub unexpected: u64,
+    /// Watchers the server cancelled.
+    pub canceled: u64,
+    /// The server's resident memory at each step, with `--server-pid`.
+    pub rss: Option<RssSamples>,
+}
+
+/// The server's VmRSS at each step of a watch benchmark, in KiB.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RssSamples {
+    /// Before any stream is opened.
+    pub before_kib: u64,
+    /// With every stream open, each with one watcher.
+    pub streams_kib: u64,
+    /// With every watcher created, idle.
+    pub watchers_kib: u64,
+    /// After the puts (absent when `--put-total 0`).
+    pub after_kib: Option<u64>,
+}
+
+impl WatchSummary {
+    /// Server memory per stream in bytes (VmRSS growth from opening the streams, each with one
+    /// watcher, divided by the number of streams).
+    pub fn bytes_per_stream(&self) -> Option<f64> {
+        let rss = self.rss?;
+        (self.streams > 0).then(|| {
+            (rss.streams_kib as f64 - rss.before_kib as f64) * 1024.0 / self.streams as f64
+        })
+    }
+
+    /// Server memory per idle watcher in bytes (VmRSS growth from creating the watchers beyond
+    /// the first of each stream, divided by their number).
+    pub fn bytes_per_watcher(&self) -> Option<f64> {
+        let rss = self.rss?;
+        let extra = self.watchers.saturating_sub(self.streams);
+        (extra > 0)
+            .then(|| (rss.watchers_kib as f64 - rss.streams_kib as f64) * 1024.0 / extra as f64)
+    }
+
+    /// Successful puts per second.
+    pub fn put_throughput(&self) -> f64 {
+        let secs = self.put_elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.put_stats.succeeded() as f64 / secs
+        } else {
+            0.0
+        }
+    }
 }
 
 impl Report {
@@ -181,9 +259,25 @@ impl Report {
 
     /// The report in the layout of etcd's `benchmark`, with an `Errors` count added.
     pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        if let Some(watch) = &self.watch {
+            watch_text_head(&mut out, watch);
+        }
+        out.push_str(&self.stats_text());
+        if let Some(watch) = &self.watch {
+            watch_text_tail(&mut out, watch);
+        }
+        out
+    }
+
+    /// The statistics part of [`Report::to_text`].
+    fn stats_text(&self) -> String {
         let secs = |s: f64| format!("{s:.4} secs");
         let stats = &self.stats;
         let mut out = String::new();
+        if self.watch.is_some() && stats.succeeded() > 0 {
+            out.push_str("\nWatch events received summary (latency: put sent -> event received):");
+        }
         if stats.succeeded() > 0 {
             out.push_str("\nSummary:\n");
             let _ = writeln!(out, "  Total:\t{}.", secs(self.elapsed.as_secs_f64()));
@@ -235,6 +329,9 @@ impl Report {
             let name = format!("{p}").replace('.', "");
             let _ = write!(out, ",\"p{name}_ms\":{}", ms(stats.percentile_secs(p)));
         }
+        if let Some(watch) = &self.watch {
+            watch_json(&mut out, watch);
+        }
         out.push_str(",\"error_kinds\":{");
         for (i, (message, n)) in stats.errors().iter().enumerate() {
             if i > 0 {
@@ -244,6 +341,120 @@ impl Report {
         }
         out.push_str("}}");
         out
+    }
+}
+
+/// Watch creation and put summaries, printed before the event summary.
+fn watch_text_head(out: &mut String, watch: &WatchSummary) {
+    let ms = |s: f64| format!("{:.4} ms", s * 1e3);
+    let c = &watch.create_stats;
+    let _ = writeln!(
+        out,
+        "\nWatch creation summary:\n  Streams:\t{}\n  Watchers:\t{}\n  Average:\t{}.\n  99%:\t\t{}.\n  Slowest:\t{}.",
+        watch.streams,
+        watch.watchers,
+        ms(c.average_secs()),
+        ms(c.percentile_secs(99.0)),
+        ms(c.slowest_secs()),
+    );
+    let p = &watch.put_stats;
+    if p.succeeded() + p.failed() > 0 {
+        let _ = writeln!(
+            out,
+            "\nPut summary:\n  Puts:\t\t{}\n  Errors:\t{}\n  Requests/sec:\t{:.4}\n  Average:\t{}.\n  99%:\t\t{}.",
+            p.succeeded(),
+            p.failed(),
+            watch.put_throughput(),
+            ms(p.average_secs()),
+            ms(p.percentile_secs(99.0)),
+        );
+    }
+}
+
+/// Event counts and server memory, printed after the event summary.
+fn watch_text_tail(out: &mut String, watch: &WatchSummary) {
+    let _ = writeln!(
+        out,
+        "\nWatch events:\n  Expected:\t{}\n  Received:\t{}\n  Lost:\t\t{}\n  Duplicates:\t{}\n  Out of order:\t{}\n  Unexpected:\t{}\n  Canceled:\t{}",
+        watch.expected,
+        watch.received,
+        watch.lost,
+        watch.duplicates,
+        watch.out_of_order,
+        watch.unexpected,
+        watch.canceled,
+    );
+    if let Some(rss) = watch.rss {
+        let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
+        let _ = writeln!(
+            out,
+            "\nServer memory (VmRSS):\n  Before:\t{}\n  Streams open:\t{}\n  Watchers idle:\t{}",
+            mib(rss.before_kib),
+            mib(rss.streams_kib),
+            mib(rss.watchers_kib),
+        );
+        if let Some(after) = rss.after_kib {
+            let _ = writeln!(out, "  After puts:\t{}", mib(after));
+        }
+        if let Some(b) = watch.bytes_per_stream() {
+            let _ = writeln!(out, "  Per stream:\t{b:.0} B");
+        }
+        if let Some(b) = watch.bytes_per_watcher() {
+            let _ = writeln!(out, "  Per watcher:\t{b:.0} B");
+        }
+    }
+}
+
+/// The watch-only fields of [`Report::to_json`].
+fn watch_json(out: &mut String, watch: &WatchSummary) {
+    let ms = |s: f64| format!("{:.4}", s * 1e3);
+    let _ = write!(
+        out,
+        ",\"latency\":\"put-sent-to-event-received\",\"streams\":{},\"watchers\":{}",
+        watch.streams, watch.watchers
+    );
+    let _ = write!(
+        out,
+        ",\"create_avg_ms\":{},\"create_p99_ms\":{}",
+        ms(watch.create_stats.average_secs()),
+        ms(watch.create_stats.percentile_secs(99.0))
+    );
+    let p = &watch.put_stats;
+    let _ = write!(
+        out,
+        ",\"puts\":{},\"put_errors\":{},\"put_throughput\":{:.2},\"put_p50_ms\":{},\"put_p99_ms\":{}",
+        p.succeeded(),
+        p.failed(),
+        watch.put_throughput(),
+        ms(p.percentile_secs(50.0)),
+        ms(p.percentile_secs(99.0))
+    );
+    let _ = write!(
+        out,
+        ",\"expected_events\":{},\"received_events\":{},\"lost\":{},\"duplicates\":{},\"out_of_order\":{},\"unexpected\":{},\"canceled\":{}",
+        watch.expected,
+        watch.received,
+        watch.lost,
+        watch.duplicates,
+        watch.out_of_order,
+        watch.unexpected,
+        watch.canceled
+    );
+    if let Some(rss) = watch.rss {
+        let _ = write!(
+            out,
+            ",\"rss_before_kib\":{},\"rss_streams_kib\":{},\"rss_watchers_kib\":{}",
+            rss.before_kib, rss.streams_kib, rss.watchers_kib
+        );
+        if let Some(after) = rss.after_kib {
+            let _ = write!(out, ",\"rss_after_kib\":{after}");
+        }
+    }
+    if let Some(b) = watch.bytes_per_stream() {
+        let _ = write!(out, ",\"bytes_per_stream\":{b:.1}");
+    }
+    if let Some(b) = watch.bytes_per_watcher() {
+        let _ = write!(out, ",\"bytes_per_watcher\":{b:.1}");
     }
 }
 
@@ -282,6 +493,7 @@ mod tests {
             op: "put".into(),
             elapsed: Duration::from_secs(2),
             stats,
+            watch: None,
         }
     }
 
@@ -334,6 +546,7 @@ mod tests {
             op: "range".into(),
             elapsed: Duration::ZERO,
             stats: Stats::new(),
+            watch: None,
         };
         assert!(empty.to_json().contains("\"throughput\":0.00"));
         assert_eq!(empty.to_text(), "");

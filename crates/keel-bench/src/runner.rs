@@ -81,6 +81,7 @@ pub async fn drive(
         op: op.to_string(),
         elapsed,
         stats,
+        watch: None,
     }
 }
 
@@ -118,11 +119,7 @@ impl Worker {
             let latency = start.elapsed();
             match outcome {
                 Ok(()) => latencies.push(latency),
-                Err(status) => errors.push(format!(
-                    "rpc error: code = {:?} desc = {}",
-                    status.code(),
-                    status.message()
-                )),
+                Err(status) => errors.push(crate::client::status_message(&status)),
             }
             self.progress.inc(1);
             if latencies.len() >= FLUSH_EVERY {
@@ -144,20 +141,22 @@ impl Worker {
 }
 
 /// Paces requests to a fixed rate: each request takes the next free slot, one per interval.
-struct Limiter {
+pub(crate) struct Limiter {
     interval: Duration,
     next: Mutex<Instant>,
 }
 
 impl Limiter {
-    fn new(per_second: u64) -> Self {
+    /// A limiter letting `per_second` requests through each second.
+    pub(crate) fn new(per_second: u64) -> Self {
         Self {
             interval: Duration::from_secs_f64(1.0 / per_second as f64),
             next: Mutex::new(Instant::now()),
         }
     }
 
-    async fn wait(&self) {
+    /// Waits for the next free slot.
+    pub(crate) async fn wait(&self) {
         let slot = {
             let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
             let slot = (*next).max(Instant::now());
