@@ -6,16 +6,25 @@
 #   put / txn-put : --conns 8 --clients 64, 8-byte keys, 256-byte values, 100k-key space
 #   range l / s   : `range foo`, linearizable and serializable, same conns/clients
 #   memory        : fresh servers, VmRSS idle, load 1M sequential keys of 256 B, VmRSS again
+#   watch         : fresh servers; memory per stream and per idle watcher (VmRSS before/after
+#                   opening 100 streams x 100 watchers, divided); then 10,000 watchers (100 streams
+#                   x 100) on one key prefix receive every event of puts offered at 1,000/s
+#                   (8 put clients): events lost and duplicated (must be 0), p99 delivery latency
+#                   (put sent -> event received), events/s delivered, puts/s achieved
+#   lease         : lease keepalive throughput and p99, same conns/clients, one stream per client
 # Prints a markdown table (test | etcd | keel | keel/etcd) ready to paste into a README.
 #
-# Usage: scripts/bench-vs-etcd.sh [--quick] [--runs N] [--skip-keel] [--no-build] [--keep]
-#   --quick      totals 10x smaller (smoke run)
+# Usage: scripts/bench-vs-etcd.sh [--quick] [--runs N] [--only LIST] [--skip-keel] [--no-build] [--keep]
+#   --quick      totals 10x smaller (smoke run; the watch test puts 500 times instead of 2,000)
+#   --only LIST  run only these groups, comma separated: kv (put, txn-put, range), memory, watch,
+#                lease (default: all); e.g. --only watch,lease
 #   --runs N     repeat everything N times and report medians (default 1)
 #   --skip-keel  benchmark etcd only (also: SKIP_KEEL=1)
 #   --no-build   use the binaries already in target/release
 #   --keep       keep the temporary folder (server logs, raw results)
 # Environment: ETCD_EXTRA_ARGS / KEEL_EXTRA_ARGS are appended to each server's command line;
-# CONNS / CLIENTS override 8 / 64; KEEL_SERVER replaces the `target/release/keel store` command
+# CONNS / CLIENTS override 8 / 64; WATCH_STREAMS / WATCH_PER_STREAM / WATCH_RATE / WATCH_PUTS
+# override 100 / 100 / 1000 / 2000 (500 with --quick); KEEL_SERVER replaces the `target/release/keel store` command
 # in the keel column (e.g. another etcd-compatible server, or an etcd to check this script).
 set -euo pipefail
 
@@ -26,6 +35,7 @@ BUILD=1
 KEEP=0
 CONNS=${CONNS:-8}
 CLIENTS=${CLIENTS:-64}
+ONLY=kv,memory,watch,lease
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "bench-vs-etcd: $*" >&2; exit 1; }
@@ -36,6 +46,8 @@ while [[ $# -gt 0 ]]; do
         --quick) QUICK=1 ;;
         --runs) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number"; RUNS=$2; shift ;;
         --runs=*) RUNS=${1#--runs=}; [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number" ;;
+        --only) [[ $# -ge 2 ]] || die "--only needs a list (kv,memory,watch,lease)"; ONLY=$2; shift ;;
+        --only=*) ONLY=${1#--only=} ;;
         --skip-keel) SKIP_KEEL=1 ;;
         --no-build) BUILD=0 ;;
         --keep) KEEP=1 ;;
@@ -45,12 +57,26 @@ while [[ $# -gt 0 ]]; do
     shift
 done
 
+for group in ${ONLY//,/ }; do
+    case "$group" in
+        kv|memory|watch|lease) ;;
+        *) die "--only: unknown group '$group' (expected kv, memory, watch, lease)" ;;
+    esac
+done
+# wants GROUP : whether --only selected GROUP.
+wants() { [[ ",$ONLY," == *",$1,"* ]]; }
+
 TOTAL=100000
 LOAD=1000000
+WATCH_PUTS=${WATCH_PUTS:-2000}
 if [[ $QUICK == 1 ]]; then
     TOTAL=$((TOTAL / 10))
     LOAD=$((LOAD / 10))
+    WATCH_PUTS=${WATCH_PUTS_QUICK:-500}
 fi
+WATCH_STREAMS=${WATCH_STREAMS:-100}
+WATCH_PER_STREAM=${WATCH_PER_STREAM:-100}
+WATCH_RATE=${WATCH_RATE:-1000}
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -67,11 +93,13 @@ if [[ $BUILD == 1 ]]; then
 fi
 [[ -x "$KEEL" || $SKIP_KEEL == 1 || -n "${KEEL_SERVER:-}" ]] || die "$KEEL not found (run without --no-build)"
 
-if [[ -x "$KEEL" ]] && "$KEEL" bench --help >/dev/null 2>&1; then
+if [[ -x "$KEEL" ]] && "$KEEL" bench watch --help >/dev/null 2>&1 &&
+    "$KEEL" bench lease-keepalive --help >/dev/null 2>&1; then
     BENCH=("$KEEL" bench)
 else
-    # `keel bench` not wired into the binary yet: the same crate as a standalone example.
-    say "'keel bench' is not available in $KEEL; using the keel-bench example binary"
+    # `keel bench` (with watch and lease-keepalive) not in this binary: the same crate as a
+    # standalone example.
+    say "'keel bench watch' is not available in $KEEL; using the keel-bench example binary"
     if [[ $BUILD == 1 ]]; then
         cargo build --release -p keel-bench --example bench >&2
     fi
@@ -207,6 +235,33 @@ print(f"  {r['throughput']:.0f} req/s, p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms'
 PY
 }
 
+# bench_fields RUN TEST SERVER "FIELD..." ARGS... : one `keel bench` run; each named field of its
+# JSON report goes into the results as a metric of that name. A run that exits non-zero but
+# printed its report (a watch run that lost events) still counts: the report says what failed.
+bench_fields() {
+    local run=$1 test=$2 server=$3 fields=$4
+    shift 4
+    local out rc=0 field
+    say "run $run: $test against $server"
+    out=$(timeout 1800 "${BENCH[@]}" --endpoints "${EP[$server]}" --json "$@" \
+        2>>"$WORK/bench-stderr.log") || rc=$?
+    if [[ "$out" != "{"* ]]; then
+        say "  failed (exit $rc): $(tail -n 3 "$WORK/bench-stderr.log" | tr '\n' ' ')"
+        for field in $fields; do record "$test" "$server" "$field" fail; done
+        return 0
+    fi
+    [[ $rc == 0 ]] || say "  exit $rc: $(tail -n 1 "$WORK/bench-stderr.log")"
+    echo "$out" >>"$WORK/bench.jsonl"
+    python3 - "$out" "$test" "$server" "$RESULTS" $fields <<'PY'
+import json, sys
+r = json.loads(sys.argv[1]); test, server, path = sys.argv[2:5]
+with open(path, "a") as f:
+    for field in sys.argv[5:]:
+        f.write(f"{test}\t{server}\t{field}\t{r.get(field, 'fail')}\n")
+print("  " + ", ".join(f"{k} {r.get(k)}" for k in sys.argv[5:]), file=sys.stderr)
+PY
+}
+
 # rss SERVER KEY : VmRSS (or RssAnon) of a server in MiB, from /proc/PID/status.
 rss() {
     awk -v key="$2:" '$1 == key {printf "%.1f", $2 / 1024}' "/proc/${PID[$1]}/status"
@@ -225,8 +280,12 @@ order() {
 COMMON=(--conns "$CONNS" --clients "$CLIENTS")
 WRITE=(--total "$TOTAL" --key-size 8 --val-size 256 --key-space-size 100000)
 
+WATCH_FIELDS="lost duplicates p99_ms p50_ms throughput put_throughput errors"
+WATCH_SHAPE=(--streams "$WATCH_STREAMS" --watch-per-stream "$WATCH_PER_STREAM")
+
 for run in $(seq "$RUNS"); do
     say "=== run $run of $RUNS ==="
+    if wants kv; then
     start_all "run$run"
     for server in $(order "$run"); do bench "$run" put "$server" "${COMMON[@]}" put "${WRITE[@]}"; done
     for server in $(order "$run"); do bench "$run" txn-put "$server" "${COMMON[@]}" txn-put "${WRITE[@]}"; done
@@ -237,8 +296,10 @@ for run in $(seq "$RUNS"); do
         bench "$run" range-s "$server" "${COMMON[@]}" range foo --consistency s --total "$TOTAL"
     done
     stop_all
+    fi
 
     # Memory: fresh servers, so both hold exactly the loaded keys and nothing else.
+    if wants memory; then
     start_all "mem$run"
     sleep 2
     for server in $(order "$run"); do record rss-idle "$server" value "$(rss "$server" VmRSS)"; done
@@ -253,6 +314,30 @@ for run in $(seq "$RUNS"); do
         say "$server after $LOAD keys: VmRSS $(rss "$server" VmRSS) MiB, RssAnon $(rss "$server" RssAnon) MiB"
     done
     stop_all
+    fi
+
+    # Watch and lease: fresh servers. Idle watchers first (memory), then the delivery test.
+    if wants watch || wants lease; then
+    start_all "watch$run"
+    if wants watch; then
+        for server in $(order "$run"); do
+            bench_fields "$run" watch-idle "$server" "bytes_per_watcher bytes_per_stream" \
+                --conns "$CONNS" watch "${WATCH_SHAPE[@]}" --put-total 0 --server-pid "${PID[$server]}"
+        done
+        for server in $(order "$run"); do
+            bench_fields "$run" watch "$server" "$WATCH_FIELDS" --conns "$CONNS" --clients 8 \
+                watch "${WATCH_SHAPE[@]}" --put-total "$WATCH_PUTS" --put-rate "$WATCH_RATE" \
+                --key-size 8 --val-size 256 --key-space-size 1000 --sequential-keys
+        done
+    fi
+    if wants lease; then
+        for server in $(order "$run"); do
+            bench_fields "$run" lease "$server" "throughput p99_ms errors" "${COMMON[@]}" \
+                lease-keepalive --total "$TOTAL"
+        done
+    fi
+    stop_all
+    fi
 done
 
 # --- table ----------------------------------------------------------------------------------
@@ -260,16 +345,18 @@ CPU=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
 FS=$(df -T "$WORK" | awk 'NR == 2 {print $1 " (" $2 ")"}')
 KEEL_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 python3 - "$RESULTS" "$RUNS" "$TOTAL" "$LOAD" "$CONNS" "$CLIENTS" "$ETCD_VERSION" "$KEEL_REV" \
-    "$(nproc)" "$CPU" "$FS" <<'PY'
+    "$(nproc)" "$CPU" "$FS" "$WATCH_STREAMS" "$WATCH_PER_STREAM" "$WATCH_RATE" "$WATCH_PUTS" <<'PY'
 import statistics, sys
 from collections import defaultdict
 path, runs, total, load, conns, clients, etcd_version, keel_rev, cores, cpu, fs = sys.argv[1:12]
+w_streams, w_per, w_rate, w_puts = (int(x) for x in sys.argv[12:16])
 cells = defaultdict(list)
 errors = defaultdict(int)
 for line in open(path):
     test, server, metric, value = line.rstrip("\n").split("\t")
     if metric == "errors":
-        errors[(test, server)] += int(value)
+        if value != "fail":
+            errors[(test, server)] += int(value)
     else:
         cells[(test, server, metric)].append(value)
 
@@ -291,6 +378,19 @@ rows = [
     ("rss-idle", "value", "memory idle, VmRSS (MiB ↓)", 0),
     ("rss-loaded", "value", f"memory with {human(load)} keys × 256 B, VmRSS (MiB ↓)", 0),
     ("rss-anon", "value", f"memory with {human(load)} keys × 256 B, RssAnon (MiB ↓)", 0),
+]
+wk = f"{w_streams * w_per:,} watchers ({w_streams} streams × {w_per}) on one prefix, {w_rate:,} puts/s offered"
+rows += [
+    ("watch", "lost", f"watch: {wk}, events lost (must be 0)", 0),
+    ("watch", "duplicates", "watch: duplicate events (must be 0)", 0),
+    ("watch", "p99_ms", "watch: p99 delivery latency, put sent → event (ms ↓)", 1),
+    ("watch", "p50_ms", "watch: p50 delivery latency (ms ↓)", 1),
+    ("watch", "throughput", "watch: events delivered (events/s ↑)", 0),
+    ("watch", "put_throughput", f"watch: puts achieved under the watch load (puts/s ↑, {w_rate:,} offered)", 0),
+    ("watch-idle", "bytes_per_watcher", f"memory per idle watcher, VmRSS ({w_streams * w_per:,} watchers, B ↓)", 0),
+    ("watch-idle", "bytes_per_stream", f"memory per watch stream, VmRSS ({w_streams} streams, B ↓)", 0),
+    ("lease", "throughput", f"lease keepalive, {cc}, one stream per client (req/s ↑)", 0),
+    ("lease", "p99_ms", "lease keepalive p99 (ms ↓)", 2),
 ]
 
 def median(test, server, metric):
@@ -319,6 +419,8 @@ print("| test | etcd | keel | keel/etcd |")
 print("|---|---:|---:|---:|")
 for test, metric, label, digits in rows:
     e, k = median(test, "etcd", metric), median(test, "keel", metric)
+    if e is None and k is None:
+        continue
     ratio = "n/a"
     if isinstance(e, float) and isinstance(k, float) and e > 0:
         ratio = f"{k / e:.2f}×"
