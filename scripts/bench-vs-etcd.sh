@@ -9,7 +9,7 @@
 #   watch         : fresh servers; memory per stream and per idle watcher (VmRSS before/after
 #                   opening 100 streams x 100 watchers, divided); then 10,000 watchers (100 streams
 #                   x 100) on one key prefix receive every event of puts offered at 1,000/s
-#                   (8 put clients): events lost and duplicated (must be 0), p99 delivery latency
+#                   (same conns/clients put): events lost and duplicated (must be 0), p99 delivery latency
 #                   (put sent -> event received), events/s delivered, puts/s achieved
 #   lease         : lease keepalive throughput and p99, same conns/clients, one stream per client
 # Prints a markdown table (test | etcd | keel | keel/etcd) ready to paste into a README.
@@ -23,8 +23,8 @@
 #   --no-build   use the binaries already in target/release
 #   --keep       keep the temporary folder (server logs, raw results)
 # Environment: ETCD_EXTRA_ARGS / KEEL_EXTRA_ARGS are appended to each server's command line;
-# CONNS / CLIENTS override 8 / 64; WATCH_STREAMS / WATCH_PER_STREAM / WATCH_RATE / WATCH_PUTS
-# override 100 / 100 / 1000 / 2000 (500 with --quick); KEEL_SERVER replaces the `target/release/keel store` command
+# CONNS / CLIENTS override 8 / 64; WATCH_STREAMS / WATCH_PER_STREAM / WATCH_RATE / WATCH_PUTS /
+# WATCH_PUT_CLIENTS override 100 / 100 / 1000 / 2000 (500 with --quick) / CLIENTS; KEEL_SERVER replaces the `target/release/keel store` command
 # in the keel column (e.g. another etcd-compatible server, or an etcd to check this script).
 set -euo pipefail
 
@@ -77,6 +77,7 @@ fi
 WATCH_STREAMS=${WATCH_STREAMS:-100}
 WATCH_PER_STREAM=${WATCH_PER_STREAM:-100}
 WATCH_RATE=${WATCH_RATE:-1000}
+WATCH_PUT_CLIENTS=${WATCH_PUT_CLIENTS:-$CLIENTS}
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -325,7 +326,7 @@ for run in $(seq "$RUNS"); do
                 --conns "$CONNS" watch "${WATCH_SHAPE[@]}" --put-total 0 --server-pid "${PID[$server]}"
         done
         for server in $(order "$run"); do
-            bench_fields "$run" watch "$server" "$WATCH_FIELDS" --conns "$CONNS" --clients 8 \
+            bench_fields "$run" watch "$server" "$WATCH_FIELDS" --conns "$CONNS" --clients "$WATCH_PUT_CLIENTS" \
                 watch "${WATCH_SHAPE[@]}" --put-total "$WATCH_PUTS" --put-rate "$WATCH_RATE" \
                 --key-size 8 --val-size 256 --key-space-size 1000 --sequential-keys
         done
