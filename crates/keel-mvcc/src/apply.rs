@@ -118,7 +118,8 @@ pub struct ApplyBatch<'a> {
     deletes: Vec<RevKey>,
     undo: Vec<(Box<[u8]>, bool)>,
     compactions: Vec<i64>,
-    meta: Vec<(String, Vec<u8>)>,
+    /// Metadata changes in call order: a value to store, or `None` to remove the name.
+    meta: Vec<(String, Option<Vec<u8>>)>,
     events: Vec<Event>,
 }
 
@@ -205,7 +206,19 @@ impl<'a> ApplyBatch<'a> {
 
     /// Stores `value` under `name`, committed with the batch; read back with [`Mvcc::meta`].
     pub fn set_meta(&mut self, name: &str, value: &[u8]) {
-        self.meta.push((name.to_owned(), value.to_vec()));
+        self.meta.push((name.to_owned(), Some(value.to_vec())));
+    }
+
+    /// Removes the value stored under `name` (if any), committed with the batch.
+    pub fn delete_meta(&mut self, name: &str) {
+        self.meta.push((name.to_owned(), None));
+    }
+
+    /// The events of the ops applied so far in this batch, in revision order (a failed op
+    /// leaves none). Callers that track keys, such as a lessor attaching leased keys, read
+    /// the events an op added right after applying it.
+    pub fn events(&self) -> &[Event] {
+        &self.events
     }
 
     /// Commits the batch: one redb write transaction (without fsync) holding the new revisions,
@@ -233,7 +246,14 @@ impl<'a> ApplyBatch<'a> {
             meta.insert(META_COMPACT_REV, self.compact_rev.to_be_bytes().as_slice())?;
             let mut app = w.open_table(APP_META)?;
             for (k, v) in &self.meta {
-                app.insert(k.as_str(), v.as_slice())?;
+                match v {
+                    Some(v) => {
+                        app.insert(k.as_str(), v.as_slice())?;
+                    }
+                    None => {
+                        app.remove(k.as_str())?;
+                    }
+                }
             }
         }
         // Readers must stop resolving revisions below the new compact revision before the

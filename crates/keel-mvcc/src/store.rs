@@ -11,7 +11,7 @@ use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable,
 use crate::apply::{ApplyBatch, table_value};
 use crate::backend::{self, APP_META, DEFAULT_CACHE_BYTES, KEY, META};
 use crate::error::MvccError;
-use crate::index::TreeIndex;
+use crate::index::{KeyRange, TreeIndex};
 use crate::range::{self, ValueSource};
 use crate::revision::Rev;
 
@@ -220,11 +220,53 @@ impl Mvcc {
         Ok(())
     }
 
-    /// Reads a value stored by ApplyBatch::set_meta (used for alarms, later leases).
+    /// Reads a value stored by ApplyBatch::set_meta (used for alarms, auth, leases).
     pub fn meta(&self, name: &str) -> Result<Option<Vec<u8>>, MvccError> {
         let db = self.db.read();
         let t = db.begin_read()?.open_table(APP_META)?;
         Ok(t.get(name)?.map(|v| v.value().to_vec()))
+    }
+
+    /// Every value stored by ApplyBatch::set_meta under a name starting with `prefix`, in
+    /// name order (e.g. one record per lease).
+    pub fn meta_with_prefix(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, MvccError> {
+        let db = self.db.read();
+        let t = db.begin_read()?.open_table(APP_META)?;
+        let mut out = Vec::new();
+        for entry in t.range(prefix..)? {
+            let (k, v) = entry?;
+            let name = k.value();
+            if !name.starts_with(prefix) {
+                break;
+            }
+            out.push((name.to_owned(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// Every live key attached to a lease, with its lease, in key order (how a lessor
+    /// rebuilds its key sets at start, as etcd's does from the key space).
+    pub fn leased_keys(&self) -> Result<Vec<(i64, Vec<u8>)>, MvccError> {
+        let db = self.db.read();
+        let (revs, table) = {
+            let s = self.state.read();
+            let mut revs = Vec::new();
+            s.index
+                .visit(KeyRange::new(&[0], &[0]), s.current_rev, |_, f| {
+                    revs.push(f.modified);
+                    true
+                });
+            // Snapshot taken under the index lock, as in `range`.
+            (revs, db.begin_read()?.open_table(KEY)?)
+        };
+        let mut out = Vec::new();
+        for rev in revs {
+            let kv = table_value(&table, rev)?;
+            if kv.lease != 0 {
+                out.push((kv.lease, kv.key));
+            }
+        }
+        Ok(out)
     }
 
     /// The names of the backend tables, for diagnostics.
@@ -243,5 +285,73 @@ impl ValueSource for NoValues {
             "no snapshot to read revision {}",
             rev.main
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use keel_proto::etcdserverpb::{DeleteRangeRequest, PutRequest};
+
+    fn put(key: &str, lease: i64) -> PutRequest {
+        PutRequest {
+            key: key.into(),
+            value: b"v".to_vec(),
+            lease,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn meta_records_by_prefix_and_removal() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Mvcc::open(&dir.path().join("db")).unwrap();
+        let none = |_: i64| false;
+        let mut b = m.begin_apply(&none);
+        b.set_meta("lease/01", b"a");
+        b.set_meta("lease/02", b"b");
+        b.set_meta("leasf", b"c");
+        b.set_meta("lease/03", b"x");
+        b.delete_meta("lease/03");
+        b.commit(1).unwrap();
+        let names = |m: &Mvcc| -> Vec<String> {
+            m.meta_with_prefix("lease/")
+                .unwrap()
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect()
+        };
+        assert_eq!(names(&m), ["lease/01", "lease/02"]);
+        let mut b = m.begin_apply(&none);
+        b.delete_meta("lease/01");
+        b.set_meta("lease/03", b"y");
+        b.commit(2).unwrap();
+        drop(m);
+        let m = Mvcc::open(&dir.path().join("db")).unwrap();
+        assert_eq!(names(&m), ["lease/02", "lease/03"]);
+        assert_eq!(m.meta("lease/03").unwrap().unwrap(), b"y");
+    }
+
+    #[test]
+    fn leased_keys_are_the_live_keys_with_a_lease() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Mvcc::open(&dir.path().join("db")).unwrap();
+        let all = |_: i64| true;
+        let mut b = m.begin_apply(&all);
+        b.put(&put("a", 7)).unwrap();
+        b.put(&put("b", 0)).unwrap();
+        b.put(&put("c", 7)).unwrap();
+        b.put(&put("d", 9)).unwrap();
+        let before = b.events().len();
+        b.put(&put("c", 0)).unwrap();
+        assert_eq!(b.events().len(), before + 1);
+        assert_eq!(b.events()[before].prev_kv.as_ref().unwrap().lease, 7);
+        b.delete_range(&DeleteRangeRequest {
+            key: b"d".to_vec(),
+            ..Default::default()
+        })
+        .unwrap();
+        b.commit(1).unwrap();
+        assert_eq!(m.leased_keys().unwrap(), vec![(7, b"a".to_vec())]);
     }
 }

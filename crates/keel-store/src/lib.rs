@@ -3,7 +3,8 @@
 //! Layout by axis: [`raft`] (consensus and its log on `keel-wal`), the MVCC axis in the
 //! `keel-mvcc` crate, [`api`] (one module per etcd gRPC service, plus HTTP and the error
 //! table), [`server`] (request -> proposal -> apply -> response), [`config`] (etcd's flags),
-//! [`metrics`] (etcd's metric names), [`auth`] (users and roles) and [`compactor`] (auto
+//! [`metrics`] (etcd's metric names), [`lease`] (the lessor: grants, keepalives, expiry and
+//! remaining TTLs that survive restarts), [`auth`] (users and roles) and [`compactor`] (auto
 //! compaction).
 //!
 //! Embed a store with [`StoreHandle::start`].
@@ -12,6 +13,7 @@ pub mod api;
 pub mod auth;
 pub mod compactor;
 pub mod config;
+pub mod lease;
 pub mod metrics;
 pub mod raft;
 pub mod server;

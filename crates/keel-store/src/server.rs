@@ -92,8 +92,11 @@ impl Store {
             Arc::new(Mvcc::open(&dir.join("snap").join("db")).map_err(|e| storage(e.into()))?);
         let log =
             LogStore::open(&dir.join("wal"), metrics.clone()).map_err(|e| storage(e.into()))?;
-        let applier =
-            Arc::new(Applier::open(mvcc, metrics.clone()).map_err(|e| storage(e.into()))?);
+        let min_lease_ttl =
+            crate::lease::min_lease_ttl(config.heartbeat_interval, config.election_timeout);
+        let applier = Arc::new(
+            Applier::open(mvcc, metrics.clone(), min_lease_ttl).map_err(|e| storage(e.into()))?,
+        );
         let peer_urls = config.advertised_peer_urls();
         let member_id = member_id(&peer_urls, &config.initial_cluster_token);
         let cluster_id = cluster_id(&[member_id], &config.initial_cluster_token);
@@ -142,7 +145,12 @@ impl Store {
             leader: AtomicU64::new(0),
         });
         store.wait_until_caught_up(start_index).await?;
+        // This member leads with its log applied: leases resume from their checkpoints.
+        store
+            .applier
+            .lessor(|l| l.promote(std::time::Instant::now()));
         tokio::spawn(track_raft_metrics(store.clone()));
+        tokio::spawn(crate::lease::task::run(Arc::downgrade(&store)));
         Ok(store)
     }
 
@@ -220,6 +228,11 @@ impl Store {
     /// Reads the auth store.
     pub fn auth<T>(&self, read: impl FnOnce(&crate::auth::AuthStore) -> T) -> T {
         self.applier.auth(read)
+    }
+
+    /// Runs `f` on the lessor (keepalives and lease lookups are leader-local).
+    pub fn lessor<T>(&self, f: impl FnOnce(&mut crate::lease::Lessor) -> T) -> T {
+        self.applier.lessor(f)
     }
 
     /// A response header for `revision`.

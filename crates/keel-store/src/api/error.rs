@@ -43,6 +43,12 @@ pub enum EtcdError {
     /// A lease that does not exist.
     #[error("etcdserver: requested lease not found")]
     LeaseNotFound,
+    /// A lease grant with an ID in use.
+    #[error("etcdserver: lease already exists")]
+    LeaseExists,
+    /// A lease grant with a TTL above etcd's maximum (9,000,000,000 s).
+    #[error("etcdserver: too large lease TTL")]
+    LeaseTtlTooLarge,
     /// A write while the NOSPACE alarm is raised or would be by this write.
     #[error("etcdserver: mvcc: database space exceeded")]
     NoSpace,
@@ -116,7 +122,7 @@ impl EtcdError {
     pub fn code(&self) -> Code {
         use EtcdError::*;
         match self {
-            Compacted | FutureRevision => Code::OutOfRange,
+            Compacted | FutureRevision | LeaseTtlTooLarge => Code::OutOfRange,
             EmptyKey
             | KeyNotFound
             | ValueProvided
@@ -132,7 +138,8 @@ impl EtcdError {
             LeaseNotFound | MemberNotFound => Code::NotFound,
             NoSpace => Code::ResourceExhausted,
             NoLeader | Stopped => Code::Unavailable,
-            BadLeaderTransferee
+            LeaseExists
+            | BadLeaderTransferee
             | NotEnoughStartedMembers
             | MemberNotLearner
             | AuthNotEnabled
@@ -213,5 +220,14 @@ mod tests {
             Status::from(EtcdError::EmptyKey).message(),
             "etcdserver: key is not provided"
         );
+        let status = Status::from(EtcdError::LeaseExists);
+        assert_eq!(status.code(), Code::FailedPrecondition);
+        assert_eq!(status.message(), "etcdserver: lease already exists");
+        let status = Status::from(EtcdError::LeaseTtlTooLarge);
+        assert_eq!(status.code(), Code::OutOfRange);
+        assert_eq!(status.message(), "etcdserver: too large lease TTL");
+        let status = Status::from(EtcdError::LeaseNotFound);
+        assert_eq!(status.code(), Code::NotFound);
+        assert_eq!(status.message(), "etcdserver: requested lease not found");
     }
 }

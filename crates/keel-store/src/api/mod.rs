@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod error;
 pub mod http;
 pub mod kv;
+pub mod lease;
 pub mod maintenance;
 
 use std::future::Future;
@@ -43,6 +44,12 @@ pub fn router(store: Arc<Store>) -> axum::Router {
     )
     .add_service(
         AuthServer::new(auth::AuthService::new(store.clone())).max_decoding_message_size(limit),
+    )
+    .add_service(
+        keel_proto::etcdserverpb::lease_server::LeaseServer::new(lease::LeaseService::new(
+            store.clone(),
+        ))
+        .max_decoding_message_size(limit),
     );
     grpc.into_axum_router().merge(http::router(store))
 }

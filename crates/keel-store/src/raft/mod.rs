@@ -14,7 +14,8 @@ use std::fmt;
 
 use keel_proto::etcdserverpb::{
     AlarmRequest, AlarmResponse, CompactionRequest, CompactionResponse, DeleteRangeRequest,
-    DeleteRangeResponse, PutRequest, PutResponse, TxnRequest, TxnResponse,
+    DeleteRangeResponse, LeaseGrantResponse, LeaseRevokeResponse, PutRequest, PutResponse,
+    TxnRequest, TxnResponse,
 };
 
 use crate::api::error::EtcdError;
@@ -34,7 +35,7 @@ pub type RaftNode = openraft::Raft<KeelRaft, state_machine::StateMachine>;
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Proposal {
     /// The write itself.
-    #[prost(oneof = "ProposalOp", tags = "1, 2, 3, 4, 5, 6")]
+    #[prost(oneof = "ProposalOp", tags = "1, 2, 3, 4, 5, 6, 7")]
     pub op: Option<ProposalOp>,
 }
 
@@ -59,6 +60,9 @@ pub enum ProposalOp {
     /// A change to users, roles or permissions.
     #[prost(message, tag = "6")]
     Auth(crate::auth::AuthProposal),
+    /// A lease grant, revoke, expiry or checkpoint.
+    #[prost(message, tag = "7")]
+    Lease(crate::lease::LeaseProposal),
 }
 
 impl fmt::Display for Proposal {
@@ -70,6 +74,7 @@ impl fmt::Display for Proposal {
             Some(ProposalOp::Compaction(_)) => f.write_str("compaction"),
             Some(ProposalOp::Alarm(_)) => f.write_str("alarm"),
             Some(ProposalOp::Auth(_)) => f.write_str("auth"),
+            Some(ProposalOp::Lease(_)) => f.write_str("lease"),
             None => f.write_str("empty"),
         }
     }
@@ -90,6 +95,12 @@ pub enum Applied {
     Alarm(AlarmResponse),
     /// An auth change was applied.
     Auth,
+    /// Response to a LeaseGrant.
+    LeaseGrant(LeaseGrantResponse),
+    /// Response to a LeaseRevoke.
+    LeaseRevoke(LeaseRevokeResponse),
+    /// The leader's expiry or checkpoint was applied.
+    Lease,
     /// The request was rejected by the state machine (etcd applies some checks at apply time).
     Rejected(EtcdError),
 }

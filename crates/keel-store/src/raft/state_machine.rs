@@ -5,27 +5,39 @@
 //! id in that same transaction, and only then answers the proposers, so a write is visible to
 //! reads before it is acknowledged.
 //!
+//! Leases are replicated the same way as the auth store: grants, revokes, expiries and
+//! checkpoints are log entries applied here to the [`Lessor`], which persists one record per
+//! lease in the same backend transaction. Puts check their lease against the lessor (also inside
+//! txns), and the events of every applied op attach keys to or detach them from leases; a
+//! revoke deletes all of a lease's keys in one revision (one internal txn of deletes), so
+//! watchers see DELETE events with `prev_kv`.
+//!
 //! The snapshot of a member is its backend made durable: building one fsyncs the backend at the
 //! applied log id, after which openraft may purge the WAL behind it. A restart replays the WAL
 //! from the backend's applied index.
 
 use std::io;
 use std::sync::Arc;
+use std::time::Instant;
 
 use futures::{Stream, TryStreamExt};
 use keel_mvcc::{ApplyBatch, Mvcc};
 use keel_proto::etcdserverpb::{
-    AlarmMember, AlarmRequest, AlarmResponse, alarm_request::AlarmAction,
+    AlarmMember, AlarmRequest, AlarmResponse, DeleteRangeRequest, LeaseGrantResponse,
+    LeaseRevokeResponse, RequestOp, ResponseHeader, TxnRequest, alarm_request::AlarmAction,
+    request_op,
 };
+use keel_proto::mvccpb::{Event, event::EventType};
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use prost::Message;
 
 use super::codec::{self, LogId};
 use super::{Applied, KeelRaft, Proposal, ProposalOp};
 use crate::api::error::EtcdError;
 use crate::auth::{AuthOp, AuthProposal, AuthStore};
+use crate::lease::{self, LeaseOp, LeaseProposal, LeaseRecord, Lessor};
 use crate::metrics::Metrics;
 use crate::watch::WatchHub;
 
@@ -48,6 +60,7 @@ pub struct Applier {
     pub mvcc: Arc<Mvcc>,
     alarms: RwLock<Vec<AlarmMember>>,
     auth: RwLock<AuthStore>,
+    lessor: Mutex<Lessor>,
     /// The watchers fed by every committed batch.
     pub watch: Arc<WatchHub>,
     applied: RwLock<(Option<LogId>, StoredMembership)>,
@@ -55,8 +68,9 @@ pub struct Applier {
 }
 
 impl Applier {
-    /// Loads the applied state recorded in the backend.
-    pub fn open(mvcc: Arc<Mvcc>, metrics: Arc<Metrics>) -> io::Result<Applier> {
+    /// Loads the applied state recorded in the backend; leases get etcd's minimum TTL
+    /// `min_lease_ttl` (seconds).
+    pub fn open(mvcc: Arc<Mvcc>, metrics: Arc<Metrics>, min_lease_ttl: i64) -> io::Result<Applier> {
         let meta = |name| mvcc.meta(name).map_err(io::Error::other);
         let applied = codec::decode_log_id(&meta(META_APPLIED)?.unwrap_or_default())?;
         let membership = match meta(META_MEMBERSHIP)? {
@@ -88,12 +102,23 @@ impl Applier {
             Some(bytes) => AuthStore::decode(bytes.as_slice()).map_err(io::Error::other)?,
             None => AuthStore::new(),
         };
+        let mut records = Vec::new();
+        for (_, bytes) in mvcc
+            .meta_with_prefix(lease::META_PREFIX)
+            .map_err(io::Error::other)?
+        {
+            records.push(LeaseRecord::decode(bytes.as_slice()).map_err(io::Error::other)?);
+        }
+        let leased_keys = mvcc.leased_keys().map_err(io::Error::other)?;
+        let lessor = Lessor::restore(min_lease_ttl, records, leased_keys);
+        metrics.lease_count.set(lessor.len() as i64);
         let watch = Arc::new(WatchHub::new(mvcc.clone(), metrics.clone()));
         Ok(Applier {
             watch,
             mvcc,
             alarms: RwLock::new(alarms),
             auth: RwLock::new(auth),
+            lessor: Mutex::new(lessor),
             applied: RwLock::new((applied, membership)),
             metrics,
         })
@@ -107,6 +132,11 @@ impl Applier {
     /// Reads the auth store.
     pub fn auth<T>(&self, read: impl FnOnce(&AuthStore) -> T) -> T {
         read(&self.auth.read())
+    }
+
+    /// Runs `f` on the lessor (keepalives, lookups and the leader's expiry loop).
+    pub fn lessor<T>(&self, f: impl FnOnce(&mut Lessor) -> T) -> T {
+        f(&mut self.lessor.lock())
     }
 
     /// The last applied log id.
@@ -129,6 +159,12 @@ impl Applier {
             Some(ProposalOp::Auth(AuthProposal { op: None })) => {
                 return Applied::Rejected(EtcdError::Internal("empty auth proposal".into()));
             }
+            Some(ProposalOp::Lease(LeaseProposal { op: Some(op) })) => {
+                return self.apply_lease(batch, op);
+            }
+            Some(ProposalOp::Lease(LeaseProposal { op: None })) => {
+                return Applied::Rejected(EtcdError::Internal("empty lease proposal".into()));
+            }
             None => return Applied::Rejected(EtcdError::Internal("empty proposal".into())),
         };
         result.unwrap_or_else(|e| Applied::Rejected(e.into()))
@@ -146,6 +182,112 @@ impl Applier {
                 Applied::Auth
             }
             Err(e) => Applied::Rejected(e),
+        }
+    }
+
+    /// Applies a lease change; grants and checkpoints persist the lease's record, revokes
+    /// and expiries delete it together with the lease's keys.
+    fn apply_lease(&self, batch: &mut ApplyBatch<'_>, op: LeaseOp) -> Applied {
+        let header = |revision| {
+            Some(ResponseHeader {
+                revision,
+                ..Default::default()
+            })
+        };
+        match op {
+            LeaseOp::Grant(req) => {
+                let granted = self.lessor.lock().grant(req.id, req.ttl, Instant::now());
+                match granted {
+                    Ok(record) => {
+                        batch.set_meta(&lease::meta_name(req.id), &record.encode_to_vec());
+                        self.metrics.lease_granted.inc();
+                        self.metrics.lease_count.inc();
+                        Applied::LeaseGrant(LeaseGrantResponse {
+                            header: header(batch.revision()),
+                            id: req.id,
+                            ttl: record.ttl,
+                            error: String::new(),
+                        })
+                    }
+                    Err(e) => Applied::Rejected(e.into()),
+                }
+            }
+            LeaseOp::Revoke(req) => match self.revoke_lease(batch, req.id) {
+                Ok(()) => Applied::LeaseRevoke(LeaseRevokeResponse {
+                    header: header(batch.revision()),
+                }),
+                Err(e) => Applied::Rejected(e),
+            },
+            LeaseOp::Expire(expire) => {
+                for id in expire.ids {
+                    match self.revoke_lease(batch, id) {
+                        Ok(()) | Err(EtcdError::LeaseNotFound) => {}
+                        Err(e) => return Applied::Rejected(e),
+                    }
+                }
+                Applied::Lease
+            }
+            LeaseOp::Checkpoint(checkpoints) => {
+                let mut lessor = self.lessor.lock();
+                for c in checkpoints.checkpoints {
+                    if let Some(record) = lessor.checkpoint(c.id, c.remaining_ms) {
+                        batch.set_meta(&lease::meta_name(c.id), &record.encode_to_vec());
+                    }
+                }
+                Applied::Lease
+            }
+        }
+    }
+
+    /// Revokes lease `id`: removes it and its record, and deletes its keys in one revision
+    /// (sorted, as etcd does, so every member writes the same revision).
+    fn revoke_lease(&self, batch: &mut ApplyBatch<'_>, id: i64) -> Result<(), EtcdError> {
+        let keys = self.lessor.lock().revoke(id)?;
+        batch.delete_meta(&lease::meta_name(id));
+        self.metrics.lease_revoked.inc();
+        self.metrics.lease_count.dec();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let deletes = TxnRequest {
+            success: keys
+                .into_iter()
+                .map(|key| RequestOp {
+                    request: Some(request_op::Request::RequestDeleteRange(
+                        DeleteRangeRequest {
+                            key,
+                            ..Default::default()
+                        },
+                    )),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        batch.txn(&deletes)?;
+        Ok(())
+    }
+
+    /// Attaches keys to and detaches them from leases after the events of one applied op.
+    fn track_leases(&self, events: &[Event]) {
+        let mut lessor = None;
+        for event in events {
+            let Some(kv) = &event.kv else { continue };
+            let old = event.prev_kv.as_ref().map_or(0, |p| p.lease);
+            let new = if event.r#type == EventType::Put as i32 {
+                kv.lease
+            } else {
+                0
+            };
+            if old == 0 && new == 0 {
+                continue;
+            }
+            let lessor = lessor.get_or_insert_with(|| self.lessor.lock());
+            if old != 0 && old != new {
+                lessor.detach(old, &kv.key);
+            }
+            if new != 0 {
+                lessor.attach(new, kv.key.clone());
+            }
         }
     }
 
@@ -230,13 +372,18 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
             return Ok(());
         };
         let applier = &self.applier;
-        let no_leases = |_id: i64| false;
-        let mut batch = applier.mvcc.begin_apply(&no_leases);
+        let lease_exists = |id: i64| applier.lessor.lock().contains(id);
+        let mut batch = applier.mvcc.begin_apply(&lease_exists);
         let mut replies = Vec::with_capacity(items.len());
         let mut membership = None;
         for (entry, responder) in items {
             let applied = match entry.payload {
-                EntryPayload::Normal(proposal) => applier.apply_proposal(&mut batch, proposal),
+                EntryPayload::Normal(proposal) => {
+                    let before = batch.events().len();
+                    let applied = applier.apply_proposal(&mut batch, proposal);
+                    applier.track_leases(&batch.events()[before..]);
+                    applied
+                }
                 EntryPayload::Membership(m) => {
                     let mut bytes = codec::encode_log_id(Some(&entry.log_id));
                     codec::encode_membership(&m, &mut bytes);

@@ -1,0 +1,639 @@
+//! The Lease axis: the lessor, etcd's leases with a remaining TTL that survives restarts.
+//!
+//! # Replicated and leader-local state
+//!
+//! Grants, revokes, expiries and checkpoints are [`LeaseOp`]s that go through the log and are
+//! applied in log order by the state machine, so every member holds the same leases: their id,
+//! granted TTL, the keys attached to them and their *persisted remaining TTL* (the value of the
+//! lease's last checkpoint). Each lease is one record `lease/<id>` beside the key space,
+//! written in the same backend transaction as the entry that changed it. The keys attached to
+//! each lease are not persisted: they are rebuilt at start from the key space (every live key
+//! carries its lease, as in etcd) and kept up to date from the events of every applied write.
+//!
+//! Deadlines are leader-local, as in etcd: the leader ([`Lessor::promote`]) gives every lease
+//! a deadline of `now + persisted remaining TTL`, keepalives ([`Lessor::renew`]) move a
+//! deadline to `now + TTL` without touching the log (they must be fast), and the leader alone
+//! decides which leases expired ([`Lessor::expired`]) and proposes their revocation
+//! ([`LeaseOp::Expire`]), at most [`REVOKE_RATE`] a second like etcd.
+//!
+//! # Remaining TTL across restarts: the exact rule
+//!
+//! Every [`CHECKPOINT_INTERVAL`] (1 s) the leader proposes one [`LeaseOp::Checkpoint`]
+//! carrying the current remaining TTL (in milliseconds) of every lease that was renewed since
+//! its last checkpoint or whose last checkpoint is [`CHECKPOINT_INTERVAL`] old or older (a
+//! grant counts as a checkpoint with the full TTL), at most [`MAX_CHECKPOINT_BATCH`] leases per
+//! proposal, oldest checkpoint first ([`Lessor::checkpoints`]).
+//!
+//! After a restart (and, once keel runs clusters, on a new leader) a lease's deadline is `now
+//! + the remaining TTL of its last checkpoint`. With up to 10,000 leases, that checkpoint is at
+//! most about 1 s (one interval plus one commit) older than the moment the previous leader
+//! stopped; with `n` more leases at most `ceil(n / 10,000)` s. So a lease never gets its granted
+//! TTL back because the store restarted: it resumes with what it had at most ~1 s before the
+//! stop (never less than it had, so a lease kept alive does not expire early), and time while
+//! no leader runs is not counted. etcd instead resets every lease to its full TTL on leader
+//! change unless its alpha `LeaseCheckpoint` feature is on (etcd-io/etcd#9888, #13294).
+//!
+//! The [`Lessor`] is a plain struct driven by `(input, now)`; the async shell that runs the
+//! expiry and checkpoint loop is [`task`], the gRPC service is `api::lease`.
+
+pub mod task;
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::time::{Duration, Instant};
+
+use crate::api::error::EtcdError;
+
+/// etcd's largest lease TTL in seconds (`MaxLeaseTTL`).
+pub const MAX_LEASE_TTL: i64 = 9_000_000_000;
+/// How many expired leases the leader revokes per second at most (etcd's `leaseRevokeRate`).
+pub const REVOKE_RATE: usize = 1000;
+/// How often the leader checkpoints remaining TTLs.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+/// The most leases one checkpoint proposal carries.
+pub const MAX_CHECKPOINT_BATCH: usize = 10_000;
+/// How long the leader waits before proposing the revocation of an expired lease again when
+/// the first proposal did not remove it (etcd's `expiredLeaseRetryInterval`).
+pub const EXPIRED_RETRY: Duration = Duration::from_secs(3);
+/// Prefix of the backend metadata records holding one lease each.
+pub const META_PREFIX: &str = "lease/";
+
+/// etcd's minimum lease TTL in seconds: `ceil(((3 * electionTicks) / 2) * heartbeat)`, with
+/// `electionTicks = election timeout / heartbeat` (2 s with the default 100 ms / 1000 ms).
+pub fn min_lease_ttl(heartbeat_ms: u64, election_timeout_ms: u64) -> i64 {
+    let heartbeat = heartbeat_ms.max(1);
+    let ticks = election_timeout_ms / heartbeat;
+    let min_ms = (3 * ticks) / 2 * heartbeat;
+    min_ms.div_ceil(1000) as i64
+}
+
+/// The name of the metadata record of lease `id`.
+pub fn meta_name(id: i64) -> String {
+    format!("{META_PREFIX}{:016x}", id as u64)
+}
+
+/// One replicated change to the leases: the payload of `ProposalOp::Lease`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LeaseProposal {
+    /// The change.
+    #[prost(oneof = "LeaseOp", tags = "1, 2, 3, 4")]
+    pub op: Option<LeaseOp>,
+}
+
+/// The lease changes that go through the log.
+#[derive(Clone, PartialEq, prost::Oneof)]
+pub enum LeaseOp {
+    /// A grant; the ID was chosen (by the client or the leader) before proposing.
+    #[prost(message, tag = "1")]
+    Grant(keel_proto::etcdserverpb::LeaseGrantRequest),
+    /// A client's revoke.
+    #[prost(message, tag = "2")]
+    Revoke(keel_proto::etcdserverpb::LeaseRevokeRequest),
+    /// The leader's revocation of leases it found expired (each in its own revision).
+    #[prost(message, tag = "3")]
+    Expire(LeaseExpire),
+    /// The leader's checkpoint of remaining TTLs.
+    #[prost(message, tag = "4")]
+    Checkpoint(LeaseCheckpoints),
+}
+
+/// Leases the leader found expired.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LeaseExpire {
+    /// Their IDs.
+    #[prost(int64, repeated, tag = "1")]
+    pub ids: Vec<i64>,
+}
+
+/// A batch of remaining TTLs.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LeaseCheckpoints {
+    /// One per lease.
+    #[prost(message, repeated, tag = "1")]
+    pub checkpoints: Vec<LeaseRecord>,
+}
+
+/// The persisted state of one lease (also one checkpoint entry, where `ttl` is unused).
+#[derive(Clone, Copy, PartialEq, Eq, prost::Message)]
+pub struct LeaseRecord {
+    /// The lease ID.
+    #[prost(int64, tag = "1")]
+    pub id: i64,
+    /// The granted TTL in seconds (after etcd's minimum TTL rule).
+    #[prost(int64, tag = "2")]
+    pub ttl: i64,
+    /// The remaining TTL in milliseconds at the last checkpoint.
+    #[prost(int64, tag = "3")]
+    pub remaining_ms: i64,
+}
+
+/// Why a lease operation failed; converts to etcd's wire errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LeaseError {
+    /// No such lease (or it expired and awaits its revocation).
+    #[error("lease not found")]
+    NotFound,
+    /// A grant of an ID in use.
+    #[error("lease already exists")]
+    Exists,
+    /// A TTL above [`MAX_LEASE_TTL`].
+    #[error("too large lease TTL")]
+    TtlTooLarge,
+    /// A keepalive on a member that does not lead.
+    #[error("not the leader")]
+    NotPrimary,
+}
+
+impl From<LeaseError> for EtcdError {
+    fn from(e: LeaseError) -> EtcdError {
+        match e {
+            LeaseError::NotFound => EtcdError::LeaseNotFound,
+            LeaseError::Exists => EtcdError::LeaseExists,
+            LeaseError::TtlTooLarge => EtcdError::LeaseTtlTooLarge,
+            LeaseError::NotPrimary => EtcdError::NoLeader,
+        }
+    }
+}
+
+/// One lease.
+#[derive(Debug)]
+struct Lease {
+    ttl: i64,
+    /// Remaining TTL at the last checkpoint (replicated).
+    remaining: Duration,
+    /// The deadline (leader only).
+    deadline: Option<Instant>,
+    /// When the leader took the last checkpoint (leader only).
+    checkpointed: Option<Instant>,
+    /// Renewed since the last checkpoint (leader only).
+    renewed: bool,
+    keys: BTreeSet<Vec<u8>>,
+}
+
+impl Lease {
+    fn remaining_at(&self, now: Instant) -> Duration {
+        match self.deadline {
+            Some(d) => d.saturating_duration_since(now),
+            None => self.remaining,
+        }
+    }
+
+    fn record(&self, id: i64) -> LeaseRecord {
+        LeaseRecord {
+            id,
+            ttl: self.ttl,
+            remaining_ms: self.remaining.as_millis() as i64,
+        }
+    }
+}
+
+/// What [`Lessor::time_to_live`] reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseStatus {
+    /// Remaining seconds, truncated as etcd does.
+    pub ttl: i64,
+    /// The granted TTL in seconds.
+    pub granted_ttl: i64,
+    /// The attached keys, sorted.
+    pub keys: Vec<Vec<u8>>,
+}
+
+/// The leases of one member (see the module docs).
+#[derive(Debug)]
+pub struct Lessor {
+    min_ttl: i64,
+    leases: HashMap<i64, Lease>,
+    primary: bool,
+    /// Leader only: one entry per lease, `(time to look at it again, id)`; an entry earlier than
+    /// the lease's deadline (a renewal moved it) is pushed back when it comes up.
+    queue: BinaryHeap<Reverse<(Instant, i64)>>,
+}
+
+impl Lessor {
+    /// An empty lessor applying etcd's minimum TTL `min_ttl` (seconds).
+    pub fn new(min_ttl: i64) -> Lessor {
+        Lessor {
+            min_ttl,
+            leases: HashMap::new(),
+            primary: false,
+            queue: BinaryHeap::new(),
+        }
+    }
+
+    /// Rebuilds the lessor from its persisted records and the leased keys of the key space.
+    pub fn restore(
+        min_ttl: i64,
+        records: impl IntoIterator<Item = LeaseRecord>,
+        keys: impl IntoIterator<Item = (i64, Vec<u8>)>,
+    ) -> Lessor {
+        let mut lessor = Lessor::new(min_ttl);
+        for r in records {
+            lessor.leases.insert(
+                r.id,
+                Lease {
+                    ttl: r.ttl,
+                    remaining: Duration::from_millis(r.remaining_ms.max(0) as u64),
+                    deadline: None,
+                    checkpointed: None,
+                    renewed: false,
+                    keys: BTreeSet::new(),
+                },
+            );
+        }
+        for (id, key) in keys {
+            lessor.attach(id, key);
+        }
+        lessor
+    }
+
+    /// Number of leases.
+    pub fn len(&self) -> usize {
+        self.leases.len()
+    }
+
+    /// True when there is no lease.
+    pub fn is_empty(&self) -> bool {
+        self.leases.is_empty()
+    }
+
+    /// True when lease `id` exists (expired leases exist until their revocation is applied).
+    pub fn contains(&self, id: i64) -> bool {
+        self.leases.contains_key(&id)
+    }
+
+    /// True while this member leads and keeps deadlines.
+    pub fn is_primary(&self) -> bool {
+        self.primary
+    }
+
+    /// Applies a grant: etcd's checks, then the minimum TTL. Returns the lease's record (to
+    /// persist) whose `ttl` is the granted TTL.
+    pub fn grant(&mut self, id: i64, ttl: i64, now: Instant) -> Result<LeaseRecord, LeaseError> {
+        if id == 0 {
+            return Err(LeaseError::NotFound);
+        }
+        if ttl > MAX_LEASE_TTL {
+            return Err(LeaseError::TtlTooLarge);
+        }
+        if self.leases.contains_key(&id) {
+            return Err(LeaseError::Exists);
+        }
+        let ttl = ttl.max(self.min_ttl);
+        let remaining = Duration::from_secs(ttl as u64);
+        let mut lease = Lease {
+            ttl,
+            remaining,
+            deadline: None,
+            checkpointed: None,
+            renewed: false,
+            keys: BTreeSet::new(),
+        };
+        if self.primary {
+            let deadline = now + remaining;
+            lease.deadline = Some(deadline);
+            lease.checkpointed = Some(now);
+            self.queue.push(Reverse((deadline, id)));
+        }
+        let record = lease.record(id);
+        self.leases.insert(id, lease);
+        Ok(record)
+    }
+
+    /// Applies a revoke (a client's or an expiry): removes the lease and returns its keys,
+    /// sorted, for the caller to delete in one revision.
+    pub fn revoke(&mut self, id: i64) -> Result<Vec<Vec<u8>>, LeaseError> {
+        let lease = self.leases.remove(&id).ok_or(LeaseError::NotFound)?;
+        Ok(lease.keys.into_iter().collect())
+    }
+
+    /// Applies a checkpoint entry: the lease's persisted remaining TTL becomes `remaining_ms`.
+    /// Returns the record to persist, or `None` when the lease is gone. Deadlines are not
+    /// touched: on the leader they are already the truth.
+    pub fn checkpoint(&mut self, id: i64, remaining_ms: i64) -> Option<LeaseRecord> {
+        let lease = self.leases.get_mut(&id)?;
+        lease.remaining = Duration::from_millis(remaining_ms.max(0) as u64);
+        Some(lease.record(id))
+    }
+
+    /// Attaches `key` to lease `id` (a put with that lease was applied).
+    pub fn attach(&mut self, id: i64, key: Vec<u8>) {
+        if let Some(lease) = self.leases.get_mut(&id) {
+            lease.keys.insert(key);
+        }
+    }
+
+    /// Detaches `key` from lease `id` (the key was deleted or put with another lease).
+    pub fn detach(&mut self, id: i64, key: &[u8]) {
+        if let Some(lease) = self.leases.get_mut(&id) {
+            lease.keys.remove(key);
+        }
+    }
+
+    /// Makes this member the one that keeps deadlines: every lease gets `now + its persisted
+    /// remaining TTL` (never its full TTL back). Does nothing when already primary.
+    pub fn promote(&mut self, now: Instant) {
+        if self.primary {
+            return;
+        }
+        self.primary = true;
+        self.queue.clear();
+        for (&id, lease) in &mut self.leases {
+            let deadline = now + lease.remaining;
+            lease.deadline = Some(deadline);
+            lease.checkpointed = Some(now);
+            lease.renewed = false;
+            self.queue.push(Reverse((deadline, id)));
+        }
+    }
+
+    /// Stops keeping deadlines (this member no longer leads).
+    pub fn demote(&mut self) {
+        self.primary = false;
+        self.queue.clear();
+        for lease in self.leases.values_mut() {
+            lease.deadline = None;
+            lease.checkpointed = None;
+        }
+    }
+
+    /// A keepalive: the lease's deadline becomes `now + TTL`; returns the TTL. An expired
+    /// lease awaiting its revocation is not found, as in etcd.
+    pub fn renew(&mut self, id: i64, now: Instant) -> Result<i64, LeaseError> {
+        if !self.primary {
+            return Err(LeaseError::NotPrimary);
+        }
+        let lease = self.leases.get_mut(&id).ok_or(LeaseError::NotFound)?;
+        if lease.deadline.is_some_and(|d| d <= now) {
+            return Err(LeaseError::NotFound);
+        }
+        lease.deadline = Some(now + Duration::from_secs(lease.ttl as u64));
+        lease.renewed = true;
+        Ok(lease.ttl)
+    }
+
+    /// The remaining and granted TTL of lease `id`, and its keys.
+    pub fn time_to_live(&self, id: i64, now: Instant) -> Option<LeaseStatus> {
+        let lease = self.leases.get(&id)?;
+        let ttl = match lease.deadline {
+            // etcd: int64(time.Until(expiry).Seconds()), truncated towards zero.
+            Some(d) if d >= now => (d - now).as_secs() as i64,
+            Some(d) => -((now - d).as_secs() as i64),
+            None => lease.remaining.as_secs() as i64,
+        };
+        Some(LeaseStatus {
+            ttl,
+            granted_ttl: lease.ttl,
+            keys: lease.keys.iter().cloned().collect(),
+        })
+    }
+
+    /// Every lease ID, soonest deadline first (etcd's order), then by ID.
+    pub fn ids(&self) -> Vec<i64> {
+        let mut ids: Vec<(Option<Instant>, i64)> = self
+            .leases
+            .iter()
+            .map(|(&id, l)| (l.deadline, id))
+            .collect();
+        ids.sort_unstable();
+        ids.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// Leader only: up to `limit` leases whose deadline passed, to propose their revocation.
+    /// Each one returned is looked at again only after [`EXPIRED_RETRY`], in case the
+    /// proposal is lost.
+    pub fn expired(&mut self, now: Instant, limit: usize) -> Vec<i64> {
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some(&Reverse((at, id))) = self.queue.peek() else {
+                break;
+            };
+            if at > now {
+                break;
+            }
+            self.queue.pop();
+            let Some(lease) = self.leases.get(&id) else {
+                continue;
+            };
+            match lease.deadline {
+                Some(deadline) if deadline > now => self.queue.push(Reverse((deadline, id))),
+                Some(_) => {
+                    out.push(id);
+                    self.queue.push(Reverse((now + EXPIRED_RETRY, id)));
+                }
+                None => {}
+            }
+        }
+        out
+    }
+
+    /// Leader only: the checkpoint due at `now` (see the module docs), at most `limit`
+    /// entries, oldest checkpoint first; marks them checkpointed.
+    pub fn checkpoints(&mut self, now: Instant, limit: usize) -> Vec<LeaseRecord> {
+        if !self.primary {
+            return Vec::new();
+        }
+        let mut due: Vec<(Instant, i64)> = self
+            .leases
+            .iter()
+            .filter_map(|(&id, l)| {
+                let deadline = l.deadline?;
+                let last = l.checkpointed.unwrap_or(now);
+                let old = now.saturating_duration_since(last) >= CHECKPOINT_INTERVAL;
+                (deadline > now && (l.renewed || old)).then_some((last, id))
+            })
+            .collect();
+        if due.len() > limit {
+            due.select_nth_unstable(limit);
+            due.truncate(limit);
+        }
+        due.sort_unstable();
+        due.into_iter()
+            .filter_map(|(_, id)| {
+                let lease = self.leases.get_mut(&id)?;
+                lease.checkpointed = Some(now);
+                lease.renewed = false;
+                Some(LeaseRecord {
+                    id,
+                    ttl: lease.ttl,
+                    remaining_ms: lease.remaining_at(now).as_millis() as i64,
+                })
+            })
+            .collect()
+    }
+
+    /// Leader only: marks leases whose checkpoint proposal failed as due again.
+    pub fn checkpoint_failed(&mut self, ids: impl IntoIterator<Item = i64>) {
+        for id in ids {
+            if let Some(lease) = self.leases.get_mut(&id) {
+                lease.renewed = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn min_ttl_as_etcd() {
+        assert_eq!(min_lease_ttl(100, 1000), 2);
+        assert_eq!(min_lease_ttl(100, 500), 1);
+        assert_eq!(min_lease_ttl(50, 1000), 2);
+        assert_eq!(min_lease_ttl(100, 3000), 5);
+    }
+
+    #[test]
+    fn grant_checks_as_etcd() {
+        let now = Instant::now();
+        let mut l = Lessor::new(2);
+        assert_eq!(l.grant(0, 10, now), Err(LeaseError::NotFound));
+        assert_eq!(
+            l.grant(1, MAX_LEASE_TTL + 1, now),
+            Err(LeaseError::TtlTooLarge)
+        );
+        assert_eq!(l.grant(1, 1, now).unwrap().ttl, 2);
+        assert_eq!(l.grant(1, 10, now), Err(LeaseError::Exists));
+        assert_eq!(l.grant(2, MAX_LEASE_TTL, now).unwrap().ttl, MAX_LEASE_TTL);
+        assert_eq!(l.grant(-5, 0, now).unwrap().ttl, 2);
+        assert_eq!(l.revoke(7), Err(LeaseError::NotFound));
+        assert_eq!(l.len(), 3);
+    }
+
+    #[test]
+    fn keys_attach_detach_and_revoke_sorted() {
+        let now = Instant::now();
+        let mut l = Lessor::new(2);
+        l.grant(1, 10, now).unwrap();
+        l.attach(1, b"b".to_vec());
+        l.attach(1, b"a".to_vec());
+        l.attach(1, b"c".to_vec());
+        l.attach(9, b"x".to_vec());
+        l.detach(1, b"c");
+        let st = l.time_to_live(1, now).unwrap();
+        assert_eq!(st.keys, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(l.revoke(1).unwrap(), vec![b"a".to_vec(), b"b".to_vec()]);
+        assert!(!l.contains(1));
+    }
+
+    #[test]
+    fn keepalive_and_expiry_on_the_leader() {
+        let t0 = Instant::now();
+        let mut l = Lessor::new(2);
+        l.grant(1, 10, t0).unwrap();
+        assert_eq!(l.renew(1, t0), Err(LeaseError::NotPrimary));
+        l.promote(t0);
+        l.grant(2, 5, t0).unwrap();
+        assert_eq!(l.time_to_live(1, t0 + secs(3)).unwrap().ttl, 7);
+        assert!(l.expired(t0 + secs(4), 10).is_empty());
+        assert_eq!(l.renew(2, t0 + secs(4)), Ok(5));
+        // 2 was renewed at 4 s: its old queue entry at 5 s is pushed back to 9 s.
+        assert!(l.expired(t0 + secs(6), 10).is_empty());
+        assert_eq!(l.expired(t0 + secs(10), 10), vec![2, 1]);
+        // An expired lease cannot be kept alive, and is proposed again only after the retry.
+        assert_eq!(l.renew(1, t0 + secs(10)), Err(LeaseError::NotFound));
+        assert!(l.expired(t0 + secs(11), 10).is_empty());
+        assert_eq!(l.expired(t0 + secs(13), 10), vec![1, 2]);
+        assert_eq!(l.renew(3, t0), Err(LeaseError::NotFound));
+        assert_eq!(l.time_to_live(1, t0 + secs(12)).unwrap().ttl, -2);
+        l.revoke(1).unwrap();
+        assert_eq!(l.expired(t0 + secs(20), 10), vec![2]);
+    }
+
+    #[test]
+    fn expiry_is_rate_limited() {
+        let t0 = Instant::now();
+        let mut l = Lessor::new(1);
+        l.promote(t0);
+        for id in 1..=10 {
+            l.grant(id, 1, t0).unwrap();
+        }
+        let first = l.expired(t0 + secs(2), 4);
+        assert_eq!(first.len(), 4);
+        let rest = l.expired(t0 + secs(2), 100);
+        assert_eq!(rest.len(), 6);
+        assert!(first.iter().all(|id| !rest.contains(id)));
+    }
+
+    #[test]
+    fn checkpoints_keep_remaining_ttl_across_restarts() {
+        let t0 = Instant::now();
+        let mut l = Lessor::new(2);
+        l.promote(t0);
+        l.grant(1, 100, t0).unwrap();
+        l.grant(2, 100, t0).unwrap();
+        // Just granted: nothing due yet.
+        assert!(
+            l.checkpoints(t0 + Duration::from_millis(500), 10)
+                .is_empty()
+        );
+        // A renewal makes a lease due at once.
+        l.renew(2, t0 + Duration::from_millis(600)).unwrap();
+        let cp = l.checkpoints(t0 + Duration::from_millis(700), 10);
+        assert_eq!(
+            cp,
+            vec![LeaseRecord {
+                id: 2,
+                ttl: 100,
+                remaining_ms: 99_900
+            }]
+        );
+        // After an interval every lease is due, oldest checkpoint first.
+        let cp = l.checkpoints(t0 + secs(40), 10);
+        assert_eq!(cp.iter().map(|c| c.id).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(cp[0].remaining_ms, 60_000);
+        // Applying the checkpoints through the log, then restarting from the records.
+        let mut records = Vec::new();
+        for c in &cp {
+            records.push(l.checkpoint(c.id, c.remaining_ms).unwrap());
+        }
+        let mut r = Lessor::restore(2, records, [(1, b"k".to_vec())]);
+        assert_eq!(r.time_to_live(1, t0).unwrap().ttl, 60);
+        let t1 = t0 + secs(1000);
+        r.promote(t1);
+        let st = r.time_to_live(1, t1).unwrap();
+        assert_eq!((st.ttl, st.granted_ttl), (60, 100));
+        assert_eq!(st.keys, vec![b"k".to_vec()]);
+        assert_eq!(r.time_to_live(2, t1).unwrap().ttl, 60);
+        assert!(r.expired(t1 + secs(59), 10).is_empty());
+        assert_eq!(r.expired(t1 + secs(60), 10), vec![1]);
+        assert_eq!(r.expired(t1 + secs(61), 10), vec![2]);
+    }
+
+    #[test]
+    fn checkpoint_batches_are_bounded_oldest_first() {
+        let t0 = Instant::now();
+        let mut l = Lessor::new(2);
+        l.promote(t0);
+        for id in 1..=5 {
+            l.grant(id, 100, t0 + secs(id as u64)).unwrap();
+        }
+        let cp = l.checkpoints(t0 + secs(10), 2);
+        assert_eq!(cp.iter().map(|c| c.id).collect::<Vec<_>>(), vec![1, 2]);
+        let cp = l.checkpoints(t0 + secs(10), 10);
+        assert_eq!(cp.iter().map(|c| c.id).collect::<Vec<_>>(), vec![3, 4, 5]);
+        l.checkpoint_failed([4]);
+        let cp = l.checkpoints(t0 + secs(10), 10);
+        assert_eq!(cp.iter().map(|c| c.id).collect::<Vec<_>>(), vec![4]);
+        l.demote();
+        assert!(l.checkpoints(t0 + secs(100), 10).is_empty());
+        assert_eq!(l.renew(1, t0), Err(LeaseError::NotPrimary));
+    }
+
+    #[test]
+    fn records_round_trip() {
+        use prost::Message;
+        let p = LeaseProposal {
+            op: Some(LeaseOp::Expire(LeaseExpire { ids: vec![1, -2] })),
+        };
+        assert_eq!(
+            LeaseProposal::decode(p.encode_to_vec().as_slice()).unwrap(),
+            p
+        );
+        assert_eq!(meta_name(-1), "lease/ffffffffffffffff");
+    }
+}
