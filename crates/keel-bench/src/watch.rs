@@ -458,22 +458,29 @@ pub async fn execute(args: &BenchArgs, watch: &WatchArgs) -> anyhow::Result<Repo
     let put_elapsed = shared.base.elapsed();
 
     // (4) wait for the missing events.
+    // A stream the server ended is joined early; once every stream has ended, stop waiting.
     let deadline = Instant::now() + watch.drain_timeout;
-    while shared.remaining.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
-        if receivers.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let _ = stop.send(true);
     let mut done = Vec::with_capacity(watch.streams);
-    while let Some(joined) = receivers.join_next().await {
+    let mut stopping = false;
+    loop {
+        let joined = if stopping {
+            receivers.join_next().await
+        } else {
+            receivers.try_join_next()
+        };
         match joined {
-            Ok(stream) => done.push(stream),
-            Err(err) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
-            Err(err) => bail!("watch receiver failed: {err}"),
+            Some(Ok(stream)) => done.push(stream),
+            Some(Err(err)) if err.is_panic() => std::panic::resume_unwind(err.into_panic()),
+            Some(Err(err)) => bail!("watch receiver failed: {err}"),
+            None if stopping || receivers.is_empty() => break,
+            None if shared.remaining.load(Ordering::Acquire) <= 0 || Instant::now() >= deadline => {
+                let _ = stop.send(true);
+                stopping = true;
+            }
+            None => tokio::time::sleep(Duration::from_millis(5)).await,
         }
     }
+    drop(stop);
     progress.finish_and_clear();
     let after = sample_rss(watch).await?;
 
