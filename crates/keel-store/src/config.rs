@@ -106,6 +106,58 @@ pub struct Config {
     /// features by this version, so it must not claim what keel does not serve yet.
     #[arg(long, env = "ETCD_EMULATED_ETCD_VERSION", default_value = "3.5.0")]
     pub emulated_etcd_version: String,
+    /// Period of the progress notifications of `progress_notify` watchers (Go duration, e.g.
+    /// `10m`, `500ms`; at least 100ms, as etcd enforces).
+    #[arg(
+        long,
+        env = "ETCD_EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL",
+        default_value = "10m",
+        value_parser = parse_go_duration
+    )]
+    pub experimental_watch_progress_notify_interval: Duration,
+}
+
+/// etcd's minimum watch progress notification period.
+pub const MIN_WATCH_PROGRESS_NOTIFY_INTERVAL: Duration = Duration::from_millis(100);
+
+impl Config {
+    /// The progress notification period in force (raised to etcd's 100ms minimum).
+    pub fn watch_progress_notify_interval(&self) -> Duration {
+        self.experimental_watch_progress_notify_interval
+            .max(MIN_WATCH_PROGRESS_NOTIFY_INTERVAL)
+    }
+}
+
+/// Parses a Go duration (`1h30m`, `10m`, `1.5s`, `100ms`, `250us`, `10ns`).
+fn parse_go_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {s:?}: use Go syntax like 10m, 30s or 100ms");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut rest = s;
+    let mut total = 0.0f64;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let number: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "\u{b5}s" => 1e-6,
+            "ns" => 1e-9,
+            _ => return Err(bad()),
+        };
+        total += number * scale;
+        rest = &rest[unit..];
+    }
+    Ok(Duration::from_secs_f64(total))
 }
 
 /// A configuration error, reported before anything starts.
@@ -361,5 +413,21 @@ mod tests {
                 .validate()
                 .is_err()
         );
+    }
+
+    #[test]
+    fn watch_progress_interval_is_a_go_duration_with_etcd_minimum() {
+        let c = parse(&[]);
+        assert_eq!(c.watch_progress_notify_interval(), Duration::from_secs(600));
+        let c = parse(&["--experimental-watch-progress-notify-interval", "1m30s"]);
+        assert_eq!(c.watch_progress_notify_interval(), Duration::from_secs(90));
+        let c = parse(&["--experimental-watch-progress-notify-interval", "10ms"]);
+        assert_eq!(
+            c.watch_progress_notify_interval(),
+            MIN_WATCH_PROGRESS_NOTIFY_INTERVAL
+        );
+        assert_eq!(parse_go_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_go_duration("10").is_err());
+        assert!(parse_go_duration("5x").is_err());
     }
 }

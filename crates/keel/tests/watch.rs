@@ -216,7 +216,6 @@ where
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "keel store has no Watch service yet (the Watch and Lease issue)"]
 async fn historical_watches_match() {
     compare("historical watches", |ch, name| async move {
         let end = write_history(ch.clone()).await;
@@ -242,7 +241,6 @@ async fn historical_watches_match() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "keel store has no Watch service yet (the Watch and Lease issue)"]
 async fn watch_from_compacted_revision_is_canceled_with_compact_revision() {
     compare("compacted watch", |ch, name| async move {
         let end = write_history(ch.clone()).await;
@@ -260,7 +258,6 @@ async fn watch_from_compacted_revision_is_canceled_with_compact_revision() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "keel store has no Watch service yet (the Watch and Lease issue)"]
 async fn live_watch_receives_new_writes() {
     compare("live watch", |ch, name| async move {
         let creates = vec![create("w/", "w0", 0, true, vec![])];

@@ -8,6 +8,7 @@ pub mod http;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+pub mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -41,6 +42,13 @@ pub fn router(store: Arc<Store>) -> axum::Router {
     .add_service(
         ClusterServer::new(cluster::ClusterService::new(store.clone()))
             .max_decoding_message_size(limit),
+    )
+    .add_service(
+        keel_proto::etcdserverpb::watch_server::WatchServer::new(watch::WatchService::new(
+            store.clone(),
+        ))
+        .max_decoding_message_size(limit)
+        .max_encoding_message_size(usize::MAX),
     )
     .add_service(
         AuthServer::new(auth::AuthService::new(store.clone())).max_decoding_message_size(limit),
