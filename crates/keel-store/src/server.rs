@@ -145,6 +145,15 @@ impl Store {
             leader: AtomicU64::new(0),
         });
         store.wait_until_caught_up(start_index).await?;
+        {
+            // Known now, before any request or the lease loop looks at them.
+            let mut rx = store.raft.metrics();
+            let m = rx.borrow_and_update();
+            store.term.store(m.current_term, Ordering::Relaxed);
+            store
+                .leader
+                .store(m.current_leader.unwrap_or(0), Ordering::Relaxed);
+        }
         // This member leads with its log applied: leases resume from their checkpoints.
         store
             .applier

@@ -243,7 +243,15 @@ impl Lease for LeaseService {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use clap::Parser;
+    use keel_proto::etcdserverpb::kv_server::Kv;
+    use keel_proto::etcdserverpb::{PutRequest, RangeRequest, RequestOp, TxnRequest, request_op};
+
     use super::*;
+    use crate::api::kv::KvService;
+    use crate::config::Config;
 
     #[test]
     fn generated_ids_are_positive_unique_and_carry_the_member() {
@@ -253,5 +261,221 @@ mod tests {
         assert!(a > 0 && b > 0 && a != b);
         // The member's low 16 bits, without the sign bit.
         assert_eq!((a as u64) >> 48, 0x1a7b);
+    }
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        config: Config,
+    }
+
+    async fn open(dir: &std::path::Path) -> Arc<Store> {
+        let config = Cli::try_parse_from([
+            "keel",
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--snapshot-count",
+            "100000",
+        ])
+        .unwrap()
+        .config;
+        let mut tries = 0;
+        loop {
+            // A store of this process closed just before may still hold the backend briefly.
+            match Store::open(config.clone()).await {
+                Ok(store) => return store,
+                Err(_) if tries < 50 => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("opening the store: {e}"),
+            }
+        }
+    }
+
+    fn put(key: &str, lease: i64) -> PutRequest {
+        PutRequest {
+            key: key.into(),
+            value: b"v".to_vec(),
+            lease,
+            ..Default::default()
+        }
+    }
+
+    async fn keys(kv: &KvService) -> Vec<(String, i64)> {
+        let r = kv
+            .range(Request::new(RangeRequest {
+                key: vec![0],
+                range_end: vec![0],
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .into_inner();
+        r.kvs
+            .into_iter()
+            .map(|kv| (String::from_utf8(kv.key).unwrap(), kv.lease))
+            .collect()
+    }
+
+    async fn ttl(svc: &LeaseService, id: i64, keys: bool) -> LeaseTimeToLiveResponse {
+        svc.lease_time_to_live(Request::new(LeaseTimeToLiveRequest { id, keys }))
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    fn grant(id: i64, ttl: i64) -> Request<LeaseGrantRequest> {
+        Request::new(LeaseGrantRequest { id, ttl })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lease_service_as_etcd() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path()).await;
+        let svc = LeaseService::new(store.clone());
+        let kv = KvService::new(store.clone());
+
+        let g = svc.lease_grant(grant(0, 1)).await.unwrap().into_inner();
+        assert!(g.id > 0);
+        assert_eq!(g.ttl, 2, "etcd's minimum TTL with default flags");
+        let g = svc.lease_grant(grant(42, 100)).await.unwrap().into_inner();
+        assert_eq!((g.id, g.ttl), (42, 100));
+        let e = svc.lease_grant(grant(42, 100)).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+        assert_eq!(e.message(), "etcdserver: lease already exists");
+        let e = svc
+            .lease_grant(grant(7, MAX_LEASE_TTL + 1))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::OutOfRange);
+        assert_eq!(e.message(), "etcdserver: too large lease TTL");
+
+        for k in ["k1", "k2"] {
+            kv.put(Request::new(put(k, 42))).await.unwrap();
+        }
+        let txn_put = |key: &str, lease| TxnRequest {
+            success: vec![RequestOp {
+                request: Some(request_op::Request::RequestPut(put(key, lease))),
+            }],
+            ..Default::default()
+        };
+        kv.txn(Request::new(txn_put("k3", 42))).await.unwrap();
+        let e = kv.txn(Request::new(txn_put("k4", 999))).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound);
+        assert_eq!(e.message(), "etcdserver: requested lease not found");
+        let e = kv.put(Request::new(put("k4", 999))).await.unwrap_err();
+        assert_eq!(e.message(), "etcdserver: requested lease not found");
+        // Overwriting without a lease detaches; ignore_lease keeps the lease.
+        kv.put(Request::new(put("k2", 0))).await.unwrap();
+        kv.put(Request::new(PutRequest {
+            ignore_lease: true,
+            ..put("k1", 0)
+        }))
+        .await
+        .unwrap();
+        let t = ttl(&svc, 42, true).await;
+        assert_eq!(t.granted_ttl, 100);
+        assert!((99..=100).contains(&t.ttl), "{}", t.ttl);
+        assert_eq!(t.keys, vec![b"k1".to_vec(), b"k3".to_vec()]);
+        assert!(ttl(&svc, 42, false).await.keys.is_empty());
+        let t = ttl(&svc, 5, true).await;
+        assert_eq!((t.id, t.ttl, t.granted_ttl), (5, -1, 0));
+
+        let leases = svc
+            .lease_leases(Request::new(LeaseLeasesRequest {}))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut ids: Vec<i64> = leases.leases.iter().map(|l| l.id).collect();
+        ids.sort();
+        assert_eq!(ids, vec![42, g_id(&store, 42)]);
+
+        let before = store.mvcc().current_revision();
+        let r = svc
+            .lease_revoke(Request::new(LeaseRevokeRequest { id: 42 }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.header.unwrap().revision, before + 1, "one revision");
+        assert_eq!(keys(&kv).await, vec![("k2".to_string(), 0)]);
+        let e = svc
+            .lease_revoke(Request::new(LeaseRevokeRequest { id: 42 }))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound);
+        assert_eq!(e.message(), "etcdserver: requested lease not found");
+        assert_eq!(ttl(&svc, 42, true).await.ttl, -1);
+        assert_eq!(store.metrics().lease_granted.get(), 2);
+        assert_eq!(store.metrics().lease_revoked.get(), 1);
+        assert_eq!(store.metrics().lease_count.get(), 1);
+        store.shutdown().await;
+    }
+
+    /// The ID of the one lease that is not `other`.
+    fn g_id(store: &Store, other: i64) -> i64 {
+        store.lessor(|l| l.ids().into_iter().find(|&id| id != other).unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn keepalive_stream_answers_ttl_or_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path()).await;
+        let svc = LeaseService::new(store.clone());
+        svc.lease_grant(grant(9, 30)).await.unwrap();
+        let rev = store.mvcc().current_revision();
+        let out = keep_alive(&store, LeaseKeepAliveRequest { id: 9 }).unwrap();
+        assert_eq!((out.id, out.ttl), (9, 30));
+        assert_eq!(out.header.unwrap().revision, rev);
+        let out = keep_alive(&store, LeaseKeepAliveRequest { id: 10 }).unwrap();
+        assert_eq!((out.id, out.ttl), (10, 0));
+        assert_eq!(store.metrics().lease_renewed.get(), 1);
+        store.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn expiry_deletes_keys_and_remaining_ttl_survives_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path()).await;
+        let svc = LeaseService::new(store.clone());
+        let kv = KvService::new(store.clone());
+        svc.lease_grant(grant(1, 2)).await.unwrap();
+        svc.lease_grant(grant(2, 30)).await.unwrap();
+        kv.put(Request::new(put("a", 1))).await.unwrap();
+        kv.put(Request::new(put("b", 1))).await.unwrap();
+        kv.put(Request::new(put("c", 2))).await.unwrap();
+        let granted = Instant::now();
+        let before = store.mvcc().current_revision();
+        while store.lessor(|l| l.contains(1)) {
+            assert!(
+                granted.elapsed() < Duration::from_secs(5),
+                "lease 1 never expired"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(granted.elapsed() >= Duration::from_millis(1900));
+        assert_eq!(store.mvcc().current_revision(), before + 1, "one revision");
+        assert_eq!(keys(&kv).await, vec![("c".to_string(), 2)]);
+        assert_eq!(store.metrics().lease_revoked.get(), 1);
+        // Let a checkpoint of lease 2 happen, then restart.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let lived = granted.elapsed();
+        store.shutdown().await;
+        drop((svc, kv, store));
+        tokio::time::sleep(Duration::from_secs(2)).await;
+
+        let store = open(dir.path()).await;
+        let svc = LeaseService::new(store.clone());
+        let kv = KvService::new(store.clone());
+        let t = ttl(&svc, 2, true).await;
+        assert_eq!(t.granted_ttl, 30);
+        assert_eq!(t.keys, vec![b"c".to_vec()]);
+        // At most ~1 s older than the stop; the 2 s of downtime are not counted.
+        let max = 30 - lived.as_secs() as i64 + 1;
+        assert!(t.ttl < 30 && t.ttl <= max, "ttl {} after {lived:?}", t.ttl);
+        assert!(t.ttl >= max - 3, "ttl {} after {lived:?}", t.ttl);
+        assert_eq!(ttl(&svc, 1, false).await.ttl, -1);
+        assert_eq!(keys(&kv).await, vec![("c".to_string(), 2)]);
+        store.shutdown().await;
     }
 }
