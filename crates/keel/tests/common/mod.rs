@@ -454,6 +454,22 @@ pub struct CtlOutput {
     pub stderr: String,
 }
 
+/// The etcdctl `version` command for `endpoint` and `args`, as [`etcdctl`] runs it: ETCDCTL_*
+/// variables from the environment are cleared so only `args` matter. Stdio is left to the caller.
+pub fn etcdctl_command(version: CtlVersion, endpoint: &str, args: &[String]) -> Command {
+    let mut cmd = Command::new(version.bin());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("ETCDCTL") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("ETCDCTL_API", "3")
+        .arg(format!("--endpoints={endpoint}"))
+        .arg("--command-timeout=20s")
+        .args(args);
+    cmd
+}
+
 /// Runs etcdctl `version` against `endpoint` with `args`, feeding `stdin` if given.
 /// ETCDCTL_* variables from the environment are cleared so only `args` matter.
 pub fn etcdctl(
@@ -463,23 +479,14 @@ pub fn etcdctl(
     stdin: Option<&str>,
 ) -> CtlOutput {
     let bin = version.bin();
-    let mut cmd = Command::new(&bin);
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("ETCDCTL") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("ETCDCTL_API", "3")
-        .arg(format!("--endpoints={endpoint}"))
-        .arg("--command-timeout=20s")
-        .args(args)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut cmd = etcdctl_command(version, endpoint, args);
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
