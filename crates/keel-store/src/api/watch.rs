@@ -174,6 +174,205 @@ impl Watch for WatchService {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::StoreHandle;
+    use crate::config::Config;
+    use clap::Parser;
+    use keel_proto::etcdserverpb::kv_client::KvClient;
+    use keel_proto::etcdserverpb::watch_client::WatchClient;
+    use keel_proto::etcdserverpb::{
+        DeleteRangeRequest, PutRequest, WatchCreateRequest, WatchProgressRequest,
+    };
+    use tokio::sync::mpsc;
+    use tokio_stream::StreamExt;
+    use tokio_stream::wrappers::ReceiverStream;
+    use tonic::transport::Channel;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        config: Config,
+    }
+
+    /// A store on a free port with a small `--max-request-bytes`, and a channel to it.
+    async fn start(dir: &std::path::Path) -> (StoreHandle, Channel) {
+        let config = Cli::try_parse_from([
+            "keel",
+            "--data-dir",
+            dir.to_str().unwrap(),
+            "--listen-client-urls",
+            "http://127.0.0.1:0",
+            "--advertise-client-urls",
+            "http://127.0.0.1:0",
+            "--max-request-bytes",
+            "4096",
+        ])
+        .unwrap()
+        .config;
+        let handle = StoreHandle::start(config).await.unwrap();
+        let url = format!("http://{}", handle.addrs()[0]);
+        let ch = Channel::from_shared(url).unwrap().connect().await.unwrap();
+        (handle, ch)
+    }
+
+    async fn open_stream(
+        ch: &Channel,
+        creates: Vec<WatchCreateRequest>,
+    ) -> (mpsc::Sender<WatchRequest>, Streaming<WatchResponse>) {
+        let (tx, rx) = mpsc::channel(16);
+        for c in creates {
+            tx.send(WatchRequest {
+                request_union: Some(RequestUnion::CreateRequest(c)),
+            })
+            .await
+            .unwrap();
+        }
+        let mut req = Request::new(ReceiverStream::new(rx));
+        req.metadata_mut()
+            .insert("hasleader", "true".parse().unwrap());
+        let stream = WatchClient::new(ch.clone())
+            .watch(req)
+            .await
+            .unwrap()
+            .into_inner();
+        (tx, stream)
+    }
+
+    async fn next(s: &mut Streaming<WatchResponse>) -> WatchResponse {
+        tokio::time::timeout(Duration::from_secs(20), s.next())
+            .await
+            .expect("a watch response in time")
+            .expect("the stream is open")
+            .expect("no stream error")
+    }
+
+    async fn put_all(ch: &Channel, keys: impl Iterator<Item = String>, value: usize) {
+        let keys: Vec<String> = keys.collect();
+        let mut tasks = tokio::task::JoinSet::new();
+        for chunk in keys.chunks(keys.len().div_ceil(8).max(1)) {
+            let mut kv = KvClient::new(ch.clone());
+            let chunk = chunk.to_vec();
+            tasks.spawn(async move {
+                for k in chunk {
+                    kv.put(PutRequest {
+                        key: k.into_bytes(),
+                        value: vec![b'v'; value],
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+                }
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn progress_fragments_and_slow_consumers_over_grpc() {
+        let dir = tempfile::tempdir().unwrap();
+        let (handle, ch) = start(dir.path()).await;
+        let store = handle.store().clone();
+
+        // Progress request: answered with watch id -1 at the current revision.
+        let (tx, mut s) = open_stream(
+            &ch,
+            vec![WatchCreateRequest {
+                key: b"p".to_vec(),
+                ..Default::default()
+            }],
+        )
+        .await;
+        let created = next(&mut s).await;
+        assert!(created.created);
+        let header = created.header.unwrap();
+        assert_eq!(header.member_id, store.member_id());
+        assert_eq!(header.cluster_id, store.cluster_id());
+        tx.send(WatchRequest {
+            request_union: Some(RequestUnion::ProgressRequest(WatchProgressRequest {})),
+        })
+        .await
+        .unwrap();
+        let progress = next(&mut s).await;
+        assert_eq!(progress.watch_id, -1);
+        assert!(progress.events.is_empty());
+        assert_eq!(
+            progress.header.unwrap().revision,
+            store.mvcc().current_revision()
+        );
+
+        // A slow stream: nobody reads it while 1500 puts of 1 KiB go by.
+        let (_slow_tx, mut slow) = open_stream(
+            &ch,
+            vec![WatchCreateRequest {
+                key: b"s/".to_vec(),
+                range_end: b"s0".to_vec(),
+                prev_kv: true,
+                ..Default::default()
+            }],
+        )
+        .await;
+        assert!(next(&mut slow).await.created);
+        let from = store.mvcc().current_revision() + 1;
+        put_all(&ch, (0..1500).map(|i| format!("s/{:02}", i % 40)), 1024).await;
+        let to = store.mvcc().current_revision();
+        assert!(
+            store.watch_hub().stats().unsynced >= 1,
+            "the slow watcher fell back to catch-up"
+        );
+        let mut revs = Vec::new();
+        while revs.len() < 1500 {
+            let r = next(&mut slow).await;
+            for e in &r.events {
+                let kv = e.kv.as_ref().unwrap();
+                if kv.version > 1 {
+                    assert!(e.prev_kv.is_some(), "update without prev_kv");
+                }
+                revs.push(kv.mod_revision);
+            }
+        }
+        assert_eq!(
+            revs,
+            (from..=to).collect::<Vec<_>>(),
+            "ordered, unique, complete"
+        );
+
+        // Fragments: one delete revision larger than max-request-bytes + 512 KiB.
+        put_all(&ch, (0..700).map(|i| format!("f/{i:04}")), 1024).await;
+        let (_ftx, mut f) = open_stream(
+            &ch,
+            vec![WatchCreateRequest {
+                key: b"f/".to_vec(),
+                range_end: b"f0".to_vec(),
+                prev_kv: true,
+                fragment: true,
+                ..Default::default()
+            }],
+        )
+        .await;
+        assert!(next(&mut f).await.created);
+        KvClient::new(ch.clone())
+            .delete_range(DeleteRangeRequest {
+                key: b"f/".to_vec(),
+                range_end: b"f0".to_vec(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut parts = 0;
+        let mut events = 0;
+        loop {
+            let r = next(&mut f).await;
+            parts += 1;
+            events += r.events.len();
+            if !r.fragment {
+                break;
+            }
+        }
+        assert!(parts > 1, "the delete revision was fragmented");
+        assert_eq!(events, 700);
+        drop(handle);
+    }
 
     #[test]
     fn hasleader_metadata_is_recognised() {
