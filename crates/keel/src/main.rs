@@ -20,7 +20,7 @@ enum Command {
     /// Run an etcd-compatible store member (accepts etcd's flags and ETCD_* variables).
     Store(Box<keel_store::Config>),
     /// Load-test any etcd v3 endpoint (flags as etcd's `benchmark`).
-    Bench(keel_bench::BenchArgs),
+    Bench(Box<keel_bench::BenchArgs>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -48,7 +48,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Store(config) => run_store(*config).await,
-            Command::Bench(args) => keel_bench::run(args).await,
+            Command::Bench(args) => keel_bench::run(*args).await,
         }
     });
     match result {
