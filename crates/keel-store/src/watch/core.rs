@@ -23,7 +23,8 @@
 //! # Progress
 //!
 //! A progress request is answered (watch id -1, header revision = the core's revision) only
-//! when every watcher of the stream is synced and has reached its start revision; otherwise it
+//! when every watcher of the stream is synced and the revision is at least the one just before
+//! its start revision; otherwise it
 //! waits and is answered as soon as that holds. Since a synced watcher's events up to the core's
 //! revision are all ahead of the answer in the same queue, the answer never claims a revision
 //! whose events the client has not been sent.
@@ -99,6 +100,14 @@ struct Watcher {
 }
 
 impl Watcher {
+    /// Whether a progress notification at `revision` is true for this watcher: it is synced,
+    /// and `revision` is not below the revision just before its start (a watcher resumed at
+    /// `revision + 1` is caught up; one further in the future is not, so that no notification
+    /// claims a revision it will never deliver, etcd-io/etcd#20221).
+    fn caught_up(&self, revision: i64) -> bool {
+        self.synced && revision >= self.start_rev - 1
+    }
+
     /// The watcher's events among `events`, from revision `floor` on, shaped for it.
     fn select<'e>(&self, events: impl Iterator<Item = &'e Event>, floor: i64) -> Vec<Event> {
         events
@@ -397,7 +406,7 @@ impl WatchCore {
             if !w.progress_notify {
                 continue;
             }
-            if w.quiet && w.synced && revision >= w.start_rev {
+            if w.quiet && w.caught_up(revision) {
                 due.push(*id);
             }
             w.quiet = true;
@@ -690,11 +699,7 @@ impl WatchCore {
             };
             if s.watchers.is_empty() {
                 answered.push((stream, false));
-            } else if s
-                .watchers
-                .values()
-                .all(|w| w.synced && revision >= w.start_rev)
-            {
+            } else if s.watchers.values().all(|w| w.caught_up(revision)) {
                 answered.push((stream, true));
             }
         }

@@ -388,9 +388,29 @@ fn future_start_revision_waits_and_holds_progress() {
         .collect();
     assert_eq!(
         progress,
-        vec![4],
-        "answered once the start revision is reached"
+        vec![3],
+        "answered once the revision before the start revision is reached"
     );
+    // A watcher resumed at the next revision is caught up; one further ahead is not.
+    core.create(s, &create("g", "", 6), -1);
+    core.request_progress(s);
+    let out = drain(&mut core, s);
+    assert_eq!(out.last().unwrap().watch_id, ALL_WATCHERS);
+    core.create(s, &create("g", "", 8), -1);
+    core.request_progress(s);
+    assert!(
+        drain(&mut core, s)
+            .iter()
+            .all(|r| r.watch_id != ALL_WATCHERS)
+    );
+    let ev = log.put(&["x"]);
+    core.notify(&ev, log.revision);
+    assert!(drain(&mut core, s).is_empty(), "revision 6 is two below 8");
+    let ev = log.put(&["x"]);
+    core.notify(&ev, log.revision);
+    let out = drain(&mut core, s);
+    assert_eq!(out.last().unwrap().watch_id, ALL_WATCHERS);
+    assert_eq!(out.last().unwrap().header.unwrap().revision, 7);
 }
 
 #[test]
