@@ -18,20 +18,23 @@
 //!
 //! # Remaining TTL across restarts: the exact rule
 //!
-//! Every [`CHECKPOINT_INTERVAL`] (1 s) the leader proposes one [`LeaseOp::Checkpoint`]
-//! carrying the current remaining TTL (in milliseconds) of every lease that was renewed since
-//! its last checkpoint or whose last checkpoint is [`CHECKPOINT_INTERVAL`] old or older (a
-//! grant counts as a checkpoint with the full TTL), at most [`MAX_CHECKPOINT_BATCH`] leases per
-//! proposal, oldest checkpoint first ([`Lessor::checkpoints`]).
+//! The leader runs a checkpoint pass every [`CHECKPOINT_INTERVAL`] (1 s; in practice every 1 to
+//! 1.25 s, the loop ticking every 250 ms). Each pass proposes one [`LeaseOp::Checkpoint`]
+//! carrying the current remaining TTL (in milliseconds) of every lease not checkpointed since
+//! the previous pass, at most [`MAX_CHECKPOINT_BATCH`] (10,000) leases per pass, the oldest
+//! checkpoint first ([`Lessor::checkpoints`]). A grant is a lease's first checkpoint (remaining
+//! = granted TTL).
 //!
-//! After a restart (and, once keel runs clusters, on a new leader) a lease's deadline is `now
-//! + the remaining TTL of its last checkpoint`. With up to 10,000 leases, that checkpoint is at
-//! most about 1 s (one interval plus one commit) older than the moment the previous leader
-//! stopped; with `n` more leases at most `ceil(n / 10,000)` s. So a lease never gets its granted
-//! TTL back because the store restarted: it resumes with what it had at most ~1 s before the
-//! stop (never less than it had, so a lease kept alive does not expire early), and time while
-//! no leader runs is not counted. etcd instead resets every lease to its full TTL on leader
-//! change unless its alpha `LeaseCheckpoint` feature is on (etcd-io/etcd#9888, #13294).
+//! After a restart (and, once keel runs clusters, on a new leader) a lease's deadline is `now +
+//! the remaining TTL of its last applied checkpoint`. With up to 10,000 leases that checkpoint
+//! was taken at most one pass (about 1.25 s, plus the time to commit it) before the store
+//! stopped; with `n` leases, at most `ceil(n / 10,000)` passes. So a lease resumes with the
+//! remaining TTL it had at most ~1.25 s before the stop: never less (a lease kept alive does not
+//! expire early because of a restart), and never its full granted TTL back unless it was
+//! granted or renewed within that last ~1.25 s. Time during which no leader runs is not
+//! counted. etcd instead resets every lease to its full TTL on leader change unless its alpha
+//! `LeaseCheckpoint` feature is on (etcd-io/etcd#9888, #13294), and even then checkpoints only
+//! every 5 minutes.
 //!
 //! The [`Lessor`] is a plain struct driven by `(input, now)`; the async shell that runs the
 //! expiry and checkpoint loop is [`task`], the gRPC service is `api::lease`.
@@ -426,8 +429,9 @@ impl Lessor {
         out
     }
 
-    /// Leader only: the checkpoint due at `now` (see the module docs), at most `limit`
-    /// entries, oldest checkpoint first; marks them checkpointed.
+    /// Leader only: the checkpoint pass at `now` (see the module docs): every live lease not
+    /// checkpointed at `now` already (or renewed since), at most `limit`, oldest checkpoint
+    /// first; marks them checkpointed.
     pub fn checkpoints(&mut self, now: Instant, limit: usize) -> Vec<LeaseRecord> {
         if !self.primary {
             return Vec::new();
@@ -438,8 +442,7 @@ impl Lessor {
             .filter_map(|(&id, l)| {
                 let deadline = l.deadline?;
                 let last = l.checkpointed.unwrap_or(now);
-                let old = now.saturating_duration_since(last) >= CHECKPOINT_INTERVAL;
-                (deadline > now && (l.renewed || old)).then_some((last, id))
+                (deadline > now && (l.renewed || last < now)).then_some((last, id))
             })
             .collect();
         if due.len() > limit {
@@ -566,23 +569,31 @@ mod tests {
         l.promote(t0);
         l.grant(1, 100, t0).unwrap();
         l.grant(2, 100, t0).unwrap();
-        // Just granted: nothing due yet.
-        assert!(
-            l.checkpoints(t0 + Duration::from_millis(500), 10)
-                .is_empty()
+        // Granted at this very instant: nothing to checkpoint.
+        assert!(l.checkpoints(t0, 10).is_empty());
+        let cp = l.checkpoints(t0 + Duration::from_millis(500), 10);
+        assert_eq!(
+            cp.iter().map(|c| c.remaining_ms).collect::<Vec<_>>(),
+            [99_500; 2]
         );
-        // A renewal makes a lease due at once.
         l.renew(2, t0 + Duration::from_millis(600)).unwrap();
         let cp = l.checkpoints(t0 + Duration::from_millis(700), 10);
-        assert_eq!(
-            cp,
-            vec![LeaseRecord {
-                id: 2,
-                ttl: 100,
-                remaining_ms: 99_900
-            }]
+        let rec = |id, remaining_ms| LeaseRecord {
+            id,
+            ttl: 100,
+            remaining_ms,
+        };
+        assert_eq!(cp, vec![rec(1, 99_300), rec(2, 99_900)]);
+        assert!(
+            l.checkpoints(t0 + Duration::from_millis(700), 10)
+                .is_empty()
         );
-        // After an interval every lease is due, oldest checkpoint first.
+        // A renewal makes a lease due even within the same instant.
+        l.renew(2, t0 + Duration::from_millis(700)).unwrap();
+        let cp = l.checkpoints(t0 + Duration::from_millis(700), 10);
+        assert_eq!(cp, vec![rec(2, 100_000)]);
+        // Every lease at each pass, oldest checkpoint first.
+        l.renew(2, t0 + secs(1)).unwrap();
         let cp = l.checkpoints(t0 + secs(40), 10);
         assert_eq!(cp.iter().map(|c| c.id).collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!(cp[0].remaining_ms, 60_000);
@@ -598,7 +609,7 @@ mod tests {
         let st = r.time_to_live(1, t1).unwrap();
         assert_eq!((st.ttl, st.granted_ttl), (60, 100));
         assert_eq!(st.keys, vec![b"k".to_vec()]);
-        assert_eq!(r.time_to_live(2, t1).unwrap().ttl, 60);
+        assert_eq!(r.time_to_live(2, t1).unwrap().ttl, 61);
         assert!(r.expired(t1 + secs(59), 10).is_empty());
         assert_eq!(r.expired(t1 + secs(60), 10), vec![1]);
         assert_eq!(r.expired(t1 + secs(61), 10), vec![2]);
