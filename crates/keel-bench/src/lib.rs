@@ -77,7 +77,14 @@ pub async fn execute(args: &BenchArgs) -> anyhow::Result<Report> {
             ("range", range::requests(range))
         }
     };
-    let clients =
-        client::connect(&args.endpoints, args.conns, args.clients, args.dial_timeout).await?;
-    Ok(runner::drive(op, clients, args.total, args.rate, make).await)
+    let load = runner::Load {
+        endpoints: args.endpoints.clone(),
+        conns: args.conns,
+        clients: args.clients,
+        dial_timeout: args.dial_timeout,
+        total: args.total,
+        rate: args.rate,
+    };
+    let op = op.to_string();
+    tokio::task::spawn_blocking(move || runner::drive(&op, load, make)).await?
 }

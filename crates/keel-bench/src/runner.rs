@@ -2,7 +2,7 @@
 //! counter, optionally paced by `--rate`, and record each answer's latency.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -31,38 +31,164 @@ pub type MakeRequest = Arc<dyn Fn(u64, &mut Rng) -> Request + Send + Sync>;
 /// Latencies a worker buffers before adding them to the shared statistics.
 const FLUSH_EVERY: usize = 256;
 
-/// Sends `total` requests made by `make` through `clients` (one worker per client) and
-/// returns the report. `rate` caps requests per second over all workers (0: no cap).
-pub async fn drive(
-    op: &str,
-    clients: Vec<KvClient<Channel>>,
-    total: u64,
-    rate: u64,
-    make: MakeRequest,
-) -> Report {
-    let progress = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+/// Where and how hard to drive the load.
+pub struct Load {
+    /// Endpoints, spread over the connections round-robin.
+    pub endpoints: Vec<String>,
+    /// gRPC connections in all.
+    pub conns: usize,
+    /// Concurrent clients in all.
+    pub clients: usize,
+    /// How long to wait for each connection.
+    pub dial_timeout: Duration,
+    /// Requests in all.
+    pub total: u64,
+    /// Requests per second in all (0 = as fast as answered).
+    pub rate: u64,
+}
+
+/// Runs `load` and returns its report.
+///
+/// The clients are split over one thread per core (at most one per connection), each with its
+/// own single-threaded runtime and its own connections, so a request and its answer never
+/// cross threads: the load generator then spends as little CPU as it can on the cores it shares
+/// with the server it measures. Every connection is established before the clock starts.
+pub fn drive(op: &str, load: Load, make: MakeRequest) -> anyhow::Result<Report> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = cores.min(load.conns).min(load.clients).max(1);
+    let progress = ProgressBar::with_draw_target(Some(load.total), ProgressDrawTarget::stderr());
     progress.set_style(
         ProgressStyle::with_template("{prefix} {wide_bar} {pos}/{len} {per_sec} eta {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     progress.set_prefix(op.to_string());
-
-    let next = Arc::new(AtomicU64::new(0));
-    let stats = Arc::new(Mutex::new(Stats::new()));
-    let limiter = (rate > 0).then(|| Arc::new(Limiter::new(rate)));
-
+    let shared = Shared {
+        next: Arc::new(AtomicU64::new(0)),
+        stats: Arc::new(Mutex::new(Stats::new())),
+        limiter: (load.rate > 0).then(|| Arc::new(Limiter::new(load.rate))),
+        progress: progress.clone(),
+        total: load.total,
+        make,
+    };
+    // Every thread connects, then all start together once everyone is connected.
+    let connected = Arc::new(Barrier::new(threads + 1));
+    let dial_failed = Arc::new(Mutex::new(None::<anyhow::Error>));
+    let load = Arc::new(load);
+    let mut handles = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let (shared, connected, dial_failed, load) = (
+            shared.clone(),
+            connected.clone(),
+            dial_failed.clone(),
+            load.clone(),
+        );
+        let handle = std::thread::Builder::new()
+            .name(format!("keel-bench-{t}"))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                let runtime = match runtime {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        *dial_failed.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.into());
+                        connected.wait();
+                        return;
+                    }
+                };
+                runtime.block_on(shard(t, threads, &load, shared, &connected, &dial_failed));
+            })?;
+        handles.push(handle);
+    }
+    connected.wait();
     let started = Instant::now();
+    for handle in handles {
+        if let Err(panic) = handle.join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
+    let elapsed = started.elapsed();
+    progress.finish_and_clear();
+    if let Some(err) = dial_failed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(err);
+    }
+    let stats = std::mem::take(&mut *shared.stats.lock().unwrap_or_else(|e| e.into_inner()));
+    Ok(Report {
+        op: op.to_string(),
+        elapsed,
+        stats,
+        watch: None,
+    })
+}
+
+/// What every client of every thread shares.
+#[derive(Clone)]
+struct Shared {
+    next: Arc<AtomicU64>,
+    stats: Arc<Mutex<Stats>>,
+    limiter: Option<Arc<Limiter>>,
+    progress: ProgressBar,
+    total: u64,
+    make: MakeRequest,
+}
+
+/// The share `part` of `n` things split over `parts`.
+fn share(n: usize, parts: usize, part: usize) -> usize {
+    n / parts + usize::from(part < n % parts)
+}
+
+/// One thread's part of the load: its connections and clients, on its own runtime.
+async fn shard(
+    t: usize,
+    threads: usize,
+    load: &Load,
+    shared: Shared,
+    connected: &Barrier,
+    dial_failed: &Mutex<Option<anyhow::Error>>,
+) {
+    let (conns, clients) = (
+        share(load.conns, threads, t),
+        share(load.clients, threads, t),
+    );
+    // Offsets keep endpoints spread and random key streams distinct across threads.
+    let first_conn: usize = (0..t).map(|i| share(load.conns, threads, i)).sum();
+    let first_client: usize = (0..t).map(|i| share(load.clients, threads, i)).sum();
+    let mut endpoints = load.endpoints.clone();
+    if !endpoints.is_empty() {
+        let shift = first_conn % endpoints.len();
+        endpoints.rotate_left(shift);
+    }
+    let dialed = crate::client::connect(&endpoints, conns, clients, load.dial_timeout).await;
+    let clients = match dialed {
+        Ok(clients) => clients,
+        Err(e) => {
+            dial_failed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert(e);
+            connected.wait();
+            return;
+        }
+    };
+    connected.wait();
+    if dial_failed
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .is_some()
+    {
+        return;
+    }
     let mut workers = JoinSet::new();
-    for (id, client) in clients.into_iter().enumerate() {
+    for (i, client) in clients.into_iter().enumerate() {
         let worker = Worker {
             client,
-            next: next.clone(),
-            total,
-            limiter: limiter.clone(),
-            make: make.clone(),
-            stats: stats.clone(),
-            progress: progress.clone(),
-            rng: Rng::seeded(id as u64),
+            next: shared.next.clone(),
+            total: shared.total,
+            limiter: shared.limiter.clone(),
+            make: shared.make.clone(),
+            stats: shared.stats.clone(),
+            progress: shared.progress.clone(),
+            rng: Rng::seeded((first_client + i) as u64),
         };
         workers.spawn(worker.run());
     }
@@ -72,16 +198,6 @@ pub async fn drive(
         {
             std::panic::resume_unwind(err.into_panic());
         }
-    }
-    let elapsed = started.elapsed();
-    progress.finish_and_clear();
-
-    let stats = std::mem::take(&mut *stats.lock().unwrap_or_else(|e| e.into_inner()));
-    Report {
-        op: op.to_string(),
-        elapsed,
-        stats,
-        watch: None,
     }
 }
 

@@ -32,12 +32,7 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    // The load generator runs on one thread: it leaves the other cores to the server it
-    // measures and avoids cross-thread wake-ups on every request.
-    let mut builder = match cli.command {
-        Command::Bench(_) => tokio::runtime::Builder::new_current_thread(),
-        Command::Store(_) => tokio::runtime::Builder::new_multi_thread(),
-    };
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
