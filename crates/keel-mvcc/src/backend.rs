@@ -99,7 +99,9 @@ pub fn restore(rtxn: &ReadTransaction) -> Result<Restored, MvccError> {
             } else {
                 index.put(&kv.key, rev);
             }
-        } else if !tombstone {
+        } else if tombstone {
+            index.restore_tombstone(&kv.key, rev);
+        } else {
             index.restore(&kv.key, Rev::new(kv.create_revision, 0), rev, kv.version);
         }
     }

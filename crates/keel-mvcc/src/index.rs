@@ -128,8 +128,8 @@ impl KeyIndex {
         })
     }
 
-    /// etcd's `doCompact`: the generation to keep from and the index of its newest revision at
-    /// or below `at`.
+    /// etcd's `doCompact`: the generation to keep from (the first one whose tombstone is at or
+    /// after `at`, or the live one) and the index of its newest revision at or below `at`.
     fn do_compact(&self, at: i64) -> (usize, Option<usize>) {
         let mut gi = 0;
         while gi + 1 < self.generations.len() {
@@ -137,7 +137,7 @@ impl KeyIndex {
                 .revs
                 .last()
                 .map_or(i64::MIN, |r| r.main);
-            if tomb > at {
+            if tomb >= at {
                 break;
             }
             gi += 1;
@@ -160,11 +160,15 @@ impl KeyIndex {
     }
 
     /// Pushes every revision that compaction at `at` removes, with whether it is a tombstone.
+    ///
+    /// Compaction keeps, per key, the newest revision at or below `at`, even when it is a
+    /// tombstone at exactly `at`: a watch resumed at the compaction revision must still see that
+    /// delete (etcd's fix for #19179). `HashKV`'s [`KeyIndex::kept`] still leaves such a
+    /// tombstone out, so hashes match etcd's.
     fn garbage(&self, at: i64, out: &mut Vec<(Rev, bool)>) {
         if self.generations.is_empty() || self.is_empty() {
             return;
         }
-        let last = self.generations.len() - 1;
         let (gi, n) = self.do_compact(at);
         for g in &self.generations[..gi] {
             let len = g.revs.len();
@@ -172,35 +176,25 @@ impl KeyIndex {
                 out.push((*r, i + 1 == len));
             }
         }
-        let g = &self.generations[gi];
         if let Some(n) = n {
-            for r in &g.revs[..n] {
+            for r in &self.generations[gi].revs[..n] {
                 out.push((*r, false));
-            }
-            if self.kept(at).is_none() {
-                out.push((g.revs[n], gi != last && n + 1 == g.revs.len()));
             }
         }
     }
 
-    /// etcd's `compact`: drops what compaction at `at` removes.
+    /// etcd's `compact`: drops what compaction at `at` removes (see [`KeyIndex::garbage`]).
     fn compact(&mut self, at: i64) {
         if self.generations.is_empty() || self.is_empty() {
             return;
         }
-        let last = self.generations.len() - 1;
-        let (mut gi, n) = self.do_compact(at);
+        let (gi, n) = self.do_compact(at);
         let g = &mut self.generations[gi];
-        if !g.is_empty() {
-            if let Some(n) = n
-                && n > 0
-            {
-                g.revs.drain(..n);
-                g.revs.shrink_to_fit();
-            }
-            if g.revs.len() == 1 && gi != last {
-                gi += 1;
-            }
+        if let Some(n) = n
+            && n > 0
+        {
+            g.revs.drain(..n);
+            g.revs.shrink_to_fit();
         }
         if gi > 0 {
             self.generations.drain(..gi);
@@ -292,6 +286,20 @@ impl TreeIndex {
                 self.map.remove(key);
             }
         }
+    }
+
+    /// Restores a key whose first backend entry is a tombstone: one kept at a compaction
+    /// revision (see [`KeyIndex::garbage`]). The key is dead; its tombstone stays for watches.
+    pub fn restore_tombstone(&mut self, key: &[u8], tombstone: Rev) {
+        let dead = Generation {
+            ver: 1,
+            created: tombstone,
+            revs: vec![tombstone],
+        };
+        let ki = KeyIndex {
+            generations: vec![dead, Generation::default()],
+        };
+        self.map.insert(key.into(), ki);
     }
 
     /// Restores a key from its first backend entry (etcd's `keyIndex.restore`).
@@ -440,7 +448,17 @@ mod tests {
             for read in at..20 {
                 assert_eq!(ki.get(read), compacted.get(read), "at {at} read {read}");
             }
-            // Everything at or below `at` is either kept or garbage, never both.
+            // Everything at or below `at` is either retained or garbage, never both. Retained:
+            // the revision HashKV keeps, or a tombstone at exactly `at` (kept for watches).
+            let last_gen = ki.generations.len() - 1;
+            let tomb_at = ki
+                .generations
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != last_gen)
+                .filter_map(|(_, g)| g.revs.last().copied())
+                .find(|t| t.main == at);
+            let retained: Vec<Rev> = kept.into_iter().chain(tomb_at).collect();
             let all: Vec<Rev> = ki
                 .generations
                 .iter()
@@ -448,16 +466,16 @@ mod tests {
                 .collect();
             for rev in all.iter().filter(|r| r.main <= at) {
                 let is_garbage = garbage.iter().any(|(g, _)| g == rev);
-                assert_ne!(Some(*rev) == kept, is_garbage, "at {at} rev {rev:?}");
+                assert_ne!(retained.contains(rev), is_garbage, "at {at} rev {rev:?}");
             }
-            // What the compacted index still holds at or below `at` is exactly the kept revision.
+            // What the compacted index still holds at or below `at` is exactly what is retained.
             let left: Vec<Rev> = compacted
                 .generations
                 .iter()
                 .flat_map(|g| g.revs.iter().copied())
                 .filter(|r| r.main <= at)
                 .collect();
-            assert_eq!(left, kept.into_iter().collect::<Vec<_>>(), "at {at}");
+            assert_eq!(left, retained, "at {at}");
         }
     }
 
@@ -519,7 +537,12 @@ mod tests {
         t.put(b"a", r(2));
         t.tombstone(b"a", r(3));
         t.put(b"b", r(4));
+        // A tombstone at exactly the compaction revision stays, so a watch from there sees it.
+        assert_eq!(t.garbage(3), vec![(r(2), false)]);
         t.compact(3);
+        assert!(t.key_index(b"a").is_some());
+        assert!(t.get(b"a", 3).is_none());
+        t.compact(4);
         assert!(t.key_index(b"a").is_none());
         assert_eq!(t.len(), 1);
         assert_eq!(t.keep(4), [r(4)].into_iter().collect());

@@ -466,8 +466,9 @@ fn compaction_rules() {
         })
         .unwrap();
     assert_eq!(r.kvs[0].value, b"2");
-    // The tombstone of b (5) and a's old revision (2) are gone; a@3 and c@6 are kept.
-    assert_eq!(m.indexed_keys(), 2);
+    // a's old revision (2) is gone; a@3 and c@6 are kept, and so is b's tombstone at exactly
+    // the compaction revision (5), so that a watch resumed there still sees that delete.
+    assert_eq!(m.indexed_keys(), 3);
     assert!(matches!(m.hash_kv(5), Err(MvccError::Compacted)));
     assert!(matches!(m.hash_kv(7), Err(MvccError::FutureRevision)));
     let h = m.hash_kv(0).unwrap();
@@ -621,4 +622,47 @@ fn maintenance() {
     assert_eq!(s.applied_index(), 2);
     assert_eq!(s.current_revision(), 202);
     assert_eq!(s.compact_revision(), 202);
+}
+
+/// A tombstone kept at the compaction revision hashes the same before and after a reopen.
+#[test]
+fn tombstone_at_compaction_revision_survives_reopen() {
+    let (d, m) = open();
+    let none = |_: i64| false;
+    let mut b = m.begin_apply(&none);
+    b.put(&PutRequest {
+        key: "a".into(),
+        value: "1".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    b.delete_range(&DeleteRangeRequest {
+        key: "a".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    b.put(&PutRequest {
+        key: "b".into(),
+        value: "1".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    b.compact(&CompactionRequest {
+        revision: 3,
+        physical: true,
+    })
+    .unwrap();
+    b.commit(1).unwrap();
+    let before = m.hash_kv(0).unwrap();
+    let keys = m.indexed_keys();
+    m.sync().unwrap();
+    let path = d.path().join("db");
+    drop(m);
+    let m = Mvcc::open(&path).unwrap();
+    assert_eq!(
+        m.indexed_keys(),
+        keys,
+        "index rebuilt with the kept tombstone"
+    );
+    assert_eq!(m.hash_kv(0).unwrap(), before);
 }
