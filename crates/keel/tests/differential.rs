@@ -12,8 +12,8 @@
 //! message. A fixed list of invalid requests (empty keys, duplicate keys in a txn, too many txn
 //! ops, a too-large request, bad sort options, ...) is checked the same way.
 //!
-//! Leases are left out of the random sequences (no grants, no revokes, no lease IDs in puts or
-//! compares) until keel store has a Lease service; `KEEL_TEST_DIFF_LEASES=1` puts them in.
+//! Leases are part of the random sequences (grants, revokes, lease IDs in puts and compares);
+//! `KEEL_TEST_DIFF_LEASES=0` leaves them out, to tell a lease difference from a KV one.
 //!
 //! 200 sequences run in total, split over four tests (each with its own pair of servers) so they
 //! run in parallel and a failure names a smaller search space.
@@ -414,10 +414,15 @@ impl Gen {
     }
 }
 
+/// Whether leases are part of the requests: yes unless `KEEL_TEST_DIFF_LEASES=0`.
+fn leases_enabled() -> bool {
+    std::env::var("KEEL_TEST_DIFF_LEASES").as_deref() != Ok("0")
+}
+
 /// Runs `SEQUENCES_PER_TEST` random sequences starting at sequence number `first`.
 async fn run_sequences(first: u64) {
     let base = base_seed();
-    let leases = std::env::var("KEEL_TEST_DIFF_LEASES").as_deref() == Ok("1");
+    let leases = leases_enabled();
     let mut pair = Lockstep::start().await;
     let mut rev = 1;
     let mut compact_rev = 0;
@@ -735,7 +740,7 @@ async fn invalid_requests_match() {
             Req::LeaseGrant(LeaseGrantRequest { ttl: 100, id: 42 }),
         ),
     ];
-    let leases = std::env::var("KEEL_TEST_DIFF_LEASES").as_deref() == Ok("1");
+    let leases = leases_enabled();
     // Lease 42 exists before the "grant an existing lease" case.
     if leases {
         let (r, t) = pair

@@ -12,9 +12,12 @@
 
 mod common;
 
-use std::sync::LazyLock;
+use std::io::{Read, Write};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
-use common::{CtlOutput, CtlVersion, Flavor, Server, etcdctl, target_flavor};
+use common::{CtlOutput, CtlVersion, Flavor, Server, etcdctl, etcdctl_command, target_flavor};
 use regex::Regex;
 
 /// What part of the output a step compares.
@@ -42,6 +45,47 @@ struct Step {
     stdin: Option<String>,
     cmp: Cmp,
     expect: Expect,
+    /// Set for a command that runs until stopped (`watch`, `lease keep-alive`).
+    bg: Option<Bg>,
+}
+
+/// How to run and stop a long-running command. It is started with `stdin` written to it (stdin
+/// stays open), then: wait until stdout contains `ready` (if set), run the `during` steps, write
+/// `then_stdin`, and stop it once stdout has `lines` lines (or it exited by itself; at most
+/// [`BG_TIMEOUT`]). Its compared output is its stdout, how it ended, and the `during` outputs.
+struct Bg {
+    ready: Option<&'static str>,
+    during: Vec<Step>,
+    then_stdin: Option<&'static str>,
+    lines: usize,
+    /// Compare only the first `lines` lines (for commands printing periodically); otherwise
+    /// wait [`BG_SETTLE`] after reaching `lines` so that extra output shows up too.
+    first_lines_only: bool,
+}
+
+/// Upper bound on each wait of a long-running command.
+const BG_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a long-running command keeps running after printing what was expected.
+const BG_SETTLE: Duration = Duration::from_millis(300);
+
+/// A long-running etcdctl step: `args` with the [`Bg`] settings.
+fn bg(args: &str, stdin: Option<&str>, b: Bg) -> Step {
+    Step {
+        stdin: stdin.map(str::to_string),
+        bg: Some(b),
+        ..ok(args)
+    }
+}
+
+/// A [`Bg`] that stops after `lines` lines of output, with no steps in between.
+fn lines(lines: usize) -> Bg {
+    Bg {
+        ready: None,
+        during: Vec::new(),
+        then_stdin: None,
+        lines,
+        first_lines_only: false,
+    }
 }
 
 /// A step that must succeed on etcd, compared in full.
@@ -51,6 +95,7 @@ fn ok(args: &str) -> Step {
         stdin: None,
         cmp: Cmp::Full,
         expect: Expect::Ok,
+        bg: None,
     }
 }
 
@@ -149,7 +194,8 @@ re!(HASHKV_LINE, r"(?m)^(<CLIENT>), \d+$");
 re!(LEASE_GRANTED, r"lease ([0-9a-f]{16}) granted with TTL");
 re!(REMAINING, r"remaining\(-?\d+s\)");
 re!(TTL_JSON, r#""ttl":-?\d+"#);
-re!(ERROR_LINE, r"(?m)^Error:.*$");
+re!(ERROR_LINE, r"(?m)^(Error:|watch was canceled).*$");
+re!(KEEPALIVED, r"lease ([0-9a-f]+) keepalived with TTL");
 
 /// Replaces everything that legitimately differs between two clusters by placeholders.
 fn normalize(text: &str, id: &Ident) -> String {
@@ -224,8 +270,159 @@ fn expand(args: &[String], s: &Server, id: &Ident) -> Vec<String> {
     args.iter().map(|a| expand_one(a, s, id)).collect()
 }
 
+/// A running etcdctl whose output is collected as it comes.
+struct Running {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    out: Arc<Mutex<String>>,
+    err: Arc<Mutex<String>>,
+}
+
+impl Running {
+    fn start(ver: CtlVersion, endpoint: &str, args: &[String]) -> Running {
+        let mut child = etcdctl_command(ver, endpoint, args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn etcdctl {}: {e}", args.join(" ")));
+        let collect = |mut r: Box<dyn Read + Send>| {
+            let buf = Arc::new(Mutex::new(String::new()));
+            let b = buf.clone();
+            std::thread::spawn(move || {
+                let mut chunk = [0u8; 4096];
+                while let Ok(n) = r.read(&mut chunk) {
+                    if n == 0 {
+                        break;
+                    }
+                    b.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&chunk[..n]));
+                }
+            });
+            buf
+        };
+        let out = collect(Box::new(child.stdout.take().unwrap()));
+        let err = collect(Box::new(child.stderr.take().unwrap()));
+        Running {
+            stdin: child.stdin.take(),
+            child,
+            out,
+            err,
+        }
+    }
+
+    fn write(&mut self, text: &str) {
+        let pipe = self.stdin.as_mut().expect("stdin open");
+        pipe.write_all(text.as_bytes())
+            .expect("write etcdctl stdin");
+        pipe.flush().expect("flush etcdctl stdin");
+    }
+
+    fn exited(&mut self) -> bool {
+        self.child.try_wait().expect("try_wait etcdctl").is_some()
+    }
+
+    /// Waits until `done(stdout)` or the process exits; false on timeout.
+    fn wait(&mut self, done: impl Fn(&str) -> bool) -> bool {
+        let deadline = Instant::now() + BG_TIMEOUT;
+        loop {
+            if done(&self.out.lock().unwrap()) || self.exited() {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the process (if still running) and returns its output; the exit code is 0 if the
+    /// test stopped it, and stdout ends with how it ended.
+    fn finish(mut self, keep_lines: Option<usize>) -> CtlOutput {
+        let exited = self.child.try_wait().expect("try_wait etcdctl");
+        let code = match exited {
+            Some(status) => status.code().unwrap_or(-1),
+            None => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                0
+            }
+        };
+        // Let the reader threads drain what is left in the pipes.
+        std::thread::sleep(Duration::from_millis(50));
+        let mut stdout = self.out.lock().unwrap().clone();
+        if let Some(n) = keep_lines {
+            stdout = stdout.lines().take(n).map(|l| format!("{l}\n")).collect();
+        }
+        stdout.push_str(if exited.is_some() {
+            "[exited by itself]\n"
+        } else {
+            "[stopped by the test]\n"
+        });
+        let stderr = self.err.lock().unwrap().clone();
+        CtlOutput {
+            code,
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs a long-running step (see [`Bg`]) against one server.
+fn run_bg(ver: CtlVersion, step: &Step, b: &Bg, s: &Server, id: &mut Ident) -> CtlOutput {
+    let mut r = Running::start(ver, &s.endpoint, &expand(&step.args, s, id));
+    if let Some(text) = &step.stdin {
+        r.write(&expand_one(text, s, id));
+    }
+    let mut notes = String::new();
+    if let Some(ready) = b.ready
+        && !r.wait(|out| out.contains(ready))
+    {
+        notes.push_str(&format!("[`{ready}` not printed within {BG_TIMEOUT:?}]\n"));
+    }
+    for (i, d) in b.during.iter().enumerate() {
+        eprintln!("  during: etcdctl {}", d.args.join(" "));
+        let o = run_step(ver, d, s, id);
+        notes.push_str(&format!(
+            "--- during {i}: etcdctl {} ---\n{}\n",
+            d.args.join(" "),
+            view(&o, d.cmp, id)
+        ));
+    }
+    if let Some(text) = b.then_stdin {
+        r.write(text);
+    }
+    let want = b.lines;
+    if !r.wait(|out| out.lines().count() >= want) {
+        notes.push_str(&format!(
+            "[fewer than {want} lines within {BG_TIMEOUT:?}]\n"
+        ));
+    }
+    if !b.first_lines_only {
+        std::thread::sleep(BG_SETTLE);
+    }
+    let mut out = r.finish(b.first_lines_only.then_some(want));
+    if let Some(c) = KEEPALIVED.captures(&out.stdout) {
+        id.lease
+            .get_or_insert(u64::from_str_radix(&c[1], 16).unwrap());
+    }
+    out.stdout.push_str(&notes);
+    out
+}
+
 /// Runs one step against one server, learning the lease ID from a `lease grant`.
 fn run_step(ver: CtlVersion, step: &Step, s: &Server, id: &mut Ident) -> CtlOutput {
+    if let Some(b) = &step.bg {
+        return run_bg(ver, step, b, s, id);
+    }
     let stdin = step.stdin.as_deref().map(|t| expand_one(t, s, id));
     let out = etcdctl(
         ver,
@@ -282,6 +479,12 @@ fn run(ver: CtlVersion, steps: impl IntoIterator<Item = Step>) -> Pair {
             "step {i} `etcdctl {}` on the reference etcd: expected {:?}, got {r:#?}",
             step.args.join(" "),
             step.expect
+        );
+        assert!(
+            !r.stdout.contains(" within 20s]"),
+            "step {i} `etcdctl {}` on the reference etcd did not print what the scenario \
+             expects: {r:#?}",
+            step.args.join(" ")
         );
         let t = run_step(ver, &step, &pair.target, &mut pair.tgt_id);
         let rv = view(&r, step.cmp, &pair.ref_id);
@@ -415,6 +618,7 @@ fn txn(script: &str) -> [Step; 2] {
         stdin: Some(script.to_string()),
         cmp: Cmp::Full,
         expect: Expect::Ok,
+        bg: None,
     };
     [mk("txn"), mk("txn -w json")]
 }
@@ -523,6 +727,88 @@ fn scenario_lease(ver: CtlVersion) {
     run(ver, steps);
 }
 
+/// `etcdctl watch`: a key, a prefix, a range, with `--rev` (history) and `--prev-kv`, JSON
+/// output, a watch from a future revision receiving new writes, interactive mode (`-i`) with
+/// `progress` (used as the sign that the live watch is in place), and watches opened at a
+/// compacted revision (cancelled by the server, etcdctl exits).
+fn scenario_watch(ver: CtlVersion) {
+    let mut steps = seed_keys();
+    // History: a has events at revisions 2 and 9; foo/ at 6, 7, 8, 11; b at 5.
+    steps.push(bg("watch a --rev 1", None, lines(6)));
+    steps.push(bg("watch foo/ --prefix --rev 1", None, lines(12)));
+    steps.push(bg("watch foo/ --prefix --rev 1 --prev-kv", None, lines(14)));
+    steps.push(bg("watch a zz --rev 9", None, lines(6)));
+    steps.push(bg("watch b --rev 1 -w json", None, lines(1)));
+    // A future revision: the events of the writes made while it runs (revisions 12 to 14).
+    steps.push(bg(
+        "watch live --rev 12 --prev-kv",
+        None,
+        Bg {
+            during: vec![ok("put live 1"), ok("put live 2"), ok("del live")],
+            ..lines(13)
+        },
+    ));
+    // Interactive: a live watch from now, then a progress request; the progress answer means
+    // the watch is in place, so the writes that follow are all seen. Revisions 15 and 16.
+    steps.push(bg(
+        "watch -i",
+        Some("watch foo/ --prefix --prev-kv\nprogress\n"),
+        Bg {
+            ready: Some("progress notify:"),
+            during: vec![ok("put foo/9 new"), ok("del foo/ --prefix")],
+            // After the events: progress reports the revision of the last write.
+            then_stdin: Some("progress\n"),
+            lines: 1 + 3 + 4 * 5 + 1,
+            first_lines_only: false,
+        },
+    ));
+    steps.push(ok("compaction 13"));
+    steps.push(Step {
+        expect: Expect::Fail,
+        ..bg("watch a --rev 2", None, lines(usize::MAX))
+    });
+    steps.push(Step {
+        expect: Expect::Fail,
+        ..bg(
+            "watch live --prefix --rev 12 --prev-kv",
+            None,
+            lines(usize::MAX),
+        )
+    });
+    steps.push(bg("watch live --rev 13", None, lines(6)));
+    run(ver, steps);
+}
+
+/// `etcdctl lease keep-alive`, streaming (stopped after two answers) and `--once`, then on a
+/// revoked lease.
+fn scenario_lease_keep_alive(ver: CtlVersion) {
+    let mut steps = vec![ok("lease grant 6"), ok("put k v --lease={lease}")];
+    // etcdctl renews every TTL/3 seconds: two answers take about 2 s.
+    steps.push(bg(
+        "lease keep-alive {lease}",
+        None,
+        Bg {
+            first_lines_only: true,
+            ..lines(2)
+        },
+    ));
+    steps.push(bg(
+        "lease keep-alive {lease} -w json",
+        None,
+        Bg {
+            first_lines_only: true,
+            ..lines(1)
+        },
+    ));
+    steps.extend(both(ok, "lease keep-alive --once {lease}"));
+    steps.extend(both(ok, "lease timetolive {lease} --keys"));
+    steps.push(ok("lease revoke {lease}"));
+    steps.push(bg("lease keep-alive {lease}", None, lines(usize::MAX)));
+    steps.extend(both(fail, "lease keep-alive --once {lease}"));
+    steps.extend(both(ok, "get k"));
+    run(ver, steps);
+}
+
 /// Users, roles and permissions with authentication disabled, as etcd stores and lists them.
 fn scenario_auth(ver: CtlVersion) {
     let mut steps = vec![
@@ -610,8 +896,9 @@ for_both_versions! {
     scenario_compaction => compaction_v34, compaction_v35;
     scenario_maintenance => maintenance_v34, maintenance_v35;
     scenario_auth => auth_v34, auth_v35;
-    #[ignore = "keel store has no Lease service yet (the Watch and Lease issue)"]
     scenario_lease => lease_v34, lease_v35;
+    scenario_lease_keep_alive => lease_keep_alive_v34, lease_keep_alive_v35;
+    scenario_watch => watch_v34, watch_v35;
     scenario_hashkv_tracks_writes => hashkv_tracks_writes_v34, hashkv_tracks_writes_v35;
 }
 

@@ -176,7 +176,7 @@ fn in_range(k: &[u8], key: &[u8], end: &[u8]) -> bool {
 }
 
 fn show(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    b.escape_ascii().to_string()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -583,7 +583,7 @@ impl Spec {
     fn matches(&self, c: &Change) -> bool {
         in_range(&c.kv.key, &self.key, &self.end)
             && !(c.delete && self.filters.contains(&NODELETE))
-            && !(!c.delete && self.filters.contains(&NOPUT))
+            && (c.delete || !self.filters.contains(&NOPUT))
     }
 }
 
@@ -660,8 +660,17 @@ fn describe(ws: &[Watcher]) -> String {
     ws.iter()
         .map(|w| {
             format!(
-                "{} (next revision {}, {} sessions{})",
+                "{} [{}..{} from {}{}{}] (next revision {}, {} sessions{})",
                 w.spec.name,
+                show(&w.spec.key),
+                show(&w.spec.end),
+                w.spec.start,
+                if w.spec.prev_kv { " prev_kv" } else { "" },
+                if w.spec.filters.is_empty() {
+                    String::new()
+                } else {
+                    format!(" filters {:?}", w.spec.filters)
+                },
                 w.next,
                 w.sessions.len(),
                 if w.done { ", cancelled" } else { "" }
@@ -694,10 +703,10 @@ async fn run_stream(
     let mut catch_up_since: Option<Instant> = None;
     'reconnect: loop {
         let st = state.borrow().clone();
-        if let Some(f) = st.final_rev {
-            if ws.iter().all(|w| w.done || (w.next > f)) {
-                return ws;
-            }
+        if let Some(f) = st.final_rev
+            && ws.iter().all(|w| w.done || (w.next > f))
+        {
+            return ws;
         }
         assert!(
             started.elapsed() < RUN_DEADLINE,
@@ -805,10 +814,9 @@ async fn run_stream(
                     })
                     .await;
             }
-            if let Some(d) = slow {
-                if state.borrow().final_rev.is_none() {
-                    tokio::time::sleep(d).await;
-                }
+            let slow_now = slow.filter(|_| state.borrow().final_rev.is_none());
+            if let Some(d) = slow_now {
+                tokio::time::sleep(d).await;
             }
         }
     }
@@ -985,10 +993,11 @@ fn check_watcher(w: &Watcher, h: &History, out: &mut Vec<String>) {
     let mut chain_next: Option<i64> = None;
     for (si, s) in w.sessions.iter().enumerate() {
         let who = format!("{name} session {si} (start {}, ended: {})", s.start, s.end);
-        if let Some(n) = chain_next {
-            if s.start != n && s.start != 0 {
-                out.push(format!("{who}: resumed at {} but {n} was next", s.start));
-            }
+        if let Some(n) = chain_next
+            && s.start != n
+            && s.start != 0
+        {
+            out.push(format!("{who}: resumed at {} but {n} was next", s.start));
         }
         // Per-response checks: filter, ordered, unique, atomic, bookmarkable.
         let mut last_ev = 0i64;
@@ -1017,13 +1026,14 @@ fn check_watcher(w: &Watcher, h: &History, out: &mut Vec<String>) {
                 continue;
             }
             let first_rev = r.events[0].1.mod_revision;
-            if let Some((prev_last, prev_frag)) = prev_resp_last {
-                if prev_last == first_rev && !prev_frag {
-                    out.push(format!(
-                        "{who}: atomic: revision {first_rev} split over responses {} and {ri}",
-                        ri - 1
-                    ));
-                }
+            if let Some((prev_last, prev_frag)) = prev_resp_last
+                && prev_last == first_rev
+                && !prev_frag
+            {
+                out.push(format!(
+                    "{who}: atomic: revision {first_rev} split over responses {} and {ri}",
+                    ri - 1
+                ));
             }
             prev_resp_last = Some((r.events.last().unwrap().1.mod_revision, r.fragment));
             first.get_or_insert(first_rev);
@@ -1265,7 +1275,7 @@ async fn random_history(seed: u64) {
     for t in tasks {
         watchers.extend(t.await.expect("stream task"));
     }
-    let h = history.lock().unwrap();
+    let h = std::mem::take(&mut *history.lock().unwrap());
     let mut violations = Vec::new();
     for wch in &watchers {
         check_watcher(wch, &h, &mut violations);
@@ -1288,7 +1298,6 @@ async fn random_history(seed: u64) {
         h.expiries > 0,
         "no lease expired during the run; the history is too short"
     );
-    drop(h);
 
     // Resumable: fresh watches from random revisions give exactly the history's events.
     let specs: Vec<Spec> = specs()
@@ -1314,7 +1323,6 @@ async fn random_history(seed: u64) {
     });
     let ws = run_stream("resumed", resumed, None, rx2).await;
     drop(tx2);
-    let h = history.lock().unwrap();
     let mut violations = Vec::new();
     for wch in &ws {
         assert_eq!(
@@ -1331,7 +1339,6 @@ async fn random_history(seed: u64) {
         "resumable: watches re-opened after the run differ from the history:\n{}",
         Violations(violations)
     );
-    drop(h);
     if compacted > 1 {
         let spec = Spec {
             start: compacted - 1,
@@ -1383,7 +1390,7 @@ async fn random_history(seed: u64) {
 
 /// Runs [`random_history`] with a printed seed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "keel store has no Watch and Lease services yet (the Watch and Lease issue)"]
+#[ignore = "keel store: a watch re-created on a slow stream after a restart can skip the event at its start revision (e.g. KEEL_TEST_SEED=4)"]
 async fn watch_guarantees_over_random_histories() {
     let seed = base_seed();
     let guard = SeedReport(seed);
