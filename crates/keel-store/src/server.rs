@@ -145,15 +145,8 @@ impl Store {
             leader: AtomicU64::new(0),
         });
         store.wait_until_caught_up(start_index).await?;
-        {
-            // Known now, before any request or the lease loop looks at them.
-            let mut rx = store.raft.metrics();
-            let m = rx.borrow_and_update();
-            store.term.store(m.current_term, Ordering::Relaxed);
-            store
-                .leader
-                .store(m.current_leader.unwrap_or(0), Ordering::Relaxed);
-        }
+        // Known now, before any request or the lease loop looks at them.
+        store.mirror_raft_metrics(&store.raft.metrics().borrow_and_update());
         // This member leads with its log applied: leases resume from their checkpoints.
         store
             .applier
@@ -328,6 +321,19 @@ impl Store {
         Ok(())
     }
 
+    /// Copies openraft's view of term and leader into the store and its gauges.
+    fn mirror_raft_metrics(&self, m: &openraft::RaftMetrics<crate::raft::KeelRaft>) {
+        self.term.store(m.current_term, Ordering::Relaxed);
+        self.leader
+            .store(m.current_leader.unwrap_or(0), Ordering::Relaxed);
+        self.metrics
+            .has_leader
+            .set(i64::from(m.current_leader.is_some()));
+        if let Some(committed) = m.cluster_committed {
+            self.metrics.proposals_committed.set(committed.index as i64);
+        }
+    }
+
     /// Stops the Raft node and makes the backend durable.
     pub async fn shutdown(&self) {
         let _ = self.raft.shutdown().await;
@@ -337,27 +343,11 @@ impl Store {
     }
 }
 
-/// Mirrors openraft's metrics into the store's term/leader and Prometheus gauges.
+/// Keeps the store's term/leader and Prometheus gauges in step with openraft's metrics.
 async fn track_raft_metrics(store: Arc<Store>) {
     let mut rx = store.raft.metrics();
     loop {
-        {
-            let m = rx.borrow_and_update();
-            store.term.store(m.current_term, Ordering::Relaxed);
-            store
-                .leader
-                .store(m.current_leader.unwrap_or(0), Ordering::Relaxed);
-            store
-                .metrics
-                .has_leader
-                .set(i64::from(m.current_leader.is_some()));
-            if let Some(committed) = m.cluster_committed {
-                store
-                    .metrics
-                    .proposals_committed
-                    .set(committed.index as i64);
-            }
-        }
+        store.mirror_raft_metrics(&rx.borrow_and_update());
         if rx.changed().await.is_err() {
             return;
         }
