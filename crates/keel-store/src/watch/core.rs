@@ -432,15 +432,20 @@ impl WatchCore {
     pub fn notify(&mut self, events: &[Event], revision: i64) {
         let base = self.revision + 1;
         if !events.is_empty() && !self.synced.is_empty() {
-            let mut matched: BTreeMap<WatcherRef, Vec<usize>> = BTreeMap::new();
+            // One flat list of (watcher, event) pairs, grouped by watcher with a stable sort:
+            // one allocation per batch however many watchers match, events kept in order.
+            let mut matched: Vec<(WatcherRef, usize)> = Vec::new();
             for (i, e) in events.iter().enumerate() {
                 if let Some(kv) = &e.kv {
-                    self.synced
-                        .for_each_match(&kv.key, |r| matched.entry(r).or_default().push(i));
+                    self.synced.for_each_match(&kv.key, |r| matched.push((r, i)));
                 }
             }
-            for (r, idx) in matched {
-                self.deliver_live(r, events, &idx, base, revision);
+            matched.sort_by_key(|(r, _)| *r);
+            let mut idx = Vec::new();
+            for group in matched.chunk_by(|a, b| a.0 == b.0) {
+                idx.clear();
+                idx.extend(group.iter().map(|(_, i)| *i));
+                self.deliver_live(group[0].0, events, &idx, base, revision);
             }
         }
         self.revision = self.revision.max(revision);
