@@ -437,7 +437,8 @@ impl WatchCore {
             let mut matched: Vec<(WatcherRef, usize)> = Vec::new();
             for (i, e) in events.iter().enumerate() {
                 if let Some(kv) = &e.kv {
-                    self.synced.for_each_match(&kv.key, |r| matched.push((r, i)));
+                    self.synced
+                        .for_each_match(&kv.key, |r| matched.push((r, i)));
                 }
             }
             matched.sort_by_key(|(r, _)| *r);
