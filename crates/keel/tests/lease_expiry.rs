@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Rng, Server, base_seed, target_flavor};
+use common::{Rng, SeedReport, Server, base_seed, target_flavor};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
 use keel_proto::etcdserverpb::request_op::Request;
@@ -552,21 +552,10 @@ async fn expiry_under_load(seed: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_leases_expire_under_load() {
     let seed = base_seed();
-    let guard = SeedReport(seed);
+    let guard = SeedReport {
+        test: "lease expiry",
+        seed,
+    };
     expiry_under_load(seed).await;
     std::mem::forget(guard);
-}
-
-/// Prints the seed if the test fails (panics) while it is alive.
-struct SeedReport(u64);
-
-impl Drop for SeedReport {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "lease expiry: failed with seed {0}; replay with KEEL_TEST_SEED={0}",
-                self.0
-            );
-        }
-    }
 }

@@ -43,7 +43,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Flavor, Rng, Server, ServerOpts, base_seed, target_flavor};
+use common::{Flavor, Rng, SeedReport, Server, ServerOpts, base_seed, target_flavor};
 use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
@@ -1397,21 +1397,10 @@ async fn random_history(seed: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_guarantees_over_random_histories() {
     let seed = base_seed();
-    let guard = SeedReport(seed);
+    let guard = SeedReport {
+        test: "watch guarantees",
+        seed,
+    };
     random_history(seed).await;
     std::mem::forget(guard);
-}
-
-/// Prints the seed if the test fails (panics) while it is alive.
-struct SeedReport(u64);
-
-impl Drop for SeedReport {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "watch guarantees: failed with seed {0}; replay with KEEL_TEST_SEED={0}",
-                self.0
-            );
-        }
-    }
 }

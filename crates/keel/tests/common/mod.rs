@@ -575,6 +575,26 @@ impl Rng {
     }
 }
 
+/// Prints how to replay a randomized test if it fails (panics) while this guard is alive;
+/// `std::mem::forget` it once the test has passed.
+pub struct SeedReport {
+    /// The test's name, for the message.
+    pub test: &'static str,
+    /// The seed the test ran with.
+    pub seed: u64,
+}
+
+impl Drop for SeedReport {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "{}: failed with seed {}; replay with KEEL_TEST_SEED={}",
+                self.test, self.seed, self.seed
+            );
+        }
+    }
+}
+
 /// A seed for this run: `KEEL_TEST_SEED` if set, else derived from the clock (and printed by
 /// the caller on failure).
 pub fn base_seed() -> u64 {
