@@ -62,6 +62,16 @@ impl Stats {
         *self.errors.entry(message).or_default() += 1;
     }
 
+    /// Successful requests per second over `elapsed`.
+    pub fn per_second(&self, elapsed: Duration) -> f64 {
+        let secs = elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.succeeded() as f64 / secs
+        } else {
+            0.0
+        }
+    }
+
     /// Number of successful requests.
     pub fn succeeded(&self) -> u64 {
         self.count
@@ -237,24 +247,14 @@ impl WatchSummary {
 
     /// Successful puts per second.
     pub fn put_throughput(&self) -> f64 {
-        let secs = self.put_elapsed.as_secs_f64();
-        if secs > 0.0 {
-            self.put_stats.succeeded() as f64 / secs
-        } else {
-            0.0
-        }
+        self.put_stats.per_second(self.put_elapsed)
     }
 }
 
 impl Report {
     /// Successful requests per second of wall-clock time (etcd's `Requests/sec`).
     pub fn throughput(&self) -> f64 {
-        let secs = self.elapsed.as_secs_f64();
-        if secs > 0.0 {
-            self.stats.succeeded() as f64 / secs
-        } else {
-            0.0
-        }
+        self.stats.per_second(self.elapsed)
     }
 
     /// The report in the layout of etcd's `benchmark`, with an `Errors` count added.
