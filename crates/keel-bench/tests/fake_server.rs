@@ -1,11 +1,14 @@
 //! Runs `keel bench` against a small in-memory KV server and checks what the server received.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
+use common::{Cli, args};
 use keel_bench::BenchArgs;
 use keel_proto::etcdserverpb::kv_server::{Kv, KvServer};
 use keel_proto::etcdserverpb::{
@@ -109,18 +112,6 @@ async fn serve(fake: Fake) -> SocketAddr {
             .serve_with_incoming(incoming),
     );
     addr
-}
-
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    bench: BenchArgs,
-}
-
-fn args(line: &str) -> BenchArgs {
-    Cli::try_parse_from(std::iter::once("keel-bench").chain(line.split_whitespace()))
-        .unwrap_or_else(|e| panic!("{line}: {e}"))
-        .bench
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

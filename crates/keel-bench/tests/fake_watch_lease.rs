@@ -1,6 +1,8 @@
 //! Runs `keel bench watch` and `keel bench lease-keepalive` against a small in-memory server
 //! (KV, Watch and Lease), including one that drops and duplicates events on purpose.
 
+mod common;
+
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -8,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
+use common::{Cli, args};
 use futures::StreamExt;
 use futures::channel::mpsc;
-use keel_bench::BenchArgs;
 use keel_proto::etcdserverpb::kv_server::{Kv, KvServer};
 use keel_proto::etcdserverpb::lease_server::{Lease, LeaseServer};
 use keel_proto::etcdserverpb::watch_server::{Watch, WatchServer};
@@ -278,18 +280,6 @@ async fn serve(fake: Fake) -> SocketAddr {
             .serve_with_incoming(incoming),
     );
     addr
-}
-
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    bench: BenchArgs,
-}
-
-fn args(line: &str) -> BenchArgs {
-    Cli::try_parse_from(std::iter::once("keel-bench").chain(line.split_whitespace()))
-        .unwrap_or_else(|e| panic!("{line}: {e}"))
-        .bench
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
