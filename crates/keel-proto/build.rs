@@ -1,4 +1,6 @@
-//! Compiles the etcd v3 API protos with protox (pure Rust: no system `protoc` needed).
+//! Compiles the etcd v3 API protos with protox (pure Rust: no system `protoc` needed), and
+//! generates a second server stub for `etcdserverpb.Watch` whose responses are sent already
+//! encoded (see `src/encoded.rs`).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
@@ -14,5 +16,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;
+
+    let watch = tonic_build::manual::Service::builder()
+        .name("Watch")
+        .package("etcdserverpb")
+        .method(
+            tonic_build::manual::Method::builder()
+                .name("watch")
+                .route_name("Watch")
+                .input_type("crate::etcdserverpb::WatchRequest")
+                .output_type("crate::encoded::PreEncoded")
+                .codec_path("crate::encoded::PreEncodedCodec")
+                .client_streaming()
+                .server_streaming()
+                .build(),
+        )
+        .build();
+    tonic_build::manual::Builder::new()
+        .build_client(false)
+        .build_transport(false)
+        .compile(&[watch]);
     Ok(())
 }

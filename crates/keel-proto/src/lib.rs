@@ -20,3 +20,5 @@ pub mod authpb {
 pub mod etcdserverpb {
     tonic::include_proto!("etcdserverpb");
 }
+
+pub mod encoded;

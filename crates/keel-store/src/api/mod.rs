@@ -44,7 +44,7 @@ pub fn router(store: Arc<Store>) -> axum::Router {
             .max_decoding_message_size(limit),
     )
     .add_service(
-        keel_proto::etcdserverpb::watch_server::WatchServer::new(watch::WatchService::new(
+        keel_proto::encoded::watch_server::WatchServer::new(watch::WatchService::new(
             store.clone(),
         ))
         .max_decoding_message_size(limit)

@@ -2,7 +2,9 @@
 //!
 //! Each `Watch` call gets a [`WatchStreamHandle`]. A reader task feeds the client's requests
 //! (create, cancel, progress) to it in order and ticks the stream's progress notifications;
-//! the response stream pops queued responses, fills their headers and splits fragmented ones.
+//! the response stream pops queued responses, fills their headers and encodes them (each
+//! event is encoded once, however many watchers receive it), split into fragments when the
+//! watcher asked for it.
 //! tonic polls the response stream only when the connection can take more, so a slow client
 //! leaves responses in the core's bounded queue, where the core turns its watchers into
 //! catch-up watchers instead of buffering without bound.
@@ -17,14 +19,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use futures::Stream;
+use keel_proto::encoded::{PreEncoded, watch_server::Watch};
+use keel_proto::etcdserverpb::WatchRequest;
 use keel_proto::etcdserverpb::watch_request::RequestUnion;
-use keel_proto::etcdserverpb::{WatchRequest, WatchResponse, watch_server::Watch};
 use tonic::{Request, Response, Status, Streaming};
 
 use super::error::EtcdError;
 use crate::server::Store;
 use crate::watch::WatchStreamHandle;
-use crate::watch::fragment::fragments;
 
 /// gRPC's own framing allowance etcd adds to `--max-request-bytes` when fragmenting.
 const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
@@ -50,7 +52,7 @@ fn requires_leader(metadata: &tonic::metadata::MetadataMap) -> bool {
 }
 
 /// The response stream of one `Watch` call.
-type ResponseStream = Pin<Box<dyn Stream<Item = Result<WatchResponse, Status>> + Send>>;
+type ResponseStream = Pin<Box<dyn Stream<Item = Result<PreEncoded, Status>> + Send>>;
 
 /// State shared by the reader task and the response stream.
 struct Shared {
@@ -72,26 +74,23 @@ impl Drop for AbortOnDrop {
 struct Sender {
     shared: Arc<Shared>,
     store: Arc<Store>,
-    fragments: VecDeque<WatchResponse>,
+    /// Encoded responses (fragments of one response) waiting to be sent.
+    ready: VecDeque<PreEncoded>,
     max_bytes: usize,
     _reader: AbortOnDrop,
 }
 
 impl Sender {
-    async fn next(mut self) -> Option<(Result<WatchResponse, Status>, Sender)> {
+    async fn next(mut self) -> Option<(Result<PreEncoded, Status>, Sender)> {
         loop {
-            if let Some(resp) = self.fragments.pop_front() {
+            if let Some(resp) = self.ready.pop_front() {
                 return Some((Ok(resp), self));
             }
             if let Some(out) = self.shared.handle.pop() {
-                let mut resp = out.response;
-                let revision = resp.header.as_ref().map_or(0, |h| h.revision);
-                resp.header = Some(self.store.header(revision));
-                if out.fragment {
-                    self.fragments.extend(fragments(resp, self.max_bytes));
-                    continue;
-                }
-                return Some((Ok(resp), self));
+                let revision = out.response.header.as_ref().map_or(0, |h| h.revision);
+                let header = self.store.header(revision);
+                self.ready.extend(out.encode(header, self.max_bytes));
+                continue;
             }
             if self.shared.ended.load(Ordering::Acquire) {
                 return None;
@@ -162,7 +161,7 @@ impl Watch for WatchService {
         let sender = Sender {
             shared,
             store: self.store.clone(),
-            fragments: VecDeque::new(),
+            ready: VecDeque::new(),
             max_bytes: self.store.config().max_request_bytes as usize + GRPC_OVERHEAD_BYTES,
             _reader: AbortOnDrop(reader),
         };
@@ -180,7 +179,7 @@ mod tests {
     use keel_proto::etcdserverpb::kv_client::KvClient;
     use keel_proto::etcdserverpb::watch_client::WatchClient;
     use keel_proto::etcdserverpb::{
-        DeleteRangeRequest, PutRequest, WatchCreateRequest, WatchProgressRequest,
+        DeleteRangeRequest, PutRequest, WatchCreateRequest, WatchProgressRequest, WatchResponse,
     };
     use tokio::sync::mpsc;
     use tokio_stream::StreamExt;

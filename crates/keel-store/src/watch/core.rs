@@ -36,17 +36,22 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 
+use keel_proto::encoded::PreEncoded;
 use keel_proto::etcdserverpb::{
     ResponseHeader, WatchCreateRequest, WatchResponse, watch_create_request::FilterType,
 };
 use keel_proto::mvccpb::Event;
-use keel_proto::mvccpb::event::EventType;
 
+use super::event::SharedEvent;
+use super::fragment::fragments;
 use super::group::{WatcherGroups, WatcherRef};
 use super::range::{EmptyRange, WatchRange};
 
 /// etcd's per-stream buffer of event responses (`chanBufLen`).
 pub const DEFAULT_QUEUE_CAPACITY: usize = 128;
+
+/// etcd's `watchBatchMaxRevs`: the most revisions one catch-up response carries.
+pub const MAX_REVISIONS_PER_RESPONSE: usize = 1000;
 
 /// The watch id of responses that speak for every watcher of a stream.
 pub const ALL_WATCHERS: i64 = -1;
@@ -56,14 +61,47 @@ const DUPLICATE_ID: &str = "mvcc: duplicate watch ID provided on the WatchStream
 /// etcd's cancel reason for a negative start revision.
 const COMPACTED: &str = "etcdserver: mvcc: required revision has been compacted";
 
-/// A response waiting to be sent; the header carries only the revision (the shell fills the
-/// member fields).
-#[derive(Debug, Clone, PartialEq)]
+/// A response waiting to be sent: its events are shared with every other watcher that gets
+/// them, and encoded once.
+#[derive(Debug, Clone)]
 pub struct Outgoing {
-    /// The response.
+    /// The response without its events; the header carries only the revision (the shell
+    /// fills the member fields).
     pub response: WatchResponse,
+    /// The events.
+    pub events: Vec<SharedEvent>,
+    /// Whether the watcher asked for `prev_kv`.
+    pub prev_kv: bool,
     /// Whether it may be split into fragments (the watcher asked for `fragment`).
     pub fragment: bool,
+}
+
+impl Outgoing {
+    /// A response without events.
+    fn control(response: WatchResponse) -> Outgoing {
+        Outgoing {
+            response,
+            events: Vec::new(),
+            prev_kv: false,
+            fragment: false,
+        }
+    }
+
+    /// The whole response as the client decodes it (with the header as queued).
+    pub fn to_response(&self) -> WatchResponse {
+        WatchResponse {
+            events: self.events.iter().map(|e| e.shaped(self.prev_kv)).collect(),
+            ..self.response.clone()
+        }
+    }
+
+    /// The response encoded with `header`; split into fragments below `max_bytes` when the
+    /// watcher allows it and it is that large.
+    pub fn encode(mut self, header: ResponseHeader, max_bytes: usize) -> Vec<PreEncoded> {
+        self.response.header = Some(header);
+        let max = if self.fragment { max_bytes } else { usize::MAX };
+        fragments(&self.response, &self.events, self.prev_kv, max)
+    }
 }
 
 /// Counts for the watch metrics.
@@ -108,28 +146,36 @@ impl Watcher {
         self.synced && revision >= self.start_rev - 1
     }
 
-    /// The watcher's events among `events`, from revision `floor` on, shaped for it.
-    fn select<'e>(&self, events: impl Iterator<Item = &'e Event>, floor: i64) -> Vec<Event> {
+    /// The watcher's events among `events`, from revision `floor` on.
+    fn select<'e>(
+        &self,
+        events: impl Iterator<Item = &'e SharedEvent>,
+        floor: i64,
+    ) -> Vec<SharedEvent> {
         events
             .filter(|e| {
-                let Some(kv) = &e.kv else { return false };
-                if kv.mod_revision < floor || !self.range.contains(&kv.key) {
+                if e.revision() < floor || !self.range.contains(e.key()) {
                     return false;
                 }
-                let put = e.r#type == EventType::Put as i32;
+                let put = e.is_put();
                 !(put && self.no_put || !put && self.no_delete)
             })
-            .map(|e| {
-                let mut e = e.clone();
-                let kv = e.kv.as_ref();
-                let create = e.r#type == EventType::Put as i32
-                    && kv.is_some_and(|kv| kv.create_revision == kv.mod_revision);
-                if !self.prev_kv || create {
-                    e.prev_kv = None;
-                }
-                e
-            })
+            .cloned()
             .collect()
+    }
+
+    /// A response of this watcher carrying `events`, with `revision` in its header.
+    fn response(&self, id: i64, events: Vec<SharedEvent>, revision: i64) -> Outgoing {
+        Outgoing {
+            response: WatchResponse {
+                header: header(revision),
+                watch_id: id,
+                ..Default::default()
+            },
+            events,
+            prev_kv: self.prev_kv,
+            fragment: self.fragment,
+        }
     }
 }
 
@@ -168,7 +214,7 @@ pub enum ResyncRead {
     /// The events of `plan.from..next` on the plan's ranges.
     Events {
         /// The events, in revision order.
-        events: Vec<Event>,
+        events: Vec<SharedEvent>,
         /// The first revision not read.
         next: i64,
     },
@@ -415,38 +461,34 @@ impl WatchCore {
             if s.queue.len() >= capacity {
                 break;
             }
-            s.queue.push_back(Outgoing {
-                response: WatchResponse {
-                    header: header(revision),
-                    watch_id: id,
-                    ..Default::default()
-                },
-                fragment: false,
-            });
+            s.queue.push_back(Outgoing::control(WatchResponse {
+                header: header(revision),
+                watch_id: id,
+                ..Default::default()
+            }));
             self.woken.insert(stream);
         }
     }
 
     /// Takes the events of one committed batch (ascending revisions) and the store revision
     /// after it. Never waits: a watcher whose stream is full becomes unsynced.
-    pub fn notify(&mut self, events: &[Event], revision: i64) {
+    pub fn notify(&mut self, events: Vec<Event>, revision: i64) {
         let base = self.revision + 1;
         if !events.is_empty() && !self.synced.is_empty() {
+            let events: Vec<SharedEvent> = events.into_iter().map(SharedEvent::new).collect();
             // One flat list of (watcher, event) pairs, grouped by watcher with a stable sort:
             // one allocation per batch however many watchers match, events kept in order.
             let mut matched: Vec<(WatcherRef, usize)> = Vec::new();
             for (i, e) in events.iter().enumerate() {
-                if let Some(kv) = &e.kv {
-                    self.synced
-                        .for_each_match(&kv.key, |r| matched.push((r, i)));
-                }
+                self.synced
+                    .for_each_match(e.key(), |r| matched.push((r, i)));
             }
             matched.sort_by_key(|(r, _)| *r);
             let mut idx = Vec::new();
             for group in matched.chunk_by(|a, b| a.0 == b.0) {
                 idx.clear();
                 idx.extend(group.iter().map(|(_, i)| *i));
-                self.deliver_live(group[0].0, events, &idx, base, revision);
+                self.deliver_live(group[0].0, &events, &idx, base, revision);
             }
         }
         self.revision = self.revision.max(revision);
@@ -456,7 +498,7 @@ impl WatchCore {
     fn deliver_live(
         &mut self,
         r: WatcherRef,
-        events: &[Event],
+        events: &[SharedEvent],
         idx: &[usize],
         base: i64,
         revision: i64,
@@ -476,15 +518,7 @@ impl WatchCore {
         if s.queue.len() < capacity {
             w.quiet = false;
             self.pending_events += evs.len();
-            s.queue.push_back(Outgoing {
-                response: WatchResponse {
-                    header: header(revision),
-                    watch_id: r.id,
-                    events: evs,
-                    ..Default::default()
-                },
-                fragment: w.fragment,
-            });
+            s.queue.push_back(w.response(r.id, evs, revision));
             self.woken.insert(r.stream);
         } else {
             // The stream cannot keep up: catch up from the backend later, keeping nothing.
@@ -580,45 +614,53 @@ impl WatchCore {
         progressed
     }
 
-    fn deliver_history(&mut self, r: WatcherRef, uid: u64, events: &[Event], next: i64) -> bool {
+    /// Queues a catch-up watcher's events among `events` (the read of revisions up to
+    /// `next - 1`), at most [`MAX_REVISIONS_PER_RESPONSE`] revisions per response, as far as
+    /// its stream has room. Returns whether the watcher moved forward.
+    fn deliver_history(
+        &mut self,
+        r: WatcherRef,
+        uid: u64,
+        events: &[SharedEvent],
+        next: i64,
+    ) -> bool {
         let capacity = self.capacity;
         let revision = self.revision;
         let Some(w) = self.unsynced_watcher(r, uid) else {
             return false;
         };
-        if w.next_rev >= next {
+        let floor = w.next_rev;
+        if floor >= next {
             return false;
         }
-        let floor = w.next_rev;
-        let evs = w.select(events.iter().filter(|e| revision_of(e) < next), floor);
-        let fragment = w.fragment;
+        let evs = w.select(events.iter().filter(|e| e.revision() < next), floor);
         let Some(s) = self.streams.get_mut(&r.stream) else {
             return false;
         };
-        let sent = !evs.is_empty();
-        if sent {
+        let Some(w) = s.watchers.get_mut(&r.id) else {
+            return false;
+        };
+        let mut reached = next;
+        let mut rest = evs.as_slice();
+        while let Some(first) = rest.first() {
             if s.queue.len() >= capacity {
-                return false;
+                reached = first.revision();
+                break;
             }
-            self.pending_events += evs.len();
-            s.queue.push_back(Outgoing {
-                response: WatchResponse {
-                    header: header(next - 1),
-                    watch_id: r.id,
-                    events: evs,
-                    ..Default::default()
-                },
-                fragment,
-            });
+            let (chunk, tail) = rest.split_at(revisions_prefix(rest, MAX_REVISIONS_PER_RESPONSE));
+            let upto = tail.first().map_or(next, SharedEvent::revision);
+            self.pending_events += chunk.len();
+            s.queue
+                .push_back(w.response(r.id, chunk.to_vec(), upto - 1));
             self.woken.insert(r.stream);
+            w.quiet = false;
+            rest = tail;
         }
-        if let Some(w) = s.watchers.get_mut(&r.id) {
-            w.next_rev = next;
-            if sent {
-                w.quiet = false;
-            }
+        if reached <= floor {
+            return false;
         }
-        if next > revision {
+        w.next_rev = reached;
+        if reached > revision {
             self.make_synced(r);
         }
         true
@@ -683,10 +725,7 @@ impl WatchCore {
 
     fn push_control(&mut self, stream: u64, response: WatchResponse) {
         if let Some(s) = self.streams.get_mut(&stream) {
-            s.queue.push_back(Outgoing {
-                response,
-                fragment: false,
-            });
+            s.queue.push_back(Outgoing::control(response));
             self.woken.insert(stream);
         }
     }
@@ -733,9 +772,22 @@ fn header(revision: i64) -> Option<ResponseHeader> {
 }
 
 fn event_count(o: &Outgoing) -> usize {
-    o.response.events.len()
+    o.events.len()
 }
 
-fn revision_of(e: &Event) -> i64 {
-    e.kv.as_ref().map_or(0, |kv| kv.mod_revision)
+/// The length of the longest prefix of `events` (in revision order) spanning at most
+/// `max_revisions` revisions.
+fn revisions_prefix(events: &[SharedEvent], max_revisions: usize) -> usize {
+    let mut revisions = 0;
+    let mut last = None;
+    for (i, e) in events.iter().enumerate() {
+        if last != Some(e.revision()) {
+            if revisions == max_revisions {
+                return i;
+            }
+            revisions += 1;
+            last = Some(e.revision());
+        }
+    }
+    events.len()
 }

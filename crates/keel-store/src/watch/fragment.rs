@@ -3,40 +3,45 @@
 //! two or more events is cut into responses with `fragment = true`, each below `max_bytes`
 //! (or holding a single event), the last one with `fragment = false`.
 
+use keel_proto::encoded::PreEncoded;
 use keel_proto::etcdserverpb::WatchResponse;
 use prost::Message;
 
-/// The field number of `WatchResponse.events`.
-const EVENTS_TAG: u32 = 11;
+use super::event::{SharedEvent, encode_response, encoded_len};
 
-/// The responses to send for `resp` (itself when it needs no splitting).
-pub fn fragments(mut resp: WatchResponse, max_bytes: usize) -> Vec<WatchResponse> {
-    if resp.events.len() < 2 || resp.encoded_len() < max_bytes {
-        return vec![resp];
+/// The encoded responses to send for `base` (a response without events) carrying `events`:
+/// one response when it needs no splitting.
+pub fn fragments(
+    base: &WatchResponse,
+    events: &[SharedEvent],
+    prev_kv: bool,
+    max_bytes: usize,
+) -> Vec<PreEncoded> {
+    if events.len() < 2 || encoded_len(base, events, prev_kv) < max_bytes {
+        return vec![encode_response(base, events, prev_kv)];
     }
-    let events = std::mem::take(&mut resp.events);
-    resp.fragment = true;
-    let base = resp.encoded_len();
+    let part = WatchResponse {
+        fragment: true,
+        ..base.clone()
+    };
+    let head = part.encoded_len();
     let mut out = Vec::new();
-    let mut cur = Vec::new();
-    let mut size = base;
-    for event in events {
-        let len = prost::encoding::message::encoded_len(EVENTS_TAG, &event);
-        if !cur.is_empty() && size + len >= max_bytes {
-            out.push(WatchResponse {
-                events: std::mem::take(&mut cur),
-                ..resp.clone()
-            });
-            size = base;
+    let mut start = 0;
+    let mut size = head;
+    for (i, event) in events.iter().enumerate() {
+        let len = event.field(prev_kv).len();
+        if i > start && size + len >= max_bytes {
+            out.push(encode_response(&part, &events[start..i], prev_kv));
+            start = i;
+            size = head;
         }
         size += len;
-        cur.push(event);
     }
-    out.push(WatchResponse {
-        events: cur,
+    let last = WatchResponse {
         fragment: false,
-        ..resp
-    });
+        ..part
+    };
+    out.push(encode_response(&last, &events[start..], prev_kv));
     out
 }
 
@@ -45,8 +50,8 @@ mod tests {
     use super::*;
     use keel_proto::mvccpb::{Event, KeyValue};
 
-    fn event(i: usize) -> Event {
-        Event {
+    fn event(i: usize) -> SharedEvent {
+        SharedEvent::new(Event {
             kv: Some(KeyValue {
                 key: format!("key{i:04}").into_bytes(),
                 value: vec![b'x'; 100],
@@ -56,38 +61,42 @@ mod tests {
                 lease: 0,
             }),
             ..Default::default()
-        }
+        })
+    }
+
+    fn decode(parts: &[PreEncoded]) -> Vec<WatchResponse> {
+        parts
+            .iter()
+            .map(|p| WatchResponse::decode(p.to_vec().as_slice()).unwrap())
+            .collect()
     }
 
     #[test]
     fn small_or_single_event_responses_are_kept_whole() {
-        let resp = WatchResponse {
-            events: (0..3).map(event).collect(),
-            ..Default::default()
-        };
-        assert_eq!(fragments(resp.clone(), 1 << 20), vec![resp]);
-        let one = WatchResponse {
-            events: vec![event(0)],
-            ..Default::default()
-        };
-        assert_eq!(fragments(one.clone(), 10), vec![one]);
+        let base = WatchResponse::default();
+        let three: Vec<SharedEvent> = (0..3).map(event).collect();
+        assert_eq!(fragments(&base, &three, false, 1 << 20).len(), 1);
+        let one = fragments(&base, &three[..1], false, 10);
+        assert_eq!(one.len(), 1);
+        assert!(!decode(&one)[0].fragment);
     }
 
     #[test]
     fn large_responses_are_split_in_order_below_the_limit() {
-        let events: Vec<Event> = (0..100).map(event).collect();
-        let resp = WatchResponse {
+        let events: Vec<SharedEvent> = (0..100).map(event).collect();
+        let base = WatchResponse {
             watch_id: 7,
-            events: events.clone(),
             ..Default::default()
         };
-        let parts = fragments(resp, 1000);
+        let parts = fragments(&base, &events, false, 1000);
         assert!(parts.len() > 1);
+        assert!(parts.iter().all(|p| p.len() < 1000));
+        let parts = decode(&parts);
         let (last, init) = parts.split_last().unwrap();
         assert!(init.iter().all(|p| p.fragment && p.watch_id == 7));
         assert!(!last.fragment);
-        assert!(parts.iter().all(|p| p.encoded_len() < 1000));
         let joined: Vec<Event> = parts.into_iter().flat_map(|p| p.events).collect();
-        assert_eq!(joined, events);
+        let want: Vec<Event> = events.iter().map(|e| e.event().clone()).collect();
+        assert_eq!(joined, want);
     }
 }

@@ -4,6 +4,8 @@
 //! - [`core`]: the sans-I/O [`WatchCore`] (watchers, synced groups, unsynced catch-up, per-stream
 //!   bounded queues, progress bookkeeping); see its docs for the design.
 //! - [`group`] / [`range`]: synced watchers indexed by key and range.
+//! - [`event`]: [`SharedEvent`](event::SharedEvent), an event shared by its watchers and
+//!   encoded once.
 //! - [`fragment`]: etcd's `sendFragments`.
 //! - [`resync`]: the background task that catches unsynced watchers up from the backend.
 //! - this module: [`WatchHub`], the shared shell around the core (one lock, stream wake-ups,
@@ -13,6 +15,7 @@
 //! only takes the core's lock for in-memory work and never waits for a consumer.
 
 pub mod core;
+pub mod event;
 pub mod fragment;
 pub mod group;
 pub mod range;
@@ -84,7 +87,7 @@ impl WatchHub {
     /// Takes the events of one committed batch (ascending revisions; `revision` is the store
     /// revision after the batch). Never blocks on a consumer and does no I/O.
     pub fn notify(&self, events: Vec<Event>, revision: i64) {
-        self.with_core(|core| core.notify(&events, revision));
+        self.with_core(|core| core.notify(events, revision));
     }
 
     /// Starts the background resync task once (the first stream calls it; needs a tokio

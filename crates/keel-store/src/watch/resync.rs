@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 
 use super::WatchHub;
 use super::core::ResyncRead;
+use super::event::SharedEvent;
 
 /// etcd's `maxWatchersPerSync`.
 pub const MAX_WATCHERS_PER_ROUND: usize = 512;
@@ -41,7 +42,7 @@ impl WatchHub {
         });
         let read = match read {
             Ok(h) => ResyncRead::Events {
-                events: h.events,
+                events: h.events.into_iter().map(SharedEvent::new).collect(),
                 next: h.next,
             },
             Err(MvccError::Compacted) => ResyncRead::Compacted(self.mvcc.compact_revision()),

@@ -5,7 +5,8 @@ use keel_proto::etcdserverpb::{WatchCreateRequest, WatchResponse, watch_create_r
 use keel_proto::mvccpb::event::EventType;
 use keel_proto::mvccpb::{Event, KeyValue};
 
-use super::core::{ALL_WATCHERS, ResyncRead, WatchCore};
+use super::core::{ALL_WATCHERS, MAX_REVISIONS_PER_RESPONSE, ResyncRead, WatchCore};
+use super::event::SharedEvent;
 
 /// The committed history of a test, as the backend would return it.
 #[derive(Default)]
@@ -99,6 +100,7 @@ impl Log {
                     kv.mod_revision >= plan.from && kv.mod_revision < next && plan.wants(&kv.key)
                 })
                 .cloned()
+                .map(SharedEvent::new)
                 .collect();
             if !core.finish_resync(plan, ResyncRead::Events { events, next }) {
                 break;
@@ -118,7 +120,7 @@ fn create(key: &str, end: &str, start: i64) -> WatchCreateRequest {
 
 fn drain(core: &mut WatchCore, stream: u64) -> Vec<WatchResponse> {
     std::iter::from_fn(|| core.pop(stream))
-        .map(|o| o.response)
+        .map(|o| o.to_response())
         .collect()
 }
 
@@ -146,7 +148,7 @@ fn live_events_follow_created_in_request_order() {
         -1,
     );
     let ev = log.put(&["a1", "c"]);
-    core.notify(&ev, log.revision);
+    core.notify(ev, log.revision);
     let out = drain(&mut core, s);
     let created: Vec<(i64, bool)> = out.iter().map(|r| (r.watch_id, r.created)).collect();
     assert_eq!(&created[..3], &[(0, true), (1, true), (7, true)]);
@@ -243,11 +245,11 @@ fn filters_and_prev_kv_shape_events() {
         -1,
     );
     let ev = log.put(&["k"]);
-    core.notify(&ev, log.revision);
+    core.notify(ev, log.revision);
     let ev = log.put(&["k"]);
-    core.notify(&ev, log.revision);
+    core.notify(ev, log.revision);
     let ev = log.delete("k");
-    core.notify(&ev, log.revision);
+    core.notify(ev, log.revision);
     let out: Vec<_> = drain(&mut core, s)
         .into_iter()
         .filter(|r| !r.created)
@@ -278,18 +280,52 @@ fn history_is_replayed_then_live_without_gap_or_duplicate() {
     let mut core = WatchCore::new(1, 128);
     for _ in 0..5 {
         let ev = log.put(&["h"]);
-        core.notify(&ev, log.revision);
+        core.notify(ev, log.revision);
     }
     let s = core.open_stream();
     core.create(s, &create("h", "", 3), -1);
     assert_eq!(core.stats().unsynced, 1);
     let ev = log.put(&["h"]); // 7, while unsynced
-    core.notify(&ev, log.revision);
+    core.notify(ev, log.revision);
     log.resync(&mut core, 2);
     assert_eq!(core.stats().unsynced, 0);
     let ev = log.put(&["h"]); // 8, live
-    core.notify(&ev, log.revision);
+    core.notify(ev, log.revision);
     assert_eq!(revs(&drain(&mut core, s), 0), vec![3, 4, 5, 6, 7, 8]);
+}
+
+#[test]
+fn catch_up_is_sent_in_responses_of_at_most_a_thousand_revisions() {
+    let mut log = Log::new();
+    let mut core = WatchCore::new(1, 2);
+    for _ in 0..2500 {
+        let ev = log.put(&["k", "l"]);
+        core.notify(ev, log.revision);
+    }
+    let s = core.open_stream();
+    core.create(s, &create("k", "m", 2), -1);
+    // The queue holds the created reply and one response: the watcher stays unsynced.
+    log.resync(&mut core, 5000);
+    assert_eq!(core.stats().unsynced, 1);
+    let mut got = Vec::new();
+    for _ in 0..10 {
+        for r in drain(&mut core, s).into_iter().filter(|r| !r.created) {
+            let first = r.events[0].kv.as_ref().unwrap().mod_revision;
+            let last = r.events.last().unwrap().kv.as_ref().unwrap().mod_revision;
+            assert!(last - first < MAX_REVISIONS_PER_RESPONSE as i64);
+            assert_eq!(
+                r.header.unwrap().revision,
+                last,
+                "the header is the last revision sent"
+            );
+            assert_eq!(r.events.len() % 2, 0, "a revision is never split");
+            got.extend(r.events.iter().map(|e| e.kv.as_ref().unwrap().mod_revision));
+        }
+        log.resync(&mut core, 5000);
+    }
+    assert_eq!(core.stats().unsynced, 0);
+    let want: Vec<i64> = (2..=2501).flat_map(|r| [r, r]).collect();
+    assert_eq!(got, want);
 }
 
 #[test]
@@ -321,7 +357,7 @@ fn slow_stream_falls_back_to_catch_up_without_delaying_others() {
     let mut fast_out = drain(&mut core, fast);
     for _ in 0..10 {
         let ev = log.put(&["p1", "p2"]);
-        core.notify(&ev, log.revision);
+        core.notify(ev, log.revision);
         fast_out.extend(drain(&mut core, fast));
     }
     assert_eq!(core.stats().unsynced, 1, "the slow watcher is catching up");
@@ -345,7 +381,7 @@ fn progress_request_waits_until_every_watcher_is_caught_up() {
     let mut core = WatchCore::new(1, 128);
     for _ in 0..3 {
         let ev = log.put(&["x"]);
-        core.notify(&ev, log.revision);
+        core.notify(ev, log.revision);
     }
     let s = core.open_stream();
     core.request_progress(s);
@@ -377,7 +413,7 @@ fn future_start_revision_waits_and_holds_progress() {
     core.request_progress(s);
     for _ in 0..4 {
         let ev = log.put(&["f"]);
-        core.notify(&ev, log.revision);
+        core.notify(ev, log.revision);
     }
     let out = drain(&mut core, s);
     assert_eq!(revs(&out, 0), vec![4, 5]);
@@ -404,10 +440,10 @@ fn future_start_revision_waits_and_holds_progress() {
             .all(|r| r.watch_id != ALL_WATCHERS)
     );
     let ev = log.put(&["x"]);
-    core.notify(&ev, log.revision);
+    core.notify(ev, log.revision);
     assert!(drain(&mut core, s).is_empty(), "revision 6 is two below 8");
     let ev = log.put(&["x"]);
-    core.notify(&ev, log.revision);
+    core.notify(ev, log.revision);
     let out = drain(&mut core, s);
     assert_eq!(out.last().unwrap().watch_id, ALL_WATCHERS);
     assert_eq!(out.last().unwrap().header.unwrap().revision, 7);
@@ -427,7 +463,7 @@ fn periodic_progress_only_for_quiet_synced_watchers() {
     core.create(s, &create("plain", "", 0), -1);
     drain(&mut core, s);
     let ev = log.put(&["busy"]);
-    core.notify(&ev, log.revision);
+    core.notify(ev, log.revision);
     drain(&mut core, s);
     core.progress_tick(s);
     let out = drain(&mut core, s);
@@ -508,13 +544,13 @@ fn random_histories_are_delivered_ordered_unique_and_complete() {
                     let mut ks: Vec<&str> = (0..n).map(|_| keys[rng.next(4) as usize]).collect();
                     ks.dedup();
                     let ev = log.put(&ks);
-                    core.notify(&ev, log.revision);
+                    core.notify(ev, log.revision);
                 }
                 6 => {
                     let k = keys[rng.next(4) as usize];
                     if log.created.contains_key(k.as_bytes()) {
                         let ev = log.delete(k);
-                        core.notify(&ev, log.revision);
+                        core.notify(ev, log.revision);
                     }
                 }
                 7 => log.resync(&mut core, 1 + rng.next(3) as i64),
@@ -522,7 +558,7 @@ fn random_histories_are_delivered_ordered_unique_and_complete() {
                     let s = streams[rng.next(3) as usize];
                     for _ in 0..rng.next(4) {
                         let Some(o) = core.pop(s) else { break };
-                        for e in o.response.events {
+                        for e in o.to_response().events {
                             let kv = e.kv.unwrap();
                             received
                                 .entry((s, o.response.watch_id))
@@ -540,7 +576,7 @@ fn random_histories_are_delivered_ordered_unique_and_complete() {
             for &s in &streams {
                 while let Some(o) = core.pop(s) {
                     any = true;
-                    for e in o.response.events {
+                    for e in o.to_response().events {
                         let kv = e.kv.unwrap();
                         received
                             .entry((s, o.response.watch_id))
