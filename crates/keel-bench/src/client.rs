@@ -1,10 +1,12 @@
-//! gRPC connections: one tonic `Channel` per `--conns`, clients assigned to them round-robin.
+//! gRPC connections: `--conns` of them, clients assigned to them round-robin; lean
+//! [`UnaryConn`]s for unary benchmarks, tonic `Channel`s for streaming ones.
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use keel_proto::etcdserverpb::kv_client::KvClient;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::unary::UnaryConn;
 
 /// Turns a `--endpoints` entry into an `http://host:port` URI.
 ///
@@ -41,8 +43,9 @@ pub fn endpoint_uri(raw: &str) -> anyhow::Result<String> {
     Ok(format!("http://{rest}"))
 }
 
-/// Opens `conns` connections, spread round-robin over `endpoints`, and returns `clients` KV
-/// clients spread round-robin over the connections (client `i` uses connection `i % conns`).
+/// Opens `conns` connections, spread round-robin over `endpoints`, and returns `clients`
+/// handles for unary calls spread round-robin over them (client `i` uses connection
+/// `i % conns`).
 ///
 /// Every connection is established before returning, so an unreachable endpoint is reported
 /// here rather than as a stream of failed requests.
@@ -51,23 +54,48 @@ pub async fn connect(
     conns: usize,
     clients: usize,
     dial_timeout: Duration,
-) -> anyhow::Result<Vec<KvClient<Channel>>> {
+) -> anyhow::Result<Vec<UnaryConn>> {
     if clients == 0 {
         bail!("--clients must be at least 1");
     }
-    let channels = connect_channels(endpoints, conns, dial_timeout).await?;
+    let conns = dial_all(endpoints, conns, dial_timeout, |uri| async move {
+        UnaryConn::connect(&uri).await
+    })
+    .await?;
     Ok((0..clients)
-        .map(|i| KvClient::new(channels[i % channels.len()].clone()))
+        .map(|i| conns[i % conns.len()].clone())
         .collect())
 }
 
-/// Opens `conns` connections, spread round-robin over `endpoints`, each established before
-/// returning.
+/// Opens `conns` tonic channels (for streaming calls), spread round-robin over `endpoints`,
+/// each established before returning.
 pub async fn connect_channels(
     endpoints: &[String],
     conns: usize,
     dial_timeout: Duration,
 ) -> anyhow::Result<Vec<Channel>> {
+    dial_all(endpoints, conns, dial_timeout, |uri| async move {
+        let endpoint = Endpoint::from_shared(uri.clone())
+            .with_context(|| format!("invalid endpoint {uri}"))?
+            .connect_timeout(dial_timeout)
+            .tcp_nodelay(true);
+        Ok(endpoint.connect().await?)
+    })
+    .await
+}
+
+/// Dials `conns` connections with `dial`, spread round-robin over `endpoints`, each within
+/// `dial_timeout`.
+async fn dial_all<T, F, Fut>(
+    endpoints: &[String],
+    conns: usize,
+    dial_timeout: Duration,
+    dial: F,
+) -> anyhow::Result<Vec<T>>
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = anyhow::Result<T>>,
+{
     if endpoints.is_empty() {
         bail!("--endpoints is empty");
     }
@@ -80,19 +108,14 @@ pub async fn connect_channels(
         .collect::<anyhow::Result<Vec<_>>>()?;
     let dials = (0..conns).map(|i| {
         let uri = uris[i % uris.len()].clone();
+        let dialing = dial(uri.clone());
         async move {
-            let endpoint = Endpoint::from_shared(uri.clone())
-                .with_context(|| format!("invalid endpoint {uri}"))?
-                .connect_timeout(dial_timeout)
-                .tcp_nodelay(true);
-            match tokio::time::timeout(dial_timeout, endpoint.connect()).await {
-                Ok(Ok(channel)) => Ok(channel),
-                Ok(Err(err)) => {
-                    bail!(
-                        "cannot connect to {uri}: {} (is the server running?)",
-                        root_cause(&err)
-                    )
-                }
+            match tokio::time::timeout(dial_timeout, dialing).await {
+                Ok(Ok(conn)) => Ok(conn),
+                Ok(Err(err)) => bail!(
+                    "cannot connect to {uri}: {} (is the server running?)",
+                    err.root_cause()
+                ),
                 Err(_) => bail!("cannot connect to {uri}: timed out after {dial_timeout:?}"),
             }
         }
@@ -107,15 +130,6 @@ pub fn status_message(status: &tonic::Status) -> String {
         status.code(),
         status.message()
     )
-}
-
-/// The innermost error of a chain (e.g. "Connection refused" under tonic's "transport error").
-fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut cause = err;
-    while let Some(source) = cause.source() {
-        cause = source;
-    }
-    cause.to_string()
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ mod range;
 mod report;
 mod runner;
 mod txn_put;
+mod unary;
 mod watch;
 
 pub use args::{

@@ -6,13 +6,14 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use keel_proto::etcdserverpb::kv_client::KvClient;
-use keel_proto::etcdserverpb::{PutRequest, RangeRequest, TxnRequest};
+use keel_proto::etcdserverpb::{
+    PutRequest, PutResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+};
 use tokio::task::JoinSet;
-use tonic::transport::Channel;
 
 use crate::keys::Rng;
 use crate::report::{Report, Stats};
+use crate::unary::UnaryConn;
 
 /// One request of a benchmark.
 #[derive(Debug, Clone)]
@@ -27,6 +28,11 @@ pub enum Request {
 
 /// Builds request number `n` (0-based) of a run; `rng` is the calling worker's own generator.
 pub type MakeRequest = Arc<dyn Fn(u64, &mut Rng) -> Request + Send + Sync>;
+
+/// The gRPC paths of the KV methods.
+const PUT: &str = "/etcdserverpb.KV/Put";
+const RANGE: &str = "/etcdserverpb.KV/Range";
+const TXN: &str = "/etcdserverpb.KV/Txn";
 
 /// Latencies a worker buffers before adding them to the shared statistics.
 const FLUSH_EVERY: usize = 256;
@@ -203,7 +209,7 @@ async fn shard(
 
 /// One client's loop.
 struct Worker {
-    client: KvClient<Channel>,
+    client: UnaryConn,
     next: Arc<AtomicU64>,
     total: u64,
     limiter: Option<Arc<Limiter>>,
@@ -227,10 +233,11 @@ impl Worker {
             }
             let request = (self.make)(n, &mut self.rng);
             let start = Instant::now();
+            let c = &self.client;
             let outcome = match request {
-                Request::Put(r) => self.client.put(r).await.map(drop),
-                Request::Range(r) => self.client.range(r).await.map(drop),
-                Request::Txn(r) => self.client.txn(r).await.map(drop),
+                Request::Put(r) => c.call::<_, PutResponse>(PUT, &r).await.map(drop),
+                Request::Range(r) => c.call::<_, RangeResponse>(RANGE, &r).await.map(drop),
+                Request::Txn(r) => c.call::<_, TxnResponse>(TXN, &r).await.map(drop),
             };
             let latency = start.elapsed();
             match outcome {

@@ -44,6 +44,8 @@ struct Faults {
 struct Fake {
     revision: Arc<AtomicI64>,
     events: broadcast::Sender<KeyValue>,
+    /// Held from taking a revision to broadcasting it, so events go out in revision order.
+    commit: Arc<Mutex<()>>,
     faults: Faults,
     puts: Arc<AtomicU64>,
     watchers: Arc<AtomicU64>,
@@ -60,6 +62,7 @@ impl Fake {
         Self {
             revision: Arc::new(AtomicI64::new(1)),
             events: broadcast::channel(1 << 16).0,
+            commit: Arc::default(),
             faults,
             puts: Arc::default(),
             watchers: Arc::default(),
@@ -97,6 +100,7 @@ impl Kv for Fake {
 
     async fn put(&self, r: Request<PutRequest>) -> Result<Response<PutResponse>, Status> {
         let r = r.into_inner();
+        let _commit = self.commit.lock().unwrap();
         let revision = self.revision.fetch_add(1, Ordering::SeqCst) + 1;
         self.puts.fetch_add(1, Ordering::SeqCst);
         let _ = self.events.send(KeyValue {

@@ -13,7 +13,12 @@ use tonic::Status;
 use tonic::codec::{Codec, EncodeBuf, Encoder};
 use tonic_prost::ProstDecoder;
 
-include!(concat!(env!("OUT_DIR"), "/etcdserverpb.Watch.rs"));
+#[allow(missing_docs, clippy::all)]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/etcdserverpb.Watch.rs"));
+}
+/// The `etcdserverpb.Watch` server stub whose responses are [`PreEncoded`].
+pub use generated::watch_server;
 
 /// One message already encoded, as a sequence of chunks sent back to back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

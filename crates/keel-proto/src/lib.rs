@@ -2,21 +2,23 @@
 //!
 //! The `.proto` files carry etcd's exact package, service, message and field names and numbers,
 //! so any etcd v3 client can talk to a server built on these stubs, and our own clients can talk
-//! to any etcd.
-
-#![allow(missing_docs, clippy::all)]
+//! to any etcd. Beside them, [`encoded`]: the Watch server stub whose responses are sent
+//! pre-encoded.
 
 /// The `mvccpb` package: `KeyValue` and `Event`.
+#[allow(missing_docs, clippy::all)]
 pub mod mvccpb {
     tonic::include_proto!("mvccpb");
 }
 
 /// The `authpb` package: users, roles and permissions.
+#[allow(missing_docs, clippy::all)]
 pub mod authpb {
     tonic::include_proto!("authpb");
 }
 
 /// The `etcdserverpb` package: the KV, Watch, Lease, Cluster, Maintenance and Auth services.
+#[allow(missing_docs, clippy::all)]
 pub mod etcdserverpb {
     tonic::include_proto!("etcdserverpb");
 }

@@ -11,6 +11,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod coalesce;
 pub mod compactor;
 pub mod config;
 pub mod lease;

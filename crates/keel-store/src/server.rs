@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use futures::TryStreamExt;
 use keel_mvcc::Mvcc;
 use keel_proto::etcdserverpb::{
     AlarmRequest, AlarmType, ResponseHeader, alarm_request::AlarmAction,
@@ -28,6 +29,7 @@ use tokio::task::JoinSet;
 use tonic::transport::server::TcpIncoming;
 
 use crate::api::error::EtcdError;
+use crate::coalesce::Coalesced;
 use crate::config::{Config, ConfigError};
 use crate::metrics::Metrics;
 use crate::raft::log_store::LogStore;
@@ -400,7 +402,9 @@ impl StoreHandle {
                 source,
             })?;
             addrs.push(addr);
-            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            let incoming = TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .map_ok(Coalesced::new);
             // HTTP/1.1 for /health, /version and /metrics; HTTP/2 for gRPC, on the same port.
             let server = tonic::transport::Server::builder()
                 .accept_http1(true)
