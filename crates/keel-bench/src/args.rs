@@ -205,9 +205,10 @@ pub struct WatchArgs {
 
 /// Flags of `keel bench lease-keepalive`.
 ///
-/// Each of `--clients` clients grants one lease, opens one LeaseKeepAlive stream and sends
-/// keepalives on it one at a time until `--total` keepalives are answered over all clients;
-/// each round trip (request sent to response received) is one sample.
+/// One lease is granted per client of `--clients` before the clock starts; then each client
+/// opens one LeaseKeepAlive stream and sends keepalives on it one at a time, renewing the
+/// leases in turn, until `--total` keepalives are answered over all clients; each round trip
+/// (request sent to response received) is one sample.
 #[derive(Debug, Clone, Args)]
 pub struct LeaseKeepaliveArgs {
     /// TTL of the granted leases, in seconds (etcd's benchmark grants 100).

@@ -1,12 +1,12 @@
 //! gRPC connections: `--conns` of them, clients assigned to them round-robin; lean
-//! [`UnaryConn`]s for unary benchmarks, tonic `Channel`s for streaming ones.
+//! [`GrpcConn`]s for unary benchmarks, tonic `Channel`s for streaming ones.
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use tonic::transport::{Channel, Endpoint};
 
-use crate::unary::UnaryConn;
+use crate::grpc::GrpcConn;
 
 /// Turns a `--endpoints` entry into an `http://host:port` URI.
 ///
@@ -54,12 +54,12 @@ pub async fn connect(
     conns: usize,
     clients: usize,
     dial_timeout: Duration,
-) -> anyhow::Result<Vec<UnaryConn>> {
+) -> anyhow::Result<Vec<GrpcConn>> {
     if clients == 0 {
         bail!("--clients must be at least 1");
     }
     let conns = dial_all(endpoints, conns, dial_timeout, |uri| async move {
-        UnaryConn::connect(&uri).await
+        GrpcConn::connect(&uri).await
     })
     .await?;
     Ok((0..clients)

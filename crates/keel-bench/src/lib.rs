@@ -8,6 +8,7 @@
 
 mod args;
 mod client;
+mod grpc;
 mod keys;
 mod lease;
 mod put;
@@ -15,7 +16,6 @@ mod range;
 mod report;
 mod runner;
 mod txn_put;
-mod unary;
 mod watch;
 
 pub use args::{
@@ -78,14 +78,5 @@ pub async fn execute(args: &BenchArgs) -> anyhow::Result<Report> {
             ("range", range::requests(range))
         }
     };
-    let load = runner::Load {
-        endpoints: args.endpoints.clone(),
-        conns: args.conns,
-        clients: args.clients,
-        dial_timeout: args.dial_timeout,
-        total: args.total,
-        rate: args.rate,
-    };
-    let op = op.to_string();
-    tokio::task::spawn_blocking(move || runner::drive(&op, load, make)).await?
+    runner::run(op, args, make).await
 }

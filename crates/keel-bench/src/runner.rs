@@ -7,13 +7,16 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use keel_proto::etcdserverpb::{
-    PutRequest, PutResponse, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
+    LeaseKeepAliveRequest, LeaseKeepAliveResponse, PutRequest, PutResponse, RangeRequest,
+    RangeResponse, TxnRequest, TxnResponse,
 };
 use tokio::task::JoinSet;
+use tonic::Status;
 
+use crate::args::BenchArgs;
+use crate::grpc::{GrpcConn, GrpcStream};
 use crate::keys::Rng;
 use crate::report::{Report, Stats};
-use crate::unary::UnaryConn;
 
 /// One request of a benchmark.
 #[derive(Debug, Clone)]
@@ -24,6 +27,14 @@ pub enum Request {
     Range(RangeRequest),
     /// A `KV.Txn`.
     Txn(TxnRequest),
+    /// One keepalive of a lease on the client's LeaseKeepAlive stream (opened on first use),
+    /// or on a stream of its own.
+    KeepAlive {
+        /// The lease.
+        id: i64,
+        /// Open a new stream for this keepalive only.
+        new_stream: bool,
+    },
 }
 
 /// Builds request number `n` (0-based) of a run; `rng` is the calling worker's own generator.
@@ -33,6 +44,7 @@ pub type MakeRequest = Arc<dyn Fn(u64, &mut Rng) -> Request + Send + Sync>;
 const PUT: &str = "/etcdserverpb.KV/Put";
 const RANGE: &str = "/etcdserverpb.KV/Range";
 const TXN: &str = "/etcdserverpb.KV/Txn";
+const LEASE_KEEPALIVE: &str = "/etcdserverpb.Lease/LeaseKeepAlive";
 
 /// Latencies a worker buffers before adding them to the shared statistics.
 const FLUSH_EVERY: usize = 256;
@@ -51,6 +63,21 @@ pub struct Load {
     pub total: u64,
     /// Requests per second in all (0 = as fast as answered).
     pub rate: u64,
+}
+
+/// Runs `op` with `make`'s requests under the load of `args`'s global flags, on threads of
+/// its own (see [`drive`]).
+pub async fn run(op: &str, args: &BenchArgs, make: MakeRequest) -> anyhow::Result<Report> {
+    let load = Load {
+        endpoints: args.endpoints.clone(),
+        conns: args.conns,
+        clients: args.clients,
+        dial_timeout: args.dial_timeout,
+        total: args.total,
+        rate: args.rate,
+    };
+    let op = op.to_string();
+    tokio::task::spawn_blocking(move || drive(&op, load, make)).await?
 }
 
 /// Runs `load` and returns its report.
@@ -188,6 +215,7 @@ async fn shard(
     for (i, client) in clients.into_iter().enumerate() {
         let worker = Worker {
             client,
+            keepalive: None,
             next: shared.next.clone(),
             total: shared.total,
             limiter: shared.limiter.clone(),
@@ -209,7 +237,9 @@ async fn shard(
 
 /// One client's loop.
 struct Worker {
-    client: UnaryConn,
+    client: GrpcConn,
+    /// The client's LeaseKeepAlive stream, once opened.
+    keepalive: Option<GrpcStream>,
     next: Arc<AtomicU64>,
     total: u64,
     limiter: Option<Arc<Limiter>>,
@@ -238,6 +268,7 @@ impl Worker {
                 Request::Put(r) => c.call::<_, PutResponse>(PUT, &r).await.map(drop),
                 Request::Range(r) => c.call::<_, RangeResponse>(RANGE, &r).await.map(drop),
                 Request::Txn(r) => c.call::<_, TxnResponse>(TXN, &r).await.map(drop),
+                Request::KeepAlive { id, new_stream } => self.keep_alive(id, new_stream).await,
             };
             let latency = start.elapsed();
             match outcome {
@@ -250,6 +281,25 @@ impl Worker {
             }
         }
         self.flush(&mut latencies, &mut errors);
+    }
+
+    /// Renews lease `id` once and waits for the answer; a stream that failed is dropped and
+    /// reopened by the next keepalive.
+    async fn keep_alive(&mut self, id: i64, new_stream: bool) -> Result<(), Status> {
+        let mut stream = match self.keepalive.take().filter(|_| !new_stream) {
+            Some(stream) => stream,
+            None => self.client.open_stream(LEASE_KEEPALIVE).await?,
+        };
+        stream.send(&LeaseKeepAliveRequest { id })?;
+        let answer = stream.message::<LeaseKeepAliveResponse>().await;
+        if !new_stream && matches!(answer, Ok(Some(_))) {
+            self.keepalive = Some(stream);
+        }
+        match answer? {
+            Some(r) if r.ttl > 0 => Ok(()),
+            Some(_) => Err(Status::not_found("etcdserver: requested lease not found")),
+            None => Err(Status::unavailable("keepalive stream closed by the server")),
+        }
     }
 
     fn flush(&self, latencies: &mut Vec<Duration>, errors: &mut Vec<String>) {
