@@ -7,6 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/etcd/api/etcdserverpb/rpc.proto",
         "proto/etcd/api/mvccpb/kv.proto",
         "proto/etcd/api/authpb/auth.proto",
+        "proto/keel/raftpb/peer.proto",
     ];
     for file in files {
         println!("cargo:rerun-if-changed={file}");

@@ -17,6 +17,12 @@ pub mod authpb {
     tonic::include_proto!("authpb");
 }
 
+/// The `keelraftpb` package: Raft messages between the members of a keel store cluster.
+#[allow(missing_docs, clippy::all)]
+pub mod raftpb {
+    tonic::include_proto!("keelraftpb");
+}
+
 /// The `etcdserverpb` package: the KV, Watch, Lease, Cluster, Maintenance and Auth services.
 #[allow(missing_docs, clippy::all)]
 pub mod etcdserverpb {

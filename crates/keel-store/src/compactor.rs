@@ -51,8 +51,9 @@ pub async fn run(store: Arc<Store>) {
     }
 }
 
+/// Compacts up to `revision` if this member leads (only the leader compacts, as in etcd).
 async fn compact(store: &Store, revision: i64) {
-    if revision <= store.mvcc().compact_revision().max(0) {
+    if store.leader() != store.member_id() || revision <= store.mvcc().compact_revision().max(0) {
         return;
     }
     let req = CompactionRequest {

@@ -214,6 +214,30 @@ impl Config {
             .collect()
     }
 
+    /// The socket addresses to serve peers on.
+    pub fn peer_listen_addrs(&self) -> Result<Vec<SocketAddr>, ConfigError> {
+        split(&self.listen_peer_urls)
+            .map(|u| parse_url("listen-peer-urls", u))
+            .collect()
+    }
+
+    /// The members of `--initial-cluster`: each name with its peer URLs (a name may be given
+    /// several times, once per URL), in order of first appearance.
+    pub fn initial_members(&self) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
+        let mut members: Vec<(String, Vec<String>)> = Vec::new();
+        for m in split(&self.initial_cluster) {
+            let (name, url) = m
+                .split_once('=')
+                .ok_or_else(|| ConfigError::BadCluster(format!("{m:?} is not name=peerURL")))?;
+            parse_url("initial-cluster", url)?;
+            match members.iter_mut().find(|(n, _)| n == name) {
+                Some((_, urls)) => urls.push(url.to_string()),
+                None => members.push((name.to_string(), vec![url.to_string()])),
+            }
+        }
+        Ok(members)
+    }
+
     /// The advertised peer URLs.
     pub fn advertised_peer_urls(&self) -> Vec<String> {
         split(&self.initial_advertise_peer_urls)
@@ -259,22 +283,24 @@ impl Config {
         for url in split(&self.advertise_client_urls) {
             parse_url("advertise-client-urls", url)?;
         }
-        let members: Vec<(&str, &str)> = split(&self.initial_cluster)
-            .map(|m| {
-                m.split_once('=')
-                    .ok_or_else(|| ConfigError::BadCluster(format!("{m:?} is not name=peerURL")))
-            })
-            .collect::<Result<_, _>>()?;
-        if !members.iter().any(|(name, _)| *name == self.name) {
+        self.peer_listen_addrs()?;
+        let members = self.initial_members()?;
+        let Some((_, urls)) = members.iter().find(|(name, _)| *name == self.name) else {
             return Err(ConfigError::BadCluster(format!(
                 "couldn't find local name {:?} in the initial cluster configuration",
                 self.name
             )));
-        }
-        if members.len() > 1 {
+        };
+        let mut listed = urls.clone();
+        let mut advertised = self.advertised_peer_urls();
+        listed.sort();
+        advertised.sort();
+        if listed != advertised {
             return Err(ConfigError::BadCluster(format!(
-                "{} members given; keel store currently runs single-member clusters only",
-                members.len()
+                "--initial-cluster has {}={} but missing from --initial-advertise-peer-urls={} (the URLs of this member must be the same in both)",
+                self.name,
+                urls.join(","),
+                self.initial_advertise_peer_urls
             )));
         }
         self.retention()?;

@@ -18,10 +18,11 @@ use keel_mvcc::Mvcc;
 use keel_proto::etcdserverpb::{
     AlarmRequest, AlarmType, ResponseHeader, alarm_request::AlarmAction,
 };
+use keel_proto::raftpb::peer_server::PeerServer;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, RaftError};
 use openraft::impls::BasicNode;
-use openraft::{Config as RaftConfig, SnapshotPolicy};
+use openraft::{Config as RaftConfig, ReadPolicy, SnapshotPolicy};
 use prost::Message;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
@@ -33,7 +34,8 @@ use crate::coalesce::Coalesced;
 use crate::config::{Config, ConfigError};
 use crate::metrics::Metrics;
 use crate::raft::log_store::LogStore;
-use crate::raft::network::NoPeersFactory;
+use crate::raft::network::{LeaderLink, PeerNetwork};
+use crate::raft::peer_service::PeerService;
 use crate::raft::state_machine::{Applier, StateMachine};
 use crate::raft::{Applied, Proposal, ProposalOp, RaftNode};
 
@@ -69,18 +71,26 @@ pub struct Store {
     raft: RaftNode,
     applier: Arc<Applier>,
     log: LogStore,
+    link: LeaderLink,
+    /// Serves the other members on `--listen-peer-urls` while the store lives.
+    peer_server: tokio::task::JoinHandle<()>,
     metrics: Arc<Metrics>,
     config: Config,
     member_id: u64,
     cluster_id: u64,
     term: AtomicU64,
     leader: AtomicU64,
+    /// The leader's peer URL (empty when there is none or it is this member).
+    leader_addr: parking_lot::RwLock<String>,
+    /// Voting members in the current membership.
+    voters: AtomicU64,
 }
 
 impl Store {
-    /// Opens the member's data directory and starts its Raft node; returns once the member has
-    /// replayed every committed entry and leads (so it never serves an older revision than one
-    /// it acknowledged before a restart).
+    /// Opens the member's data directory, starts its Raft node and serves its peers; returns
+    /// once a leader is known. A single member returns once it has replayed every committed
+    /// entry and leads (so it never serves an older revision than one it acknowledged before a
+    /// restart); in a cluster, linearizable reads wait for the leader's read index instead.
     pub async fn open(config: Config) -> Result<Arc<Store>, StartError> {
         config.validate()?;
         let dir = config.data_dir().join("member");
@@ -99,9 +109,28 @@ impl Store {
         let applier = Arc::new(
             Applier::open(mvcc, metrics.clone(), min_lease_ttl).map_err(|e| storage(e.into()))?,
         );
-        let peer_urls = config.advertised_peer_urls();
-        let member_id = member_id(&peer_urls, &config.initial_cluster_token);
-        let cluster_id = cluster_id(&[member_id], &config.initial_cluster_token);
+        let token = &config.initial_cluster_token;
+        let members: BTreeMap<u64, BasicNode> = config
+            .initial_members()?
+            .into_iter()
+            .map(|(_, urls)| {
+                let addr = urls.first().cloned().unwrap_or_default();
+                (member_id(&urls, token), BasicNode { addr })
+            })
+            .collect();
+        let member_id = member_id(&config.advertised_peer_urls(), token);
+        let cluster_id = cluster_id(&members.keys().copied().collect::<Vec<_>>(), token);
+        let network = PeerNetwork {
+            cluster_id,
+            member_id,
+        };
+        let mut peer_listeners = Vec::new();
+        for addr in config.peer_listen_addrs()? {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Listen { addr, source })?;
+            peer_listeners.push(listener);
+        }
 
         let raft_config = RaftConfig {
             cluster_name: format!("keel-{cluster_id:x}"),
@@ -123,15 +152,18 @@ impl Store {
         let raft = RaftNode::new(
             member_id,
             raft_config,
-            NoPeersFactory,
+            network,
             log.clone(),
             StateMachine::new(applier.clone()),
         )
         .await
         .map_err(|e| StartError::Raft(e.to_string()))?;
-        if fresh {
-            let addr = peer_urls.first().cloned().unwrap_or_default();
-            raft.initialize(BTreeMap::from([(member_id, BasicNode { addr })]))
+        let peer_server = tokio::spawn(serve_peers(
+            peer_listeners,
+            PeerService::new(raft.clone(), cluster_id, member_id),
+        ));
+        if fresh && config.initial_cluster_state == "new" {
+            raft.initialize(members.clone())
                 .await
                 .map_err(|e| StartError::Raft(e.to_string()))?;
         }
@@ -139,20 +171,30 @@ impl Store {
             raft,
             applier,
             log,
+            link: LeaderLink::new(network),
+            peer_server,
             metrics,
             config,
             member_id,
             cluster_id,
             term: AtomicU64::new(0),
             leader: AtomicU64::new(0),
+            leader_addr: Default::default(),
+            voters: AtomicU64::new(0),
         });
-        store.wait_until_caught_up(start_index).await?;
+        if members.len() > 1 {
+            store.wait_for_leader().await?;
+        } else {
+            store.wait_until_caught_up(start_index).await?;
+        }
         // Known now, before any request or the lease loop looks at them.
         store.mirror_raft_metrics(&store.raft.metrics().borrow_and_update());
-        // This member leads with its log applied: leases resume from their checkpoints.
-        store
-            .applier
-            .lessor(|l| l.promote(std::time::Instant::now()));
+        if store.leader() == member_id {
+            // This member leads with its log applied: leases resume from their checkpoints.
+            store
+                .applier
+                .lessor(|l| l.promote(std::time::Instant::now()));
+        }
         tokio::spawn(track_raft_metrics(store.clone()));
         tokio::spawn(crate::lease::task::run(Arc::downgrade(&store)));
         Ok(store)
@@ -169,6 +211,16 @@ impl Store {
                 },
                 "leader with the log replayed",
             )
+            .await
+            .map_err(|e| StartError::Raft(e.to_string()))?;
+        Ok(())
+    }
+
+    /// Waits, without limit, until the cluster has a leader (etcd serves clients only then).
+    async fn wait_for_leader(&self) -> Result<(), StartError> {
+        self.raft
+            .wait(None)
+            .metrics(|m| m.current_leader.is_some(), "a leader")
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
         Ok(())
@@ -257,11 +309,18 @@ impl Store {
         *header = Some(self.header(revision));
     }
 
-    /// Replicates and applies one write, returning the applied result.
+    /// Replicates and applies one write, returning the applied result; a follower has the
+    /// leader propose it.
     pub async fn propose(&self, op: ProposalOp) -> Result<Applied, EtcdError> {
         let proposal = Proposal { op: Some(op) };
         if proposal.encoded_len() > self.config.max_request_bytes as usize {
             return Err(EtcdError::RequestTooLarge);
+        }
+        if let Some((leader, addr)) = self.remote_leader() {
+            return match self.link.propose(leader, &addr, &proposal).await {
+                Applied::Rejected(e) => Err(e),
+                applied => Ok(applied),
+            };
         }
         match self.raft.client_write(proposal).await {
             Ok(resp) => match resp.data {
@@ -279,17 +338,45 @@ impl Store {
         }
     }
 
-    /// Waits until a linearizable read may be served locally.
+    /// The leader, with its peer URL, when it is another member.
+    fn remote_leader(&self) -> Option<(u64, String)> {
+        let leader = self.leader();
+        if leader == 0 || leader == self.member_id {
+            return None;
+        }
+        Some((leader, self.leader_addr.read().clone()))
+    }
+
+    /// Waits until a linearizable read may be served locally (Raft's ReadIndex).
     ///
     /// With this member as the only voter, every acknowledged write was applied before it was
     /// acknowledged, so the applied state already reflects every write that completed before
-    /// the read began: the leader check is the whole barrier.
+    /// the read began: the leader check is the whole barrier. Otherwise the leader confirms
+    /// its leadership with a quorum and names a read index, and the read waits until this
+    /// member has applied it.
     pub async fn read_barrier(&self) -> Result<(), EtcdError> {
-        if self.leader() == self.member_id {
-            Ok(())
-        } else {
-            Err(EtcdError::NoLeader)
+        let leader = self.leader();
+        if leader == self.member_id && self.voters.load(Ordering::Relaxed) <= 1 {
+            return Ok(());
         }
+        if leader == self.member_id {
+            return self
+                .raft
+                .ensure_linearizable(ReadPolicy::ReadIndex)
+                .await
+                .map(drop)
+                .map_err(|_| EtcdError::NoLeader);
+        }
+        let Some((leader, addr)) = self.remote_leader() else {
+            return Err(EtcdError::NoLeader);
+        };
+        let index = self.link.read_index(leader, &addr).await?;
+        self.raft
+            .wait(Some(Duration::from_secs(7)))
+            .applied_index_at_least(Some(index), "the read index")
+            .await
+            .map(drop)
+            .map_err(|_| EtcdError::Timeout)
     }
 
     /// Refuses a write that adds data when the NOSPACE alarm is raised, and raises it when the
@@ -325,6 +412,18 @@ impl Store {
 
     /// Copies openraft's view of term and leader into the store and its gauges.
     fn mirror_raft_metrics(&self, m: &openraft::RaftMetrics<crate::raft::KeelRaft>) {
+        let membership = m.membership_config.membership();
+        let leader_addr = m
+            .current_leader
+            .filter(|l| *l != self.member_id)
+            .and_then(|l| membership.get_node(&l))
+            .map(|n| n.addr.clone())
+            .unwrap_or_default();
+        if *self.leader_addr.read() != leader_addr {
+            *self.leader_addr.write() = leader_addr;
+        }
+        self.voters
+            .store(membership.voter_ids().count() as u64, Ordering::Relaxed);
         self.term.store(m.current_term, Ordering::Relaxed);
         self.leader
             .store(m.current_leader.unwrap_or(0), Ordering::Relaxed);
@@ -338,6 +437,7 @@ impl Store {
 
     /// Stops the Raft node and makes the backend durable.
     pub async fn shutdown(&self) {
+        self.peer_server.abort();
         let _ = self.raft.shutdown().await;
         if let Err(e) = self.mvcc().sync() {
             tracing::error!(error = %e, "backend sync at shutdown failed");
@@ -354,6 +454,30 @@ async fn track_raft_metrics(store: Arc<Store>) {
             return;
         }
     }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.peer_server.abort();
+    }
+}
+
+/// Serves the Raft peer service on every `--listen-peer-urls` listener.
+async fn serve_peers(listeners: Vec<TcpListener>, service: PeerService) {
+    let service = PeerServer::new(service)
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX);
+    let mut servers = JoinSet::new();
+    for listener in listeners {
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let server = tonic::transport::Server::builder().add_service(service.clone());
+        servers.spawn(async move {
+            if let Err(e) = server.serve_with_incoming(incoming).await {
+                tracing::error!(error = %e, "serving peers failed");
+            }
+        });
+    }
+    while servers.join_next().await.is_some() {}
 }
 
 /// etcd-style member id: derived from the peer URLs and the cluster token.

@@ -106,6 +106,9 @@ pub enum EtcdError {
     /// A promote request for a member that is not a learner.
     #[error("etcdserver: can only promote a learner member")]
     MemberNotLearner,
+    /// A request that did not complete in time (e.g. the leader did not answer).
+    #[error("etcdserver: request timed out")]
+    Timeout,
     /// The member is shutting down.
     #[error("etcdserver: server stopped")]
     Stopped,
@@ -115,6 +118,14 @@ pub enum EtcdError {
     /// An internal failure (storage, consensus); the message says what failed.
     #[error("etcdserver: {0}")]
     Internal(String),
+    /// The error the leader answered a forwarded request with, passed on unchanged.
+    #[error("{message}")]
+    FromLeader {
+        /// The leader's status code.
+        code: Code,
+        /// The leader's message.
+        message: String,
+    },
 }
 
 impl EtcdError {
@@ -137,7 +148,7 @@ impl EtcdError {
             | InvalidAuthManagement => Code::InvalidArgument,
             LeaseNotFound | MemberNotFound => Code::NotFound,
             NoSpace => Code::ResourceExhausted,
-            NoLeader | Stopped => Code::Unavailable,
+            NoLeader | Stopped | Timeout => Code::Unavailable,
             LeaseExists
             | BadLeaderTransferee
             | NotEnoughStartedMembers
@@ -153,6 +164,7 @@ impl EtcdError {
             | PermissionNotGranted => Code::FailedPrecondition,
             Unimplemented(_) => Code::Unimplemented,
             Internal(_) => Code::Unknown,
+            FromLeader { code, .. } => *code,
         }
     }
 }

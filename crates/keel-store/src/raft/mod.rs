@@ -8,7 +8,9 @@
 pub mod codec;
 pub mod log_store;
 pub mod network;
+pub mod peer_service;
 pub mod state_machine;
+pub mod wire;
 
 use std::fmt;
 

@@ -1,67 +1,147 @@
-//! Peer transport of the Raft axis.
+//! Peer transport of the Raft axis: the client side.
 //!
-//! A member whose cluster has no other member never sends a Raft message; this transport
-//! reports every peer as unreachable, so a misconfigured membership fails loudly instead of
-//! silently. The start-up checks in `config` refuse multi-member clusters for this reason.
+//! Each member talks to each other member over gRPC (`keelraftpb.Peer`, served on
+//! `--listen-peer-urls` by [`super::peer_service`]), on one lazily connected channel per peer
+//! that reconnects on its own. Every message carries the cluster id, so a member of another
+//! cluster (another `--initial-cluster-token`) is refused. A peer that cannot be reached is
+//! reported as such and openraft retries it; openraft's time-to-live bounds every call.
 
 use std::future::Future;
+use std::time::Duration;
 
+use keel_proto::raftpb::{self, peer_client::PeerClient};
 use openraft::OptionalSend;
-use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::impls::BasicNode;
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
+use tonic::transport::{Channel, Endpoint};
 
-use super::KeelRaft;
+use prost::Message;
+
 use super::codec::Vote;
 use super::state_machine::DurableBackend;
+use super::wire;
+use super::{Applied, KeelRaft, Proposal};
+use crate::api::error::EtcdError;
 
 type Snapshot = openraft::alias::SnapshotOf<KeelRaft, DurableBackend>;
 
-/// Creates [`NoPeers`] clients.
-pub struct NoPeersFactory;
+/// How long a peer connection may take to establish.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A peer client that can reach no one.
-pub struct NoPeers {
-    target: u64,
+/// Creates a [`Peer`] client per target member.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerNetwork {
+    /// The cluster every message belongs to.
+    pub cluster_id: u64,
+    /// This member.
+    pub member_id: u64,
 }
 
-impl NoPeers {
-    fn unreachable(&self) -> Unreachable<KeelRaft> {
-        Unreachable::from_string(format!(
-            "member {:x} has no peer transport configured",
-            self.target
-        ))
+/// The client of one peer.
+pub struct Peer {
+    header: raftpb::Header,
+    addr: String,
+    client: Option<PeerClient<Channel>>,
+}
+
+impl RaftNetworkFactory<KeelRaft> for PeerNetwork {
+    type Network = Peer;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
+        let client = Endpoint::from_shared(node.addr.clone()).ok().map(|e| {
+            PeerClient::new(
+                e.connect_timeout(CONNECT_TIMEOUT)
+                    .tcp_nodelay(true)
+                    .connect_lazy(),
+            )
+            .max_decoding_message_size(usize::MAX)
+            .max_encoding_message_size(usize::MAX)
+        });
+        Peer {
+            header: raftpb::Header {
+                cluster_id: self.cluster_id,
+                from: self.member_id,
+                to: target,
+            },
+            addr: node.addr.clone(),
+            client,
+        }
     }
 }
 
-impl RaftNetworkFactory<KeelRaft> for NoPeersFactory {
-    type Network = NoPeers;
+impl Peer {
+    fn client(&self) -> Result<PeerClient<Channel>, Unreachable<KeelRaft>> {
+        self.client.clone().ok_or_else(|| {
+            Unreachable::from_string(format!(
+                "member {:x}: invalid peer URL {:?}",
+                self.header.to, self.addr
+            ))
+        })
+    }
 
-    async fn new_client(&mut self, target: u64, _node: &BasicNode) -> NoPeers {
-        NoPeers { target }
+    /// Runs one call within `ttl`, mapping failures to openraft's kinds.
+    async fn call<T>(
+        &self,
+        ttl: Duration,
+        call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    ) -> Result<T, RPCError<KeelRaft>> {
+        match tokio::time::timeout(ttl, call).await {
+            Err(_) => Err(RPCError::Unreachable(Unreachable::from_string(format!(
+                "member {:x} ({}) did not answer within {ttl:?}",
+                self.header.to, self.addr
+            )))),
+            Ok(Ok(resp)) => Ok(resp.into_inner()),
+            Ok(Err(status)) if status.code() == tonic::Code::Unavailable => {
+                Err(RPCError::Unreachable(Unreachable::from_string(format!(
+                    "member {:x} ({}): {}",
+                    self.header.to,
+                    self.addr,
+                    status.message()
+                ))))
+            }
+            Ok(Err(status)) => Err(RPCError::Network(NetworkError::from_string(format!(
+                "member {:x} ({}): {}",
+                self.header.to,
+                self.addr,
+                status.message()
+            )))),
+        }
     }
 }
 
-impl RaftNetworkV2<KeelRaft> for NoPeers {
+fn bad_answer(e: std::io::Error) -> RPCError<KeelRaft> {
+    RPCError::Network(NetworkError::from_string(format!("bad answer: {e}")))
+}
+
+impl RaftNetworkV2<KeelRaft> for Peer {
     type SnapshotData = DurableBackend;
 
     async fn append_entries(
         &mut self,
-        _rpc: AppendEntriesRequest<KeelRaft>,
-        _option: RPCOption,
+        rpc: AppendEntriesRequest<KeelRaft>,
+        option: RPCOption,
     ) -> Result<AppendEntriesResponse<KeelRaft>, RPCError<KeelRaft>> {
-        Err(RPCError::Unreachable(self.unreachable()))
+        let mut client = self.client()?;
+        let req = wire::append_request(self.header, &rpc);
+        let resp = self
+            .call(option.hard_ttl(), client.append_entries(req))
+            .await?;
+        wire::append_response_from(&resp).map_err(bad_answer)
     }
 
     async fn vote(
         &mut self,
-        _rpc: VoteRequest<KeelRaft>,
-        _option: RPCOption,
+        rpc: VoteRequest<KeelRaft>,
+        option: RPCOption,
     ) -> Result<VoteResponse<KeelRaft>, RPCError<KeelRaft>> {
-        Err(RPCError::Unreachable(self.unreachable()))
+        let mut client = self.client()?;
+        let req = wire::vote_request(self.header, &rpc);
+        let resp = self.call(option.hard_ttl(), client.vote(req)).await?;
+        wire::vote_response_from(&resp).map_err(bad_answer)
     }
 
     async fn full_snapshot(
@@ -71,6 +151,95 @@ impl RaftNetworkV2<KeelRaft> for NoPeers {
         _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<KeelRaft>, StreamingError<KeelRaft>> {
-        Err(StreamingError::Unreachable(self.unreachable()))
+        Err(StreamingError::Unreachable(Unreachable::from_string(
+            format!(
+                "member {:x} is behind the leader's log: streaming a snapshot to it is not supported yet",
+                self.header.to
+            ),
+        )))
     }
+}
+
+/// How long a follower waits for the leader to answer a forwarded write or a read index.
+const FORWARD_TIMEOUT: Duration = Duration::from_secs(7);
+
+/// A follower's link to the leader: forwards its clients' writes and asks for read indexes.
+pub struct LeaderLink {
+    network: PeerNetwork,
+    clients: parking_lot::Mutex<std::collections::HashMap<u64, (String, PeerClient<Channel>)>>,
+}
+
+impl LeaderLink {
+    /// A link of member `network.member_id`.
+    pub fn new(network: PeerNetwork) -> LeaderLink {
+        LeaderLink {
+            network,
+            clients: Default::default(),
+        }
+    }
+
+    /// The client of `leader` at `addr`, connected lazily and kept.
+    fn client(&self, leader: u64, addr: &str) -> Result<PeerClient<Channel>, EtcdError> {
+        let mut clients = self.clients.lock();
+        if let Some((known, client)) = clients.get(&leader)
+            && known == addr
+        {
+            return Ok(client.clone());
+        }
+        let endpoint = Endpoint::from_shared(addr.to_string())
+            .map_err(|_| EtcdError::Internal(format!("invalid peer URL {addr:?}")))?;
+        let client = PeerClient::new(
+            endpoint
+                .connect_timeout(CONNECT_TIMEOUT)
+                .tcp_nodelay(true)
+                .connect_lazy(),
+        )
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX);
+        clients.insert(leader, (addr.to_string(), client.clone()));
+        Ok(client)
+    }
+
+    fn header(&self, leader: u64) -> raftpb::Header {
+        raftpb::Header {
+            cluster_id: self.network.cluster_id,
+            from: self.network.member_id,
+            to: leader,
+        }
+    }
+
+    /// Has the leader propose `proposal` and returns what it applied.
+    pub async fn propose(&self, leader: u64, addr: &str, proposal: &Proposal) -> Applied {
+        let mut client = match self.client(leader, addr) {
+            Ok(c) => c,
+            Err(e) => return Applied::Rejected(e),
+        };
+        let req = raftpb::ProposeRequest {
+            header: Some(self.header(leader)),
+            proposal: proposal.encode_to_vec(),
+        };
+        match tokio::time::timeout(FORWARD_TIMEOUT, client.propose(req)).await {
+            Ok(Err(status)) if is_transport(&status) => Applied::Rejected(EtcdError::NoLeader),
+            Ok(answer) => wire::applied_from(answer.map(tonic::Response::into_inner)),
+            Err(_) => Applied::Rejected(EtcdError::Timeout),
+        }
+    }
+
+    /// The leader's read index.
+    pub async fn read_index(&self, leader: u64, addr: &str) -> Result<u64, EtcdError> {
+        let mut client = self.client(leader, addr)?;
+        let req = raftpb::ReadIndexRequest {
+            header: Some(self.header(leader)),
+        };
+        match tokio::time::timeout(FORWARD_TIMEOUT, client.read_index(req)).await {
+            Ok(Ok(resp)) => Ok(resp.into_inner().index),
+            Ok(Err(_)) => Err(EtcdError::NoLeader),
+            Err(_) => Err(EtcdError::Timeout),
+        }
+    }
+}
+
+/// Whether a status is the transport's (the leader could not be reached), not the leader's.
+fn is_transport(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::Unavailable && !status.message().starts_with("etcdserver:")
 }

@@ -151,6 +151,8 @@ pub struct ServerOpts {
     pub settings_from_env: bool,
     /// Member name (`--name` and the initial cluster); `default` if unset.
     pub name: Option<String>,
+    /// `--initial-cluster`; this member alone if unset.
+    pub initial_cluster: Option<String>,
 }
 
 /// A running `keel store` or `etcd` process, killed with SIGKILL on drop.
@@ -185,12 +187,29 @@ impl Server {
     /// Starts a server of `flavor` with `opts`, retrying on fresh ports if the chosen ones
     /// were taken by someone else in the meantime.
     pub fn start_with(flavor: Flavor, opts: ServerOpts) -> Server {
+        let mut server = Server::new(flavor, opts);
+        for attempt in 0.. {
+            server.set_ports(free_port(), free_port());
+            match server.spawn().and_then(|()| server.wait_ready()) {
+                Ok(()) => return server,
+                Err(e) if attempt < 3 && e.contains("address already in use") => {
+                    let _ = fs::remove_dir_all(&server.data_dir);
+                    continue;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        unreachable!()
+    }
+
+    /// A server of `flavor` with `opts` in a fresh scratch directory, not started yet.
+    fn new(flavor: Flavor, opts: ServerOpts) -> Server {
         let tmp = tempfile::Builder::new()
             .prefix(&format!("keel-test-{}-", flavor.name()))
             .tempdir()
             .expect("create tempdir");
         let scratch = tmp.path().to_path_buf();
-        let mut server = Server {
+        Server {
             flavor,
             endpoint: String::new(),
             client_url: String::new(),
@@ -204,19 +223,7 @@ impl Server {
             log_path: PathBuf::new(),
             starts: 0,
             _tmp: tmp,
-        };
-        for attempt in 0.. {
-            server.set_ports(free_port(), free_port());
-            match server.spawn_and_wait() {
-                Ok(()) => return server,
-                Err(e) if attempt < 3 && e.contains("address already in use") => {
-                    let _ = fs::remove_dir_all(&server.data_dir);
-                    continue;
-                }
-                Err(e) => panic!("{e}"),
-            }
         }
-        unreachable!()
     }
 
     fn set_ports(&mut self, client: u16, peer: u16) {
@@ -251,7 +258,13 @@ impl Server {
             ("advertise-client-urls", self.client_url.clone()),
             ("listen-peer-urls", self.peer_url.clone()),
             ("initial-advertise-peer-urls", self.peer_url.clone()),
-            ("initial-cluster", format!("{name}={}", self.peer_url)),
+            (
+                "initial-cluster",
+                self.opts
+                    .initial_cluster
+                    .clone()
+                    .unwrap_or_else(|| format!("{name}={}", self.peer_url)),
+            ),
         ]
     }
 
@@ -271,7 +284,8 @@ impl Server {
         (bin, args, env)
     }
 
-    fn spawn_and_wait(&mut self) -> Result<(), String> {
+    /// Starts the process.
+    fn spawn(&mut self) -> Result<(), String> {
         self.starts += 1;
         self.log_path = self.scratch.join(format!("server-{}.log", self.starts));
         let log = File::create(&self.log_path).expect("create server log");
@@ -291,6 +305,12 @@ impl Server {
             .spawn()
             .map_err(|e| format!("spawn {}: {e}", bin.display()))?;
         self.child = Some(child);
+        Ok(())
+    }
+
+    /// Waits until the process logs that it serves clients.
+    fn wait_ready(&mut self) -> Result<(), String> {
+        let (bin, args, _) = self.command();
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             let log = fs::read_to_string(&self.log_path).unwrap_or_default();
@@ -334,7 +354,7 @@ impl Server {
     /// Starts the process again on the same data dir and ports (after [`Server::kill`]).
     pub fn restart(&mut self) {
         self.kill();
-        if let Err(e) = self.spawn_and_wait() {
+        if let Err(e) = self.spawn().and_then(|()| self.wait_ready()) {
             panic!("restart failed: {e}");
         }
     }
@@ -404,6 +424,57 @@ impl Drop for Server {
             );
         }
         self.kill();
+    }
+}
+
+/// The members of one cluster, each a [`Server`] named `m0`, `m1`, ...
+pub struct Cluster {
+    /// The members, in name order.
+    pub members: Vec<Server>,
+}
+
+impl Cluster {
+    /// Starts `n` members of `flavor` together (each waits for the others to elect a leader),
+    /// with `args` added to every member's command line.
+    pub fn start(flavor: Flavor, n: usize, args: &[&str]) -> Cluster {
+        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
+        let initial = ports
+            .iter()
+            .enumerate()
+            .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut members: Vec<Server> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, &(client, peer))| {
+                let opts = ServerOpts {
+                    name: Some(format!("m{i}")),
+                    initial_cluster: Some(initial.clone()),
+                    args: args.iter().map(|a| a.to_string()).collect(),
+                    ..Default::default()
+                };
+                let mut server = Server::new(flavor, opts);
+                server.set_ports(client, peer);
+                server
+            })
+            .collect();
+        for m in &mut members {
+            m.spawn().unwrap_or_else(|e| panic!("{e}"));
+        }
+        for m in &mut members {
+            m.wait_ready().unwrap_or_else(|e| panic!("{e}"));
+        }
+        Cluster { members }
+    }
+
+    /// Every member's client endpoint (`127.0.0.1:port`), comma separated.
+    pub fn endpoints(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| m.endpoint.clone())
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 

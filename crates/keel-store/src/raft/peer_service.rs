@@ -1,0 +1,119 @@
+//! Peer transport of the Raft axis: the server side, `keelraftpb.Peer` on `--listen-peer-urls`.
+//!
+//! Besides Raft's own messages, a follower sends the leader the writes its clients make
+//! (`Propose`) and asks it for a read index before a linearizable read (`ReadIndex`).
+//! Messages addressed to another cluster or another member are refused with
+//! FailedPrecondition, as etcd refuses a peer whose cluster id does not match.
+
+use keel_proto::raftpb::{self, peer_server::Peer};
+use openraft::ReadPolicy;
+use openraft::errors::{ClientWriteError, RaftError};
+use prost::Message;
+use tonic::{Request, Response, Status};
+
+use super::{Proposal, RaftNode, wire};
+use crate::api::error::EtcdError;
+
+/// Serves Raft messages to this member's Raft node.
+pub struct PeerService {
+    raft: RaftNode,
+    cluster_id: u64,
+    member_id: u64,
+}
+
+impl PeerService {
+    /// Serves `raft`, a member `member_id` of cluster `cluster_id`.
+    pub fn new(raft: RaftNode, cluster_id: u64, member_id: u64) -> PeerService {
+        PeerService {
+            raft,
+            cluster_id,
+            member_id,
+        }
+    }
+
+    fn check(&self, header: Option<&raftpb::Header>) -> Result<(), Status> {
+        let h = header.ok_or_else(|| Status::invalid_argument("peer message without header"))?;
+        if h.cluster_id != self.cluster_id {
+            return Err(Status::failed_precondition(format!(
+                "request cluster ID mismatch (got {:x} want {:x})",
+                h.cluster_id, self.cluster_id
+            )));
+        }
+        if h.to != self.member_id {
+            return Err(Status::failed_precondition(format!(
+                "message for member {:x} sent to member {:x}",
+                h.to, self.member_id
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn invalid(e: std::io::Error) -> Status {
+    Status::invalid_argument(format!("malformed peer message: {e}"))
+}
+
+#[tonic::async_trait]
+impl Peer for PeerService {
+    async fn append_entries(
+        &self,
+        request: Request<raftpb::AppendEntriesRequest>,
+    ) -> Result<Response<raftpb::AppendEntriesResponse>, Status> {
+        let req = request.into_inner();
+        self.check(req.header.as_ref())?;
+        let rpc = wire::append_request_from(&req).map_err(invalid)?;
+        let resp = self
+            .raft
+            .append_entries(rpc)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(wire::append_response(&resp)))
+    }
+
+    async fn vote(
+        &self,
+        request: Request<raftpb::VoteRequest>,
+    ) -> Result<Response<raftpb::VoteResponse>, Status> {
+        let req = request.into_inner();
+        self.check(req.header.as_ref())?;
+        let rpc = wire::vote_request_from(&req).map_err(invalid)?;
+        let resp = self
+            .raft
+            .vote(rpc)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(wire::vote_response(&resp)))
+    }
+
+    async fn propose(
+        &self,
+        request: Request<raftpb::ProposeRequest>,
+    ) -> Result<Response<raftpb::ProposeResponse>, Status> {
+        let req = request.into_inner();
+        self.check(req.header.as_ref())?;
+        let proposal = Proposal::decode(req.proposal.as_slice())
+            .map_err(|e| Status::invalid_argument(format!("malformed proposal: {e}")))?;
+        match self.raft.client_write(proposal).await {
+            Ok(resp) => wire::applied(resp.data).map(Response::new),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                Err(EtcdError::NoLeader.into())
+            }
+            Err(e) => Err(EtcdError::Internal(e.to_string()).into()),
+        }
+    }
+
+    async fn read_index(
+        &self,
+        request: Request<raftpb::ReadIndexRequest>,
+    ) -> Result<Response<raftpb::ReadIndexResponse>, Status> {
+        self.check(request.get_ref().header.as_ref())?;
+        let (read, _) = self
+            .raft
+            .get_read_log_id(ReadPolicy::ReadIndex)
+            .await
+            .map_err(|_| Status::from(EtcdError::NoLeader))?;
+        Ok(Response::new(raftpb::ReadIndexResponse {
+            index: read.index(),
+        }))
+    }
+}

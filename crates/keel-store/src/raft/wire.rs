@@ -1,0 +1,234 @@
+//! openraft's peer messages to and from their `keelraftpb` form (see `peer.proto`); votes, log
+//! ids, entries and memberships use [`codec`]'s encodings.
+
+use std::io;
+
+use keel_proto::raftpb::{self, propose_response::Applied as Wire};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest, VoteResponse};
+use tonic::Status;
+
+use super::codec::{self, Entry};
+use super::{Applied, KeelRaft};
+use crate::api::error::EtcdError;
+
+/// An AppendEntries request on the wire.
+pub fn append_request(
+    header: raftpb::Header,
+    rpc: &AppendEntriesRequest<KeelRaft>,
+) -> raftpb::AppendEntriesRequest {
+    raftpb::AppendEntriesRequest {
+        header: Some(header),
+        vote: codec::encode_vote(&rpc.vote),
+        prev_log_id: codec::encode_log_id(rpc.prev_log_id.as_ref()),
+        entries: rpc
+            .entries
+            .iter()
+            .map(|e: &Entry| raftpb::Entry {
+                index: e.log_id.index,
+                data: codec::encode_entry(e),
+            })
+            .collect(),
+        leader_commit: codec::encode_log_id(rpc.leader_commit.as_ref()),
+    }
+}
+
+/// An AppendEntries request from the wire.
+pub fn append_request_from(
+    req: &raftpb::AppendEntriesRequest,
+) -> io::Result<AppendEntriesRequest<KeelRaft>> {
+    Ok(AppendEntriesRequest {
+        vote: codec::decode_vote(&req.vote)?,
+        prev_log_id: codec::decode_log_id(&req.prev_log_id)?,
+        entries: req
+            .entries
+            .iter()
+            .map(|e| codec::decode_entry(e.index, &e.data))
+            .collect::<io::Result<_>>()?,
+        leader_commit: codec::decode_log_id(&req.leader_commit)?,
+    })
+}
+
+/// An AppendEntries response on the wire.
+pub fn append_response(resp: &AppendEntriesResponse<KeelRaft>) -> raftpb::AppendEntriesResponse {
+    use raftpb::append_entries_response::Result as R;
+    let result = match resp {
+        AppendEntriesResponse::Success => R::Success(true),
+        AppendEntriesResponse::PartialSuccess(id) => {
+            R::PartialSuccess(codec::encode_log_id(id.as_ref()))
+        }
+        AppendEntriesResponse::Conflict => R::Conflict(true),
+        AppendEntriesResponse::HigherVote(vote) => R::HigherVote(codec::encode_vote(vote)),
+    };
+    raftpb::AppendEntriesResponse {
+        result: Some(result),
+    }
+}
+
+/// An AppendEntries response from the wire.
+pub fn append_response_from(
+    resp: &raftpb::AppendEntriesResponse,
+) -> io::Result<AppendEntriesResponse<KeelRaft>> {
+    use raftpb::append_entries_response::Result as R;
+    Ok(match &resp.result {
+        Some(R::Success(_)) => AppendEntriesResponse::Success,
+        Some(R::PartialSuccess(id)) => {
+            AppendEntriesResponse::PartialSuccess(codec::decode_log_id(id)?)
+        }
+        Some(R::Conflict(_)) => AppendEntriesResponse::Conflict,
+        Some(R::HigherVote(vote)) => AppendEntriesResponse::HigherVote(codec::decode_vote(vote)?),
+        None => return Err(io::Error::other("AppendEntries response without a result")),
+    })
+}
+
+/// A vote request on the wire.
+pub fn vote_request(header: raftpb::Header, rpc: &VoteRequest<KeelRaft>) -> raftpb::VoteRequest {
+    raftpb::VoteRequest {
+        header: Some(header),
+        vote: codec::encode_vote(&rpc.vote),
+        last_log_id: codec::encode_log_id(rpc.last_log_id.as_ref()),
+        leadership_transfer: rpc.leadership_transfer,
+    }
+}
+
+/// A vote request from the wire.
+pub fn vote_request_from(req: &raftpb::VoteRequest) -> io::Result<VoteRequest<KeelRaft>> {
+    let mut rpc = VoteRequest::new(
+        codec::decode_vote(&req.vote)?,
+        codec::decode_log_id(&req.last_log_id)?,
+    );
+    rpc.leadership_transfer = req.leadership_transfer;
+    Ok(rpc)
+}
+
+/// A vote response on the wire.
+pub fn vote_response(resp: &VoteResponse<KeelRaft>) -> raftpb::VoteResponse {
+    raftpb::VoteResponse {
+        vote: codec::encode_vote(&resp.vote),
+        vote_granted: resp.vote_granted,
+        last_log_id: codec::encode_log_id(resp.last_log_id.as_ref()),
+    }
+}
+
+/// A vote response from the wire.
+pub fn vote_response_from(resp: &raftpb::VoteResponse) -> io::Result<VoteResponse<KeelRaft>> {
+    Ok(VoteResponse::new(
+        codec::decode_vote(&resp.vote)?,
+        codec::decode_log_id(&resp.last_log_id)?,
+        resp.vote_granted,
+    ))
+}
+
+/// The result of a forwarded proposal on the wire; a rejection travels as the status the
+/// client gets.
+pub fn applied(applied: Applied) -> Result<raftpb::ProposeResponse, Status> {
+    let wire = match applied {
+        Applied::Put(r) => Wire::Put(r),
+        Applied::DeleteRange(r) => Wire::DeleteRange(r),
+        Applied::Txn(r) => Wire::Txn(r),
+        Applied::Compaction(r) => Wire::Compaction(r),
+        Applied::Alarm(r) => Wire::Alarm(r),
+        Applied::Auth => Wire::Auth(true),
+        Applied::LeaseGrant(r) => Wire::LeaseGrant(r),
+        Applied::LeaseRevoke(r) => Wire::LeaseRevoke(r),
+        Applied::Lease => Wire::Lease(true),
+        Applied::Rejected(e) => return Err(e.into()),
+    };
+    Ok(raftpb::ProposeResponse {
+        applied: Some(wire),
+    })
+}
+
+/// The result of a forwarded proposal from the wire (or from the leader's error status).
+pub fn applied_from(resp: Result<raftpb::ProposeResponse, Status>) -> Applied {
+    let wire = match resp {
+        Ok(r) => r.applied,
+        Err(status) => {
+            return Applied::Rejected(EtcdError::FromLeader {
+                code: status.code(),
+                message: status.message().to_string(),
+            });
+        }
+    };
+    match wire {
+        Some(Wire::Put(r)) => Applied::Put(r),
+        Some(Wire::DeleteRange(r)) => Applied::DeleteRange(r),
+        Some(Wire::Txn(r)) => Applied::Txn(r),
+        Some(Wire::Compaction(r)) => Applied::Compaction(r),
+        Some(Wire::Alarm(r)) => Applied::Alarm(r),
+        Some(Wire::Auth(_)) => Applied::Auth,
+        Some(Wire::LeaseGrant(r)) => Applied::LeaseGrant(r),
+        Some(Wire::LeaseRevoke(r)) => Applied::LeaseRevoke(r),
+        Some(Wire::Lease(_)) => Applied::Lease,
+        None => Applied::Rejected(EtcdError::Internal(
+            "the leader answered a forwarded write without a result".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::raft::codec::{Vote, log_id};
+    use openraft::entry::RaftEntry;
+    use crate::raft::{Proposal, ProposalOp};
+    use keel_proto::etcdserverpb::PutRequest;
+
+    #[test]
+    fn append_entries_round_trips() {
+        let entry = Entry::new(
+            log_id(3, 7),
+            openraft::EntryPayload::Normal(Proposal {
+                op: Some(ProposalOp::Put(PutRequest {
+                    key: b"k".to_vec(),
+                    ..Default::default()
+                })),
+            }),
+        );
+        let rpc = AppendEntriesRequest::<KeelRaft> {
+            vote: Vote::new_committed(3, 1),
+            prev_log_id: Some(log_id(3, 6)),
+            entries: vec![entry],
+            leader_commit: None,
+        };
+        let back = append_request_from(&append_request(raftpb::Header::default(), &rpc)).unwrap();
+        assert_eq!(back.vote, rpc.vote);
+        assert_eq!(back.prev_log_id, rpc.prev_log_id);
+        assert_eq!(back.entries, rpc.entries);
+        assert_eq!(back.leader_commit, None);
+        for resp in [
+            AppendEntriesResponse::Success,
+            AppendEntriesResponse::PartialSuccess(Some(log_id(2, 9))),
+            AppendEntriesResponse::PartialSuccess(None),
+            AppendEntriesResponse::Conflict,
+            AppendEntriesResponse::HigherVote(Vote::new(4, 2)),
+        ] {
+            assert_eq!(append_response_from(&append_response(&resp)).unwrap(), resp);
+        }
+    }
+
+    #[test]
+    fn applied_results_and_rejections_round_trip() {
+        let put = keel_proto::etcdserverpb::PutResponse::default();
+        assert!(matches!(
+            applied_from(applied(Applied::Put(put.clone()))),
+            Applied::Put(p) if p == put
+        ));
+        let back = applied_from(applied(Applied::Rejected(EtcdError::LeaseNotFound)));
+        let Applied::Rejected(e) = back else {
+            panic!("rejection lost: {back:?}")
+        };
+        let status = Status::from(e);
+        assert_eq!(status.code(), tonic::Code::NotFound);
+        assert_eq!(status.message(), "etcdserver: requested lease not found");
+    }
+
+    #[test]
+    fn votes_round_trip() {
+        let mut rpc = VoteRequest::<KeelRaft>::new(Vote::new(5, 2), Some(log_id(4, 10)));
+        rpc.leadership_transfer = true;
+        let back = vote_request_from(&vote_request(raftpb::Header::default(), &rpc)).unwrap();
+        assert_eq!(back, rpc);
+        let resp = VoteResponse::<KeelRaft>::new(Vote::new(5, 2), None, true);
+        assert_eq!(vote_response_from(&vote_response(&resp)).unwrap(), resp);
+    }
+}
