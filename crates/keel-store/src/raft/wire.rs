@@ -169,9 +169,9 @@ pub fn applied_from(resp: Result<raftpb::ProposeResponse, Status>) -> Applied {
 mod tests {
     use super::*;
     use crate::raft::codec::{Vote, log_id};
-    use openraft::entry::RaftEntry;
     use crate::raft::{Proposal, ProposalOp};
     use keel_proto::etcdserverpb::PutRequest;
+    use openraft::entry::RaftEntry;
 
     #[test]
     fn append_entries_round_trips() {
