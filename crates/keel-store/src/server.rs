@@ -34,7 +34,7 @@ use crate::coalesce::Coalesced;
 use crate::config::{Config, ConfigError};
 use crate::metrics::Metrics;
 use crate::raft::log_store::LogStore;
-use crate::raft::network::{LeaderLink, PeerNetwork};
+use crate::raft::network::{FORWARD_TIMEOUT, LeaderLink, PeerNetwork};
 use crate::raft::peer_service::PeerService;
 use crate::raft::state_machine::{Applier, StateMachine};
 use crate::raft::{Applied, Proposal, ProposalOp, RaftNode};
@@ -80,8 +80,6 @@ pub struct Store {
     cluster_id: u64,
     term: AtomicU64,
     leader: AtomicU64,
-    /// The leader's peer URL (empty when there is none or it is this member).
-    leader_addr: parking_lot::RwLock<String>,
     /// Voting members in the current membership.
     voters: AtomicU64,
 }
@@ -179,7 +177,6 @@ impl Store {
             cluster_id,
             term: AtomicU64::new(0),
             leader: AtomicU64::new(0),
-            leader_addr: Default::default(),
             voters: AtomicU64::new(0),
         });
         if members.len() > 1 {
@@ -338,13 +335,14 @@ impl Store {
         }
     }
 
-    /// The leader, with its peer URL, when it is another member.
+    /// The leader, with its peer URL, when it is another member (from one view of openraft's
+    /// metrics, so the two agree).
     fn remote_leader(&self) -> Option<(u64, String)> {
-        let leader = self.leader();
-        if leader == 0 || leader == self.member_id {
-            return None;
-        }
-        Some((leader, self.leader_addr.read().clone()))
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow_watched();
+        let leader = m.current_leader.filter(|l| *l != self.member_id)?;
+        let node = m.membership_config.membership().get_node(&leader)?;
+        Some((leader, node.addr.clone()))
     }
 
     /// Waits until a linearizable read may be served locally (Raft's ReadIndex).
@@ -372,7 +370,7 @@ impl Store {
         };
         let index = self.link.read_index(leader, &addr).await?;
         self.raft
-            .wait(Some(Duration::from_secs(7)))
+            .wait(Some(FORWARD_TIMEOUT))
             .applied_index_at_least(Some(index), "the read index")
             .await
             .map(drop)
@@ -412,18 +410,8 @@ impl Store {
 
     /// Copies openraft's view of term and leader into the store and its gauges.
     fn mirror_raft_metrics(&self, m: &openraft::RaftMetrics<crate::raft::KeelRaft>) {
-        let membership = m.membership_config.membership();
-        let leader_addr = m
-            .current_leader
-            .filter(|l| *l != self.member_id)
-            .and_then(|l| membership.get_node(&l))
-            .map(|n| n.addr.clone())
-            .unwrap_or_default();
-        if *self.leader_addr.read() != leader_addr {
-            *self.leader_addr.write() = leader_addr;
-        }
-        self.voters
-            .store(membership.voter_ids().count() as u64, Ordering::Relaxed);
+        let voters = m.membership_config.membership().voter_ids().count();
+        self.voters.store(voters as u64, Ordering::Relaxed);
         self.term.store(m.current_term, Ordering::Relaxed);
         self.leader
             .store(m.current_leader.unwrap_or(0), Ordering::Relaxed);

@@ -52,15 +52,6 @@ impl RaftNetworkFactory<KeelRaft> for PeerNetwork {
     type Network = Peer;
 
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Peer {
-        let client = Endpoint::from_shared(node.addr.clone()).ok().map(|e| {
-            PeerClient::new(
-                e.connect_timeout(CONNECT_TIMEOUT)
-                    .tcp_nodelay(true)
-                    .connect_lazy(),
-            )
-            .max_decoding_message_size(usize::MAX)
-            .max_encoding_message_size(usize::MAX)
-        });
         Peer {
             header: raftpb::Header {
                 cluster_id: self.cluster_id,
@@ -68,9 +59,24 @@ impl RaftNetworkFactory<KeelRaft> for PeerNetwork {
                 to: target,
             },
             addr: node.addr.clone(),
-            client,
+            client: peer_client(&node.addr),
         }
     }
+}
+
+/// A lazily connected client of the peer at `addr`; `None` if `addr` is not a URL.
+fn peer_client(addr: &str) -> Option<PeerClient<Channel>> {
+    let endpoint = Endpoint::from_shared(addr.to_string()).ok()?;
+    Some(
+        PeerClient::new(
+            endpoint
+                .connect_timeout(CONNECT_TIMEOUT)
+                .tcp_nodelay(true)
+                .connect_lazy(),
+        )
+        .max_decoding_message_size(usize::MAX)
+        .max_encoding_message_size(usize::MAX),
+    )
 }
 
 impl Peer {
@@ -160,8 +166,9 @@ impl RaftNetworkV2<KeelRaft> for Peer {
     }
 }
 
-/// How long a follower waits for the leader to answer a forwarded write or a read index.
-const FORWARD_TIMEOUT: Duration = Duration::from_secs(7);
+/// How long a follower waits for the leader to answer a forwarded write or a read index, and
+/// then to apply up to that read index.
+pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(7);
 
 /// A follower's link to the leader: forwards its clients' writes and asks for read indexes.
 pub struct LeaderLink {
@@ -186,16 +193,8 @@ impl LeaderLink {
         {
             return Ok(client.clone());
         }
-        let endpoint = Endpoint::from_shared(addr.to_string())
-            .map_err(|_| EtcdError::Internal(format!("invalid peer URL {addr:?}")))?;
-        let client = PeerClient::new(
-            endpoint
-                .connect_timeout(CONNECT_TIMEOUT)
-                .tcp_nodelay(true)
-                .connect_lazy(),
-        )
-        .max_decoding_message_size(usize::MAX)
-        .max_encoding_message_size(usize::MAX);
+        let client = peer_client(addr)
+            .ok_or_else(|| EtcdError::Internal(format!("invalid peer URL {addr:?}")))?;
         clients.insert(leader, (addr.to_string(), client.clone()));
         Ok(client)
     }
