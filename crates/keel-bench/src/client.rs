@@ -1,10 +1,8 @@
-//! gRPC connections: `--conns` of them, clients assigned to them round-robin; lean
-//! [`GrpcConn`]s for unary benchmarks, tonic `Channel`s for streaming ones.
+//! gRPC connections: `--conns` lean [`GrpcConn`]s, clients assigned to them round-robin.
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use tonic::transport::{Channel, Endpoint};
 
 use crate::grpc::GrpcConn;
 
@@ -65,23 +63,6 @@ pub async fn connect(
     Ok((0..clients)
         .map(|i| conns[i % conns.len()].clone())
         .collect())
-}
-
-/// Opens `conns` tonic channels (for streaming calls), spread round-robin over `endpoints`,
-/// each established before returning.
-pub async fn connect_channels(
-    endpoints: &[String],
-    conns: usize,
-    dial_timeout: Duration,
-) -> anyhow::Result<Vec<Channel>> {
-    dial_all(endpoints, conns, dial_timeout, |uri| async move {
-        let endpoint = Endpoint::from_shared(uri.clone())
-            .with_context(|| format!("invalid endpoint {uri}"))?
-            .connect_timeout(dial_timeout)
-            .tcp_nodelay(true);
-        Ok(endpoint.connect().await?)
-    })
-    .await
 }
 
 /// Dials `conns` connections with `dial`, spread round-robin over `endpoints`, each within

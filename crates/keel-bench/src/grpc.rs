@@ -123,11 +123,20 @@ impl GrpcStream {
 
     /// The next message; `None` once the server ended the call with an OK status.
     pub async fn message<Resp: Message + Default>(&mut self) -> Result<Option<Resp>, Status> {
+        match self.payload().await? {
+            Some(payload) => decode(payload).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The next message's undecoded bytes; `None` once the server ended the call with an OK
+    /// status.
+    pub async fn payload(&mut self) -> Result<Option<Bytes>, Status> {
         if let Some(answer) = self.answer.take() {
             self.reply = Some(Reply::start(answer).await?);
         }
         match &mut self.reply {
-            Some(reply) => reply.message().await,
+            Some(reply) => reply.payload().await,
             None => Err(Status::internal("stream failed earlier")),
         }
     }
@@ -136,7 +145,7 @@ impl GrpcStream {
 /// The answer side of a call: its messages, then its status.
 struct Reply {
     body: RecvStream,
-    buf: BytesMut,
+    frames: Frames,
 }
 
 impl Reply {
@@ -152,34 +161,96 @@ impl Reply {
         }
         Ok(Reply {
             body,
-            buf: BytesMut::new(),
+            frames: Frames::default(),
         })
     }
 
     /// The next message, or `None` at the end of an answer whose status is OK.
     async fn message<Resp: Message + Default>(&mut self) -> Result<Option<Resp>, Status> {
+        match self.payload().await? {
+            Some(payload) => decode(payload).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The next message's payload, or `None` at the end of an answer whose status is OK.
+    async fn payload(&mut self) -> Result<Option<Bytes>, Status> {
         loop {
-            if let Some(len) = whole_frame(&self.buf) {
-                return decode(self.buf.split_to(len).freeze()).map(Some);
+            if let Some(frame) = self.frames.next() {
+                return payload(frame).map(Some);
             }
             match self.body.data().await {
                 Some(chunk) => {
                     let chunk = chunk.map_err(transport)?;
                     let _ = self.body.flow_control().release_capacity(chunk.len());
-                    self.buf.extend_from_slice(&chunk);
+                    self.frames.push(chunk);
                 }
                 None => {
                     let trailers = self.body.trailers().await.map_err(transport)?;
                     if let Some(status) = trailers.as_ref().and_then(status_of) {
                         return Err(status);
                     }
-                    if !self.buf.is_empty() {
+                    if !self.frames.is_empty() {
                         return Err(Status::internal("answer ends inside a gRPC message"));
                     }
                     return Ok(None);
                 }
             }
         }
+    }
+}
+
+/// Cuts a byte stream into length-prefixed gRPC messages.
+///
+/// Chunks are kept as they arrive and messages are sliced out of them without copying; only a
+/// message split across chunks is copied, once, into `spill`.
+#[derive(Default)]
+struct Frames {
+    /// Bytes not taken yet, starting at a message boundary (empty while `spill` holds an
+    /// incomplete message).
+    buf: Bytes,
+    /// One message split across chunks, being completed; it comes before `buf`.
+    spill: BytesMut,
+}
+
+impl Frames {
+    /// Adds the next chunk of the stream.
+    fn push(&mut self, mut chunk: Bytes) {
+        if self.spill.is_empty() {
+            if self.buf.is_empty() {
+                self.buf = chunk;
+                return;
+            }
+            // `buf` holds the start of a message (whole ones were taken before).
+            self.spill.extend_from_slice(&self.buf);
+            self.buf = Bytes::new();
+        }
+        // Copy just the bytes that complete the split message; keep the rest as is.
+        while !chunk.is_empty() {
+            let want = frame_len(&self.spill).unwrap_or(PREFIX);
+            if self.spill.len() >= want {
+                break;
+            }
+            let take = (want - self.spill.len()).min(chunk.len());
+            self.spill.reserve(want - self.spill.len());
+            self.spill.extend_from_slice(&chunk.split_to(take));
+        }
+        self.buf = chunk;
+    }
+
+    /// The next whole message, prefix included.
+    fn next(&mut self) -> Option<Bytes> {
+        if !self.spill.is_empty() {
+            whole_frame(&self.spill)?;
+            return Some(self.spill.split().freeze());
+        }
+        let len = whole_frame(&self.buf)?;
+        Some(self.buf.split_to(len))
+    }
+
+    /// Whether no byte is left over.
+    fn is_empty(&self) -> bool {
+        self.buf.is_empty() && self.spill.is_empty()
     }
 }
 
@@ -193,11 +264,16 @@ fn frame<Req: Message>(request: &Req) -> Bytes {
     buf.freeze()
 }
 
+/// The length of the gRPC message at the start of `buf`, prefix included, once its prefix is
+/// there.
+fn frame_len(buf: &[u8]) -> Option<usize> {
+    let prefix = buf.get(..PREFIX)?;
+    Some(PREFIX + u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize)
+}
+
 /// The length of the whole gRPC message at the start of `buf`, if it is all there.
 fn whole_frame(buf: &[u8]) -> Option<usize> {
-    let prefix = buf.get(..PREFIX)?;
-    let len = PREFIX + u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
-    (buf.len() >= len).then_some(len)
+    frame_len(buf).filter(|&len| buf.len() >= len)
 }
 
 /// The call's error status, if `grpc-status` is present and not OK.
@@ -205,8 +281,8 @@ fn status_of(headers: &HeaderMap) -> Option<Status> {
     Status::from_header_map(headers).filter(|s| s.code() != Code::Ok)
 }
 
-/// Decodes one length-prefixed, uncompressed gRPC message.
-fn decode<Resp: Message + Default>(mut frame: Bytes) -> Result<Resp, Status> {
+/// The payload of one length-prefixed, uncompressed gRPC message.
+fn payload(mut frame: Bytes) -> Result<Bytes, Status> {
     if frame.len() < PREFIX {
         return Err(Status::internal("answer without a gRPC message"));
     }
@@ -220,7 +296,12 @@ fn decode<Resp: Message + Default>(mut frame: Bytes) -> Result<Resp, Status> {
             frame.len()
         )));
     }
-    Resp::decode(frame).map_err(|e| Status::internal(e.to_string()))
+    Ok(frame)
+}
+
+/// Decodes one message payload.
+fn decode<Resp: Message + Default>(payload: Bytes) -> Result<Resp, Status> {
+    Resp::decode(payload).map_err(|e| Status::internal(e.to_string()))
 }
 
 fn transport(err: h2::Error) -> Status {
@@ -242,9 +323,38 @@ mod tests {
         assert_eq!(whole_frame(&framed), Some(framed.len()));
         assert_eq!(whole_frame(&framed[..framed.len() - 1]), None);
         assert_eq!(whole_frame(&framed[..3]), None);
-        assert_eq!(decode::<PutResponse>(framed).unwrap(), msg);
-        assert!(decode::<PutResponse>(Bytes::from_static(&[0, 0])).is_err());
-        assert!(decode::<PutResponse>(Bytes::from_static(&[1, 0, 0, 0, 0])).is_err());
-        assert!(decode::<PutResponse>(Bytes::from_static(&[0, 0, 0, 0, 9])).is_err());
+        assert_eq!(
+            decode::<PutResponse>(payload(framed).unwrap()).unwrap(),
+            msg
+        );
+        assert!(payload(Bytes::from_static(&[0, 0])).is_err());
+        assert!(payload(Bytes::from_static(&[1, 0, 0, 0, 0])).is_err());
+        assert!(payload(Bytes::from_static(&[0, 0, 0, 0, 9])).is_err());
+    }
+
+    #[test]
+    fn frames_split_anywhere_are_reassembled() {
+        let messages: Vec<PutResponse> = (0..40)
+            .map(|i| PutResponse {
+                prev_kv: Some(keel_proto::mvccpb::KeyValue {
+                    value: vec![i as u8; i * 37],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .collect();
+        let stream: Vec<u8> = messages.iter().flat_map(|m| frame(m).to_vec()).collect();
+        for chunk_len in [1, 2, 4, 5, 6, 7, 64, 1000, stream.len()] {
+            let mut frames = Frames::default();
+            let mut got = Vec::new();
+            for chunk in stream.chunks(chunk_len) {
+                frames.push(Bytes::copy_from_slice(chunk));
+                while let Some(f) = frames.next() {
+                    got.push(decode::<PutResponse>(payload(f).unwrap()).unwrap());
+                }
+            }
+            assert!(frames.is_empty(), "chunks of {chunk_len}");
+            assert_eq!(got, messages, "chunks of {chunk_len}");
+        }
     }
 }

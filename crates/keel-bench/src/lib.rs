@@ -17,6 +17,7 @@ mod report;
 mod runner;
 mod txn_put;
 mod watch;
+mod watch_wire;
 
 pub use args::{
     BenchArgs, BenchCommand, Consistency, LeaseKeepaliveArgs, OutputFormat, PutArgs, RangeArgs,

@@ -41,7 +41,7 @@ pub enum Request {
 pub type MakeRequest = Arc<dyn Fn(u64, &mut Rng) -> Request + Send + Sync>;
 
 /// The gRPC paths of the KV methods.
-const PUT: &str = "/etcdserverpb.KV/Put";
+pub(crate) const PUT: &str = "/etcdserverpb.KV/Put";
 const RANGE: &str = "/etcdserverpb.KV/Range";
 const TXN: &str = "/etcdserverpb.KV/Txn";
 const LEASE_KEEPALIVE: &str = "/etcdserverpb.Lease/LeaseKeepAlive";

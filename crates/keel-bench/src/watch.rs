@@ -17,24 +17,24 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use futures::channel::mpsc;
+use bytes::Bytes;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use keel_proto::etcdserverpb::kv_client::KvClient;
-use keel_proto::etcdserverpb::watch_client::WatchClient;
 use keel_proto::etcdserverpb::{
-    PutRequest, WatchCreateRequest, WatchRequest, WatchResponse, watch_request,
+    PutRequest, PutResponse, WatchCreateRequest, WatchRequest, watch_request,
 };
-use keel_proto::mvccpb::event::EventType;
 use tokio::task::JoinSet;
-use tonic::Streaming;
-use tonic::transport::Channel;
 
 use crate::args::{BenchArgs, WatchArgs};
-use crate::client::{connect_channels, status_message};
+use crate::client::{connect, status_message};
+use crate::grpc::{GrpcConn, GrpcStream};
 use crate::keys::{KeyMaker, Rng};
 use crate::range::prefix_end;
 use crate::report::{Report, RssSamples, Stats, WatchSummary};
-use crate::runner::Limiter;
+use crate::runner::{Limiter, PUT};
+use crate::watch_wire::WatchAnswer;
+
+/// The gRPC path of the Watch method.
+const WATCH: &str = "/etcdserverpb.Watch/Watch";
 
 /// Bytes at the front of each value that carry the put number.
 const STAMP: usize = 8;
@@ -181,9 +181,7 @@ struct Shared {
 
 /// One Watch stream and what its watchers received.
 struct Stream {
-    /// Keeps the request side open: dropping it ends the stream.
-    requests: mpsc::UnboundedSender<WatchRequest>,
-    responses: Streaming<WatchResponse>,
+    stream: GrpcStream,
     /// Global number of this stream's watcher 0.
     first: u64,
     ids: HashMap<i64, usize>,
@@ -199,27 +197,22 @@ struct Stream {
 }
 
 impl Stream {
-    /// Opens a stream on `channel` with watcher number `first`, waiting for it to be created.
+    /// Opens a stream on `conn` with watcher number `first`, waiting for it to be created.
     async fn open(
-        channel: Channel,
+        conn: GrpcConn,
         plan: &Plan,
         first: u64,
         watch: &WatchArgs,
     ) -> anyhow::Result<Self> {
-        let (requests, rx) = mpsc::unbounded();
         let started = Instant::now();
-        requests
-            .unbounded_send(plan.create_request(first, watch.prev_kv))
-            .context("watch request channel closed")?;
-        let responses = WatchClient::new(channel)
-            .max_decoding_message_size(usize::MAX)
-            .watch(rx)
-            .await
-            .map_err(|s| anyhow::anyhow!("cannot open a watch stream: {}", status_message(&s)))?
-            .into_inner();
+        let open_failed = |s: tonic::Status| {
+            anyhow::anyhow!("cannot open a watch stream: {}", status_message(&s))
+        };
+        let mut grpc = conn.open_stream(WATCH).await.map_err(open_failed)?;
+        grpc.send(&plan.create_request(first, watch.prev_kv))
+            .map_err(open_failed)?;
         let mut stream = Self {
-            requests,
-            responses,
+            stream: grpc,
             first,
             ids: HashMap::new(),
             received: Vec::new(),
@@ -246,9 +239,9 @@ impl Stream {
         for _ in 0..count {
             let w = self.first + self.ids.len() as u64;
             let started = Instant::now();
-            self.requests
-                .unbounded_send(plan.create_request(w, prev_kv))
-                .context("watch request channel closed")?;
+            self.stream
+                .send(&plan.create_request(w, prev_kv))
+                .map_err(|s| anyhow::anyhow!("watch stream failed: {}", status_message(&s)))?;
             self.await_created(started).await?;
         }
         Ok(())
@@ -257,12 +250,13 @@ impl Stream {
     /// Reads responses until the `created` answer of the watcher just requested.
     async fn await_created(&mut self, started: Instant) -> anyhow::Result<()> {
         loop {
-            let response = self
-                .responses
-                .message()
+            let payload = self
+                .stream
+                .payload()
                 .await
                 .map_err(|s| anyhow::anyhow!("watch stream failed: {}", status_message(&s)))?
                 .context("watch stream closed by the server while creating watchers")?;
+            let response = WatchAnswer::parse(&payload)?;
             if response.created {
                 if response.canceled {
                     bail!("watch creation refused: {}", response.cancel_reason);
@@ -273,9 +267,7 @@ impl Stream {
                 self.last_revision.push(0);
                 return Ok(());
             }
-            if !response.events.is_empty() {
-                self.unexpected += response.events.len() as u64;
-            }
+            self.unexpected += response.events().count() as u64;
         }
     }
 
@@ -292,10 +284,15 @@ impl Stream {
             let message = tokio::select! {
                 biased;
                 _ = stop.changed() => break,
-                message = self.responses.message() => message,
+                message = self.stream.payload() => message,
             };
             match message {
-                Ok(Some(response)) => self.on_response(response, &shared),
+                Ok(Some(payload)) => {
+                    if let Err(err) = self.on_payload(&payload, &shared) {
+                        self.stats.record_error(err.to_string());
+                        break;
+                    }
+                }
                 Ok(None) => {
                     self.stats
                         .record_error("watch stream closed by the server".to_string());
@@ -310,11 +307,12 @@ impl Stream {
         self
     }
 
-    fn on_response(&mut self, response: WatchResponse, shared: &Shared) {
+    fn on_payload(&mut self, payload: &Bytes, shared: &Shared) -> anyhow::Result<()> {
         let now = Instant::now();
+        let response = WatchAnswer::parse(payload)?;
         let Some(&local) = self.ids.get(&response.watch_id) else {
-            self.unexpected += response.events.len() as u64;
-            return;
+            self.unexpected += response.events().count() as u64;
+            return Ok(());
         };
         if response.canceled {
             self.canceled += 1;
@@ -328,21 +326,18 @@ impl Stream {
         let w = self.first + local as u64;
         let since_base = now.saturating_duration_since(shared.base);
         let mut fresh = 0;
-        for event in response.events {
-            let Some(kv) = event.kv else {
-                self.unexpected += 1;
-                continue;
-            };
-            let put = unstamp(&kv.value)
-                .filter(|&i| event.r#type == EventType::Put as i32 && shared.plan.expects(w, i));
+        for event in response.events() {
+            let event = event?;
+            let put = unstamp(event.value)
+                .filter(|&i| event.has_kv && event.put && shared.plan.expects(w, i));
             let Some(i) = put else {
                 self.unexpected += 1;
                 continue;
             };
-            if kv.mod_revision < self.last_revision[local] {
+            if event.mod_revision < self.last_revision[local] {
                 self.out_of_order += 1;
             }
-            self.last_revision[local] = self.last_revision[local].max(kv.mod_revision);
+            self.last_revision[local] = self.last_revision[local].max(event.mod_revision);
             if !self.received[local].insert(i) {
                 self.duplicates += 1;
                 continue;
@@ -357,6 +352,7 @@ impl Stream {
             shared.remaining.fetch_sub(fresh as i64, Ordering::AcqRel);
             shared.progress.inc(fresh);
         }
+        Ok(())
     }
 }
 
@@ -389,13 +385,13 @@ pub async fn execute(args: &BenchArgs, watch: &WatchArgs) -> anyhow::Result<Repo
     if args.clients == 0 {
         bail!("--clients must be at least 1");
     }
-    let channels = connect_channels(&args.endpoints, args.conns, args.dial_timeout).await?;
+    let conns = connect(&args.endpoints, args.conns, args.conns, args.dial_timeout).await?;
     let before = sample_rss(watch).await?;
 
     // (1) every stream with its first watcher.
     let opens = (0..watch.streams).map(|s| {
-        let channel = channels[s % channels.len()].clone();
-        Stream::open(channel, &plan, (s * watch.watch_per_stream) as u64, watch)
+        let conn = conns[s % conns.len()].clone();
+        Stream::open(conn, &plan, (s * watch.watch_per_stream) as u64, watch)
     });
     let mut streams = futures::future::try_join_all(opens).await?;
     let with_streams = sample_rss(watch).await?;
@@ -454,7 +450,7 @@ pub async fn execute(args: &BenchArgs, watch: &WatchArgs) -> anyhow::Result<Repo
         receivers.spawn(stream.receive(shared.clone(), stopped.clone()));
     }
 
-    let (put_stats, failed) = put_all(args, watch, &channels, &shared).await;
+    let (put_stats, failed) = put_all(args, watch, &conns, &shared).await;
     let put_elapsed = shared.base.elapsed();
 
     // (4) wait for the missing events.
@@ -535,7 +531,7 @@ pub async fn execute(args: &BenchArgs, watch: &WatchArgs) -> anyhow::Result<Repo
 async fn put_all(
     args: &BenchArgs,
     watch: &WatchArgs,
-    channels: &[tonic::transport::Channel],
+    conns: &[GrpcConn],
     shared: &Arc<Shared>,
 ) -> (Stats, Bits) {
     let next = Arc::new(AtomicU64::new(0));
@@ -544,7 +540,7 @@ async fn put_all(
     stamp(&mut filler, 0);
     let mut workers = JoinSet::new();
     for c in 0..args.clients {
-        let mut client = KvClient::new(channels[c % channels.len()].clone());
+        let client = conns[c % conns.len()].clone();
         let (next, limiter, shared, filler) = (
             next.clone(),
             limiter.clone(),
@@ -573,7 +569,7 @@ async fn put_all(
                 let started = Instant::now();
                 let nanos = started.saturating_duration_since(shared.base).as_nanos();
                 shared.sent[i as usize].store(nanos as u64 + 1, Ordering::Release);
-                match client.put(request).await {
+                match client.call::<_, PutResponse>(PUT, &request).await {
                     Ok(_) => stats.record(started.elapsed()),
                     Err(status) => {
                         stats.record_error(format!("put: {}", status_message(&status)));

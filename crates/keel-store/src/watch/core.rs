@@ -42,10 +42,11 @@ use keel_proto::etcdserverpb::{
 };
 use keel_proto::mvccpb::Event;
 
-use super::event::SharedEvent;
+use super::event::{EventRun, SharedEvent};
 use super::fragment::fragments;
 use super::group::{WatcherGroups, WatcherRef};
 use super::range::{EmptyRange, WatchRange};
+use super::selection::Selection;
 
 /// etcd's per-stream buffer of event responses (`chanBufLen`).
 pub const DEFAULT_QUEUE_CAPACITY: usize = 128;
@@ -69,7 +70,7 @@ pub struct Outgoing {
     /// fills the member fields).
     pub response: WatchResponse,
     /// The events.
-    pub events: Vec<SharedEvent>,
+    pub events: EventRun,
     /// Whether the watcher asked for `prev_kv`.
     pub prev_kv: bool,
     /// Whether it may be split into fragments (the watcher asked for `fragment`).
@@ -81,7 +82,7 @@ impl Outgoing {
     fn control(response: WatchResponse) -> Outgoing {
         Outgoing {
             response,
-            events: Vec::new(),
+            events: EventRun::default(),
             prev_kv: false,
             fragment: false,
         }
@@ -146,26 +147,15 @@ impl Watcher {
         self.synced && revision >= self.start_rev - 1
     }
 
-    /// The watcher's events among `events`, from revision `floor` on.
-    fn select<'e>(
-        &self,
-        events: impl Iterator<Item = &'e SharedEvent>,
-        floor: i64,
-    ) -> Vec<SharedEvent> {
-        events
-            .filter(|e| {
-                if e.revision() < floor || !self.range.contains(e.key()) {
-                    return false;
-                }
-                let put = e.is_put();
-                !(put && self.no_put || !put && self.no_delete)
-            })
-            .cloned()
-            .collect()
+    /// Whether the watcher receives `event` (its keys, not filtered out), whatever its
+    /// revision.
+    fn accepts(&self, event: &SharedEvent) -> bool {
+        let put = event.is_put();
+        self.range.contains(event.key()) && !(put && self.no_put || !put && self.no_delete)
     }
 
     /// A response of this watcher carrying `events`, with `revision` in its header.
-    fn response(&self, id: i64, events: Vec<SharedEvent>, revision: i64) -> Outgoing {
+    fn response(&self, id: i64, events: EventRun, revision: i64) -> Outgoing {
         Outgoing {
             response: WatchResponse {
                 header: header(revision),
@@ -511,14 +501,19 @@ impl WatchCore {
             return;
         };
         let floor = w.next_rev.max(base);
-        let evs = w.select(idx.iter().map(|&i| &events[i]), floor);
+        let evs: Vec<SharedEvent> = idx
+            .iter()
+            .map(|&i| &events[i])
+            .filter(|e| e.revision() >= floor && w.accepts(e))
+            .cloned()
+            .collect();
         if evs.is_empty() {
             return;
         }
         if s.queue.len() < capacity {
             w.quiet = false;
             self.pending_events += evs.len();
-            s.queue.push_back(w.response(r.id, evs, revision));
+            s.queue.push_back(w.response(r.id, evs.into(), revision));
             self.woken.insert(r.stream);
         } else {
             // The stream cannot keep up: catch up from the backend later, keeping nothing.
@@ -605,8 +600,21 @@ impl WatchCore {
                 }
             }
             ResyncRead::Events { events, next } => {
+                // Watchers with the same keys and filters share one selection of the read.
+                let mut selections: HashMap<(usize, bool, bool), Selection> = HashMap::new();
                 for (r, uid) in plan.members {
-                    progressed |= self.deliver_history(r, uid, &events, next);
+                    let Some(w) = self.unsynced_watcher(r, uid) else {
+                        continue;
+                    };
+                    let Ok(range) = plan.ranges.binary_search(&w.range) else {
+                        continue;
+                    };
+                    let selection = selections
+                        .entry((range, w.no_put, w.no_delete))
+                        .or_insert_with(|| {
+                            Selection::new(events.iter().filter(|e| w.accepts(e)).cloned())
+                        });
+                    progressed |= self.deliver_history(r, selection, next);
                 }
             }
         }
@@ -614,47 +622,32 @@ impl WatchCore {
         progressed
     }
 
-    /// Queues a catch-up watcher's events among `events` (the read of revisions up to
-    /// `next - 1`), at most [`MAX_REVISIONS_PER_RESPONSE`] revisions per response, as far as
-    /// its stream has room. Returns whether the watcher moved forward.
-    fn deliver_history(
-        &mut self,
-        r: WatcherRef,
-        uid: u64,
-        events: &[SharedEvent],
-        next: i64,
-    ) -> bool {
+    /// Queues a catch-up watcher's events of `selection` (its share of the read of revisions
+    /// up to `next - 1`), at most [`MAX_REVISIONS_PER_RESPONSE`] revisions per response, as far
+    /// as its stream has room. Returns whether the watcher moved forward.
+    fn deliver_history(&mut self, r: WatcherRef, selection: &Selection, next: i64) -> bool {
         let capacity = self.capacity;
         let revision = self.revision;
-        let Some(w) = self.unsynced_watcher(r, uid) else {
-            return false;
-        };
-        let floor = w.next_rev;
-        if floor >= next {
-            return false;
-        }
-        let evs = w.select(events.iter().filter(|e| e.revision() < next), floor);
         let Some(s) = self.streams.get_mut(&r.stream) else {
             return false;
         };
         let Some(w) = s.watchers.get_mut(&r.id) else {
             return false;
         };
+        let floor = w.next_rev;
+        if floor >= next {
+            return false;
+        }
         let mut reached = next;
-        let mut rest = evs.as_slice();
-        while let Some(first) = rest.first() {
+        for (run, after) in selection.runs(floor, next, MAX_REVISIONS_PER_RESPONSE) {
             if s.queue.len() >= capacity {
-                reached = first.revision();
+                reached = run[0].revision();
                 break;
             }
-            let (chunk, tail) = rest.split_at(revisions_prefix(rest, MAX_REVISIONS_PER_RESPONSE));
-            let upto = tail.first().map_or(next, SharedEvent::revision);
-            self.pending_events += chunk.len();
-            s.queue
-                .push_back(w.response(r.id, chunk.to_vec(), upto - 1));
+            self.pending_events += run.len();
+            s.queue.push_back(w.response(r.id, run, after - 1));
             self.woken.insert(r.stream);
             w.quiet = false;
-            rest = tail;
         }
         if reached <= floor {
             return false;
@@ -773,21 +766,4 @@ fn header(revision: i64) -> Option<ResponseHeader> {
 
 fn event_count(o: &Outgoing) -> usize {
     o.events.len()
-}
-
-/// The length of the longest prefix of `events` (in revision order) spanning at most
-/// `max_revisions` revisions.
-fn revisions_prefix(events: &[SharedEvent], max_revisions: usize) -> usize {
-    let mut revisions = 0;
-    let mut last = None;
-    for (i, e) in events.iter().enumerate() {
-        if last != Some(e.revision()) {
-            if revisions == max_revisions {
-                return i;
-            }
-            revisions += 1;
-            last = Some(e.revision());
-        }
-    }
-    events.len()
 }

@@ -1,7 +1,9 @@
 //! [`SharedEvent`]: one committed event, shared by every watcher that receives it and encoded
-//! at most once per shape; and [`encode_response`], which writes a watch response around
-//! such events without building or encoding an `Event` per watcher.
+//! at most once per shape; [`EventRun`], a run of such events shared by every response that
+//! carries it; and [`encode_response`], which writes a watch response around such events
+//! without building or encoding an `Event` per watcher.
 
+use std::ops::{Deref, Range};
 use std::sync::{Arc, OnceLock};
 
 use bytes::{Bytes, BytesMut};
@@ -95,6 +97,43 @@ impl SharedEvent {
             prost::encoding::message::encode(EVENTS_TAG, &event, &mut buf);
             buf.freeze()
         })
+    }
+}
+
+/// The events of one response: a window on a list that many responses may share, so that
+/// watchers receiving the same events hold one list between them.
+#[derive(Debug, Clone, Default)]
+pub struct EventRun {
+    list: Arc<[SharedEvent]>,
+    window: Range<usize>,
+}
+
+impl EventRun {
+    /// The events of `list` in `window`.
+    ///
+    /// # Panics
+    /// If `window` is not within `list`.
+    pub fn new(list: Arc<[SharedEvent]>, window: Range<usize>) -> EventRun {
+        assert!(window.start <= window.end && window.end <= list.len());
+        EventRun { list, window }
+    }
+}
+
+impl From<Vec<SharedEvent>> for EventRun {
+    fn from(events: Vec<SharedEvent>) -> EventRun {
+        let window = 0..events.len();
+        EventRun {
+            list: events.into(),
+            window,
+        }
+    }
+}
+
+impl Deref for EventRun {
+    type Target = [SharedEvent];
+
+    fn deref(&self) -> &[SharedEvent] {
+        &self.list[self.window.clone()]
     }
 }
 

@@ -7,7 +7,8 @@
 //! - [`event`]: [`SharedEvent`](event::SharedEvent), an event shared by its watchers and
 //!   encoded once.
 //! - [`fragment`]: etcd's `sendFragments`.
-//! - [`resync`]: the background task that catches unsynced watchers up from the backend.
+//! - [`resync`]: the background task that catches unsynced watchers up from the backend;
+//!   [`selection`]: one read shared by the watchers it serves.
 //! - this module: [`WatchHub`], the shared shell around the core (one lock, stream wake-ups,
 //!   metrics), and [`WatchStreamHandle`], one gRPC stream's view of it.
 //!
@@ -20,6 +21,7 @@ pub mod fragment;
 pub mod group;
 pub mod range;
 pub mod resync;
+pub mod selection;
 #[cfg(test)]
 mod tests;
 
