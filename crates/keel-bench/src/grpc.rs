@@ -22,6 +22,9 @@ use tonic::{Code, Status};
 /// update.
 const STREAM_WINDOW: u32 = 4 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
+/// The largest DATA frame the server may send: a server that honours it sends a large answer
+/// (a catch-up watch response) in one frame, which arrives as one chunk and is read in place.
+const MAX_FRAME: u32 = 1 << 20;
 
 /// The length of gRPC's message prefix (compression flag, big-endian length).
 const PREFIX: usize = 5;
@@ -49,6 +52,7 @@ impl GrpcConn {
         let (send, connection) = h2::client::Builder::new()
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
+            .max_frame_size(MAX_FRAME)
             .handshake::<_, Bytes>(tcp)
             .await?;
         tokio::spawn(async move {

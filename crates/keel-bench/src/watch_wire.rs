@@ -134,6 +134,13 @@ struct Fields<'a>(&'a [u8]);
 
 impl<'a> Fields<'a> {
     fn varint(&mut self) -> Result<u64, WireError> {
+        // Keys, flags and small numbers take one byte.
+        if let Some((&byte, rest)) = self.0.split_first()
+            && byte < 0x80
+        {
+            self.0 = rest;
+            return Ok(u64::from(byte));
+        }
         let mut value = 0u64;
         for (i, &byte) in self.0.iter().enumerate().take(10) {
             value |= u64::from(byte & 0x7f) << (7 * i);

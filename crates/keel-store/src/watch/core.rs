@@ -530,21 +530,19 @@ impl WatchCore {
     /// revisions to read for them. Watchers below `compact_rev` are answered with
     /// `compact_revision` and removed; watchers with nothing to read become synced.
     pub fn plan_resync(&mut self, max_watchers: usize, compact_rev: i64) -> Option<ResyncPlan> {
-        let start = self.resync_cursor;
-        let order: Vec<WatcherRef> = match start {
-            Some(c) => self
-                .unsynced
-                .range((Bound::Excluded(c), Bound::Unbounded))
-                .chain(self.unsynced.range(..=c))
-                .copied()
-                .collect(),
-            None => self.unsynced.iter().copied().collect(),
-        };
+        let cursor = self.resync_cursor;
+        // Round-robin from the watcher after the last one served.
+        let order = match cursor {
+            Some(c) => self.unsynced.range((Bound::Excluded(c), Bound::Unbounded)),
+            None => self.unsynced.range::<WatcherRef, _>(..),
+        }
+        .chain(cursor.into_iter().flat_map(|c| self.unsynced.range(..=c)));
         let mut members = Vec::new();
+        let (mut compacted, mut caught_up) = (Vec::new(), Vec::new());
         let mut ranges = BTreeSet::new();
         let mut prev_kv = false;
         let mut from = i64::MAX;
-        for r in order {
+        for &r in order {
             if members.len() >= max_watchers {
                 break;
             }
@@ -558,18 +556,26 @@ impl WatchCore {
                 continue;
             };
             if w.next_rev < compact_rev {
-                self.compacted(r, compact_rev);
-                continue;
+                compacted.push(r);
+            } else if w.next_rev > self.revision {
+                caught_up.push(r);
+            } else {
+                from = from.min(w.next_rev);
+                prev_kv |= w.prev_kv;
+                if !ranges.contains(&w.range) {
+                    ranges.insert(w.range.clone());
+                }
+                members.push((r, w.uid));
             }
-            if w.next_rev > self.revision {
-                self.make_synced(r);
-                continue;
-            }
-            from = from.min(w.next_rev);
-            prev_kv |= w.prev_kv;
-            ranges.insert(w.range.clone());
-            members.push((r, w.uid));
-            self.resync_cursor = Some(r);
+        }
+        for r in compacted {
+            self.compacted(r, compact_rev);
+        }
+        for r in caught_up {
+            self.make_synced(r);
+        }
+        if let Some(&(last, _)) = members.last() {
+            self.resync_cursor = Some(last);
         }
         self.answer_progress_requests();
         if members.is_empty() {
