@@ -42,6 +42,15 @@ pub struct Metrics {
     pub proposals_failed: Counter<u64, AtomicU64>,
     /// 1 when the member knows a leader (`etcd_server_has_leader`).
     pub has_leader: Gauge<i64>,
+    /// 1 when this member leads (`etcd_server_is_leader`).
+    pub is_leader: Gauge<i64>,
+    /// Times this member saw a new leader (`etcd_server_leader_changes_seen_total`).
+    pub leader_changes: Counter<u64, AtomicU64>,
+    /// Proposals this member is waiting on (`etcd_server_proposals_pending`).
+    pub proposals_pending: Gauge<i64>,
+    /// Snapshots being applied (`etcd_server_snapshot_apply_in_progress_total`, a gauge in
+    /// etcd; keel installs no snapshot from a leader yet, so it stays 0).
+    pub snapshot_apply_in_progress: Gauge<i64>,
     /// Puts seen by MVCC (`etcd_mvcc_put_total`).
     pub mvcc_put: Counter<u64, AtomicU64>,
     /// Ranges seen by MVCC (`etcd_mvcc_range_total`).
@@ -92,6 +101,10 @@ impl Metrics {
             proposals_applied: Gauge::default(),
             proposals_failed: Counter::default(),
             has_leader: Gauge::default(),
+            is_leader: Gauge::default(),
+            leader_changes: Counter::default(),
+            proposals_pending: Gauge::default(),
+            snapshot_apply_in_progress: Gauge::default(),
             mvcc_put: Counter::default(),
             mvcc_range: Counter::default(),
             mvcc_txn: Counter::default(),
@@ -147,6 +160,26 @@ impl Metrics {
             "etcd_server_has_leader",
             "Whether or not a leader exists. 1 is existence, 0 is not",
             m.has_leader.clone(),
+        );
+        r.register(
+            "etcd_server_is_leader",
+            "Whether or not this member is a leader. 1 if is, 0 otherwise",
+            m.is_leader.clone(),
+        );
+        r.register(
+            "etcd_server_leader_changes_seen",
+            "The number of leader changes seen",
+            m.leader_changes.clone(),
+        );
+        r.register(
+            "etcd_server_proposals_pending",
+            "The current number of pending proposals to commit",
+            m.proposals_pending.clone(),
+        );
+        r.register(
+            "etcd_server_snapshot_apply_in_progress_total",
+            "1 if the server is applying the incoming snapshot. 0 if none",
+            m.snapshot_apply_in_progress.clone(),
         );
         r.register(
             "etcd_mvcc_put",

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::TryStreamExt;
 use keel_mvcc::Mvcc;
@@ -33,6 +33,7 @@ use crate::api::error::EtcdError;
 use crate::coalesce::Coalesced;
 use crate::config::{Config, ConfigError};
 use crate::metrics::Metrics;
+use crate::raft::leadership::{Leadership, RaftView};
 use crate::raft::log_store::LogStore;
 use crate::raft::network::{FORWARD_TIMEOUT, LeaderLink, PeerNetwork};
 use crate::raft::peer_service::PeerService;
@@ -79,7 +80,9 @@ pub struct Store {
     member_id: u64,
     cluster_id: u64,
     term: AtomicU64,
+    /// The leader as etcd reports it (0: none); see [`Leadership`].
     leader: AtomicU64,
+    leadership: Arc<Leadership>,
     /// Voting members in the current membership.
     voters: AtomicU64,
 }
@@ -156,9 +159,13 @@ impl Store {
         )
         .await
         .map_err(|e| StartError::Raft(e.to_string()))?;
+        let leadership = Arc::new(Leadership::new(
+            member_id,
+            Duration::from_millis(config.election_timeout),
+        ));
         let peer_server = tokio::spawn(serve_peers(
             peer_listeners,
-            PeerService::new(raft.clone(), cluster_id, member_id),
+            PeerService::new(raft.clone(), cluster_id, member_id, leadership.clone()),
         ));
         if fresh && config.initial_cluster_state == "new" {
             raft.initialize(members.clone())
@@ -177,6 +184,7 @@ impl Store {
             cluster_id,
             term: AtomicU64::new(0),
             leader: AtomicU64::new(0),
+            leadership,
             voters: AtomicU64::new(0),
         });
         if members.len() > 1 {
@@ -313,13 +321,25 @@ impl Store {
         if proposal.encoded_len() > self.config.max_request_bytes as usize {
             return Err(EtcdError::RequestTooLarge);
         }
+        if self.leader() == 0 {
+            self.metrics.proposals_failed.inc();
+            return Err(EtcdError::NoLeader);
+        }
+        let _pending = Pending::new(&self.metrics.proposals_pending);
         if let Some((leader, addr)) = self.remote_leader() {
             return match self.link.propose(leader, &addr, &proposal).await {
                 Applied::Rejected(e) => Err(e),
                 applied => Ok(applied),
             };
         }
-        match self.raft.client_write(proposal).await {
+        let written =
+            tokio::time::timeout(self.request_timeout(), self.raft.client_write(proposal));
+        let Ok(written) = written.await else {
+            // etcd's ErrTimeout: the entry may still commit once a quorum answers.
+            self.metrics.proposals_failed.inc();
+            return Err(EtcdError::Timeout);
+        };
+        match written {
             Ok(resp) => match resp.data {
                 Applied::Rejected(e) => Err(e),
                 applied => Ok(applied),
@@ -335,12 +355,17 @@ impl Store {
         }
     }
 
-    /// The leader, with its peer URL, when it is another member (from one view of openraft's
-    /// metrics, so the two agree).
+    /// How long a proposal may wait to commit (etcd's `ReqTimeout`: 5 s plus two election
+    /// timeouts).
+    fn request_timeout(&self) -> Duration {
+        Duration::from_secs(5) + 2 * Duration::from_millis(self.config.election_timeout)
+    }
+
+    /// The leader, with its peer URL, when it is another member.
     fn remote_leader(&self) -> Option<(u64, String)> {
+        let leader = Some(self.leader()).filter(|l| *l != 0 && *l != self.member_id)?;
         let metrics = self.raft.metrics();
         let m = metrics.borrow_watched();
-        let leader = m.current_leader.filter(|l| *l != self.member_id)?;
         let node = m.membership_config.membership().get_node(&leader)?;
         Some((leader, node.addr.clone()))
     }
@@ -358,12 +383,12 @@ impl Store {
             return Ok(());
         }
         if leader == self.member_id {
-            return self
-                .raft
-                .ensure_linearizable(ReadPolicy::ReadIndex)
-                .await
-                .map(drop)
-                .map_err(|_| EtcdError::NoLeader);
+            let confirmed = self.raft.ensure_linearizable(ReadPolicy::ReadIndex);
+            return match tokio::time::timeout(self.request_timeout(), confirmed).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(_)) => Err(EtcdError::NoLeader),
+                Err(_) => Err(EtcdError::Timeout),
+            };
         }
         let Some((leader, addr)) = self.remote_leader() else {
             return Err(EtcdError::NoLeader);
@@ -408,16 +433,30 @@ impl Store {
         Ok(())
     }
 
-    /// Copies openraft's view of term and leader into the store and its gauges.
+    /// Copies openraft's view of term and leader (with etcd's check-quorum rules, see
+    /// [`Leadership`]) into the store and its gauges.
     fn mirror_raft_metrics(&self, m: &openraft::RaftMetrics<crate::raft::KeelRaft>) {
         let voters = m.membership_config.membership().voter_ids().count();
         self.voters.store(voters as u64, Ordering::Relaxed);
         self.term.store(m.current_term, Ordering::Relaxed);
-        self.leader
-            .store(m.current_leader.unwrap_or(0), Ordering::Relaxed);
+        let now = Instant::now();
+        let view = RaftView {
+            leader: m.current_leader,
+            voters,
+            quorum_acked: m
+                .last_quorum_acked
+                .as_ref()
+                .and_then(|t| now.checked_sub(openraft::Instant::elapsed(&**t))),
+        };
+        let leader = self.leadership.leader(view, now).unwrap_or(0);
+        let before = self.leader.swap(leader, Ordering::Relaxed);
+        if leader != 0 && leader != before {
+            self.metrics.leader_changes.inc();
+        }
+        self.metrics.has_leader.set(i64::from(leader != 0));
         self.metrics
-            .has_leader
-            .set(i64::from(m.current_leader.is_some()));
+            .is_leader
+            .set(i64::from(leader == self.member_id));
         if let Some(committed) = m.cluster_committed {
             self.metrics.proposals_committed.set(committed.index as i64);
         }
@@ -433,14 +472,34 @@ impl Store {
     }
 }
 
-/// Keeps the store's term/leader and Prometheus gauges in step with openraft's metrics.
+/// Keeps the store's term/leader and Prometheus gauges in step with openraft's metrics, and
+/// re-checks the leader every heartbeat interval (a lost quorum changes no metric).
 async fn track_raft_metrics(store: Arc<Store>) {
     let mut rx = store.raft.metrics();
+    let mut tick = tokio::time::interval(Duration::from_millis(store.config.heartbeat_interval));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         store.mirror_raft_metrics(&rx.borrow_and_update());
-        if rx.changed().await.is_err() {
-            return;
+        tokio::select! {
+            changed = rx.changed() => if changed.is_err() { return },
+            _ = tick.tick() => {}
         }
+    }
+}
+
+/// Counts one proposal in `etcd_server_proposals_pending` while it lives.
+struct Pending<'a>(&'a prometheus_client::metrics::gauge::Gauge<i64>);
+
+impl<'a> Pending<'a> {
+    fn new(gauge: &'a prometheus_client::metrics::gauge::Gauge<i64>) -> Self {
+        gauge.inc();
+        Pending(gauge)
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

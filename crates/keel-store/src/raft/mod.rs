@@ -6,6 +6,7 @@
 //! this module; the rest of the store sees [`Proposal`], [`Applied`] and [`RaftNode`].
 
 pub mod codec;
+pub mod leadership;
 pub mod log_store;
 pub mod network;
 pub mod peer_service;

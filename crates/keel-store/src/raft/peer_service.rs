@@ -5,12 +5,17 @@
 //! Messages addressed to another cluster or another member are refused with
 //! FailedPrecondition, as etcd refuses a peer whose cluster id does not match.
 
+use std::sync::Arc;
+use std::time::Instant;
+
 use keel_proto::raftpb::{self, peer_server::Peer};
 use openraft::ReadPolicy;
 use openraft::errors::{ClientWriteError, RaftError};
+use openraft::raft::AppendEntriesResponse;
 use prost::Message;
 use tonic::{Request, Response, Status};
 
+use super::leadership::Leadership;
 use super::{Proposal, RaftNode, wire};
 use crate::api::error::EtcdError;
 
@@ -19,15 +24,23 @@ pub struct PeerService {
     raft: RaftNode,
     cluster_id: u64,
     member_id: u64,
+    leadership: Arc<Leadership>,
 }
 
 impl PeerService {
-    /// Serves `raft`, a member `member_id` of cluster `cluster_id`.
-    pub fn new(raft: RaftNode, cluster_id: u64, member_id: u64) -> PeerService {
+    /// Serves `raft`, a member `member_id` of cluster `cluster_id`; accepted `AppendEntries`
+    /// are reported to `leadership`.
+    pub fn new(
+        raft: RaftNode,
+        cluster_id: u64,
+        member_id: u64,
+        leadership: Arc<Leadership>,
+    ) -> PeerService {
         PeerService {
             raft,
             cluster_id,
             member_id,
+            leadership,
         }
     }
 
@@ -67,6 +80,11 @@ impl Peer for PeerService {
             .append_entries(rpc)
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
+        if !matches!(resp, AppendEntriesResponse::HigherVote(_))
+            && let Some(h) = &req.header
+        {
+            self.leadership.heard_from(h.from, Instant::now());
+        }
         Ok(Response::new(wire::append_response(&resp)))
     }
 

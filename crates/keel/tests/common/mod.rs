@@ -20,6 +20,7 @@
 //! | `KEEL_TEST_ETCDCTL34` | `/usr/bin/etcdctl` (Debian `etcd-client`, 3.4.23) |
 
 #![allow(dead_code)]
+pub mod netns;
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -153,6 +154,10 @@ pub struct ServerOpts {
     pub name: Option<String>,
     /// `--initial-cluster`; this member alone if unset.
     pub initial_cluster: Option<String>,
+    /// The address to listen on and advertise; `127.0.0.1` if unset.
+    pub host: Option<String>,
+    /// A network namespace to run in (`ip netns exec`), see [`netns::Net`].
+    pub netns: Option<String>,
 }
 
 /// A running `keel store` or `etcd` process, killed with SIGKILL on drop.
@@ -227,11 +232,12 @@ impl Server {
     }
 
     fn set_ports(&mut self, client: u16, peer: u16) {
+        let host = self.opts.host.as_deref().unwrap_or("127.0.0.1");
         self.client_port = client;
         self.peer_port = peer;
-        self.endpoint = format!("127.0.0.1:{client}");
-        self.client_url = format!("http://127.0.0.1:{client}");
-        self.peer_url = format!("http://127.0.0.1:{peer}");
+        self.endpoint = format!("{host}:{client}");
+        self.client_url = format!("http://{host}:{client}");
+        self.peer_url = format!("http://{host}:{peer}");
     }
 
     /// The client port.
@@ -290,7 +296,14 @@ impl Server {
         self.log_path = self.scratch.join(format!("server-{}.log", self.starts));
         let log = File::create(&self.log_path).expect("create server log");
         let (bin, args, env) = self.command();
-        let mut cmd = Command::new(&bin);
+        let mut cmd = match &self.opts.netns {
+            Some(ns) => {
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec", ns]).arg(&bin);
+                cmd
+            }
+            None => Command::new(&bin),
+        };
         cmd.args(&args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone log handle"))
@@ -427,6 +440,14 @@ impl Drop for Server {
     }
 }
 
+/// Where one member of a [`Cluster`] listens.
+struct Place {
+    host: String,
+    netns: Option<String>,
+    /// Client and peer ports.
+    ports: (u16, u16),
+}
+
 /// The members of one cluster, each a [`Server`] named `m0`, `m1`, ...
 pub struct Cluster {
     /// The members, in name order.
@@ -437,25 +458,45 @@ impl Cluster {
     /// Starts `n` members of `flavor` together (each waits for the others to elect a leader),
     /// with `args` added to every member's command line.
     pub fn start(flavor: Flavor, n: usize, args: &[&str]) -> Cluster {
-        let ports: Vec<(u16, u16)> = (0..n).map(|_| (free_port(), free_port())).collect();
-        let initial = ports
+        let places = (0..n).map(|_| Place {
+            host: "127.0.0.1".to_string(),
+            netns: None,
+            ports: (free_port(), free_port()),
+        });
+        Cluster::start_at(flavor, places.collect(), args)
+    }
+
+    /// Starts one member of `flavor` in each namespace of `net`, on its address there.
+    pub fn start_in(flavor: Flavor, net: &netns::Net, n: usize, args: &[&str]) -> Cluster {
+        let places = (0..n).map(|i| Place {
+            host: net.ip(i),
+            netns: Some(net.ns(i)),
+            ports: (2379, 2380),
+        });
+        Cluster::start_at(flavor, places.collect(), args)
+    }
+
+    fn start_at(flavor: Flavor, places: Vec<Place>, args: &[&str]) -> Cluster {
+        let initial = places
             .iter()
             .enumerate()
-            .map(|(i, (_, peer))| format!("m{i}=http://127.0.0.1:{peer}"))
+            .map(|(i, p)| format!("m{i}=http://{}:{}", p.host, p.ports.1))
             .collect::<Vec<_>>()
             .join(",");
-        let mut members: Vec<Server> = ports
-            .iter()
+        let mut members: Vec<Server> = places
+            .into_iter()
             .enumerate()
-            .map(|(i, &(client, peer))| {
+            .map(|(i, place)| {
                 let opts = ServerOpts {
                     name: Some(format!("m{i}")),
                     initial_cluster: Some(initial.clone()),
                     args: args.iter().map(|a| a.to_string()).collect(),
+                    host: Some(place.host),
+                    netns: place.netns,
                     ..Default::default()
                 };
                 let mut server = Server::new(flavor, opts);
-                server.set_ports(client, peer);
+                server.set_ports(place.ports.0, place.ports.1);
                 server
             })
             .collect();

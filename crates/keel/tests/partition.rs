@@ -1,0 +1,246 @@
+//! Partitions of a three-member cluster, each member in a network namespace of its own (see
+//! `common::netns`; needs root, as CI has).
+//!
+//! 1. The leader is cut off from both followers. Within an election timeout or two it stops
+//!    calling itself leader (Status and `etcd_server_has_leader` say "no leader", etcd's
+//!    check-quorum) and refuses writes and linearizable reads instead of hanging; serializable
+//!    reads still answer, without the majority's new writes. The majority elects a new leader
+//!    and serves writes. After healing, the old leader follows and has every write.
+//! 2. A follower is cut off: it reports no leader and refuses writes; the others carry on;
+//!    after healing it catches up.
+//!
+//! Every member ends with the same HashKV at the same revision. Runs against keel (default)
+//! or a real etcd 3.5 cluster (`KEEL_TEST_TARGET=etcd`).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+use common::netns::Net;
+use common::{Cluster, Server, target_flavor};
+use keel_proto::etcdserverpb::kv_client::KvClient;
+use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use keel_proto::etcdserverpb::{HashKvRequest, PutRequest, RangeRequest, StatusRequest};
+
+/// How long anything the test waits for may take (the election timeout is 1 s).
+const LIMIT: Duration = Duration::from_secs(20);
+/// Per-request timeout of the test's client.
+const RPC: Duration = Duration::from_secs(10);
+
+async fn status_leader(m: &Server) -> Option<u64> {
+    let mut c = MaintenanceClient::new(m.channel().await);
+    let st = tokio::time::timeout(RPC, c.status(StatusRequest {}))
+        .await
+        .ok()?
+        .ok()?;
+    Some(st.into_inner().leader)
+}
+
+async fn put(m: &Server, key: &str) -> Result<(), String> {
+    let mut kv = KvClient::new(m.channel().await);
+    let request = PutRequest {
+        key: key.as_bytes().to_vec(),
+        value: b"v".to_vec(),
+        ..Default::default()
+    };
+    match tokio::time::timeout(RPC, kv.put(request)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(status)) => Err(status.message().to_string()),
+        Err(_) => Err(format!("no answer within {RPC:?}")),
+    }
+}
+
+/// The keys under `k/` read on `m`, or the error.
+async fn keys(m: &Server, serializable: bool) -> Result<Vec<String>, String> {
+    let mut kv = KvClient::new(m.channel().await);
+    let request = RangeRequest {
+        key: b"k/".to_vec(),
+        range_end: b"k0".to_vec(),
+        serializable,
+        keys_only: true,
+        ..Default::default()
+    };
+    match tokio::time::timeout(RPC, kv.range(request)).await {
+        Ok(Ok(r)) => Ok(r
+            .into_inner()
+            .kvs
+            .into_iter()
+            .map(|kv| String::from_utf8(kv.key).unwrap())
+            .collect()),
+        Ok(Err(status)) => Err(status.message().to_string()),
+        Err(_) => Err(format!("no answer within {RPC:?}")),
+    }
+}
+
+/// The value of the metric `name` (no labels) on `m`'s `/metrics`.
+fn metric(m: &Server, name: &str) -> Option<f64> {
+    let mut conn = std::net::TcpStream::connect(&m.endpoint).ok()?;
+    conn.set_read_timeout(Some(RPC)).ok()?;
+    write!(
+        conn,
+        "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        m.endpoint
+    )
+    .ok()?;
+    let mut body = String::new();
+    conn.read_to_string(&mut body).ok()?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Polls `check` until it returns `Some`, failing with `what` after [`LIMIT`].
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(start.elapsed() < LIMIT, "not within {LIMIT:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The member index of the leader every member agrees on.
+async fn agreed_leader(cluster: &Cluster, ids: &[u64]) -> usize {
+    eventually("all members agree on a leader", || async {
+        let mut seen = Vec::new();
+        for m in &cluster.members {
+            seen.push(status_leader(m).await?);
+        }
+        let leader = seen[0];
+        (leader != 0 && seen.iter().all(|l| *l == leader))
+            .then(|| ids.iter().position(|id| *id == leader))
+            .flatten()
+    })
+    .await
+}
+
+/// Waits until every member has the same HashKV at the same revision.
+async fn converged(cluster: &Cluster) {
+    eventually("equal HashKV on every member", || async {
+        let mut hashes = Vec::new();
+        for m in &cluster.members {
+            let mut c = MaintenanceClient::new(m.channel().await);
+            let h = c.hash_kv(HashKvRequest { revision: 0 }).await.ok()?;
+            let h = h.into_inner();
+            hashes.push((h.header?.revision, h.hash));
+        }
+        hashes.iter().all(|h| *h == hashes[0]).then_some(())
+    })
+    .await;
+}
+
+/// Cuts member `cut` off, checks the minority refuses and the majority serves, heals, and
+/// checks the member catches up. Returns the key written by the majority meanwhile.
+async fn partition_and_heal(cluster: &Cluster, net: &Net, cut: usize, round: &str) {
+    let name = cluster.members[0].flavor.name();
+    let others: Vec<usize> = (0..3).filter(|i| *i != cut).collect();
+    let before = format!("k/{round}-before");
+    put(&cluster.members[others[0]], &before)
+        .await
+        .expect("write before the partition");
+    eventually("the write reaches the member to be cut off", || async {
+        let seen = keys(&cluster.members[cut], true).await.ok()?;
+        seen.contains(&before).then_some(())
+    })
+    .await;
+
+    net.isolate(cut);
+    let isolated = Instant::now();
+    let minority = &cluster.members[cut];
+    eventually("the cut-off member reports no leader", || async {
+        (status_leader(minority).await? == 0).then_some(())
+    })
+    .await;
+    eprintln!(
+        "{name} {round}: cut-off member reports no leader {:?} after the cut",
+        isolated.elapsed()
+    );
+    assert_eq!(metric(minority, "etcd_server_has_leader"), Some(0.0));
+    let refused = put(minority, &format!("k/{round}-minority")).await;
+    assert!(refused.is_err(), "the minority accepted a write");
+    eprintln!(
+        "{name} {round}: minority write refused: {}",
+        refused.unwrap_err()
+    );
+    let read = keys(minority, false).await;
+    assert!(
+        read.is_err(),
+        "the minority served a linearizable read: {read:?}"
+    );
+
+    // The majority has (or elects) a leader and serves.
+    let during = format!("k/{round}-during");
+    eventually("the majority accepts a write", || async {
+        put(&cluster.members[others[1]], &during).await.ok()
+    })
+    .await;
+    eprintln!(
+        "{name} {round}: majority accepted a write {:?} after the cut",
+        isolated.elapsed()
+    );
+    for &i in &others {
+        let seen = keys(&cluster.members[i], false)
+            .await
+            .expect("majority read");
+        assert!(seen.contains(&during), "m{i} misses {during}");
+        assert_eq!(
+            metric(&cluster.members[i], "etcd_server_has_leader"),
+            Some(1.0)
+        );
+    }
+    let stale = keys(minority, true)
+        .await
+        .expect("serializable read on the minority");
+    assert!(
+        stale.contains(&before) && !stale.contains(&during),
+        "{stale:?}"
+    );
+
+    net.heal(cut);
+    let healed = Instant::now();
+    eventually("the healed member catches up", || async {
+        let seen = keys(minority, false).await.ok()?;
+        seen.contains(&during).then_some(())
+    })
+    .await;
+    eprintln!(
+        "{name} {round}: healed member served the majority's write {:?} after healing",
+        healed.elapsed()
+    );
+    let leaked = keys(minority, false).await.expect("read after healing");
+    assert!(
+        !leaked.contains(&format!("k/{round}-minority")),
+        "a write refused by the minority was applied"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn minority_refuses_majority_serves_and_healed_members_catch_up() {
+    let net = match Net::create(3) {
+        Ok(net) => net,
+        Err(e) => {
+            eprintln!("SKIPPED: network namespaces are not available here: {e}");
+            return;
+        }
+    };
+    let flavor = target_flavor();
+    let cluster = Cluster::start_in(flavor, &net, 3, &[]);
+    let mut ids = Vec::new();
+    for m in &cluster.members {
+        ids.push(m.ids().await.1);
+    }
+
+    let leader = agreed_leader(&cluster, &ids).await;
+    partition_and_heal(&cluster, &net, leader, "leader").await;
+    let new_leader = agreed_leader(&cluster, &ids).await;
+    let follower = (0..3).find(|i| *i != new_leader).unwrap();
+    partition_and_heal(&cluster, &net, follower, "follower").await;
+    agreed_leader(&cluster, &ids).await;
+    converged(&cluster).await;
+}
