@@ -20,7 +20,7 @@ use keel_proto::etcdserverpb::{
 };
 use keel_proto::raftpb::peer_server::PeerServer;
 use openraft::async_runtime::WatchReceiver;
-use openraft::errors::{ClientWriteError, RaftError};
+use openraft::errors::{ClientWriteError, InitializeError, RaftError};
 use openraft::impls::BasicNode;
 use openraft::{Config as RaftConfig, ReadPolicy, SnapshotPolicy};
 use prost::Message;
@@ -133,11 +133,17 @@ impl Store {
             peer_listeners.push(listener);
         }
 
+        // An openraft follower campaigns once its leader lease (= election_timeout_max) and then
+        // a random election timeout in [min, max) have passed since the last heartbeat: these
+        // bounds make that [1, 1.2) x --election-timeout (etcd campaigns after a random
+        // [1, 2) x), with a lease of 0.6 x.
         let raft_config = RaftConfig {
             cluster_name: format!("keel-{cluster_id:x}"),
             heartbeat_interval: config.heartbeat_interval,
-            election_timeout_min: config.election_timeout,
-            election_timeout_max: config.election_timeout * 2,
+            election_timeout_min: (config.election_timeout * 2 / 5)
+                .max(config.heartbeat_interval + 1),
+            election_timeout_max: (config.election_timeout * 3 / 5)
+                .max(config.heartbeat_interval + 2),
             snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_count.max(1)),
             max_in_snapshot_log_to_keep: 5_000.min(config.snapshot_count),
             enable_pre_vote: Some(true),
@@ -168,9 +174,15 @@ impl Store {
             PeerService::new(raft.clone(), cluster_id, member_id, leadership.clone()),
         ));
         if fresh && config.initial_cluster_state == "new" {
-            raft.initialize(members.clone())
-                .await
-                .map_err(|e| StartError::Raft(e.to_string()))?;
+            match raft.initialize(members.clone()).await {
+                Ok(()) => {}
+                // Another member initialized first and already asked for this member's vote:
+                // the cluster is forming, and its leader will replicate the membership here.
+                Err(RaftError::APIError(InitializeError::NotAllowed(e))) if members.len() > 1 => {
+                    tracing::info!(state = %e, "the cluster is being formed by another member");
+                }
+                Err(e) => return Err(StartError::Raft(e.to_string())),
+            }
         }
         let store = Arc::new(Store {
             raft,
