@@ -12,12 +12,16 @@
 #                   (same conns/clients put): events lost and duplicated (must be 0), p99 delivery latency
 #                   (put sent -> event received), events/s delivered, puts/s achieved
 #   lease         : lease keepalive throughput and p99, same conns/clients, one stream per client
+#   cluster       : a 3-member etcd cluster, then a 3-member keel cluster (one at a time, same
+#                   flags, election timeout 1 s): put and txn-put (same conns/clients, spread over
+#                   the members; followers forward to the leader), then kill -9 the leader and
+#                   time until a put through a survivor succeeds (failover)
 # Prints a markdown table (test | etcd | keel | keel/etcd) ready to paste into a README.
 #
 # Usage: scripts/bench-vs-etcd.sh [--quick] [--runs N] [--only LIST] [--skip-keel] [--no-build] [--keep]
 #   --quick      totals 10x smaller (smoke run; the watch test puts 500 times instead of 2,000)
 #   --only LIST  run only these groups, comma separated: kv (put, txn-put, range), memory, watch,
-#                lease (default: all); e.g. --only watch,lease
+#                lease, cluster (default: all); e.g. --only watch,lease
 #   --runs N     repeat everything N times and report medians (default 1)
 #   --skip-keel  benchmark etcd only (also: SKIP_KEEL=1)
 #   --no-build   use the binaries already in target/release
@@ -35,7 +39,7 @@ BUILD=1
 KEEP=0
 CONNS=${CONNS:-8}
 CLIENTS=${CLIENTS:-64}
-ONLY=kv,memory,watch,lease
+ONLY=kv,memory,watch,lease,cluster
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "bench-vs-etcd: $*" >&2; exit 1; }
@@ -46,7 +50,7 @@ while [[ $# -gt 0 ]]; do
         --quick) QUICK=1 ;;
         --runs) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number"; RUNS=$2; shift ;;
         --runs=*) RUNS=${1#--runs=}; [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number" ;;
-        --only) [[ $# -ge 2 ]] || die "--only needs a list (kv,memory,watch,lease)"; ONLY=$2; shift ;;
+        --only) [[ $# -ge 2 ]] || die "--only needs a list (kv,memory,watch,lease,cluster)"; ONLY=$2; shift ;;
         --only=*) ONLY=${1#--only=} ;;
         --skip-keel) SKIP_KEEL=1 ;;
         --no-build) BUILD=0 ;;
@@ -59,8 +63,8 @@ done
 
 for group in ${ONLY//,/ }; do
     case "$group" in
-        kv|memory|watch|lease) ;;
-        *) die "--only: unknown group '$group' (expected kv, memory, watch, lease)" ;;
+        kv|memory|watch|lease|cluster) ;;
+        *) die "--only: unknown group '$group' (expected kv, memory, watch, lease, cluster)" ;;
     esac
 done
 # wants GROUP : whether --only selected GROUP.
@@ -192,6 +196,79 @@ start_server() {
 
 SERVERS=(etcd)
 [[ $SKIP_KEEL == 0 ]] && SERVERS+=(keel)
+
+# start_cluster NAME TAG CMD... : starts a 3-member cluster (members NAME-0..2, endpoints of all
+# in EP[NAME]), each with etcd's flags and a 1 s election timeout; waits for a leader.
+start_cluster() {
+    local name=$1 tag=$2
+    shift 2
+    local i initial="" cports=() pports=() dir
+    for i in 0 1 2; do
+        cports+=("$(free_port)")
+        pports+=("$(free_port)")
+        initial+="${initial:+,}$name-$i=http://127.0.0.1:${pports[$i]}"
+    done
+    EP[$name]=""
+    for i in 0 1 2; do
+        dir="$WORK/$name-$tag-$i"
+        mkdir -p "$dir"
+        "$@" --name "$name-$i" --data-dir "$dir/data" \
+            --listen-client-urls "http://127.0.0.1:${cports[$i]}" \
+            --advertise-client-urls "http://127.0.0.1:${cports[$i]}" \
+            --listen-peer-urls "http://127.0.0.1:${pports[$i]}" \
+            --initial-advertise-peer-urls "http://127.0.0.1:${pports[$i]}" \
+            --initial-cluster "$initial" --initial-cluster-state new \
+            --heartbeat-interval 100 --election-timeout 1000 \
+            >"$dir/log" 2>&1 &
+        PID[$name-$i]=$!
+        EP[$name-$i]="127.0.0.1:${cports[$i]}"
+        EP[$name]+="${EP[$name]:+,}127.0.0.1:${cports[$i]}"
+    done
+    for _ in $(seq 120); do
+        if "${BENCH[@]}" --endpoints "${EP[$name]}" --dial-timeout 1s --json \
+            put --total 1 >/dev/null 2>&1; then
+            say "$name cluster ready on ${EP[$name]}"
+            return 0
+        fi
+        sleep 0.5
+    done
+    die "$name cluster not ready after 60 s (logs: $WORK/$name-$tag-*/log)"
+}
+
+stop_cluster() {
+    local i
+    for i in 0 1 2; do stop_server "$1-$i"; done
+}
+
+# failover NAME RUN : kill -9 the leader of cluster NAME, time until a put through a survivor
+# succeeds; recorded as the "failover" test in seconds.
+failover() {
+    local name=$1 run=$2 i leader="" survivors=() t0 t1
+    for i in 0 1 2; do
+        if ETCDCTL_API=3 "$ETCDCTL" --endpoints "${EP[$name-$i]}" endpoint status -w json 2>/dev/null |
+            python3 -c 'import json,sys; s=json.load(sys.stdin)[0]["Status"]; sys.exit(0 if s["leader"] == s["header"]["member_id"] else 1)'; then
+            leader=$i
+        else
+            survivors+=("${EP[$name-$i]}")
+        fi
+    done
+    [[ -n "$leader" ]] || { say "run $run: $name: no leader found"; record failover "$name" value fail; return 0; }
+    say "run $run: failover of $name (killing $name-$leader)"
+    t0=$(date +%s.%N)
+    kill -9 "${PID[$name-$leader]}"
+    wait "${PID[$name-$leader]}" 2>/dev/null || true
+    for _ in $(seq 600); do
+        if ETCDCTL_API=3 "$ETCDCTL" --endpoints "$(IFS=,; echo "${survivors[*]}")" \
+            --command-timeout 1s put failover-probe v >/dev/null 2>&1; then
+            t1=$(date +%s.%N)
+            record failover "$name" value "$(python3 -c "print($t1 - $t0)")"
+            say "  first write $(python3 -c "print(round($t1 - $t0, 2))") s after the kill"
+            return 0
+        fi
+        sleep 0.02
+    done
+    record failover "$name" value fail
+}
 
 start_all() {
     local tag=$1
@@ -339,6 +416,23 @@ for run in $(seq "$RUNS"); do
     fi
     stop_all
     fi
+
+    # Clusters: one 3-member cluster at a time, so the two never share the cores.
+    if wants cluster; then
+        for server in $(order "$run"); do
+            if [[ $server == etcd ]]; then
+                # shellcheck disable=SC2086
+                start_cluster etcd "cluster$run" "$ETCD" ${ETCD_EXTRA_ARGS:-}
+            else
+                # shellcheck disable=SC2086
+                start_cluster keel "cluster$run" ${KEEL_SERVER:-"$KEEL" store} ${KEEL_EXTRA_ARGS:-}
+            fi
+            bench "$run" cluster-put "$server" "${COMMON[@]}" put "${WRITE[@]}"
+            bench "$run" cluster-txn-put "$server" "${COMMON[@]}" txn-put "${WRITE[@]}"
+            failover "$server" "$run"
+            stop_cluster "$server"
+        done
+    fi
 done
 
 # --- table ----------------------------------------------------------------------------------
@@ -392,6 +486,11 @@ rows += [
     ("watch-idle", "bytes_per_stream", f"memory per watch stream, VmRSS ({w_streams} streams, B ↓)", 0),
     ("lease", "throughput", f"lease keepalive, {cc}, one stream per client (req/s ↑)", 0),
     ("lease", "p99_ms", "lease keepalive p99 (ms ↓)", 2),
+    ("cluster-put", "throughput", f"3-member cluster: put, {cc} over the members (req/s ↑)", 0),
+    ("cluster-put", "p99", "3-member cluster: put p99 (ms ↓)", 2),
+    ("cluster-txn-put", "throughput", f"3-member cluster: txn-put, {cc} (req/s ↑)", 0),
+    ("cluster-txn-put", "p99", "3-member cluster: txn-put p99 (ms ↓)", 2),
+    ("failover", "value", "3-member cluster: leader kill -9 → first write accepted, election timeout 1 s (s ↓)", 2),
 ]
 
 def median(test, server, metric):
@@ -412,7 +511,7 @@ def show(value, digits, test, server):
         text += f" ({errors[(test, server)]} errors)"
     return text
 
-print(f"keel {keel_rev} vs etcd {etcd_version}, single member each, same machine: {cores} cores "
+print(f"keel {keel_rev} vs etcd {etcd_version}, single member each (3 in the cluster rows), same machine: {cores} cores "
       f"{cpu}, data on {fs}. `keel bench` with 8-byte keys, 256-byte values, "
       f"{human(total)} requests per test" + (f", medians of {runs} runs" if int(runs) > 1 else "") + ".")
 print()
