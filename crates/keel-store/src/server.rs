@@ -437,12 +437,40 @@ impl Store {
         Err(EtcdError::NoSpace)
     }
 
-    /// Moves leadership to `transferee` (only this member can lead a one-member cluster).
+    /// Moves leadership to the voter `transferee` (etcd's MoveLeader, served by the leader):
+    /// returns once it leads, or fails after etcd's request timeout.
     pub async fn move_leader(&self, transferee: u64) -> Result<(), EtcdError> {
-        if transferee != self.member_id {
+        if self.leader() != self.member_id {
+            return Err(EtcdError::NotLeader);
+        }
+        if transferee == self.member_id {
+            return Ok(());
+        }
+        let is_voter = self
+            .raft
+            .metrics()
+            .borrow_watched()
+            .membership_config
+            .membership()
+            .voter_ids()
+            .any(|id| id == transferee);
+        if !is_voter {
             return Err(EtcdError::BadLeaderTransferee);
         }
-        Ok(())
+        self.raft
+            .trigger()
+            .transfer_leader(transferee)
+            .await
+            .map_err(|e| EtcdError::Internal(e.to_string()))?;
+        self.raft
+            .wait(Some(self.request_timeout()))
+            .metrics(
+                |m| m.current_leader == Some(transferee),
+                "the transferee to lead",
+            )
+            .await
+            .map(drop)
+            .map_err(|_| EtcdError::LeaderTransferTimeout)
     }
 
     /// Copies openraft's view of term and leader (with etcd's check-quorum rules, see

@@ -3,7 +3,8 @@
 //! writes: a new leader is elected, no acknowledged write is lost, the old leader catches up
 //! after a restart and every member ends with the same HashKV at the same revision. Also: the
 //! whole cluster killed and restarted keeps every write; a lease keeps its remaining TTL
-//! across a leader change (keel; etcd gives it its full TTL back, which the test checks too).
+//! across a leader change (keel; etcd gives it its full TTL back, which the test checks too);
+//! `etcdctl move-leader` hands leadership to a chosen member.
 //!
 //! Runs against keel (default) or a real etcd 3.5 cluster (`KEEL_TEST_TARGET=etcd`).
 
@@ -11,14 +12,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::Flavor;
 use common::{Cluster, Server, target_flavor};
+use common::{CtlVersion, Flavor, etcdctl};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{
-    HashKvRequest, LeaseGrantRequest, LeaseTimeToLiveRequest, PutRequest, RangeRequest,
-    StatusRequest,
+    HashKvRequest, LeaseGrantRequest, LeaseTimeToLiveRequest, MoveLeaderRequest, PutRequest,
+    RangeRequest, StatusRequest,
 };
 
 /// How long the cluster may take to elect a new leader and accept a write after the kill (the
@@ -344,4 +345,49 @@ async fn a_lease_keeps_its_remaining_ttl_across_a_leader_change() {
         flavor.name(),
         granted.elapsed()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn move_leader_hands_leadership_to_the_chosen_member() {
+    let cluster = Cluster::start(target_flavor(), 3, &[]);
+    let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
+    let target = (leader + 1) % 3;
+    let (_, leader_id) = cluster.members[leader].ids().await;
+    let (_, target_id) = cluster.members[target].ids().await;
+
+    // Sent to a follower, or naming a member that does not exist: etcd's errors.
+    let mut follower = MaintenanceClient::new(cluster.members[target].channel().await);
+    let err = follower
+        .move_leader(MoveLeaderRequest {
+            target_id: leader_id,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), err.message()),
+        (tonic::Code::FailedPrecondition, "etcdserver: not leader")
+    );
+    let mut current = MaintenanceClient::new(cluster.members[leader].channel().await);
+    let err = current
+        .move_leader(MoveLeaderRequest { target_id: 0x1234 })
+        .await
+        .unwrap_err();
+    assert_eq!(err.message(), "etcdserver: bad leader transferee");
+
+    // The real etcdctl finds the leader among the endpoints and asks it to hand over.
+    let out = etcdctl(
+        CtlVersion::V35,
+        &cluster.endpoints(),
+        &["move-leader".to_string(), format!("{target_id:x}")],
+        None,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(
+        out.stdout.trim(),
+        format!("Leadership transferred from {leader_id:x} to {target_id:x}")
+    );
+    assert_eq!(agreed_leader(&cluster, &[0, 1, 2]).await, target);
+    put(&cluster.members[leader], "k/after-move")
+        .await
+        .expect("write through the old leader after the move");
 }

@@ -61,6 +61,12 @@ pub enum EtcdError {
     /// A leader transfer to a member that cannot lead.
     #[error("etcdserver: bad leader transferee")]
     BadLeaderTransferee,
+    /// etcd's ErrNotLeader: the request must go to the leader (MoveLeader).
+    #[error("etcdserver: not leader")]
+    NotLeader,
+    /// etcd's ErrTimeoutLeaderTransfer.
+    #[error("etcdserver: request timed out, leader transfer took too long")]
+    LeaderTransferTimeout,
     /// An auth request while auth is disabled.
     #[error("etcdserver: authentication is not enabled")]
     AuthNotEnabled,
@@ -148,9 +154,10 @@ impl EtcdError {
             | InvalidAuthManagement => Code::InvalidArgument,
             LeaseNotFound | MemberNotFound => Code::NotFound,
             NoSpace => Code::ResourceExhausted,
-            NoLeader | Stopped | Timeout => Code::Unavailable,
+            NoLeader | Stopped | Timeout | LeaderTransferTimeout => Code::Unavailable,
             LeaseExists
             | BadLeaderTransferee
+            | NotLeader
             | NotEnoughStartedMembers
             | MemberNotLearner
             | AuthNotEnabled

@@ -15,7 +15,8 @@ use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError
 use openraft::impls::BasicNode;
 use openraft::network::{RPCOption, RaftNetworkFactory, RaftNetworkV2};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
 };
 use tonic::transport::{Channel, Endpoint};
 
@@ -148,6 +149,19 @@ impl RaftNetworkV2<KeelRaft> for Peer {
         let req = wire::vote_request(self.header, &rpc);
         let resp = self.call(option.hard_ttl(), client.vote(req)).await?;
         wire::vote_response_from(&resp).map_err(bad_answer)
+    }
+
+    async fn transfer_leader(
+        &mut self,
+        rpc: TransferLeaderRequest<KeelRaft>,
+        option: RPCOption,
+    ) -> Result<TransferLeaderResponse<KeelRaft>, RPCError<KeelRaft>> {
+        let mut client = self.client()?;
+        let req = wire::transfer_request(self.header, &rpc);
+        let resp = self
+            .call(option.hard_ttl(), client.transfer_leader(req))
+            .await?;
+        wire::transfer_response_from(&resp).map_err(bad_answer)
     }
 
     async fn full_snapshot(

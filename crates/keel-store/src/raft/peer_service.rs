@@ -88,6 +88,21 @@ impl Peer for PeerService {
         Ok(Response::new(wire::append_response(&resp)))
     }
 
+    async fn transfer_leader(
+        &self,
+        request: Request<raftpb::TransferLeaderRequest>,
+    ) -> Result<Response<raftpb::TransferLeaderResponse>, Status> {
+        let req = request.into_inner();
+        self.check(req.header.as_ref())?;
+        let rpc = wire::transfer_request_from(&req).map_err(invalid)?;
+        let resp = self
+            .raft
+            .handle_transfer_leader(rpc)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        Ok(Response::new(wire::transfer_response(&resp)))
+    }
+
     async fn vote(
         &self,
         request: Request<raftpb::VoteRequest>,

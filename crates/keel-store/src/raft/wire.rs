@@ -4,7 +4,10 @@
 use std::io;
 
 use keel_proto::raftpb::{self, propose_response::Applied as Wire};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest, VoteResponse};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, TransferLeaderError, TransferLeaderRequest,
+    TransferLeaderResponse, VoteRequest, VoteResponse,
+};
 use tonic::Status;
 
 use super::codec::{self, Entry};
@@ -116,6 +119,74 @@ pub fn vote_response_from(resp: &raftpb::VoteResponse) -> io::Result<VoteRespons
         codec::decode_log_id(&resp.last_log_id)?,
         resp.vote_granted,
     ))
+}
+
+/// A leader-transfer request on the wire.
+pub fn transfer_request(
+    header: raftpb::Header,
+    rpc: &TransferLeaderRequest<KeelRaft>,
+) -> raftpb::TransferLeaderRequest {
+    raftpb::TransferLeaderRequest {
+        header: Some(header),
+        from_leader: codec::encode_vote(rpc.from_leader()),
+        to: *rpc.to_node_id(),
+        last_log_id: codec::encode_log_id(rpc.last_log_id()),
+    }
+}
+
+/// A leader-transfer request from the wire.
+pub fn transfer_request_from(
+    req: &raftpb::TransferLeaderRequest,
+) -> io::Result<TransferLeaderRequest<KeelRaft>> {
+    Ok(TransferLeaderRequest::new(
+        codec::decode_vote(&req.from_leader)?,
+        req.to,
+        codec::decode_log_id(&req.last_log_id)?,
+    ))
+}
+
+/// A leader-transfer answer on the wire.
+pub fn transfer_response(
+    resp: &TransferLeaderResponse<KeelRaft>,
+) -> raftpb::TransferLeaderResponse {
+    use raftpb::transfer_leader_response::Result as R;
+    let result = match resp {
+        Ok(()) => R::Accepted(true),
+        Err(TransferLeaderError::VoteChanged { expected, actual }) => {
+            R::VoteChanged(raftpb::Mismatch {
+                expected: codec::encode_vote(expected),
+                actual: codec::encode_vote(actual),
+            })
+        }
+        Err(TransferLeaderError::LogNotFlushed { expected, actual }) => {
+            R::LogNotFlushed(raftpb::Mismatch {
+                expected: codec::encode_log_id(expected.as_ref()),
+                actual: codec::encode_log_id(actual.as_ref()),
+            })
+        }
+    };
+    raftpb::TransferLeaderResponse {
+        result: Some(result),
+    }
+}
+
+/// A leader-transfer answer from the wire.
+pub fn transfer_response_from(
+    resp: &raftpb::TransferLeaderResponse,
+) -> io::Result<TransferLeaderResponse<KeelRaft>> {
+    use raftpb::transfer_leader_response::Result as R;
+    Ok(match &resp.result {
+        Some(R::Accepted(_)) => Ok(()),
+        Some(R::VoteChanged(m)) => Err(TransferLeaderError::VoteChanged {
+            expected: codec::decode_vote(&m.expected)?,
+            actual: codec::decode_vote(&m.actual)?,
+        }),
+        Some(R::LogNotFlushed(m)) => Err(TransferLeaderError::LogNotFlushed {
+            expected: codec::decode_log_id(&m.expected)?,
+            actual: codec::decode_log_id(&m.actual)?,
+        }),
+        None => return Err(io::Error::other("TransferLeader response without a result")),
+    })
 }
 
 /// The result of a forwarded proposal on the wire; a rejection travels as the status the
