@@ -23,6 +23,25 @@ pub struct GrpcLabels {
     pub grpc_code: &'static str,
 }
 
+/// The `To` label of etcd's peer metrics: the other member's id in hex.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[allow(non_snake_case)]
+pub struct PeerTo {
+    /// The member sent to.
+    pub To: String,
+}
+
+/// The `From` label of etcd's peer metrics: the other member's id in hex.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[allow(non_snake_case)]
+pub struct PeerFrom {
+    /// The member received from.
+    pub From: String,
+}
+
+/// Round-trip times of peer messages, with etcd's buckets (0.1 ms doubling 16 times).
+pub type RttFamily = Family<PeerTo, Histogram, fn() -> Histogram>;
+
 /// Every metric the store exports.
 pub struct Metrics {
     registry: Registry,
@@ -51,6 +70,12 @@ pub struct Metrics {
     /// Snapshots being applied (`etcd_server_snapshot_apply_in_progress_total`, a gauge in
     /// etcd; keel installs no snapshot from a leader yet, so it stays 0).
     pub snapshot_apply_in_progress: Gauge<i64>,
+    /// Round trip of each Raft message to a peer (`etcd_network_peer_round_trip_time_seconds`).
+    pub peer_rtt: RttFamily,
+    /// Bytes sent to each peer (`etcd_network_peer_sent_bytes_total`).
+    pub peer_sent: Family<PeerTo, Counter<u64, AtomicU64>>,
+    /// Bytes received from each peer (`etcd_network_peer_received_bytes_total`).
+    pub peer_received: Family<PeerFrom, Counter<u64, AtomicU64>>,
     /// Puts seen by MVCC (`etcd_mvcc_put_total`).
     pub mvcc_put: Counter<u64, AtomicU64>,
     /// Ranges seen by MVCC (`etcd_mvcc_range_total`).
@@ -79,6 +104,36 @@ pub struct Metrics {
     pub watch_streams: Gauge<i64>,
 }
 
+impl Metrics {
+    /// Counts a message of `bytes` sent to member `to`.
+    pub fn sent_to(&self, to: u64, bytes: usize) {
+        let label = PeerTo {
+            To: format!("{to:x}"),
+        };
+        self.peer_sent.get_or_create(&label).inc_by(bytes as u64);
+    }
+
+    /// Counts a message of `bytes` received from member `from`.
+    pub fn received_from(&self, from: u64, bytes: usize) {
+        let label = PeerFrom {
+            From: format!("{from:x}"),
+        };
+        self.peer_received
+            .get_or_create(&label)
+            .inc_by(bytes as u64);
+    }
+
+    /// Records the round trip of a message to member `to`.
+    pub fn round_trip(&self, to: u64, rtt: std::time::Duration) {
+        let label = PeerTo {
+            To: format!("{to:x}"),
+        };
+        self.peer_rtt
+            .get_or_create(&label)
+            .observe(rtt.as_secs_f64());
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -105,6 +160,11 @@ impl Metrics {
             leader_changes: Counter::default(),
             proposals_pending: Gauge::default(),
             snapshot_apply_in_progress: Gauge::default(),
+            peer_rtt: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+            }),
+            peer_sent: Family::default(),
+            peer_received: Family::default(),
             mvcc_put: Counter::default(),
             mvcc_range: Counter::default(),
             mvcc_txn: Counter::default(),
@@ -175,6 +235,21 @@ impl Metrics {
             "etcd_server_proposals_pending",
             "The current number of pending proposals to commit",
             m.proposals_pending.clone(),
+        );
+        r.register(
+            "etcd_network_peer_round_trip_time_seconds",
+            "Round-Trip-Time histogram between peers",
+            m.peer_rtt.clone(),
+        );
+        r.register(
+            "etcd_network_peer_sent_bytes",
+            "The total number of bytes sent to peers",
+            m.peer_sent.clone(),
+        );
+        r.register(
+            "etcd_network_peer_received_bytes",
+            "The total number of bytes received from peers",
+            m.peer_received.clone(),
         );
         r.register(
             "etcd_server_snapshot_apply_in_progress_total",

@@ -124,6 +124,7 @@ impl Store {
         let network = PeerNetwork {
             cluster_id,
             member_id,
+            metrics: metrics.clone(),
         };
         let mut peer_listeners = Vec::new();
         for addr in config.peer_listen_addrs()? {
@@ -159,7 +160,7 @@ impl Store {
         let raft = RaftNode::new(
             member_id,
             raft_config,
-            network,
+            network.clone(),
             log.clone(),
             StateMachine::new(applier.clone()),
         )
@@ -171,7 +172,13 @@ impl Store {
         ));
         let peer_server = tokio::spawn(serve_peers(
             peer_listeners,
-            PeerService::new(raft.clone(), cluster_id, member_id, leadership.clone()),
+            PeerService::new(
+                raft.clone(),
+                cluster_id,
+                member_id,
+                leadership.clone(),
+                metrics.clone(),
+            ),
         ));
         if fresh && config.initial_cluster_state == "new" {
             match raft.initialize(members.clone()).await {

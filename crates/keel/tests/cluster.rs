@@ -116,6 +116,31 @@ async fn three_members_replicate_forward_and_survive_a_leader_kill() {
         );
     }
 
+    // etcd's server and peer metrics, on the leader and on a follower.
+    let (lm, fm) = (&cluster.members[leader], &cluster.members[(leader + 1) % 3]);
+    let (_, follower_id) = fm.ids().await;
+    assert_eq!(lm.metric("etcd_server_is_leader"), Some(1.0));
+    assert_eq!(fm.metric("etcd_server_is_leader"), Some(0.0));
+    assert_eq!(fm.metric("etcd_server_has_leader"), Some(1.0));
+    assert!(fm.metric("etcd_server_leader_changes_seen_total") >= Some(1.0));
+    assert_eq!(lm.metric("etcd_server_proposals_pending"), Some(0.0));
+    assert_eq!(
+        lm.metric("etcd_server_snapshot_apply_in_progress_total"),
+        Some(0.0)
+    );
+    let to = format!("{{To=\"{follower_id:x}\"}}");
+    let from = format!("{{From=\"{:x}\"}}", leaders[0]);
+    let sent = format!("etcd_network_peer_sent_bytes_total{to}");
+    assert!(lm.metric(&sent) > Some(0.0), "{sent} on the leader");
+    // keel times every Raft message; etcd probes each peer every 30 s, so its histogram may
+    // still be empty this early.
+    let rtt = format!("etcd_network_peer_round_trip_time_seconds_count{to}");
+    if flavor == Flavor::Keel {
+        assert!(lm.metric(&rtt) > Some(0.0), "{rtt} on the leader");
+    }
+    let received = format!("etcd_network_peer_received_bytes_total{from}");
+    assert!(fm.metric(&received) > Some(0.0), "{received} on a follower");
+
     // Kill the leader; the others elect a new one and keep accepting writes.
     cluster.members[leader].kill();
     let survivors: Vec<usize> = (0..3).filter(|i| *i != leader).collect();

@@ -14,7 +14,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 use common::netns::Net;
@@ -71,22 +70,6 @@ async fn keys(m: &Server, serializable: bool) -> Result<Vec<String>, String> {
         Ok(Err(status)) => Err(status.message().to_string()),
         Err(_) => Err(format!("no answer within {RPC:?}")),
     }
-}
-
-/// The value of the metric `name` (no labels) on `m`'s `/metrics`.
-fn metric(m: &Server, name: &str) -> Option<f64> {
-    let mut conn = std::net::TcpStream::connect(&m.endpoint).ok()?;
-    conn.set_read_timeout(Some(RPC)).ok()?;
-    write!(
-        conn,
-        "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-        m.endpoint
-    )
-    .ok()?;
-    let mut body = String::new();
-    conn.read_to_string(&mut body).ok()?;
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// Polls `check` until it returns `Some`, failing with `what` after [`LIMIT`].
@@ -161,7 +144,7 @@ async fn partition_and_heal(cluster: &Cluster, net: &Net, cut: usize, round: &st
         "{name} {round}: cut-off member reports no leader {:?} after the cut",
         isolated.elapsed()
     );
-    assert_eq!(metric(minority, "etcd_server_has_leader"), Some(0.0));
+    assert_eq!(minority.metric("etcd_server_has_leader"), Some(0.0));
     let refused = put(minority, &format!("k/{round}-minority")).await;
     assert!(refused.is_err(), "the minority accepted a write");
     eprintln!(
@@ -190,7 +173,7 @@ async fn partition_and_heal(cluster: &Cluster, net: &Net, cut: usize, round: &st
             .expect("majority read");
         assert!(seen.contains(&during), "m{i} misses {during}");
         assert_eq!(
-            metric(&cluster.members[i], "etcd_server_has_leader"),
+            cluster.members[i].metric("etcd_server_has_leader"),
             Some(1.0)
         );
     }

@@ -7,7 +7,8 @@
 //! reported as such and openraft retries it; openraft's time-to-live bounds every call.
 
 use std::future::Future;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use keel_proto::raftpb::{self, peer_client::PeerClient};
 use openraft::OptionalSend;
@@ -27,6 +28,7 @@ use super::state_machine::DurableBackend;
 use super::wire;
 use super::{Applied, KeelRaft, Proposal};
 use crate::api::error::EtcdError;
+use crate::metrics::Metrics;
 
 type Snapshot = openraft::alias::SnapshotOf<KeelRaft, DurableBackend>;
 
@@ -34,12 +36,14 @@ type Snapshot = openraft::alias::SnapshotOf<KeelRaft, DurableBackend>;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Creates a [`Peer`] client per target member.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct PeerNetwork {
     /// The cluster every message belongs to.
     pub cluster_id: u64,
     /// This member.
     pub member_id: u64,
+    /// Where peer traffic and round trips are counted.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The client of one peer.
@@ -47,6 +51,7 @@ pub struct Peer {
     header: raftpb::Header,
     addr: String,
     client: Option<PeerClient<Channel>>,
+    metrics: Arc<Metrics>,
 }
 
 impl RaftNetworkFactory<KeelRaft> for PeerNetwork {
@@ -61,6 +66,7 @@ impl RaftNetworkFactory<KeelRaft> for PeerNetwork {
             },
             addr: node.addr.clone(),
             client: peer_client(&node.addr),
+            metrics: self.metrics.clone(),
         }
     }
 }
@@ -90,18 +96,28 @@ impl Peer {
         })
     }
 
-    /// Runs one call within `ttl`, mapping failures to openraft's kinds.
-    async fn call<T>(
+    /// Runs one call (whose request is `sent` bytes) within `ttl`, mapping failures to
+    /// openraft's kinds; counts its bytes and round trip.
+    async fn call<T: Message>(
         &self,
         ttl: Duration,
+        sent: usize,
         call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     ) -> Result<T, RPCError<KeelRaft>> {
+        let to = self.header.to;
+        self.metrics.sent_to(to, sent);
+        let started = Instant::now();
         match tokio::time::timeout(ttl, call).await {
             Err(_) => Err(RPCError::Unreachable(Unreachable::from_string(format!(
                 "member {:x} ({}) did not answer within {ttl:?}",
                 self.header.to, self.addr
             )))),
-            Ok(Ok(resp)) => Ok(resp.into_inner()),
+            Ok(Ok(resp)) => {
+                let resp = resp.into_inner();
+                self.metrics.round_trip(to, started.elapsed());
+                self.metrics.received_from(to, resp.encoded_len());
+                Ok(resp)
+            }
             Ok(Err(status)) if status.code() == tonic::Code::Unavailable => {
                 Err(RPCError::Unreachable(Unreachable::from_string(format!(
                     "member {:x} ({}): {}",
@@ -134,8 +150,9 @@ impl RaftNetworkV2<KeelRaft> for Peer {
     ) -> Result<AppendEntriesResponse<KeelRaft>, RPCError<KeelRaft>> {
         let mut client = self.client()?;
         let req = wire::append_request(self.header, &rpc);
+        let sent = req.encoded_len();
         let resp = self
-            .call(option.hard_ttl(), client.append_entries(req))
+            .call(option.hard_ttl(), sent, client.append_entries(req))
             .await?;
         wire::append_response_from(&resp).map_err(bad_answer)
     }
@@ -147,7 +164,8 @@ impl RaftNetworkV2<KeelRaft> for Peer {
     ) -> Result<VoteResponse<KeelRaft>, RPCError<KeelRaft>> {
         let mut client = self.client()?;
         let req = wire::vote_request(self.header, &rpc);
-        let resp = self.call(option.hard_ttl(), client.vote(req)).await?;
+        let sent = req.encoded_len();
+        let resp = self.call(option.hard_ttl(), sent, client.vote(req)).await?;
         wire::vote_response_from(&resp).map_err(bad_answer)
     }
 
@@ -158,8 +176,9 @@ impl RaftNetworkV2<KeelRaft> for Peer {
     ) -> Result<TransferLeaderResponse<KeelRaft>, RPCError<KeelRaft>> {
         let mut client = self.client()?;
         let req = wire::transfer_request(self.header, &rpc);
+        let sent = req.encoded_len();
         let resp = self
-            .call(option.hard_ttl(), client.transfer_leader(req))
+            .call(option.hard_ttl(), sent, client.transfer_leader(req))
             .await?;
         wire::transfer_response_from(&resp).map_err(bad_answer)
     }
@@ -231,9 +250,18 @@ impl LeaderLink {
             header: Some(self.header(leader)),
             proposal: proposal.encode_to_vec(),
         };
+        self.network.metrics.sent_to(leader, req.encoded_len());
         match tokio::time::timeout(FORWARD_TIMEOUT, client.propose(req)).await {
             Ok(Err(status)) if is_transport(&status) => Applied::Rejected(EtcdError::NoLeader),
-            Ok(answer) => wire::applied_from(answer.map(tonic::Response::into_inner)),
+            Ok(answer) => {
+                let answer = answer.map(tonic::Response::into_inner);
+                if let Ok(resp) = &answer {
+                    self.network
+                        .metrics
+                        .received_from(leader, resp.encoded_len());
+                }
+                wire::applied_from(answer)
+            }
             Err(_) => Applied::Rejected(EtcdError::Timeout),
         }
     }

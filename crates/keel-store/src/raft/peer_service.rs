@@ -18,6 +18,7 @@ use tonic::{Request, Response, Status};
 use super::leadership::Leadership;
 use super::{Proposal, RaftNode, wire};
 use crate::api::error::EtcdError;
+use crate::metrics::Metrics;
 
 /// Serves Raft messages to this member's Raft node.
 pub struct PeerService {
@@ -25,23 +26,40 @@ pub struct PeerService {
     cluster_id: u64,
     member_id: u64,
     leadership: Arc<Leadership>,
+    metrics: Arc<Metrics>,
 }
 
 impl PeerService {
     /// Serves `raft`, a member `member_id` of cluster `cluster_id`; accepted `AppendEntries`
-    /// are reported to `leadership`.
+    /// are reported to `leadership`, peer traffic to `metrics`.
     pub fn new(
         raft: RaftNode,
         cluster_id: u64,
         member_id: u64,
         leadership: Arc<Leadership>,
+        metrics: Arc<Metrics>,
     ) -> PeerService {
         PeerService {
             raft,
             cluster_id,
             member_id,
             leadership,
+            metrics,
         }
+    }
+
+    /// Counts a request of `received` bytes and its `answer`.
+    fn counted<T: Message>(
+        &self,
+        header: Option<&raftpb::Header>,
+        received: usize,
+        answer: T,
+    ) -> Result<Response<T>, Status> {
+        if let Some(h) = header {
+            self.metrics.received_from(h.from, received);
+            self.metrics.sent_to(h.from, answer.encoded_len());
+        }
+        Ok(Response::new(answer))
     }
 
     fn check(&self, header: Option<&raftpb::Header>) -> Result<(), Status> {
@@ -85,7 +103,8 @@ impl Peer for PeerService {
         {
             self.leadership.heard_from(h.from, Instant::now());
         }
-        Ok(Response::new(wire::append_response(&resp)))
+        let received = req.encoded_len();
+        self.counted(req.header.as_ref(), received, wire::append_response(&resp))
     }
 
     async fn transfer_leader(
@@ -100,7 +119,12 @@ impl Peer for PeerService {
             .handle_transfer_leader(rpc)
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
-        Ok(Response::new(wire::transfer_response(&resp)))
+        let received = req.encoded_len();
+        self.counted(
+            req.header.as_ref(),
+            received,
+            wire::transfer_response(&resp),
+        )
     }
 
     async fn vote(
@@ -115,7 +139,8 @@ impl Peer for PeerService {
             .vote(rpc)
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
-        Ok(Response::new(wire::vote_response(&resp)))
+        let received = req.encoded_len();
+        self.counted(req.header.as_ref(), received, wire::vote_response(&resp))
     }
 
     async fn propose(
@@ -127,7 +152,10 @@ impl Peer for PeerService {
         let proposal = Proposal::decode(req.proposal.as_slice())
             .map_err(|e| Status::invalid_argument(format!("malformed proposal: {e}")))?;
         match self.raft.client_write(proposal).await {
-            Ok(resp) => wire::applied(resp.data).map(Response::new),
+            Ok(resp) => {
+                let answer = wire::applied(resp.data)?;
+                self.counted(req.header.as_ref(), req.encoded_len(), answer)
+            }
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
                 Err(EtcdError::NoLeader.into())
             }

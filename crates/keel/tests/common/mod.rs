@@ -412,6 +412,35 @@ impl Server {
             })
     }
 
+    /// The Prometheus text of `/metrics` on the client URL (empty if it cannot be fetched).
+    pub fn metrics(&self) -> String {
+        let fetch = || -> std::io::Result<String> {
+            let mut conn = std::net::TcpStream::connect(&self.endpoint)?;
+            conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+            write!(
+                conn,
+                "GET /metrics HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+                self.endpoint
+            )?;
+            let mut body = String::new();
+            conn.read_to_string(&mut body)?;
+            Ok(body)
+        };
+        fetch().unwrap_or_default()
+    }
+
+    /// The value of the sample `series` (a metric name with its labels, if any, exactly as
+    /// exported, e.g. `etcd_server_is_leader` or `x_total{To="8e9e05c52164694d"}`).
+    pub fn metric(&self, series: &str) -> Option<f64> {
+        self.metrics().lines().find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+    }
+
     /// `(cluster_id, member_id)` as reported in the header of a Status response.
     pub async fn ids(&self) -> (u64, u64) {
         let mut m = MaintenanceClient::new(self.channel().await);
