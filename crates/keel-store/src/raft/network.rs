@@ -6,6 +6,7 @@
 //! cluster (another `--initial-cluster-token`) is refused. A peer that cannot be reached is
 //! reported as such and openraft retries it; openraft's time-to-live bounds every call.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +20,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
     TransferLeaderResponse, VoteRequest, VoteResponse,
 };
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tonic::transport::{Channel, Endpoint};
 
 use prost::Message;
@@ -203,10 +205,30 @@ impl RaftNetworkV2<KeelRaft> for Peer {
 /// then to apply up to that read index.
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(7);
 
-/// A follower's link to the leader: forwards its clients' writes and asks for read indexes.
+/// The most forwarded writes one Propose call carries.
+const MAX_BATCH: usize = 512;
+/// Propose calls in flight to the leader at once; while they are, new writes gather into the
+/// next call (so a busy follower sends few large calls, an idle one sends each write at once).
+const BATCHES_IN_FLIGHT: usize = 2;
+
+/// A follower's link to the leader: forwards its clients' writes, in batches, and asks for
+/// read indexes.
 pub struct LeaderLink {
     network: PeerNetwork,
-    clients: parking_lot::Mutex<std::collections::HashMap<u64, (String, PeerClient<Channel>)>>,
+    leaders: parking_lot::Mutex<HashMap<u64, Forwarder>>,
+}
+
+/// The client of one leader and the queue of the task forwarding writes to it.
+struct Forwarder {
+    addr: String,
+    client: PeerClient<Channel>,
+    queue: mpsc::UnboundedSender<Forward>,
+}
+
+/// One forwarded write and where its result goes.
+struct Forward {
+    proposal: Vec<u8>,
+    reply: oneshot::Sender<Applied>,
 }
 
 impl LeaderLink {
@@ -214,22 +236,41 @@ impl LeaderLink {
     pub fn new(network: PeerNetwork) -> LeaderLink {
         LeaderLink {
             network,
-            clients: Default::default(),
+            leaders: Default::default(),
         }
     }
 
-    /// The client of `leader` at `addr`, connected lazily and kept.
-    fn client(&self, leader: u64, addr: &str) -> Result<PeerClient<Channel>, EtcdError> {
-        let mut clients = self.clients.lock();
-        if let Some((known, client)) = clients.get(&leader)
-            && known == addr
+    /// The client of `leader` at `addr` and the queue of its forwarding task, started on
+    /// first use and kept.
+    fn forwarder(
+        &self,
+        leader: u64,
+        addr: &str,
+    ) -> Result<(PeerClient<Channel>, mpsc::UnboundedSender<Forward>), EtcdError> {
+        let mut leaders = self.leaders.lock();
+        if let Some(f) = leaders.get(&leader)
+            && f.addr == addr
+            && !f.queue.is_closed()
         {
-            return Ok(client.clone());
+            return Ok((f.client.clone(), f.queue.clone()));
         }
         let client = peer_client(addr)
             .ok_or_else(|| EtcdError::Internal(format!("invalid peer URL {addr:?}")))?;
-        clients.insert(leader, (addr.to_string(), client.clone()));
-        Ok(client)
+        let (queue, pending) = mpsc::unbounded_channel();
+        let header = self.header(leader);
+        tokio::spawn(forward_batches(
+            client.clone(),
+            header,
+            self.network.metrics.clone(),
+            pending,
+        ));
+        let forwarder = Forwarder {
+            addr: addr.to_string(),
+            client: client.clone(),
+            queue: queue.clone(),
+        };
+        leaders.insert(leader, forwarder);
+        Ok((client, queue))
     }
 
     fn header(&self, leader: u64) -> raftpb::Header {
@@ -242,33 +283,26 @@ impl LeaderLink {
 
     /// Has the leader propose `proposal` and returns what it applied.
     pub async fn propose(&self, leader: u64, addr: &str, proposal: &Proposal) -> Applied {
-        let mut client = match self.client(leader, addr) {
-            Ok(c) => c,
+        let queue = match self.forwarder(leader, addr) {
+            Ok((_, queue)) => queue,
             Err(e) => return Applied::Rejected(e),
         };
-        let req = raftpb::ProposeRequest {
-            header: Some(self.header(leader)),
+        let (reply, answer) = oneshot::channel();
+        let forward = Forward {
             proposal: proposal.encode_to_vec(),
+            reply,
         };
-        self.network.metrics.sent_to(leader, req.encoded_len());
-        match tokio::time::timeout(FORWARD_TIMEOUT, client.propose(req)).await {
-            Ok(Err(status)) if is_transport(&status) => Applied::Rejected(EtcdError::NoLeader),
-            Ok(answer) => {
-                let answer = answer.map(tonic::Response::into_inner);
-                if let Ok(resp) = &answer {
-                    self.network
-                        .metrics
-                        .received_from(leader, resp.encoded_len());
-                }
-                wire::applied_from(answer)
-            }
-            Err(_) => Applied::Rejected(EtcdError::Timeout),
+        if queue.send(forward).is_err() {
+            return Applied::Rejected(EtcdError::NoLeader);
         }
+        answer
+            .await
+            .unwrap_or(Applied::Rejected(EtcdError::NoLeader))
     }
 
     /// The leader's read index.
     pub async fn read_index(&self, leader: u64, addr: &str) -> Result<u64, EtcdError> {
-        let mut client = self.client(leader, addr)?;
+        let (mut client, _) = self.forwarder(leader, addr)?;
         let req = raftpb::ReadIndexRequest {
             header: Some(self.header(leader)),
         };
@@ -277,6 +311,75 @@ impl LeaderLink {
             Ok(Err(_)) => Err(EtcdError::NoLeader),
             Err(_) => Err(EtcdError::Timeout),
         }
+    }
+}
+
+/// Sends the writes queued for one leader, as many per call as have gathered, with at most
+/// [`BATCHES_IN_FLIGHT`] calls in flight; ends when the link drops the queue.
+async fn forward_batches(
+    client: PeerClient<Channel>,
+    header: raftpb::Header,
+    metrics: Arc<Metrics>,
+    mut pending: mpsc::UnboundedReceiver<Forward>,
+) {
+    let slots = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
+    while let Some(first) = pending.recv().await {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match pending.try_recv() {
+                Ok(forward) => batch.push(forward),
+                Err(_) => break,
+            }
+        }
+        let (client, metrics) = (client.clone(), metrics.clone());
+        tokio::spawn(async move {
+            send_batch(client, header, &metrics, batch).await;
+            drop(slot);
+        });
+    }
+}
+
+/// One Propose call carrying `batch`; every write gets its result or the call's failure.
+async fn send_batch(
+    mut client: PeerClient<Channel>,
+    header: raftpb::Header,
+    metrics: &Metrics,
+    batch: Vec<Forward>,
+) {
+    let (proposals, replies): (Vec<_>, Vec<_>) =
+        batch.into_iter().map(|f| (f.proposal, f.reply)).unzip();
+    let n = replies.len();
+    let req = raftpb::ProposeRequest {
+        header: Some(header),
+        proposals,
+    };
+    metrics.sent_to(header.to, req.encoded_len());
+    let every =
+        |error: &dyn Fn() -> EtcdError| (0..n).map(|_| Applied::Rejected(error())).collect();
+    let results: Vec<Applied> = match tokio::time::timeout(FORWARD_TIMEOUT, client.propose(req))
+        .await
+    {
+        Ok(Ok(resp)) => {
+            let resp = resp.into_inner();
+            metrics.received_from(header.to, resp.encoded_len());
+            if resp.outcomes.len() == n {
+                resp.outcomes.into_iter().map(wire::applied_from).collect()
+            } else {
+                every(&|| EtcdError::Internal("the leader answered a batch of another size".into()))
+            }
+        }
+        Ok(Err(status)) if is_transport(&status) => every(&|| EtcdError::NoLeader),
+        Ok(Err(status)) => every(&|| EtcdError::FromLeader {
+            code: status.code(),
+            message: status.message().to_string(),
+        }),
+        Err(_) => every(&|| EtcdError::Timeout),
+    };
+    for (reply, result) in replies.into_iter().zip(results) {
+        let _ = reply.send(result);
     }
 }
 

@@ -16,7 +16,7 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 use super::leadership::Leadership;
-use super::{Proposal, RaftNode, wire};
+use super::{Applied, Proposal, RaftNode, wire};
 use crate::api::error::EtcdError;
 use crate::metrics::Metrics;
 
@@ -149,18 +149,29 @@ impl Peer for PeerService {
     ) -> Result<Response<raftpb::ProposeResponse>, Status> {
         let req = request.into_inner();
         self.check(req.header.as_ref())?;
-        let proposal = Proposal::decode(req.proposal.as_slice())
+        let proposals = req
+            .proposals
+            .iter()
+            .map(|p| Proposal::decode(p.as_slice()))
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| Status::invalid_argument(format!("malformed proposal: {e}")))?;
-        match self.raft.client_write(proposal).await {
-            Ok(resp) => {
-                let answer = wire::applied(resp.data)?;
-                self.counted(req.header.as_ref(), req.encoded_len(), answer)
-            }
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
-                Err(EtcdError::NoLeader.into())
-            }
-            Err(e) => Err(EtcdError::Internal(e.to_string()).into()),
-        }
+        // Proposed together, so that openraft appends them as one batch.
+        let written = proposals.into_iter().map(|p| self.raft.client_write(p));
+        let outcomes = futures::future::join_all(written)
+            .await
+            .into_iter()
+            .map(|written| {
+                wire::outcome(match written {
+                    Ok(resp) => resp.data,
+                    Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                        Applied::Rejected(EtcdError::NoLeader)
+                    }
+                    Err(e) => Applied::Rejected(EtcdError::Internal(e.to_string())),
+                })
+            })
+            .collect();
+        let answer = raftpb::ProposeResponse { outcomes };
+        self.counted(req.header.as_ref(), req.encoded_len(), answer)
     }
 
     async fn read_index(

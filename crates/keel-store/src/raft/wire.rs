@@ -3,12 +3,12 @@
 
 use std::io;
 
-use keel_proto::raftpb::{self, propose_response::Applied as Wire};
+use keel_proto::raftpb::{self, propose_outcome::Applied as Wire};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, TransferLeaderError, TransferLeaderRequest,
     TransferLeaderResponse, VoteRequest, VoteResponse,
 };
-use tonic::Status;
+use tonic::Code;
 
 use super::codec::{self, Entry};
 use super::{Applied, KeelRaft};
@@ -189,9 +189,8 @@ pub fn transfer_response_from(
     })
 }
 
-/// The result of a forwarded proposal on the wire; a rejection travels as the status the
-/// client gets.
-pub fn applied(applied: Applied) -> Result<raftpb::ProposeResponse, Status> {
+/// The result of a forwarded proposal on the wire (a rejection as the status its client gets).
+pub fn outcome(applied: Applied) -> raftpb::ProposeOutcome {
     let wire = match applied {
         Applied::Put(r) => Wire::Put(r),
         Applied::DeleteRange(r) => Wire::DeleteRange(r),
@@ -202,25 +201,19 @@ pub fn applied(applied: Applied) -> Result<raftpb::ProposeResponse, Status> {
         Applied::LeaseGrant(r) => Wire::LeaseGrant(r),
         Applied::LeaseRevoke(r) => Wire::LeaseRevoke(r),
         Applied::Lease => Wire::Lease(true),
-        Applied::Rejected(e) => return Err(e.into()),
+        Applied::Rejected(e) => Wire::Rejected(raftpb::Rejection {
+            code: e.code() as i32,
+            message: e.to_string(),
+        }),
     };
-    Ok(raftpb::ProposeResponse {
+    raftpb::ProposeOutcome {
         applied: Some(wire),
-    })
+    }
 }
 
-/// The result of a forwarded proposal from the wire (or from the leader's error status).
-pub fn applied_from(resp: Result<raftpb::ProposeResponse, Status>) -> Applied {
-    let wire = match resp {
-        Ok(r) => r.applied,
-        Err(status) => {
-            return Applied::Rejected(EtcdError::FromLeader {
-                code: status.code(),
-                message: status.message().to_string(),
-            });
-        }
-    };
-    match wire {
+/// The result of a forwarded proposal from the wire.
+pub fn applied_from(outcome: raftpb::ProposeOutcome) -> Applied {
+    match outcome.applied {
         Some(Wire::Put(r)) => Applied::Put(r),
         Some(Wire::DeleteRange(r)) => Applied::DeleteRange(r),
         Some(Wire::Txn(r)) => Applied::Txn(r),
@@ -230,6 +223,10 @@ pub fn applied_from(resp: Result<raftpb::ProposeResponse, Status>) -> Applied {
         Some(Wire::LeaseGrant(r)) => Applied::LeaseGrant(r),
         Some(Wire::LeaseRevoke(r)) => Applied::LeaseRevoke(r),
         Some(Wire::Lease(_)) => Applied::Lease,
+        Some(Wire::Rejected(r)) => Applied::Rejected(EtcdError::FromLeader {
+            code: Code::from_i32(r.code),
+            message: r.message,
+        }),
         None => Applied::Rejected(EtcdError::Internal(
             "the leader answered a forwarded write without a result".into(),
         )),
@@ -281,14 +278,14 @@ mod tests {
     fn applied_results_and_rejections_round_trip() {
         let put = keel_proto::etcdserverpb::PutResponse::default();
         assert!(matches!(
-            applied_from(applied(Applied::Put(put.clone()))),
+            applied_from(outcome(Applied::Put(put.clone()))),
             Applied::Put(p) if p == put
         ));
-        let back = applied_from(applied(Applied::Rejected(EtcdError::LeaseNotFound)));
+        let back = applied_from(outcome(Applied::Rejected(EtcdError::LeaseNotFound)));
         let Applied::Rejected(e) = back else {
             panic!("rejection lost: {back:?}")
         };
-        let status = Status::from(e);
+        let status = tonic::Status::from(e);
         assert_eq!(status.code(), tonic::Code::NotFound);
         assert_eq!(status.message(), "etcdserver: requested lease not found");
     }

@@ -20,6 +20,7 @@
 //! | `KEEL_TEST_ETCDCTL34` | `/usr/bin/etcdctl` (Debian `etcd-client`, 3.4.23) |
 
 #![allow(dead_code)]
+pub mod linearizable;
 pub mod netns;
 
 use std::fs::{self, File};
