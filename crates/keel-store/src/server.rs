@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use futures::TryStreamExt;
 use keel_mvcc::Mvcc;
 use keel_proto::etcdserverpb::{
-    AlarmRequest, AlarmType, ResponseHeader, alarm_request::AlarmAction,
+    AlarmRequest, AlarmType, Member, ResponseHeader, alarm_request::AlarmAction,
 };
 use keel_proto::raftpb::peer_server::PeerServer;
 use openraft::async_runtime::WatchReceiver;
@@ -225,6 +225,8 @@ impl Store {
                 .lessor(|l| l.promote(std::time::Instant::now()));
         }
         tokio::spawn(track_raft_metrics(store.clone()));
+        // As etcd, serve clients only once this member's attributes are in the cluster.
+        store.publish().await;
         tokio::spawn(crate::lease::task::run(Arc::downgrade(&store)));
         Ok(store)
     }
@@ -298,6 +300,67 @@ impl Store {
     /// The index of the last applied entry.
     pub fn applied_index(&self) -> u64 {
         self.applier.applied().map_or(0, |id| id.index)
+    }
+
+    /// Publishes this member's attributes through the log (etcd's `publish`), retrying until
+    /// they are applied; proposes nothing when they are already recorded.
+    async fn publish(&self) {
+        let attributes = self.attributes();
+        while self.applier.published(self.member_id).as_ref() != Some(&attributes) {
+            match self.propose(ProposalOp::Member(attributes.clone())).await {
+                Ok(_) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "publishing this member's attributes; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+
+    /// This member's attributes, as it publishes them to the cluster.
+    fn attributes(&self) -> Member {
+        Member {
+            id: self.member_id,
+            name: self.config.name.clone(),
+            peer_ur_ls: self.config.advertised_peer_urls(),
+            client_ur_ls: self.config.advertised_client_urls(),
+            is_learner: false,
+        }
+    }
+
+    /// The cluster's members as etcd lists them: every member of the Raft membership with the
+    /// attributes it published; one that has not published yet (not started) is listed with
+    /// its name and peer URLs from `--initial-cluster` when it is there, else its peer URL.
+    pub fn members(&self) -> Vec<Member> {
+        let token = &self.config.initial_cluster_token;
+        let initial = self.config.initial_members().unwrap_or_default();
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow_watched();
+        let membership = m.membership_config.membership();
+        let voters: Vec<u64> = membership.voter_ids().collect();
+        membership
+            .nodes()
+            .map(|(&id, node)| {
+                let is_learner = !voters.contains(&id);
+                let listed = self.applier.published(id).unwrap_or_else(|| {
+                    let (name, peer_ur_ls) = initial
+                        .iter()
+                        .find(|(_, urls)| member_id(urls, token) == id)
+                        .cloned()
+                        .unwrap_or_else(|| (String::new(), vec![node.addr.clone()]));
+                    Member {
+                        id,
+                        name,
+                        peer_ur_ls,
+                        ..Default::default()
+                    }
+                });
+                Member {
+                    is_learner,
+                    ..listed
+                }
+            })
+            .collect()
     }
 
     /// The alarms currently raised in the cluster.

@@ -4,7 +4,8 @@
 //! after a restart and every member ends with the same HashKV at the same revision. Also: the
 //! whole cluster killed and restarted keeps every write; a lease keeps its remaining TTL
 //! across a leader change (keel; etcd gives it its full TTL back, which the test checks too);
-//! `etcdctl move-leader` hands leadership to a chosen member.
+//! `etcdctl move-leader` hands leadership to a chosen member; `etcdctl member list` shows every
+//! member with the name and URLs it published.
 //!
 //! Runs against keel (default) or a real etcd 3.5 cluster (`KEEL_TEST_TARGET=etcd`).
 
@@ -14,12 +15,13 @@ use std::time::{Duration, Instant};
 
 use common::{Cluster, Server, target_flavor};
 use common::{CtlVersion, Flavor, etcdctl};
+use keel_proto::etcdserverpb::cluster_client::ClusterClient;
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{
-    HashKvRequest, LeaseGrantRequest, LeaseTimeToLiveRequest, MoveLeaderRequest, PutRequest,
-    RangeRequest, StatusRequest,
+    HashKvRequest, LeaseGrantRequest, LeaseTimeToLiveRequest, MemberListRequest, MoveLeaderRequest,
+    PutRequest, RangeRequest, StatusRequest,
 };
 
 /// How long the cluster may take to elect a new leader and accept a write after the kill (the
@@ -415,4 +417,70 @@ async fn move_leader_hands_leadership_to_the_chosen_member() {
     put(&cluster.members[leader], "k/after-move")
         .await
         .expect("write through the old leader after the move");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_list_shows_every_member_with_what_it_published() {
+    let mut cluster = Cluster::start(target_flavor(), 3, &[]);
+    let mut expected = Vec::new();
+    for (i, m) in cluster.members.iter().enumerate() {
+        let (_, id) = m.ids().await;
+        expected.push((
+            id,
+            format!("m{i}"),
+            vec![m.peer_url.clone()],
+            vec![m.client_url.clone()],
+        ));
+    }
+    expected.sort();
+    let listed = |members: Vec<keel_proto::etcdserverpb::Member>| {
+        let mut got: Vec<_> = members
+            .into_iter()
+            .map(|m| {
+                assert!(!m.is_learner, "{m:?}");
+                (m.id, m.name, m.peer_ur_ls, m.client_ur_ls)
+            })
+            .collect();
+        got.sort();
+        got
+    };
+    for m in &cluster.members {
+        let mut c = ClusterClient::new(m.channel().await);
+        let members = c
+            .member_list(MemberListRequest::default())
+            .await
+            .expect("MemberList")
+            .into_inner()
+            .members;
+        assert_eq!(listed(members), expected, "MemberList on {}", m.endpoint);
+    }
+    // The real etcdctl prints the same table.
+    let out = etcdctl(
+        CtlVersion::V35,
+        &cluster.members[0].endpoint,
+        &["member".to_string(), "list".to_string()],
+        None,
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for (id, name, peers, clients) in &expected {
+        let line = format!(
+            "{id:x}, started, {name}, {}, {}, false",
+            peers[0], clients[0]
+        );
+        assert!(
+            out.stdout.contains(&line),
+            "{line:?} not in\n{}",
+            out.stdout
+        );
+    }
+    // A member that is down is still listed, with what it published.
+    cluster.members[2].kill();
+    let mut c = ClusterClient::new(cluster.members[0].channel().await);
+    let members = c
+        .member_list(MemberListRequest::default())
+        .await
+        .expect("MemberList with a member down")
+        .into_inner()
+        .members;
+    assert_eq!(listed(members), expected);
 }

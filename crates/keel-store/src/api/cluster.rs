@@ -1,5 +1,6 @@
-//! The etcd `Cluster` service for a one-member cluster: the member list, and etcd's own answers
-//! to changes that a one-member cluster cannot make.
+//! The etcd `Cluster` service: the member list (every member of the Raft membership, with the
+//! attributes it published), and etcd's own answers to the membership changes keel does not
+//! make yet.
 
 use std::sync::Arc;
 
@@ -28,14 +29,7 @@ impl ClusterService {
     }
 
     fn members(&self) -> Vec<Member> {
-        let config = self.store.config();
-        vec![Member {
-            id: self.store.member_id(),
-            name: config.name.clone(),
-            peer_ur_ls: config.advertised_peer_urls(),
-            client_ur_ls: config.advertised_client_urls(),
-            is_learner: false,
-        }]
+        self.store.members()
     }
 
     /// etcd's cluster responses carry no revision in their header.
@@ -43,19 +37,18 @@ impl ClusterService {
         Some(self.store.header(0))
     }
 
-    /// Fails with etcd's `member not found` unless `id` is this member.
-    fn known(&self, id: u64) -> Result<(), EtcdError> {
-        if id == self.store.member_id() {
-            Ok(())
-        } else {
-            Err(EtcdError::MemberNotFound)
-        }
+    /// The member `id`, or etcd's `member not found`.
+    fn known(&self, id: u64) -> Result<Member, EtcdError> {
+        self.members()
+            .into_iter()
+            .find(|m| m.id == id)
+            .ok_or(EtcdError::MemberNotFound)
     }
 }
 
-fn single_member_only(what: &str) -> EtcdError {
+fn not_yet(what: &str) -> EtcdError {
     EtcdError::Unimplemented(format!(
-        "keel store runs single-member clusters; {what} is not supported"
+        "keel store does not change cluster membership yet: {what} is not supported"
     ))
 }
 
@@ -66,7 +59,7 @@ impl Cluster for ClusterService {
         _request: Request<MemberAddRequest>,
     ) -> Result<Response<MemberAddResponse>, Status> {
         unary(&self.store, SERVICE, "MemberAdd", async {
-            Err(single_member_only("adding a member"))
+            Err(not_yet("adding a member"))
         })
         .await
     }
@@ -78,7 +71,11 @@ impl Cluster for ClusterService {
         let id = request.into_inner().id;
         let call = async {
             self.known(id)?;
-            Err::<MemberRemoveResponse, _>(EtcdError::NotEnoughStartedMembers)
+            // etcd refuses to remove the last member.
+            if self.members().len() == 1 {
+                return Err(EtcdError::NotEnoughStartedMembers);
+            }
+            Err::<MemberRemoveResponse, _>(not_yet("removing a member"))
         };
         unary(&self.store, SERVICE, "MemberRemove", call).await
     }
@@ -90,7 +87,7 @@ impl Cluster for ClusterService {
         let id = request.into_inner().id;
         let call = async {
             self.known(id)?;
-            Err::<MemberUpdateResponse, _>(single_member_only("changing peer URLs"))
+            Err::<MemberUpdateResponse, _>(not_yet("changing peer URLs"))
         };
         unary(&self.store, SERVICE, "MemberUpdate", call).await
     }
@@ -114,8 +111,10 @@ impl Cluster for ClusterService {
     ) -> Result<Response<MemberPromoteResponse>, Status> {
         let id = request.into_inner().id;
         let call = async {
-            self.known(id)?;
-            Err::<MemberPromoteResponse, _>(EtcdError::MemberNotLearner)
+            if !self.known(id)?.is_learner {
+                return Err(EtcdError::MemberNotLearner);
+            }
+            Err::<MemberPromoteResponse, _>(not_yet("promoting a learner"))
         };
         unary(&self.store, SERVICE, "MemberPromote", call).await
     }

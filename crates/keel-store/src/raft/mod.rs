@@ -17,7 +17,7 @@ use std::fmt;
 
 use keel_proto::etcdserverpb::{
     AlarmRequest, AlarmResponse, CompactionRequest, CompactionResponse, DeleteRangeRequest,
-    DeleteRangeResponse, LeaseGrantResponse, LeaseRevokeResponse, PutRequest, PutResponse,
+    DeleteRangeResponse, LeaseGrantResponse, LeaseRevokeResponse, Member, PutRequest, PutResponse,
     TxnRequest, TxnResponse,
 };
 
@@ -38,7 +38,7 @@ pub type RaftNode = openraft::Raft<KeelRaft, state_machine::StateMachine>;
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Proposal {
     /// The write itself.
-    #[prost(oneof = "ProposalOp", tags = "1, 2, 3, 4, 5, 6, 7")]
+    #[prost(oneof = "ProposalOp", tags = "1, 2, 3, 4, 5, 6, 7, 8")]
     pub op: Option<ProposalOp>,
 }
 
@@ -66,6 +66,10 @@ pub enum ProposalOp {
     /// A lease grant, revoke, expiry or checkpoint.
     #[prost(message, tag = "7")]
     Lease(crate::lease::LeaseProposal),
+    /// A member's attributes (name, URLs), published by the member when it starts (etcd's
+    /// `publish`).
+    #[prost(message, tag = "8")]
+    Member(Member),
 }
 
 impl fmt::Display for Proposal {
@@ -78,6 +82,7 @@ impl fmt::Display for Proposal {
             Some(ProposalOp::Alarm(_)) => f.write_str("alarm"),
             Some(ProposalOp::Auth(_)) => f.write_str("auth"),
             Some(ProposalOp::Lease(_)) => f.write_str("lease"),
+            Some(ProposalOp::Member(_)) => f.write_str("member"),
             None => f.write_str("empty"),
         }
     }
@@ -104,6 +109,8 @@ pub enum Applied {
     LeaseRevoke(LeaseRevokeResponse),
     /// The leader's expiry or checkpoint was applied.
     Lease,
+    /// A member's attributes were recorded.
+    Published,
     /// The request was rejected by the state machine (etcd applies some checks at apply time).
     Rejected(EtcdError),
 }

@@ -16,6 +16,7 @@
 //! applied log id, after which openraft may purge the WAL behind it. A restart replays the WAL
 //! from the backend's applied index.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,8 +25,8 @@ use futures::{Stream, TryStreamExt};
 use keel_mvcc::{ApplyBatch, Mvcc};
 use keel_proto::etcdserverpb::{
     AlarmMember, AlarmRequest, AlarmResponse, DeleteRangeRequest, LeaseGrantResponse,
-    LeaseRevokeResponse, RequestOp, ResponseHeader, TxnRequest, alarm_request::AlarmAction,
-    request_op,
+    LeaseRevokeResponse, Member, MemberListResponse, RequestOp, ResponseHeader, TxnRequest,
+    alarm_request::AlarmAction, request_op,
 };
 use keel_proto::mvccpb::{Event, event::EventType};
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
@@ -49,6 +50,7 @@ const META_APPLIED: &str = "raft_applied_log_id";
 const META_MEMBERSHIP: &str = "raft_membership";
 const META_ALARMS: &str = "alarms";
 const META_AUTH: &str = "auth";
+const META_MEMBERS: &str = "members";
 
 /// A snapshot's data: the member's own backend, durable up to the snapshot's log id.
 #[derive(Debug, Clone, Copy)]
@@ -59,6 +61,8 @@ pub struct Applier {
     /// The key-value store.
     pub mvcc: Arc<Mvcc>,
     alarms: RwLock<Vec<AlarmMember>>,
+    /// The attributes each member published, by id.
+    members: RwLock<BTreeMap<u64, Member>>,
     auth: RwLock<AuthStore>,
     lessor: Mutex<Lessor>,
     /// The watchers fed by every committed batch.
@@ -98,6 +102,15 @@ impl Applier {
             }
             None => Vec::new(),
         };
+        let members = match meta(META_MEMBERS)? {
+            Some(bytes) => MemberListResponse::decode(bytes.as_slice())
+                .map_err(io::Error::other)?
+                .members
+                .into_iter()
+                .map(|m| (m.id, m))
+                .collect(),
+            None => BTreeMap::new(),
+        };
         let auth = match meta(META_AUTH)? {
             Some(bytes) => AuthStore::decode(bytes.as_slice()).map_err(io::Error::other)?,
             None => AuthStore::new(),
@@ -117,6 +130,7 @@ impl Applier {
             watch,
             mvcc,
             alarms: RwLock::new(alarms),
+            members: RwLock::new(members),
             auth: RwLock::new(auth),
             lessor: Mutex::new(lessor),
             applied: RwLock::new((applied, membership)),
@@ -127,6 +141,11 @@ impl Applier {
     /// The alarms currently raised.
     pub fn alarms(&self) -> Vec<AlarmMember> {
         self.alarms.read().clone()
+    }
+
+    /// The attributes member `id` published, if it did.
+    pub fn published(&self, id: u64) -> Option<Member> {
+        self.members.read().get(&id).cloned()
     }
 
     /// Reads the auth store.
@@ -153,6 +172,7 @@ impl Applier {
             Some(ProposalOp::Txn(req)) => batch.txn(&req).map(Applied::Txn),
             Some(ProposalOp::Compaction(req)) => batch.compact(&req).map(Applied::Compaction),
             Some(ProposalOp::Alarm(req)) => return Applied::Alarm(self.apply_alarm(batch, &req)),
+            Some(ProposalOp::Member(member)) => return self.apply_member(batch, member),
             Some(ProposalOp::Auth(AuthProposal { op: Some(op) })) => {
                 return self.apply_auth(batch, &op);
             }
@@ -289,6 +309,18 @@ impl Applier {
                 lessor.attach(new, kv.key.clone());
             }
         }
+    }
+
+    /// Records a member's published attributes and persists them all.
+    fn apply_member(&self, batch: &mut ApplyBatch<'_>, member: Member) -> Applied {
+        let mut members = self.members.write();
+        members.insert(member.id, member);
+        let stored = MemberListResponse {
+            members: members.values().cloned().collect(),
+            ..Default::default()
+        };
+        batch.set_meta(META_MEMBERS, &stored.encode_to_vec());
+        Applied::Published
     }
 
     /// Raises or clears an alarm, as etcd's applier does, and persists the alarm list.

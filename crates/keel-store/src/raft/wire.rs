@@ -201,6 +201,7 @@ pub fn outcome(applied: Applied) -> raftpb::ProposeOutcome {
         Applied::LeaseGrant(r) => Wire::LeaseGrant(r),
         Applied::LeaseRevoke(r) => Wire::LeaseRevoke(r),
         Applied::Lease => Wire::Lease(true),
+        Applied::Published => Wire::Published(true),
         Applied::Rejected(e) => Wire::Rejected(raftpb::Rejection {
             code: e.code() as i32,
             message: e.to_string(),
@@ -223,6 +224,7 @@ pub fn applied_from(outcome: raftpb::ProposeOutcome) -> Applied {
         Some(Wire::LeaseGrant(r)) => Applied::LeaseGrant(r),
         Some(Wire::LeaseRevoke(r)) => Applied::LeaseRevoke(r),
         Some(Wire::Lease(_)) => Applied::Lease,
+        Some(Wire::Published(_)) => Applied::Published,
         Some(Wire::Rejected(r)) => Applied::Rejected(EtcdError::FromLeader {
             code: Code::from_i32(r.code),
             message: r.message,
