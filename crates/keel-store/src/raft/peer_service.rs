@@ -8,9 +8,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures::StreamExt;
 use keel_proto::raftpb::{self, peer_server::Peer};
 use openraft::ReadPolicy;
-use openraft::errors::{ClientWriteError, RaftError};
+use openraft::errors::ClientWriteError;
 use openraft::raft::AppendEntriesResponse;
 use prost::Message;
 use tonic::{Request, Response, Status};
@@ -155,21 +156,25 @@ impl Peer for PeerService {
             .map(|p| Proposal::decode(p.as_slice()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| Status::invalid_argument(format!("malformed proposal: {e}")))?;
-        // Proposed together, so that openraft appends them as one batch.
-        let written = proposals.into_iter().map(|p| self.raft.client_write(p));
-        let outcomes = futures::future::join_all(written)
+        // Handed to openraft in one message, appended as one batch.
+        let written = self
+            .raft
+            .client_write_many(proposals)
             .await
-            .into_iter()
+            .map_err(|e| Status::from(EtcdError::Internal(e.to_string())))?;
+        let outcomes = written
             .map(|written| {
                 wire::outcome(match written {
-                    Ok(resp) => resp.data,
-                    Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => {
+                    Ok(Ok(resp)) => resp.response,
+                    Ok(Err(ClientWriteError::ForwardToLeader(_))) => {
                         Applied::Rejected(EtcdError::NoLeader)
                     }
-                    Err(e) => Applied::Rejected(EtcdError::Internal(e.to_string())),
+                    Ok(Err(e)) => Applied::Rejected(EtcdError::Internal(e.to_string())),
+                    Err(fatal) => Applied::Rejected(EtcdError::Internal(fatal.to_string())),
                 })
             })
-            .collect();
+            .collect()
+            .await;
         let answer = raftpb::ProposeResponse { outcomes };
         self.counted(req.header.as_ref(), req.encoded_len(), answer)
     }
