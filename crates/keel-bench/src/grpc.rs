@@ -236,7 +236,8 @@ impl Frames {
                 break;
             }
             let take = (want - self.spill.len()).min(chunk.len());
-            self.spill.reserve(want - self.spill.len());
+            // A hint only, capped: a garbled length prefix must not allocate gigabytes.
+            self.spill.reserve((want - self.spill.len()).min(16 << 20));
             self.spill.extend_from_slice(&chunk.split_to(take));
         }
         self.buf = chunk;

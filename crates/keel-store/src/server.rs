@@ -20,7 +20,7 @@ use keel_proto::etcdserverpb::{
 };
 use keel_proto::raftpb::peer_server::PeerServer;
 use openraft::async_runtime::WatchReceiver;
-use openraft::errors::{ClientWriteError, InitializeError, RaftError};
+use openraft::errors::{ClientWriteError, RaftError};
 use openraft::impls::BasicNode;
 use openraft::{Config as RaftConfig, ReadPolicy, SnapshotPolicy};
 use prost::Message;
@@ -175,6 +175,12 @@ impl Store {
             member_id,
             Duration::from_millis(config.election_timeout),
         ));
+        if fresh && config.initial_cluster_state == "new" {
+            // Before serving peers, so no member can vote before it knows the membership.
+            raft.initialize(members.clone())
+                .await
+                .map_err(|e| StartError::Raft(e.to_string()))?;
+        }
         let peer_server = tokio::spawn(serve_peers(
             peer_listeners,
             PeerService::new(
@@ -185,17 +191,6 @@ impl Store {
                 metrics.clone(),
             ),
         ));
-        if fresh && config.initial_cluster_state == "new" {
-            match raft.initialize(members.clone()).await {
-                Ok(()) => {}
-                // Another member initialized first and already asked for this member's vote:
-                // the cluster is forming, and its leader will replicate the membership here.
-                Err(RaftError::APIError(InitializeError::NotAllowed(e))) if members.len() > 1 => {
-                    tracing::info!(state = %e, "the cluster is being formed by another member");
-                }
-                Err(e) => return Err(StartError::Raft(e.to_string())),
-            }
-        }
         let store = Arc::new(Store {
             raft,
             applier,
@@ -419,12 +414,25 @@ impl Store {
                 applied => Ok(applied),
             };
         }
-        let written =
-            tokio::time::timeout(self.request_timeout(), self.raft.client_write(proposal));
-        let Ok(written) = written.await else {
-            // etcd's ErrTimeout: the entry may still commit once a quorum answers.
-            self.metrics.proposals_failed.inc();
-            return Err(EtcdError::Timeout);
+        let deadline = tokio::time::Instant::now() + self.request_timeout();
+        let written = loop {
+            let written = self.raft.client_write(proposal.clone());
+            let Ok(written) = tokio::time::timeout_at(deadline, written).await else {
+                // etcd's ErrTimeout: the entry may still commit once a quorum answers.
+                self.metrics.proposals_failed.inc();
+                return Err(EtcdError::Timeout);
+            };
+            // A leader whose quorum has not acknowledged it yet (just elected, or a late
+            // heartbeat) refuses writes without naming another leader: retry while it leads.
+            if let Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) = &written
+                && f.leader_id.is_none()
+                && self.leader() == self.member_id
+            {
+                let pause = Duration::from_millis(self.config.heartbeat_interval);
+                tokio::time::sleep(pause.min(deadline - tokio::time::Instant::now())).await;
+                continue;
+            }
+            break written;
         };
         match written {
             Ok(resp) => match resp.data {
@@ -557,6 +565,7 @@ impl Store {
         let now = Instant::now();
         let view = RaftView {
             leader: m.current_leader,
+            term: m.current_term,
             voters,
             quorum_acked: m
                 .last_quorum_acked

@@ -21,6 +21,8 @@ use parking_lot::Mutex;
 pub struct RaftView {
     /// The leader openraft names, if any.
     pub leader: Option<u64>,
+    /// The Raft term.
+    pub term: u64,
     /// Voters in the membership.
     pub voters: usize,
     /// When a quorum last acknowledged this member as leader (None: not yet, or not leader).
@@ -37,8 +39,8 @@ pub struct Leadership {
 
 #[derive(Debug, Default)]
 struct State {
-    /// The leader openraft named last, and since when.
-    named: Option<(u64, Instant)>,
+    /// The leader openraft named last, its term, and since when.
+    named: Option<(u64, u64, Instant)>,
     /// The member that last sent this member an `AppendEntries`, and when.
     heard: Option<(u64, Instant)>,
 }
@@ -63,9 +65,9 @@ impl Leadership {
         let mut state = self.state.lock();
         let leader = view.leader?;
         let since = match state.named {
-            Some((named, since)) if named == leader => since,
+            Some((named, term, since)) if named == leader && term == view.term => since,
             _ => {
-                state.named = Some((leader, now));
+                state.named = Some((leader, view.term, now));
                 now
             }
         };
@@ -95,6 +97,7 @@ mod tests {
     fn view(leader: Option<u64>, voters: usize, quorum_acked: Option<Instant>) -> RaftView {
         RaftView {
             leader,
+            term: 1,
             voters,
             quorum_acked,
         }

@@ -328,12 +328,20 @@ async fn forward_batches(
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
         };
-        let mut batch = vec![first];
+        // Writes whose client gave up are not sent.
+        let mut batch: Vec<Forward> = Some(first)
+            .into_iter()
+            .filter(|f| !f.reply.is_closed())
+            .collect();
         while batch.len() < MAX_BATCH {
             match pending.try_recv() {
+                Ok(forward) if forward.reply.is_closed() => {}
                 Ok(forward) => batch.push(forward),
                 Err(_) => break,
             }
+        }
+        if batch.is_empty() {
+            continue;
         }
         let (client, metrics) = (client.clone(), metrics.clone());
         tokio::spawn(async move {

@@ -157,12 +157,13 @@ impl Peer for PeerService {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| Status::invalid_argument(format!("malformed proposal: {e}")))?;
         // Handed to openraft in one message, appended as one batch.
+        let n = proposals.len();
         let written = self
             .raft
             .client_write_many(proposals)
             .await
             .map_err(|e| Status::from(EtcdError::Internal(e.to_string())))?;
-        let outcomes = written
+        let mut outcomes: Vec<_> = written
             .map(|written| {
                 wire::outcome(match written {
                     Ok(Ok(resp)) => resp.response,
@@ -175,6 +176,8 @@ impl Peer for PeerService {
             })
             .collect()
             .await;
+        // A stream cut short (openraft stopping) leaves the rest unknown, not failed silently.
+        outcomes.resize_with(n, || wire::outcome(Applied::Rejected(EtcdError::Timeout)));
         let answer = raftpb::ProposeResponse { outcomes };
         self.counted(req.header.as_ref(), req.encoded_len(), answer)
     }
