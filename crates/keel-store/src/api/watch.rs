@@ -202,6 +202,8 @@ mod tests {
             "http://127.0.0.1:0",
             "--advertise-client-urls",
             "http://127.0.0.1:0",
+            "--listen-peer-urls",
+            "http://127.0.0.1:0",
             "--max-request-bytes",
             "4096",
         ])

@@ -488,10 +488,18 @@ impl Cluster {
     /// Starts `n` members of `flavor` together (each waits for the others to elect a leader),
     /// with `args` added to every member's command line.
     pub fn start(flavor: Flavor, n: usize, args: &[&str]) -> Cluster {
-        let places = (0..n).map(|_| Place {
+        // Two ports per member, all distinct (a port just probed free can be handed out again).
+        let mut ports: Vec<u16> = Vec::new();
+        while ports.len() < 2 * n {
+            let port = free_port();
+            if !ports.contains(&port) {
+                ports.push(port);
+            }
+        }
+        let places = ports.chunks(2).map(|p| Place {
             host: "127.0.0.1".to_string(),
             netns: None,
-            ports: (free_port(), free_port()),
+            ports: (p[0], p[1]),
         });
         Cluster::start_at(flavor, places.collect(), args)
     }
