@@ -156,24 +156,31 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# start_server NAME TAG CMD... : starts a single-member server with etcd's flags, waits for it.
-start_server() {
-    local name=$1 tag=$2
-    shift 2
-    local cport pport dir
-    cport=$(free_port)
-    pport=$(free_port)
-    dir="$WORK/$name-$tag"
+# launch NAME DIR CPORT PPORT INITIAL_CLUSTER CMD... : starts one member in the background with
+# etcd's flags on 127.0.0.1 (data and log in DIR); records its PID and endpoint.
+launch() {
+    local name=$1 dir=$2 cport=$3 pport=$4 initial=$5
+    shift 5
     mkdir -p "$dir"
     "$@" --name "$name" --data-dir "$dir/data" \
         --listen-client-urls "http://127.0.0.1:$cport" \
         --advertise-client-urls "http://127.0.0.1:$cport" \
         --listen-peer-urls "http://127.0.0.1:$pport" \
         --initial-advertise-peer-urls "http://127.0.0.1:$pport" \
-        --initial-cluster "$name=http://127.0.0.1:$pport" \
+        --initial-cluster "$initial" \
         >"$dir/log" 2>&1 &
     PID[$name]=$!
     EP[$name]="127.0.0.1:$cport"
+}
+
+# start_server NAME TAG CMD... : starts a single-member server with etcd's flags, waits for it.
+start_server() {
+    local name=$1 tag=$2
+    shift 2
+    local cport pport dir="$WORK/$name-$tag"
+    cport=$(free_port)
+    pport=$(free_port)
+    launch "$name" "$dir" "$cport" "$pport" "$name=http://127.0.0.1:$pport" "$@"
     local i
     for i in $(seq 120); do
         if ! kill -0 "${PID[$name]}" 2>/dev/null; then
@@ -202,7 +209,7 @@ SERVERS=(etcd)
 start_cluster() {
     local name=$1 tag=$2
     shift 2
-    local i initial="" cports=() pports=() dir
+    local i initial="" cports=() pports=()
     for i in 0 1 2; do
         cports+=("$(free_port)")
         pports+=("$(free_port)")
@@ -210,19 +217,9 @@ start_cluster() {
     done
     EP[$name]=""
     for i in 0 1 2; do
-        dir="$WORK/$name-$tag-$i"
-        mkdir -p "$dir"
-        "$@" --name "$name-$i" --data-dir "$dir/data" \
-            --listen-client-urls "http://127.0.0.1:${cports[$i]}" \
-            --advertise-client-urls "http://127.0.0.1:${cports[$i]}" \
-            --listen-peer-urls "http://127.0.0.1:${pports[$i]}" \
-            --initial-advertise-peer-urls "http://127.0.0.1:${pports[$i]}" \
-            --initial-cluster "$initial" --initial-cluster-state new \
-            --heartbeat-interval 100 --election-timeout 1000 \
-            >"$dir/log" 2>&1 &
-        PID[$name-$i]=$!
-        EP[$name-$i]="127.0.0.1:${cports[$i]}"
-        EP[$name]+="${EP[$name]:+,}127.0.0.1:${cports[$i]}"
+        launch "$name-$i" "$WORK/$name-$tag-$i" "${cports[$i]}" "${pports[$i]}" "$initial" \
+            "$@" --initial-cluster-state new --heartbeat-interval 100 --election-timeout 1000
+        EP[$name]+="${EP[$name]:+,}${EP[$name-$i]}"
     done
     for _ in $(seq 120); do
         if "${BENCH[@]}" --endpoints "${EP[$name]}" --dial-timeout 1s --json \

@@ -75,14 +75,14 @@ impl GrpcConn {
         let (answer, mut send) = self.open(path).await?;
         send.send_data(frame(request), true).map_err(transport)?;
         let mut reply = Reply::start(answer).await?;
-        let message = reply
-            .message()
+        let payload = reply
+            .payload()
             .await?
             .ok_or_else(|| Status::internal("answer without a gRPC message"))?;
-        match reply.message::<Resp>().await? {
-            None => Ok(message),
-            Some(_) => Err(Status::internal("unary answer with several messages")),
+        if reply.payload().await?.is_some() {
+            return Err(Status::internal("unary answer with several messages"));
         }
+        decode(payload)
     }
 
     /// Opens a bidirectional stream on the method at `path`; nothing is sent until the first
@@ -167,14 +167,6 @@ impl Reply {
             body,
             frames: Frames::default(),
         })
-    }
-
-    /// The next message, or `None` at the end of an answer whose status is OK.
-    async fn message<Resp: Message + Default>(&mut self) -> Result<Option<Resp>, Status> {
-        match self.payload().await? {
-            Some(payload) => decode(payload).map(Some),
-            None => Ok(None),
-        }
     }
 
     /// The next message's payload, or `None` at the end of an answer whose status is OK.
