@@ -230,7 +230,10 @@ mod tests {
         let mut req = Request::new(ReceiverStream::new(rx));
         req.metadata_mut()
             .insert("hasleader", "true".parse().unwrap());
+        // Like etcd's client, accept responses of any size: a catch-up response carries up to
+        // 1000 revisions.
         let stream = WatchClient::new(ch.clone())
+            .max_decoding_message_size(usize::MAX)
             .watch(req)
             .await
             .unwrap()
@@ -302,7 +305,9 @@ mod tests {
             store.mvcc().current_revision()
         );
 
-        // A slow stream: nobody reads it while 1500 puts of 1 KiB go by.
+        // A slow stream: nobody reads it while 1500 puts of 3 KiB go by. With prev_kv that is
+        // about 9 MB, far more than the stream queue, the server's send buffer and the
+        // client's 2 MiB HTTP/2 window can hold between them.
         let (_slow_tx, mut slow) = open_stream(
             &ch,
             vec![WatchCreateRequest {
@@ -315,7 +320,7 @@ mod tests {
         .await;
         assert!(next(&mut slow).await.created);
         let from = store.mvcc().current_revision() + 1;
-        put_all(&ch, (0..1500).map(|i| format!("s/{:02}", i % 40)), 1024).await;
+        put_all(&ch, (0..1500).map(|i| format!("s/{:02}", i % 40)), 3072).await;
         let to = store.mvcc().current_revision();
         assert!(
             store.watch_hub().stats().unsynced >= 1,
