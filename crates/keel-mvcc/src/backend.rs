@@ -75,12 +75,23 @@ fn read_i64(
     }
 }
 
+/// The value stored under `name` in `app_meta`.
+pub fn app_meta(rtxn: &ReadTransaction, name: &str) -> Result<Option<Vec<u8>>, MvccError> {
+    let t = rtxn.open_table(APP_META)?;
+    Ok(t.get(name)?.map(|v| v.value().to_vec()))
+}
+
+/// The Raft index of the last committed batch (0 for a new store).
+pub fn applied_index(rtxn: &ReadTransaction) -> Result<u64, MvccError> {
+    Ok(read_i64(&rtxn.open_table(META)?, META_APPLIED_INDEX)?.unwrap_or(0) as u64)
+}
+
 /// Rebuilds the key index and the revisions from a read transaction (etcd's `restore`).
 pub fn restore(rtxn: &ReadTransaction) -> Result<Restored, MvccError> {
     let meta = rtxn.open_table(META)?;
     let compact_rev = read_i64(&meta, META_COMPACT_REV)?.unwrap_or(-1);
     let stored_rev = read_i64(&meta, META_CURRENT_REV)?;
-    let applied_index = read_i64(&meta, META_APPLIED_INDEX)?.unwrap_or(0) as u64;
+    let applied_index = applied_index(rtxn)?;
 
     let keys = rtxn.open_table(KEY)?;
     let mut index = TreeIndex::new();

@@ -6,10 +6,12 @@
 //!
 //! Previous values are resolved with the key index: the value a key had at `main - 1`. The
 //! scan reads a redb snapshot opened under the index lock (see the crate docs), and the index is
-//! consulted afterwards under a short read lock; if a compaction was published in between, the
-//! read is retried, so every previous value found is one the snapshot still holds.
+//! consulted afterwards under a short read lock; if a compaction was published in between (or
+//! the backend was replaced), the read is retried, so every previous value found is one the
+//! snapshot still holds.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
 use keel_proto::mvccpb::event::EventType;
 use keel_proto::mvccpb::{Event, KeyValue};
@@ -68,7 +70,10 @@ impl Mvcc {
     /// One attempt; `None` when a compaction was published during the read.
     fn try_history(&self, req: &HistoryRequest<'_>) -> Result<Option<History>, MvccError> {
         let db = self.db.read();
-        let (table, compact_rev) = {
+        // Keeps the backend open should `replace_with` swap it while this reads (declared
+        // before the table, so dropped after it).
+        let _backend = Arc::clone(&db);
+        let (table, compact_rev, epoch) = {
             let s = self.state.read();
             if req.from < s.compact_rev {
                 return Err(MvccError::Compacted);
@@ -76,7 +81,8 @@ impl Mvcc {
             if req.to > s.current_rev {
                 return Err(MvccError::FutureRevision);
             }
-            (db.begin_read()?.open_table(KEY)?, s.compact_rev)
+            let table = db.begin_read()?.open_table(KEY)?;
+            (table, s.compact_rev, s.backend_epoch)
         };
         drop(db);
         let mut history = History {
@@ -128,7 +134,7 @@ impl Mvcc {
         // Resolve the previous revisions under one short index lock, then read them.
         let prev_revs: Vec<Option<Rev>> = {
             let s = self.state.read();
-            if s.compact_rev != compact_rev {
+            if s.compact_rev != compact_rev || s.backend_epoch != epoch {
                 return Ok(None);
             }
             history

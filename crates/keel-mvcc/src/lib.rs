@@ -12,12 +12,17 @@
 //! - `backend`: the redb tables (`key` in etcd's exact layout, `meta`, `app_meta`) and restore.
 //! - `range`: range resolution and response shaping; `gosort`: Go's unstable sort, as etcd uses.
 //! - `txn`: txn compares; `apply`: [`ApplyBatch`]; `store`: [`Mvcc`]; `hash`: HashKV / Hash.
+//! - `snapshot`: streaming a [`BackendView`] to a [`SnapshotWriter`] and swapping the written
+//!   file in with [`Mvcc::replace_with`] (Raft snapshots).
 //!
 //! # Locking and ordering: why a reader never sees a revision it cannot read
 //!
 //! Shared state: `state` (an `RwLock` over the key index, the published current and compact
 //! revisions and `applied_index`), `db` (an `RwLock` over the redb handle, taken for writing
-//! only by defragmentation) and `writer` (a mutex making batches exclusive).
+//! only by defragmentation and [`Mvcc::replace_with`]) and `writer` (a mutex making batches
+//! exclusive). `replace_with` swaps the handle and the whole `state` under all three; a read
+//! that keeps its redb snapshot after releasing `db` holds a clone of the handle's `Arc`,
+//! since closing a redb handle ends its read transactions.
 //!
 //! 1. A batch adds its revisions to the key index as it goes, always above the published
 //!    current revision. Index lookups take a read revision and never return anything newer,
@@ -54,6 +59,7 @@ mod history;
 mod index;
 mod range;
 mod revision;
+mod snapshot;
 mod store;
 mod txn;
 
@@ -61,4 +67,8 @@ pub use apply::ApplyBatch;
 pub use error::MvccError;
 pub use hash::HashKv;
 pub use history::{History, HistoryRequest};
+pub use snapshot::{
+    BackendView, SNAPSHOT_ROW_OVERHEAD, SnapshotChunk, SnapshotCursor, SnapshotRow, SnapshotTable,
+    SnapshotWriter,
+};
 pub use store::{Mvcc, MvccOptions};

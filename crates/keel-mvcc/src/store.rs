@@ -1,15 +1,16 @@
 //! [`Mvcc`]: the store handle — opening, reads, batches, maintenance.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use keel_proto::etcdserverpb::{RangeRequest, RangeResponse};
 use keel_proto::mvccpb::KeyValue;
 use parking_lot::{Mutex, RwLock};
-use redb::{Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, TableHandle};
+use redb::{CompactionError, Database, Durability, ReadOnlyTable, ReadableDatabase, TableHandle};
 
 use crate::apply::{ApplyBatch, table_value};
-use crate::backend::{self, APP_META, DEFAULT_CACHE_BYTES, KEY, META};
+use crate::backend::{self, APP_META, DEFAULT_CACHE_BYTES, KEY};
 use crate::error::MvccError;
 use crate::index::{KeyRange, TreeIndex};
 use crate::range::{self, ValueSource};
@@ -21,6 +22,9 @@ pub(crate) struct State {
     pub(crate) current_rev: i64,
     pub(crate) compact_rev: i64,
     pub(crate) applied_index: u64,
+    /// Bumped when [`Mvcc::replace_with`] swaps the backend, so a read that resolves
+    /// revisions in two steps can tell it still reads the backend the index describes.
+    pub(crate) backend_epoch: u64,
 }
 
 /// Options for [`Mvcc::open_with`].
@@ -41,12 +45,16 @@ impl Default for MvccOptions {
 
 /// The multi-version key-value store (see the crate docs).
 pub struct Mvcc {
-    path: PathBuf,
+    pub(crate) path: PathBuf,
+    /// The redb page cache size the backend was opened with.
+    pub(crate) cache_bytes: usize,
     /// Size of the backend file, refreshed after every commit (read on every write request).
     size: AtomicU64,
-    pub(crate) db: RwLock<Database>,
+    /// The redb handle; reads that outlive the lock (views) hold a clone, which keeps the
+    /// handle open after [`Mvcc::replace_with`] swapped in another one.
+    pub(crate) db: RwLock<Arc<Database>>,
     pub(crate) state: RwLock<State>,
-    writer: Mutex<()>,
+    pub(crate) writer: Mutex<()>,
 }
 
 struct TableValues(ReadOnlyTable<&'static [u8], &'static [u8]>);
@@ -69,13 +77,15 @@ impl Mvcc {
         let restored = backend::restore(&db.begin_read()?)?;
         let mvcc = Mvcc {
             path: path.to_path_buf(),
+            cache_bytes: options.cache_bytes,
             size: AtomicU64::new(0),
-            db: RwLock::new(db),
+            db: RwLock::new(Arc::new(db)),
             state: RwLock::new(State {
                 index: restored.index,
                 current_rev: restored.current_rev,
                 compact_rev: restored.compact_rev,
                 applied_index: restored.applied_index,
+                backend_epoch: 0,
             }),
             writer: Mutex::new(()),
         };
@@ -161,10 +171,12 @@ impl Mvcc {
     }
 
     /// Compacts the backend file (redb `compact`); stops reads and writes while it runs, like
-    /// etcd's defragmentation.
+    /// etcd's defragmentation. Fails while a [`BackendView`](crate::BackendView) or another
+    /// read is alive, as redb's compaction does.
     pub fn defragment(&self) -> Result<(), MvccError> {
         let _writer = self.writer.lock();
-        let mut db = self.db.write();
+        let mut guard = self.db.write();
+        let db = Arc::get_mut(&mut guard).ok_or(CompactionError::TransactionInProgress)?;
         // A non-durable tail must be made durable before redb compacts.
         let mut w = db.begin_write()?;
         w.set_durability(Durability::Immediate)?;
@@ -174,40 +186,8 @@ impl Mvcc {
                 break;
             }
         }
-        drop(db);
+        drop(guard);
         self.refresh_size();
-        Ok(())
-    }
-
-    /// Writes a consistent copy of the backend (a redb database file) to `path`.
-    pub fn write_snapshot(&self, path: &Path) -> Result<(), MvccError> {
-        let rtxn = {
-            let db = self.db.read();
-            db.begin_read()?
-        };
-        if path.exists() {
-            std::fs::remove_file(path)?;
-        }
-        let out = Database::create(path)?;
-        let w = out.begin_write()?;
-        {
-            let src = rtxn.open_table(KEY)?;
-            let mut dst = w.open_table(KEY)?;
-            for e in src.iter()? {
-                let (k, v) = e?;
-                dst.insert(k.value(), v.value())?;
-            }
-            for def in [META, APP_META] {
-                let src = rtxn.open_table(def)?;
-                let mut dst = w.open_table(def)?;
-                for e in src.iter()? {
-                    let (k, v) = e?;
-                    dst.insert(k.value(), v.value())?;
-                }
-            }
-        }
-        w.commit()?;
-        drop(out);
         Ok(())
     }
 
@@ -223,8 +203,7 @@ impl Mvcc {
     /// Reads a value stored by ApplyBatch::set_meta (used for alarms, auth, leases).
     pub fn meta(&self, name: &str) -> Result<Option<Vec<u8>>, MvccError> {
         let db = self.db.read();
-        let t = db.begin_read()?.open_table(APP_META)?;
-        Ok(t.get(name)?.map(|v| v.value().to_vec()))
+        backend::app_meta(&db.begin_read()?, name)
     }
 
     /// Every value stored by ApplyBatch::set_meta under a name starting with `prefix`, in

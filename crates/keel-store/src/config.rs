@@ -245,6 +245,12 @@ impl Config {
             .collect()
     }
 
+    /// How long a proposal may wait to commit (etcd's `ReqTimeout`: 5 s plus two election
+    /// timeouts).
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(5) + 2 * Duration::from_millis(self.election_timeout)
+    }
+
     /// The backend quota in bytes.
     pub fn quota_bytes(&self) -> u64 {
         if self.quota_backend_bytes == 0 {

@@ -24,7 +24,6 @@ use openraft::errors::{ClientWriteError, RaftError};
 use openraft::impls::BasicNode;
 use openraft::{Config as RaftConfig, ReadPolicy, SnapshotPolicy};
 use prost::Message;
-use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tonic::transport::server::TcpIncoming;
@@ -32,9 +31,11 @@ use tonic::transport::server::TcpIncoming;
 use crate::api::error::EtcdError;
 use crate::coalesce::Coalesced;
 use crate::config::{Config, ConfigError};
+use crate::identity::{Identity, IdentityError};
 use crate::metrics::Metrics;
 use crate::raft::leadership::{Leadership, RaftView};
 use crate::raft::log_store::LogStore;
+use crate::raft::membership::{self, Change, PeerUrls, Removal, Roster};
 use crate::raft::network::{FORWARD_TIMEOUT, LeaderLink, PeerNetwork};
 use crate::raft::peer_service::PeerService;
 use crate::raft::state_machine::{Applier, StateMachine};
@@ -65,6 +66,9 @@ pub enum StartError {
     /// The Raft node failed to start or to elect itself.
     #[error("raft: {0}")]
     Raft(String),
+    /// The member cannot establish its member and cluster ids.
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
 }
 
 /// One member of a keel store: consensus, log and applied state.
@@ -85,6 +89,11 @@ pub struct Store {
     leadership: Arc<Leadership>,
     /// Voting members in the current membership.
     voters: AtomicU64,
+    /// Whether this member is a learner.
+    learner: std::sync::atomic::AtomicBool,
+    roster: Arc<Roster>,
+    removal: Arc<Removal>,
+    peer_urls: Arc<PeerUrls>,
 }
 
 impl Store {
@@ -100,6 +109,7 @@ impl Store {
             source,
         };
         std::fs::create_dir_all(dir.join("snap")).map_err(|e| storage(e.into()))?;
+        remove_incoming_snapshots(&dir.join("snap")).map_err(|e| storage(e.into()))?;
         let metrics = Arc::new(Metrics::new());
         let mvcc =
             Arc::new(Mvcc::open(&dir.join("snap").join("db")).map_err(|e| storage(e.into()))?);
@@ -110,21 +120,27 @@ impl Store {
         let applier = Arc::new(
             Applier::open(mvcc, metrics.clone(), min_lease_ttl).map_err(|e| storage(e.into()))?,
         );
-        let token = &config.initial_cluster_token;
-        let members: BTreeMap<u64, BasicNode> = config
-            .initial_members()?
-            .into_iter()
+        let has_data = log.last_index() > 0 || applier.applied().is_some();
+        let Identity {
+            member_id,
+            cluster_id,
+        } = Identity::establish(&config, &dir, has_data).await?;
+        let initial = config.initial_members()?;
+        let members: BTreeMap<u64, BasicNode> = initial
+            .iter()
             .map(|(_, urls)| {
-                let addr = urls.first().cloned().unwrap_or_default();
-                (member_id(&urls, token), BasicNode { addr })
+                let id = crate::identity::member_id(urls, &config.initial_cluster_token);
+                (id, membership::node(urls))
             })
             .collect();
-        let member_id = member_id(&config.advertised_peer_urls(), token);
-        let cluster_id = cluster_id(&members.keys().copied().collect::<Vec<_>>(), token);
+        let removal = Arc::new(Removal::default());
+        let peer_urls = Arc::new(PeerUrls::default());
         let network = PeerNetwork {
             cluster_id,
             member_id,
             metrics: metrics.clone(),
+            removal: removal.clone(),
+            urls: peer_urls.clone(),
         };
         let mut peer_listeners = Vec::new();
         for addr in config.peer_listen_addrs()? {
@@ -161,7 +177,6 @@ impl Store {
                 .map_err(|e| StartError::Raft(e.to_string()))?,
         );
         let start_index = log.last_index();
-        let fresh = start_index == 0 && applier.applied().is_none();
         let raft = RaftNode::new(
             member_id,
             raft_config,
@@ -175,21 +190,30 @@ impl Store {
             member_id,
             Duration::from_millis(config.election_timeout),
         ));
-        if fresh && config.initial_cluster_state == "new" {
+        if !has_data && config.initial_cluster_state == "new" {
             // Before serving peers, so no member can vote before it knows the membership.
             raft.initialize(members.clone())
                 .await
                 .map_err(|e| StartError::Raft(e.to_string()))?;
         }
+        let roster = Arc::new(Roster::new(
+            raft.clone(),
+            applier.clone(),
+            member_id,
+            initial,
+        ));
         let peer_server = tokio::spawn(serve_peers(
             peer_listeners,
-            PeerService::new(
-                raft.clone(),
+            PeerService {
+                raft: raft.clone(),
                 cluster_id,
                 member_id,
-                leadership.clone(),
-                metrics.clone(),
-            ),
+                leadership: leadership.clone(),
+                metrics: metrics.clone(),
+                roster: roster.clone(),
+                request_timeout: config.request_timeout(),
+                snap_dir: dir.join("snap"),
+            },
         ));
         let store = Arc::new(Store {
             raft,
@@ -205,6 +229,10 @@ impl Store {
             leader: AtomicU64::new(0),
             leadership,
             voters: AtomicU64::new(0),
+            learner: Default::default(),
+            roster,
+            removal,
+            peer_urls,
         });
         if members.len() > 1 {
             store.wait_for_leader().await?;
@@ -323,39 +351,40 @@ impl Store {
         }
     }
 
-    /// The cluster's members as etcd lists them: every member of the Raft membership with the
-    /// attributes it published; one that has not published yet (not started) is listed with
-    /// its name and peer URLs from `--initial-cluster` when it is there, else its peer URL.
+    /// The cluster's members as etcd lists them (see [`Roster::members`]).
     pub fn members(&self) -> Vec<Member> {
-        let token = &self.config.initial_cluster_token;
-        let initial = self.config.initial_members().unwrap_or_default();
-        let metrics = self.raft.metrics();
-        let m = metrics.borrow_watched();
-        let membership = m.membership_config.membership();
-        let voters: Vec<u64> = membership.voter_ids().collect();
-        membership
-            .nodes()
-            .map(|(&id, node)| {
-                let is_learner = !voters.contains(&id);
-                let listed = self.applier.published(id).unwrap_or_else(|| {
-                    let (name, peer_ur_ls) = initial
-                        .iter()
-                        .find(|(_, urls)| member_id(urls, token) == id)
-                        .cloned()
-                        .unwrap_or_else(|| (String::new(), vec![node.addr.clone()]));
-                    Member {
-                        id,
-                        name,
-                        peer_ur_ls,
-                        ..Default::default()
-                    }
-                });
-                Member {
-                    is_learner,
-                    ..listed
-                }
-            })
-            .collect()
+        self.roster.members()
+    }
+
+    /// Whether this member is a learner (which serves only Status, serializable reads and
+    /// snapshots, as in etcd).
+    pub fn is_learner(&self) -> bool {
+        self.learner.load(Ordering::Relaxed)
+    }
+
+    /// Makes a membership change through the leader; returns once this member has applied it.
+    pub async fn reconfigure(&self, change: &Change) -> Result<(), EtcdError> {
+        let timeout = self.config.request_timeout();
+        let index = match self.remote_leader() {
+            None if self.leader() == 0 => return Err(EtcdError::NoLeader),
+            None => self.roster.reconfigure(change, timeout).await?,
+            Some((leader, addr)) => {
+                self.link
+                    .reconfigure(leader, &addr, change, timeout)
+                    .await?
+            }
+        };
+        self.raft
+            .wait(Some(timeout))
+            .applied_index_at_least(Some(index), "the membership change")
+            .await
+            .map(drop)
+            .map_err(|_| EtcdError::Timeout)
+    }
+
+    /// Resolves once this member has been removed from the cluster.
+    pub async fn removed(&self) {
+        self.removal.wait().await
     }
 
     /// The alarms currently raised in the cluster.
@@ -414,7 +443,7 @@ impl Store {
                 applied => Ok(applied),
             };
         }
-        let deadline = tokio::time::Instant::now() + self.request_timeout();
+        let deadline = tokio::time::Instant::now() + self.config.request_timeout();
         let written = loop {
             let written = self.raft.client_write(proposal.clone());
             let Ok(written) = tokio::time::timeout_at(deadline, written).await else {
@@ -450,19 +479,13 @@ impl Store {
         }
     }
 
-    /// How long a proposal may wait to commit (etcd's `ReqTimeout`: 5 s plus two election
-    /// timeouts).
-    fn request_timeout(&self) -> Duration {
-        Duration::from_secs(5) + 2 * Duration::from_millis(self.config.election_timeout)
-    }
-
     /// The leader, with its peer URL, when it is another member.
     fn remote_leader(&self) -> Option<(u64, String)> {
         let leader = Some(self.leader()).filter(|l| *l != 0 && *l != self.member_id)?;
         let metrics = self.raft.metrics();
         let m = metrics.borrow_watched();
         let node = m.membership_config.membership().get_node(&leader)?;
-        Some((leader, node.addr.clone()))
+        Some((leader, membership::peer_url(node).to_string()))
     }
 
     /// Waits until a linearizable read may be served locally (Raft's ReadIndex).
@@ -479,7 +502,7 @@ impl Store {
         }
         if leader == self.member_id {
             let confirmed = self.raft.ensure_linearizable(ReadPolicy::ReadIndex);
-            return match tokio::time::timeout(self.request_timeout(), confirmed).await {
+            return match tokio::time::timeout(self.config.request_timeout(), confirmed).await {
                 Ok(Ok(_)) => Ok(()),
                 Ok(Err(_)) => Err(EtcdError::NoLeader),
                 Err(_) => Err(EtcdError::Timeout),
@@ -546,7 +569,7 @@ impl Store {
             .await
             .map_err(|e| EtcdError::Internal(e.to_string()))?;
         self.raft
-            .wait(Some(self.request_timeout()))
+            .wait(Some(self.config.request_timeout()))
             .metrics(
                 |m| m.current_leader == Some(transferee),
                 "the transferee to lead",
@@ -559,8 +582,16 @@ impl Store {
     /// Copies openraft's view of term and leader (with etcd's check-quorum rules, see
     /// [`Leadership`]) into the store and its gauges.
     fn mirror_raft_metrics(&self, m: &openraft::RaftMetrics<crate::raft::KeelRaft>) {
-        let voters = m.membership_config.membership().voter_ids().count();
+        self.peer_urls.update(&m.membership_config);
+        let membership = m.membership_config.membership();
+        let voters = membership.voter_ids().count();
         self.voters.store(voters as u64, Ordering::Relaxed);
+        let learner = membership.get_node(&self.member_id).is_some()
+            && !membership.voter_ids().any(|id| id == self.member_id);
+        self.learner.store(learner, Ordering::Relaxed);
+        if self.applier.is_removed(self.member_id) {
+            self.removal.signal();
+        }
         self.term.store(m.current_term, Ordering::Relaxed);
         let now = Instant::now();
         let view = RaftView {
@@ -651,22 +682,19 @@ async fn serve_peers(listeners: Vec<TcpListener>, service: PeerService) {
     while servers.join_next().await.is_some() {}
 }
 
-/// etcd-style member id: derived from the peer URLs and the cluster token.
-fn member_id(peer_urls: &[String], token: &str) -> u64 {
-    let mut urls = peer_urls.to_vec();
-    urls.sort();
-    let digest = Sha256::digest(format!("{}{}", urls.join(""), token));
-    u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"))
-}
-
-/// etcd-style cluster id: derived from the member ids and the cluster token.
-fn cluster_id(members: &[u64], token: &str) -> u64 {
-    let mut hasher = Sha256::new();
-    for id in members {
-        hasher.update(id.to_be_bytes());
+/// Removes snapshots a crash left half received.
+fn remove_incoming_snapshots(snap_dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(snap_dir)? {
+        let entry = entry?;
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(crate::raft::state_machine::INCOMING_PREFIX)
+        {
+            std::fs::remove_file(entry.path())?;
+        }
     }
-    hasher.update(token.as_bytes());
-    u64::from_be_bytes(hasher.finalize()[..8].try_into().expect("8 bytes"))
+    Ok(())
 }
 
 /// A running store serving clients.
@@ -736,11 +764,22 @@ impl StoreHandle {
         &self.addrs
     }
 
-    /// Serves until a listener fails or the process receives Ctrl-C / SIGTERM.
+    /// Serves until a listener fails, the process receives Ctrl-C / SIGTERM, or the member is
+    /// removed from the cluster (then, as etcd, it serves one more second, so the answer to
+    /// its own removal goes out, and stops without error).
     pub async fn wait(mut self) -> std::io::Result<()> {
         let result = tokio::select! {
             Some(done) = self.tasks.join_next() => done.map_err(std::io::Error::other).and_then(|r| r),
             _ = shutdown_signal() => Ok(()),
+            _ = self.store.removed() => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                tracing::warn!(
+                    data_dir = %self.store.config().data_dir().display(),
+                    "{}; the data directory used by this member must be removed",
+                    membership::REMOVED
+                );
+                Ok(())
+            }
         };
         self.store.shutdown().await;
         result

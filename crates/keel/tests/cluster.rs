@@ -13,6 +13,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::kv::{assert_same_hashkv, keys, leader_of, put};
 use common::{Cluster, Server, target_flavor};
 use common::{CtlVersion, Flavor, etcdctl};
 use keel_proto::etcdserverpb::cluster_client::ClusterClient;
@@ -20,8 +21,7 @@ use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{
-    HashKvRequest, LeaseGrantRequest, LeaseTimeToLiveRequest, MemberListRequest, MoveLeaderRequest,
-    PutRequest, RangeRequest, StatusRequest,
+    LeaseGrantRequest, LeaseTimeToLiveRequest, MemberListRequest, MoveLeaderRequest, PutRequest,
 };
 
 /// How long the cluster may take to elect a new leader and accept a write after the kill (the
@@ -30,49 +30,6 @@ const FAILOVER_LIMIT: Duration = Duration::from_secs(15);
 /// Two election timeouts, plus a second of grace for a loaded machine (typically ~1.1 s for
 /// both keel and etcd).
 const ELECTION_LIMIT: Duration = Duration::from_secs(3);
-
-async fn leader_of(m: &Server) -> Option<u64> {
-    let mut c = MaintenanceClient::new(m.channel().await);
-    let st = c.status(StatusRequest {}).await.ok()?.into_inner();
-    (st.leader != 0).then_some(st.leader)
-}
-
-async fn put(m: &Server, key: &str) -> Result<i64, tonic::Status> {
-    let mut kv = KvClient::new(m.channel().await);
-    let resp = kv
-        .put(PutRequest {
-            key: key.as_bytes().to_vec(),
-            value: format!("v-{key}").into_bytes(),
-            ..Default::default()
-        })
-        .await?
-        .into_inner();
-    Ok(resp.header.expect("put header").revision)
-}
-
-/// Every key under `k/` as `(key, value)`, read on `m`.
-async fn keys(m: &Server, serializable: bool) -> Result<Vec<(String, String)>, tonic::Status> {
-    let mut kv = KvClient::new(m.channel().await);
-    let resp = kv
-        .range(RangeRequest {
-            key: b"k/".to_vec(),
-            range_end: b"k0".to_vec(),
-            serializable,
-            ..Default::default()
-        })
-        .await?
-        .into_inner();
-    Ok(resp
-        .kvs
-        .into_iter()
-        .map(|kv| {
-            (
-                String::from_utf8(kv.key).unwrap(),
-                String::from_utf8(kv.value).unwrap(),
-            )
-        })
-        .collect())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_members_replicate_forward_and_survive_a_leader_kill() {
@@ -222,23 +179,8 @@ async fn three_members_replicate_forward_and_survive_a_leader_kill() {
     }
 
     // Same data at the same revision: HashKV agrees on every member.
-    let mut hashes = Vec::new();
-    let mut revision = 0;
-    for m in &cluster.members {
-        let mut c = MaintenanceClient::new(m.channel().await);
-        let st = c.status(StatusRequest {}).await.unwrap().into_inner();
-        revision = revision.max(st.header.unwrap().revision);
-    }
-    for m in &cluster.members {
-        let mut c = MaintenanceClient::new(m.channel().await);
-        let h = c
-            .hash_kv(HashKvRequest { revision })
-            .await
-            .unwrap()
-            .into_inner();
-        hashes.push((h.hash, h.compact_revision));
-    }
-    assert!(hashes.iter().all(|h| *h == hashes[0]), "{hashes:?}");
+    let all: Vec<&Server> = cluster.members.iter().collect();
+    assert_same_hashkv(&all, Duration::from_secs(10)).await;
 }
 
 /// The index of the member that all of `asked` name as leader, once they agree.

@@ -1,18 +1,19 @@
-//! The etcd `Cluster` service: the member list (every member of the Raft membership, with the
-//! attributes it published), and etcd's own answers to the membership changes keel does not
-//! make yet.
+//! The etcd `Cluster` service: the member list and membership changes (MemberAdd, also as a
+//! learner, MemberRemove, MemberUpdate, MemberPromote), made by the leader with etcd's checks
+//! and errors (see [`crate::raft::membership`]).
 
 use std::sync::Arc;
 
 use keel_proto::etcdserverpb::{
     Member, MemberAddRequest, MemberAddResponse, MemberListRequest, MemberListResponse,
     MemberPromoteRequest, MemberPromoteResponse, MemberRemoveRequest, MemberRemoveResponse,
-    MemberUpdateRequest, MemberUpdateResponse, cluster_server::Cluster,
+    MemberUpdateRequest, MemberUpdateResponse, ResponseHeader, cluster_server::Cluster,
 };
 use tonic::{Request, Response, Status};
 
 use super::error::EtcdError;
 use super::unary;
+use crate::raft::membership::Change;
 use crate::server::Store;
 
 const SERVICE: &str = "etcdserverpb.Cluster";
@@ -28,40 +29,67 @@ impl ClusterService {
         ClusterService { store }
     }
 
-    fn members(&self) -> Vec<Member> {
-        self.store.members()
-    }
-
     /// etcd's cluster responses carry no revision in their header.
-    fn header(&self) -> Option<keel_proto::etcdserverpb::ResponseHeader> {
+    fn header(&self) -> Option<ResponseHeader> {
         Some(self.store.header(0))
-    }
-
-    /// The member `id`, or etcd's `member not found`.
-    fn known(&self, id: u64) -> Result<Member, EtcdError> {
-        self.members()
-            .into_iter()
-            .find(|m| m.id == id)
-            .ok_or(EtcdError::MemberNotFound)
     }
 }
 
-fn not_yet(what: &str) -> EtcdError {
-    EtcdError::Unimplemented(format!(
-        "keel store does not change cluster membership yet: {what} is not supported"
-    ))
+/// etcd's `types.NewURLs`: trimmed, sorted URLs with a known scheme, and for http(s) a
+/// `host:port` and no path; anything else is `given member URLs are invalid`.
+fn member_urls(urls: &[String]) -> Result<Vec<String>, EtcdError> {
+    let mut out = Vec::with_capacity(urls.len());
+    for url in urls {
+        let url = url.trim();
+        let (scheme, rest) = url.split_once("://").ok_or(EtcdError::MemberBadUrls)?;
+        let valid = match scheme {
+            "http" | "https" => rest
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok()),
+            "unix" | "unixs" => !rest.is_empty(),
+            _ => false,
+        };
+        if !valid {
+            return Err(EtcdError::MemberBadUrls);
+        }
+        out.push(url.to_string());
+    }
+    if out.is_empty() {
+        return Err(EtcdError::MemberBadUrls);
+    }
+    out.sort();
+    Ok(out)
 }
 
 #[tonic::async_trait]
 impl Cluster for ClusterService {
     async fn member_add(
         &self,
-        _request: Request<MemberAddRequest>,
+        request: Request<MemberAddRequest>,
     ) -> Result<Response<MemberAddResponse>, Status> {
-        unary(&self.store, SERVICE, "MemberAdd", async {
-            Err(not_yet("adding a member"))
-        })
-        .await
+        let req = request.into_inner();
+        let call = async {
+            let peer_urls = member_urls(&req.peer_ur_ls)?;
+            let token = &self.store.config().initial_cluster_token;
+            let id = crate::identity::added_member_id(&peer_urls, token);
+            let change = Change::Add {
+                id,
+                peer_urls: peer_urls.clone(),
+                learner: req.is_learner,
+            };
+            self.store.reconfigure(&change).await?;
+            Ok(MemberAddResponse {
+                header: self.header(),
+                member: Some(Member {
+                    id,
+                    peer_ur_ls: peer_urls,
+                    is_learner: req.is_learner,
+                    ..Default::default()
+                }),
+                members: self.store.members(),
+            })
+        };
+        unary(&self.store, SERVICE, "MemberAdd", call).await
     }
 
     async fn member_remove(
@@ -70,12 +98,11 @@ impl Cluster for ClusterService {
     ) -> Result<Response<MemberRemoveResponse>, Status> {
         let id = request.into_inner().id;
         let call = async {
-            self.known(id)?;
-            // etcd refuses to remove the last member.
-            if self.members().len() == 1 {
-                return Err(EtcdError::NotEnoughStartedMembers);
-            }
-            Err::<MemberRemoveResponse, _>(not_yet("removing a member"))
+            self.store.reconfigure(&Change::Remove(id)).await?;
+            Ok(MemberRemoveResponse {
+                header: self.header(),
+                members: self.store.members(),
+            })
         };
         unary(&self.store, SERVICE, "MemberRemove", call).await
     }
@@ -84,22 +111,34 @@ impl Cluster for ClusterService {
         &self,
         request: Request<MemberUpdateRequest>,
     ) -> Result<Response<MemberUpdateResponse>, Status> {
-        let id = request.into_inner().id;
+        let req = request.into_inner();
         let call = async {
-            self.known(id)?;
-            Err::<MemberUpdateResponse, _>(not_yet("changing peer URLs"))
+            let peer_urls = member_urls(&req.peer_ur_ls)?;
+            let change = Change::Update {
+                id: req.id,
+                peer_urls,
+            };
+            self.store.reconfigure(&change).await?;
+            Ok(MemberUpdateResponse {
+                header: self.header(),
+                members: self.store.members(),
+            })
         };
         unary(&self.store, SERVICE, "MemberUpdate", call).await
     }
 
     async fn member_list(
         &self,
-        _request: Request<MemberListRequest>,
+        request: Request<MemberListRequest>,
     ) -> Result<Response<MemberListResponse>, Status> {
+        let linearizable = request.into_inner().linearizable;
         let call = async {
+            if linearizable {
+                self.store.read_barrier().await?;
+            }
             Ok(MemberListResponse {
                 header: self.header(),
-                members: self.members(),
+                members: self.store.members(),
             })
         };
         unary(&self.store, SERVICE, "MemberList", call).await
@@ -111,11 +150,40 @@ impl Cluster for ClusterService {
     ) -> Result<Response<MemberPromoteResponse>, Status> {
         let id = request.into_inner().id;
         let call = async {
-            if !self.known(id)?.is_learner {
-                return Err(EtcdError::MemberNotLearner);
-            }
-            Err::<MemberPromoteResponse, _>(not_yet("promoting a learner"))
+            self.store.reconfigure(&Change::Promote(id)).await?;
+            Ok(MemberPromoteResponse {
+                header: self.header(),
+                members: self.store.members(),
+            })
         };
         unary(&self.store, SERVICE, "MemberPromote", call).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_urls_follow_etcd() {
+        let urls = |v: &[&str]| v.iter().map(|u| u.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            member_urls(&urls(&[" http://b:2380", "https://a:1"])).unwrap(),
+            urls(&["http://b:2380", "https://a:1"])
+        );
+        for bad in [
+            &[][..],
+            &["b:2380"],
+            &["ftp://a:1"],
+            &["http://a"],
+            &["http://a:2380/path"],
+            &["http://a:port"],
+        ] {
+            assert_eq!(
+                member_urls(&urls(bad)),
+                Err(EtcdError::MemberBadUrls),
+                "{bad:?}"
+            );
+        }
     }
 }

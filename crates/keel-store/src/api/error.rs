@@ -112,6 +112,27 @@ pub enum EtcdError {
     /// A promote request for a member that is not a learner.
     #[error("etcdserver: can only promote a learner member")]
     MemberNotLearner,
+    /// A MemberAdd whose member id is taken.
+    #[error("etcdserver: member ID already exist")]
+    MemberIdExists,
+    /// A MemberAdd or MemberUpdate with peer URLs another member has.
+    #[error("etcdserver: Peer URLs already exists")]
+    PeerUrlExists,
+    /// A MemberAdd or MemberUpdate with peer URLs that are not URLs.
+    #[error("etcdserver: given member URLs are invalid")]
+    MemberBadUrls,
+    /// A learner added while the cluster has `--max-learners` already.
+    #[error("etcdserver: too many learner members in cluster")]
+    TooManyLearners,
+    /// A promote request for a learner far behind the leader.
+    #[error("etcdserver: can only promote a learner member which is in sync with leader")]
+    LearnerNotReady,
+    /// A request a learner does not serve.
+    #[error("etcdserver: rpc not supported for learner")]
+    NotSupportedForLearner,
+    /// A member change the connected members could not survive.
+    #[error("etcdserver: unhealthy cluster")]
+    Unhealthy,
     /// A request that did not complete in time (e.g. the leader did not answer).
     #[error("etcdserver: request timed out")]
     Timeout,
@@ -151,15 +172,25 @@ impl EtcdError {
             | UserEmpty
             | RoleEmpty
             | PermissionNotGiven
-            | InvalidAuthManagement => Code::InvalidArgument,
+            | InvalidAuthManagement
+            | MemberBadUrls => Code::InvalidArgument,
             LeaseNotFound | MemberNotFound => Code::NotFound,
             NoSpace => Code::ResourceExhausted,
-            NoLeader | Stopped | Timeout | LeaderTransferTimeout => Code::Unavailable,
+            NoLeader
+            | Stopped
+            | Timeout
+            | LeaderTransferTimeout
+            | Unhealthy
+            | NotSupportedForLearner => Code::Unavailable,
             LeaseExists
             | BadLeaderTransferee
             | NotLeader
             | NotEnoughStartedMembers
             | MemberNotLearner
+            | MemberIdExists
+            | PeerUrlExists
+            | TooManyLearners
+            | LearnerNotReady
             | AuthNotEnabled
             | UserNotFound
             | RoleNotFound

@@ -32,6 +32,9 @@ impl KvService {
     async fn range(&self, req: RangeRequest) -> Result<RangeResponse, EtcdError> {
         check_range(&req)?;
         if !req.serializable {
+            if self.store.is_learner() {
+                return Err(EtcdError::NotSupportedForLearner);
+            }
             self.store.read_barrier().await?;
         }
         self.store.metrics().mvcc_range.inc();

@@ -86,7 +86,7 @@ impl MaintenanceService {
             raft_applied_index: store.applied_index(),
             errors,
             db_size_in_use: mvcc.db_size_in_use() as i64,
-            is_learner: false,
+            is_learner: self.store.is_learner(),
             ..Default::default()
         })
     }

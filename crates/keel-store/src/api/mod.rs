@@ -59,7 +59,35 @@ pub fn router(store: Arc<Store>) -> axum::Router {
         ))
         .max_decoding_message_size(limit),
     );
-    grpc.into_axum_router().merge(http::router(store))
+    let gate = store.clone();
+    grpc.into_axum_router()
+        .layer(axum::middleware::from_fn(move |req, next| {
+            learner_gate(gate.clone(), req, next)
+        }))
+        .merge(http::router(store))
+}
+
+/// The gRPC methods a learner serves, as etcd's interceptors allow (a Range only when
+/// serializable, which [`kv`] checks).
+const LEARNER_METHODS: [&str; 3] = [
+    "/etcdserverpb.Maintenance/Status",
+    "/etcdserverpb.Maintenance/Snapshot",
+    "/etcdserverpb.KV/Range",
+];
+
+/// Refuses, on a learner, every gRPC method etcd's learners refuse.
+async fn learner_gate(
+    store: Arc<Store>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if store.is_learner() && !LEARNER_METHODS.contains(&req.uri().path()) {
+        let (parts, body) = Status::from(EtcdError::NotSupportedForLearner)
+            .into_http::<tonic::body::Body>()
+            .into_parts();
+        return axum::response::Response::from_parts(parts, axum::body::Body::new(body));
+    }
+    next.run(req).await
 }
 
 /// Runs one unary call: counts it in `grpc_server_handled_total` and turns its error into

@@ -8,6 +8,7 @@
 pub mod codec;
 pub mod leadership;
 pub mod log_store;
+pub mod membership;
 pub mod network;
 pub mod peer_service;
 pub mod state_machine;

@@ -25,14 +25,15 @@ use tonic::transport::{Channel, Endpoint};
 
 use prost::Message;
 
-use super::codec::Vote;
-use super::state_machine::DurableBackend;
+use super::codec::{self, Vote};
+use super::membership::{Change, PeerUrls, REMOVED, Removal, peer_url};
+use super::state_machine::SnapshotData;
 use super::wire;
 use super::{Applied, KeelRaft, Proposal};
 use crate::api::error::EtcdError;
 use crate::metrics::Metrics;
 
-type Snapshot = openraft::alias::SnapshotOf<KeelRaft, DurableBackend>;
+type Snapshot = openraft::alias::SnapshotOf<KeelRaft, SnapshotData>;
 
 /// How long a peer connection may take to establish.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -46,6 +47,10 @@ pub struct PeerNetwork {
     pub member_id: u64,
     /// Where peer traffic and round trips are counted.
     pub metrics: Arc<Metrics>,
+    /// Signalled when a peer answers that this member was removed from the cluster.
+    pub removal: Arc<Removal>,
+    /// Every member's peer URL, as the membership has it now.
+    pub urls: Arc<PeerUrls>,
 }
 
 /// The client of one peer.
@@ -54,6 +59,8 @@ pub struct Peer {
     addr: String,
     client: Option<PeerClient<Channel>>,
     metrics: Arc<Metrics>,
+    removal: Arc<Removal>,
+    urls: Arc<PeerUrls>,
 }
 
 impl RaftNetworkFactory<KeelRaft> for PeerNetwork {
@@ -66,9 +73,11 @@ impl RaftNetworkFactory<KeelRaft> for PeerNetwork {
                 from: self.member_id,
                 to: target,
             },
-            addr: node.addr.clone(),
-            client: peer_client(&node.addr),
+            addr: peer_url(node).to_string(),
+            client: peer_client(peer_url(node)),
             metrics: self.metrics.clone(),
+            removal: self.removal.clone(),
+            urls: self.urls.clone(),
         }
     }
 }
@@ -89,7 +98,15 @@ fn peer_client(addr: &str) -> Option<PeerClient<Channel>> {
 }
 
 impl Peer {
-    fn client(&self) -> Result<PeerClient<Channel>, Unreachable<KeelRaft>> {
+    /// The client of the peer, redialled at its new URL once the membership moved it
+    /// (MemberUpdate).
+    fn client(&mut self) -> Result<PeerClient<Channel>, Unreachable<KeelRaft>> {
+        if let Some(url) = self.urls.get(self.header.to)
+            && url != self.addr
+        {
+            self.client = peer_client(&url);
+            self.addr = url;
+        }
         self.client.clone().ok_or_else(|| {
             Unreachable::from_string(format!(
                 "member {:x}: invalid peer URL {:?}",
@@ -120,6 +137,10 @@ impl Peer {
                 self.metrics.received_from(to, resp.encoded_len());
                 Ok(resp)
             }
+            Ok(Err(status)) if status.message() == REMOVED => {
+                self.removal.signal();
+                Err(RPCError::Network(NetworkError::from_string(REMOVED)))
+            }
             Ok(Err(status)) if status.code() == tonic::Code::Unavailable => {
                 Err(RPCError::Unreachable(Unreachable::from_string(format!(
                     "member {:x} ({}): {}",
@@ -143,7 +164,7 @@ fn bad_answer(e: std::io::Error) -> RPCError<KeelRaft> {
 }
 
 impl RaftNetworkV2<KeelRaft> for Peer {
-    type SnapshotData = DurableBackend;
+    type SnapshotData = SnapshotData;
 
     async fn append_entries(
         &mut self,
@@ -187,19 +208,79 @@ impl RaftNetworkV2<KeelRaft> for Peer {
 
     async fn full_snapshot(
         &mut self,
-        _vote: Vote,
-        _snapshot: Snapshot,
-        _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<KeelRaft>, StreamingError<KeelRaft>> {
-        Err(StreamingError::Unreachable(Unreachable::from_string(
-            format!(
-                "member {:x} is behind the leader's log: streaming a snapshot to it is not supported yet",
-                self.header.to
-            ),
-        )))
+        let mut client = self.client()?;
+        let SnapshotData::View(view) = snapshot.snapshot else {
+            return Err(StreamingError::Unreachable(Unreachable::from_string(
+                "only a view of this member's backend can be sent",
+            )));
+        };
+        let (tx, rx) = mpsc::channel(2);
+        let (header, vote_bytes) = (self.header, codec::encode_vote(&vote));
+        let metrics = self.metrics.clone();
+        let to = self.header.to;
+        // redb reads block: the chunks are read on a blocking thread, two at most ahead.
+        let reader = tokio::task::spawn_blocking(move || {
+            let mut cursor = None;
+            let mut first = Some((header, vote_bytes));
+            loop {
+                let next = view.next_chunk(cursor.as_ref(), SNAPSHOT_CHUNK_BYTES)?;
+                if next.is_none() && first.is_none() {
+                    return Ok(());
+                }
+                let (rows, after) = next.map_or((Vec::new(), None), |(chunk, after)| {
+                    (chunk.rows, Some(after))
+                });
+                let (header, vote) = first.take().unzip();
+                let chunk = raftpb::SnapshotChunk {
+                    header,
+                    vote: vote.unwrap_or_default(),
+                    rows: rows.into_iter().map(wire::backend_row).collect(),
+                };
+                metrics.sent_to(to, chunk.encoded_len());
+                if tx.blocking_send(chunk).is_err() || after.is_none() {
+                    return Ok(());
+                }
+                cursor = after;
+            }
+        });
+        let call = client.install_snapshot(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let answered = tokio::select! {
+            answered = tokio::time::timeout(SNAPSHOT_TIMEOUT, call) => answered,
+            closed = cancel => return Err(StreamingError::Closed(closed)),
+        };
+        let failed = |e: String| {
+            StreamingError::Unreachable(Unreachable::from_string(format!(
+                "sending a snapshot to member {to:x} ({}): {e}",
+                self.addr
+            )))
+        };
+        let read: Result<(), keel_mvcc::MvccError> =
+            reader.await.map_err(|e| failed(e.to_string()))?;
+        read.map_err(|e| failed(e.to_string()))?;
+        let resp = match answered {
+            Err(_) => return Err(failed(format!("no answer within {SNAPSHOT_TIMEOUT:?}"))),
+            Ok(Err(status)) if status.message() == REMOVED => {
+                self.removal.signal();
+                return Err(failed(REMOVED.to_string()));
+            }
+            Ok(Err(status)) => return Err(failed(status.message().to_string())),
+            Ok(Ok(resp)) => resp.into_inner(),
+        };
+        self.metrics.received_from(to, resp.encoded_len());
+        let vote = codec::decode_vote(&resp.vote).map_err(|e| failed(e.to_string()))?;
+        Ok(SnapshotResponse::new(vote))
     }
 }
+
+/// The most row bytes one snapshot chunk carries.
+const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
+/// How long sending a whole snapshot may take before the leader gives up and starts over.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long a follower waits for the leader to answer a forwarded write or a read index, and
 /// then to apply up to that read index.
@@ -299,6 +380,31 @@ impl LeaderLink {
         answer
             .await
             .unwrap_or(Applied::Rejected(EtcdError::NoLeader))
+    }
+
+    /// Has the leader make a membership change; returns the log index at which it applied it.
+    pub async fn reconfigure(
+        &self,
+        leader: u64,
+        addr: &str,
+        change: &Change,
+        timeout: Duration,
+    ) -> Result<u64, EtcdError> {
+        let (mut client, _) = self.forwarder(leader, addr)?;
+        let req = wire::reconfigure_request(self.header(leader), change);
+        match tokio::time::timeout(timeout, client.reconfigure(req)).await {
+            Ok(Ok(resp)) => match resp.into_inner().result {
+                Some(raftpb::reconfigure_response::Result::Index(index)) => Ok(index),
+                Some(raftpb::reconfigure_response::Result::Rejected(r)) => {
+                    Err(wire::rejected_from(r))
+                }
+                None => Err(EtcdError::Internal(
+                    "the leader answered a membership change without a result".into(),
+                )),
+            },
+            Ok(Err(_)) => Err(EtcdError::NoLeader),
+            Err(_) => Err(EtcdError::Timeout),
+        }
     }
 
     /// The leader's read index.

@@ -5,8 +5,9 @@
 //! Messages addressed to another cluster or another member are refused with
 //! FailedPrecondition, as etcd refuses a peer whose cluster id does not match.
 
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use keel_proto::raftpb::{self, peer_server::Peer};
@@ -17,38 +18,33 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 use super::leadership::Leadership;
-use super::{Applied, Proposal, RaftNode, wire};
+use super::membership::{REMOVED, Roster};
+use super::state_machine::SnapshotReceiver;
+use super::{Applied, Proposal, RaftNode, codec, wire};
 use crate::api::error::EtcdError;
 use crate::metrics::Metrics;
 
 /// Serves Raft messages to this member's Raft node.
 pub struct PeerService {
-    raft: RaftNode,
-    cluster_id: u64,
-    member_id: u64,
-    leadership: Arc<Leadership>,
-    metrics: Arc<Metrics>,
+    /// The Raft node.
+    pub raft: RaftNode,
+    /// The cluster whose messages are accepted.
+    pub cluster_id: u64,
+    /// This member.
+    pub member_id: u64,
+    /// Told of every accepted `AppendEntries` and snapshot.
+    pub leadership: Arc<Leadership>,
+    /// Where peer traffic is counted.
+    pub metrics: Arc<Metrics>,
+    /// Lists the members and makes membership changes.
+    pub roster: Arc<Roster>,
+    /// How long a membership change may take (etcd's request timeout).
+    pub request_timeout: Duration,
+    /// Where snapshots from the leader are received (`member/snap`).
+    pub snap_dir: PathBuf,
 }
 
 impl PeerService {
-    /// Serves `raft`, a member `member_id` of cluster `cluster_id`; accepted `AppendEntries`
-    /// are reported to `leadership`, peer traffic to `metrics`.
-    pub fn new(
-        raft: RaftNode,
-        cluster_id: u64,
-        member_id: u64,
-        leadership: Arc<Leadership>,
-        metrics: Arc<Metrics>,
-    ) -> PeerService {
-        PeerService {
-            raft,
-            cluster_id,
-            member_id,
-            leadership,
-            metrics,
-        }
-    }
-
     /// Counts a request of `received` bytes and its `answer`.
     fn counted<T: Message>(
         &self,
@@ -71,6 +67,10 @@ impl PeerService {
                 h.cluster_id, self.cluster_id
             )));
         }
+        // As etcd, a removed member is told so, and stops.
+        if self.roster.is_removed(h.from) {
+            return Err(Status::permission_denied(REMOVED));
+        }
         if h.to != self.member_id {
             return Err(Status::failed_precondition(format!(
                 "message for member {:x} sent to member {:x}",
@@ -79,6 +79,15 @@ impl PeerService {
         }
         Ok(())
     }
+}
+
+/// Runs blocking backend I/O off the async workers.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(std::io::Error::other)?
 }
 
 fn invalid(e: std::io::Error) -> Status {
@@ -180,6 +189,77 @@ impl Peer for PeerService {
         outcomes.resize_with(n, || wire::outcome(Applied::Rejected(EtcdError::Timeout)));
         let answer = raftpb::ProposeResponse { outcomes };
         self.counted(req.header.as_ref(), req.encoded_len(), answer)
+    }
+
+    async fn install_snapshot(
+        &self,
+        request: Request<tonic::Streaming<raftpb::SnapshotChunk>>,
+    ) -> Result<Response<raftpb::SnapshotResponse>, Status> {
+        let mut chunks = request.into_inner();
+        let first = chunks
+            .message()
+            .await?
+            .ok_or_else(|| Status::invalid_argument("an empty snapshot stream"))?;
+        self.check(first.header.as_ref())?;
+        let header = first.header;
+        let vote = codec::decode_vote(&first.vote).map_err(invalid)?;
+        let storage = |e: std::io::Error| Status::internal(format!("receiving a snapshot: {e}"));
+        let dir = self.snap_dir.clone();
+        let mut receiver = blocking(move || SnapshotReceiver::create(&dir))
+            .await
+            .map_err(storage)?;
+        let mut received = 0;
+        let mut chunk = Some(first);
+        while let Some(c) = chunk {
+            received += c.encoded_len();
+            let rows: Vec<_> = c.rows.into_iter().map(wire::backend_row_from).collect();
+            receiver = blocking(move || receiver.write(&rows).map(|()| receiver))
+                .await
+                .map_err(storage)?;
+            chunk = chunks.message().await?;
+        }
+        let snapshot = blocking(move || receiver.finish()).await.map_err(storage)?;
+        let resp = self
+            .raft
+            .install_full_snapshot(vote, snapshot)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        if let Some(h) = &header {
+            self.leadership.heard_from(h.from, Instant::now());
+        }
+        let answer = raftpb::SnapshotResponse {
+            vote: codec::encode_vote(&resp.vote),
+        };
+        self.counted(header.as_ref(), received, answer)
+    }
+
+    async fn reconfigure(
+        &self,
+        request: Request<raftpb::ReconfigureRequest>,
+    ) -> Result<Response<raftpb::ReconfigureResponse>, Status> {
+        let req = request.into_inner();
+        self.check(req.header.as_ref())?;
+        let header = req.header;
+        let received = req.encoded_len();
+        let change = wire::change_from(req).map_err(invalid)?;
+        let result = match self.roster.reconfigure(&change, self.request_timeout).await {
+            Ok(index) => raftpb::reconfigure_response::Result::Index(index),
+            Err(e) => raftpb::reconfigure_response::Result::Rejected(wire::rejection(&e)),
+        };
+        let answer = raftpb::ReconfigureResponse {
+            result: Some(result),
+        };
+        self.counted(header.as_ref(), received, answer)
+    }
+
+    async fn members(
+        &self,
+        _request: Request<raftpb::MembersRequest>,
+    ) -> Result<Response<raftpb::MembersResponse>, Status> {
+        Ok(Response::new(raftpb::MembersResponse {
+            cluster_id: self.cluster_id,
+            members: self.roster.members(),
+        }))
     }
 
     async fn read_index(

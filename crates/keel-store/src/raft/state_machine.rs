@@ -16,13 +16,14 @@
 //! applied log id, after which openraft may purge the WAL behind it. A restart replays the WAL
 //! from the backend's applied index.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::{Stream, TryStreamExt};
-use keel_mvcc::{ApplyBatch, Mvcc};
+use keel_mvcc::{ApplyBatch, BackendView, Mvcc, SnapshotRow, SnapshotTable, SnapshotWriter};
 use keel_proto::etcdserverpb::{
     AlarmMember, AlarmRequest, AlarmResponse, DeleteRangeRequest, LeaseGrantResponse,
     LeaseRevokeResponse, Member, MemberListResponse, RequestOp, ResponseHeader, TxnRequest,
@@ -44,17 +45,111 @@ use crate::watch::WatchHub;
 
 type StoredMembership = openraft::alias::StoredMembershipOf<KeelRaft>;
 type SnapshotMeta = openraft::alias::SnapshotMetaOf<KeelRaft>;
-type Snapshot = openraft::alias::SnapshotOf<KeelRaft, DurableBackend>;
+type Snapshot = openraft::alias::SnapshotOf<KeelRaft, SnapshotData>;
+/// A snapshot of a keel member.
+pub type MemberSnapshot = Snapshot;
 
 const META_APPLIED: &str = "raft_applied_log_id";
 const META_MEMBERSHIP: &str = "raft_membership";
 const META_ALARMS: &str = "alarms";
 const META_AUTH: &str = "auth";
 const META_MEMBERS: &str = "members";
+const META_REMOVED: &str = "members_removed";
 
-/// A snapshot's data: the member's own backend, durable up to the snapshot's log id.
-#[derive(Debug, Clone, Copy)]
-pub struct DurableBackend;
+/// A snapshot's data.
+pub enum SnapshotData {
+    /// A point-in-time view of this member's backend, whose records name the snapshot's log
+    /// id and membership: what a leader streams to a member it has purged entries for.
+    View(Arc<BackendView>),
+    /// A backend file received from the leader, to be swapped in.
+    Received(PathBuf),
+}
+
+impl std::fmt::Debug for SnapshotData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SnapshotData::View(_) => f.write_str("View"),
+            SnapshotData::Received(path) => write!(f, "Received({})", path.display()),
+        }
+    }
+}
+
+/// A snapshot streamed by the leader, written to a new file in the member's `snap` directory
+/// as it arrives; its log id and membership are read from the backend records it carries.
+pub struct SnapshotReceiver {
+    writer: Option<SnapshotWriter>,
+    path: PathBuf,
+    applied: Option<Vec<u8>>,
+    membership: Option<Vec<u8>>,
+}
+
+/// The prefix of the files snapshots are received into (left-overs are removed at start).
+pub const INCOMING_PREFIX: &str = "db.incoming.";
+
+impl SnapshotReceiver {
+    /// A receiver writing into a new file in `snap_dir`.
+    pub fn create(snap_dir: &Path) -> io::Result<SnapshotReceiver> {
+        static RECEIVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = RECEIVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = snap_dir.join(format!("{INCOMING_PREFIX}{n}"));
+        let writer = SnapshotWriter::create(&path).map_err(io::Error::other)?;
+        Ok(SnapshotReceiver {
+            writer: Some(writer),
+            path,
+            applied: None,
+            membership: None,
+        })
+    }
+
+    /// Writes the rows of one chunk.
+    pub fn write(&mut self, rows: &[SnapshotRow]) -> io::Result<()> {
+        for row in rows
+            .iter()
+            .filter(|r| r.table == SnapshotTable::AppMeta.id())
+        {
+            match row.key.as_slice() {
+                k if k == META_APPLIED.as_bytes() => self.applied = Some(row.value.clone()),
+                k if k == META_MEMBERSHIP.as_bytes() => self.membership = Some(row.value.clone()),
+                _ => {}
+            }
+        }
+        match &mut self.writer {
+            Some(writer) => writer.write(rows).map_err(io::Error::other),
+            None => Err(io::Error::other("the snapshot was finished")),
+        }
+    }
+
+    /// Makes the file durable; the snapshot to hand to openraft.
+    pub fn finish(mut self) -> io::Result<Snapshot> {
+        if let Some(writer) = self.writer.take() {
+            writer.finish().map_err(io::Error::other)?;
+        }
+        let last_log_id = codec::decode_log_id(&self.applied.take().unwrap_or_default())?;
+        if last_log_id.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "a snapshot without an applied log id",
+            ));
+        }
+        Ok(Snapshot {
+            meta: SnapshotMeta {
+                last_log_id,
+                last_membership: decode_membership(self.membership.take())?,
+            },
+            snapshot: SnapshotData::Received(std::mem::take(&mut self.path)),
+        })
+    }
+}
+
+impl Drop for SnapshotReceiver {
+    /// A snapshot cut short leaves no file behind.
+    fn drop(&mut self) {
+        if !self.path.as_os_str().is_empty() {
+            drop(self.writer.take());
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
 
 /// The applied state of this member, shared with the API layer.
 pub struct Applier {
@@ -63,37 +158,33 @@ pub struct Applier {
     alarms: RwLock<Vec<AlarmMember>>,
     /// The attributes each member published, by id.
     members: RwLock<BTreeMap<u64, Member>>,
+    /// Members removed from the cluster (etcd keeps them so it can refuse their messages).
+    removed: RwLock<BTreeSet<u64>>,
     auth: RwLock<AuthStore>,
     lessor: Mutex<Lessor>,
     /// The watchers fed by every committed batch.
     pub watch: Arc<WatchHub>,
     applied: RwLock<(Option<LogId>, StoredMembership)>,
+    min_lease_ttl: i64,
     metrics: Arc<Metrics>,
 }
 
-impl Applier {
-    /// Loads the applied state recorded in the backend; leases get etcd's minimum TTL
-    /// `min_lease_ttl` (seconds).
-    pub fn open(mvcc: Arc<Mvcc>, metrics: Arc<Metrics>, min_lease_ttl: i64) -> io::Result<Applier> {
+/// Everything the backend records besides keys: what [`Applier`] keeps in memory.
+struct Recorded {
+    applied: Option<LogId>,
+    membership: StoredMembership,
+    alarms: Vec<AlarmMember>,
+    members: BTreeMap<u64, Member>,
+    removed: BTreeSet<u64>,
+    auth: AuthStore,
+    lessor: Lessor,
+}
+
+impl Recorded {
+    fn load(mvcc: &Mvcc, min_lease_ttl: i64) -> io::Result<Recorded> {
         let meta = |name| mvcc.meta(name).map_err(io::Error::other);
         let applied = codec::decode_log_id(&meta(META_APPLIED)?.unwrap_or_default())?;
-        let membership = match meta(META_MEMBERSHIP)? {
-            Some(bytes) if bytes.len() >= 16 => {
-                let (log_id, membership) = bytes.split_at(16);
-                let log_id = codec::decode_log_id(log_id)?;
-                StoredMembership::new(
-                    log_id,
-                    codec::decode_membership(&mut codec::Reader(membership))?,
-                )
-            }
-            Some(_) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "truncated membership record",
-                ));
-            }
-            None => StoredMembership::default(),
-        };
+        let membership = decode_membership(meta(META_MEMBERSHIP)?)?;
         let alarms = match meta(META_ALARMS)? {
             Some(bytes) => {
                 AlarmResponse::decode(bytes.as_slice())
@@ -111,6 +202,11 @@ impl Applier {
                 .collect(),
             None => BTreeMap::new(),
         };
+        let removed = meta(META_REMOVED)?
+            .unwrap_or_default()
+            .chunks_exact(8)
+            .map(|id| u64::from_be_bytes(id.try_into().expect("8 bytes")))
+            .collect();
         let auth = match meta(META_AUTH)? {
             Some(bytes) => AuthStore::decode(bytes.as_slice()).map_err(io::Error::other)?,
             None => AuthStore::new(),
@@ -124,18 +220,72 @@ impl Applier {
         }
         let leased_keys = mvcc.leased_keys().map_err(io::Error::other)?;
         let lessor = Lessor::restore(min_lease_ttl, records, leased_keys);
-        metrics.lease_count.set(lessor.len() as i64);
+        Ok(Recorded {
+            applied,
+            membership,
+            alarms,
+            members,
+            removed,
+            auth,
+            lessor,
+        })
+    }
+}
+
+/// The membership record (`raft_membership`): its log id, then the membership.
+fn decode_membership(bytes: Option<Vec<u8>>) -> io::Result<StoredMembership> {
+    match bytes {
+        Some(bytes) if bytes.len() >= 16 => {
+            let (log_id, membership) = bytes.split_at(16);
+            let log_id = codec::decode_log_id(log_id)?;
+            Ok(StoredMembership::new(
+                log_id,
+                codec::decode_membership(&mut codec::Reader(membership))?,
+            ))
+        }
+        Some(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "truncated membership record",
+        )),
+        None => Ok(StoredMembership::default()),
+    }
+}
+
+impl Applier {
+    /// Loads the applied state recorded in the backend; leases get etcd's minimum TTL
+    /// `min_lease_ttl` (seconds).
+    pub fn open(mvcc: Arc<Mvcc>, metrics: Arc<Metrics>, min_lease_ttl: i64) -> io::Result<Applier> {
+        let state = Recorded::load(&mvcc, min_lease_ttl)?;
+        metrics.lease_count.set(state.lessor.len() as i64);
         let watch = Arc::new(WatchHub::new(mvcc.clone(), metrics.clone()));
         Ok(Applier {
             watch,
             mvcc,
-            alarms: RwLock::new(alarms),
-            members: RwLock::new(members),
-            auth: RwLock::new(auth),
-            lessor: Mutex::new(lessor),
-            applied: RwLock::new((applied, membership)),
+            alarms: RwLock::new(state.alarms),
+            members: RwLock::new(state.members),
+            removed: RwLock::new(state.removed),
+            auth: RwLock::new(state.auth),
+            lessor: Mutex::new(state.lessor),
+            applied: RwLock::new((state.applied, state.membership)),
+            min_lease_ttl,
             metrics,
         })
+    }
+
+    /// Replaces the backend with the snapshot file at `path` and everything applied with what
+    /// it records; watchers catch up from it.
+    fn install(&self, path: &Path) -> io::Result<()> {
+        self.mvcc.replace_with(path).map_err(io::Error::other)?;
+        let state = Recorded::load(&self.mvcc, self.min_lease_ttl)?;
+        self.metrics.lease_count.set(state.lessor.len() as i64);
+        *self.alarms.write() = state.alarms;
+        *self.members.write() = state.members;
+        *self.removed.write() = state.removed;
+        *self.auth.write() = state.auth;
+        *self.lessor.lock() = state.lessor;
+        *self.applied.write() = (state.applied, state.membership);
+        self.watch.restore(self.mvcc.current_revision());
+        Ok(())
     }
 
     /// The alarms currently raised.
@@ -146,6 +296,37 @@ impl Applier {
     /// The attributes member `id` published, if it did.
     pub fn published(&self, id: u64) -> Option<Member> {
         self.members.read().get(&id).cloned()
+    }
+
+    /// Whether member `id` was removed from the cluster.
+    pub fn is_removed(&self, id: u64) -> bool {
+        self.removed.read().contains(&id)
+    }
+
+    /// Records the members a new membership no longer has as removed, and forgets their
+    /// attributes.
+    fn apply_membership(
+        &self,
+        batch: &mut ApplyBatch<'_>,
+        before: &openraft::Membership<u64, openraft::impls::BasicNode>,
+        after: &openraft::Membership<u64, openraft::impls::BasicNode>,
+    ) {
+        let gone: Vec<u64> = before
+            .nodes()
+            .map(|(id, _)| *id)
+            .filter(|id| after.get_node(id).is_none())
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let mut removed = self.removed.write();
+        removed.extend(gone.iter().copied());
+        let ids: Vec<u8> = removed.iter().flat_map(|id| id.to_be_bytes()).collect();
+        batch.set_meta(META_REMOVED, &ids);
+        let mut members = self.members.write();
+        if gone.iter().any(|id| members.remove(id).is_some()) {
+            persist_members(batch, &members);
+        }
     }
 
     /// Reads the auth store.
@@ -313,13 +494,13 @@ impl Applier {
 
     /// Records a member's published attributes and persists them all.
     fn apply_member(&self, batch: &mut ApplyBatch<'_>, member: Member) -> Applied {
+        // As etcd, a removed member's attributes are not recorded again.
+        if self.is_removed(member.id) {
+            return Applied::Rejected(EtcdError::MemberNotFound);
+        }
         let mut members = self.members.write();
         members.insert(member.id, member);
-        let stored = MemberListResponse {
-            members: members.values().cloned().collect(),
-            ..Default::default()
-        };
-        batch.set_meta(META_MEMBERS, &stored.encode_to_vec());
+        persist_members(batch, &members);
         Applied::Published
     }
 
@@ -354,6 +535,15 @@ impl Applier {
     }
 }
 
+/// Writes the published attributes of every member.
+fn persist_members(batch: &mut ApplyBatch<'_>, members: &BTreeMap<u64, Member>) {
+    let stored = MemberListResponse {
+        members: members.values().cloned().collect(),
+        ..Default::default()
+    };
+    batch.set_meta(META_MEMBERS, &stored.encode_to_vec());
+}
+
 /// openraft's handle on the applier.
 #[derive(Clone)]
 pub struct StateMachine {
@@ -366,29 +556,41 @@ impl StateMachine {
         StateMachine { applier }
     }
 
-    fn snapshot(&self) -> io::Result<Snapshot> {
-        let (last_log_id, last_membership) = self.applier.applied.read().clone();
-        self.applier.mvcc.sync().map_err(io::Error::other)?;
-        Ok(Snapshot {
+    /// A snapshot of the backend as it is now: its meta read from the same view as its data.
+    fn view(&self) -> io::Result<Option<Snapshot>> {
+        let view = self.applier.mvcc.view().map_err(io::Error::other)?;
+        let meta = |name| view.meta(name).map_err(io::Error::other);
+        let last_log_id = codec::decode_log_id(&meta(META_APPLIED)?.unwrap_or_default())?;
+        if last_log_id.is_none() {
+            return Ok(None);
+        }
+        let last_membership = decode_membership(meta(META_MEMBERSHIP)?)?;
+        Ok(Some(Snapshot {
             meta: SnapshotMeta {
                 last_log_id,
                 last_membership,
             },
-            snapshot: DurableBackend,
-        })
+            snapshot: SnapshotData::View(Arc::new(view)),
+        }))
     }
 }
 
 impl RaftSnapshotBuilder<KeelRaft> for StateMachine {
-    type SnapshotData = DurableBackend;
+    type SnapshotData = SnapshotData;
 
+    /// The backend made durable: the view is taken first, so everything it holds is durable
+    /// once the fsync returns, and openraft may purge the WAL up to it.
     async fn build_snapshot(&mut self) -> io::Result<Snapshot> {
-        self.snapshot()
+        let snapshot = self
+            .view()?
+            .ok_or_else(|| io::Error::other("a snapshot of a member that applied nothing"))?;
+        self.applier.mvcc.sync().map_err(io::Error::other)?;
+        Ok(snapshot)
     }
 }
 
 impl RaftStateMachine<KeelRaft> for StateMachine {
-    type SnapshotData = DurableBackend;
+    type SnapshotData = SnapshotData;
     type SnapshotBuilder = StateMachine;
 
     async fn applied_state(&mut self) -> io::Result<(Option<LogId>, StoredMembership)> {
@@ -407,7 +609,8 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
         let lease_exists = |id: i64| applier.lessor.lock().contains(id);
         let mut batch = applier.mvcc.begin_apply(&lease_exists);
         let mut replies = Vec::with_capacity(items.len());
-        let mut membership = None;
+        let mut membership: Option<StoredMembership> = None;
+        let mut last_membership = applier.applied.read().1.membership().clone();
         for (entry, responder) in items {
             let applied = match entry.payload {
                 EntryPayload::Normal(proposal) => {
@@ -420,6 +623,8 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
                     let mut bytes = codec::encode_log_id(Some(&entry.log_id));
                     codec::encode_membership(&m, &mut bytes);
                     batch.set_meta(META_MEMBERSHIP, &bytes);
+                    applier.apply_membership(&mut batch, &last_membership, &m);
+                    last_membership = m.clone();
                     membership = Some(StoredMembership::new(Some(entry.log_id), m));
                     Applied::default()
                 }
@@ -459,19 +664,32 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
 
     async fn install_snapshot(
         &mut self,
-        _meta: &SnapshotMeta,
-        _snapshot: DurableBackend,
+        meta: &SnapshotMeta,
+        snapshot: SnapshotData,
     ) -> io::Result<()> {
-        Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "installing a snapshot sent by a leader needs peer transport, which this member has not configured",
-        ))
+        match snapshot {
+            SnapshotData::Received(path) => {
+                let applier = self.applier.clone();
+                tokio::task::spawn_blocking(move || applier.install(&path))
+                    .await
+                    .map_err(io::Error::other)??;
+                tracing::info!(
+                    applied = %meta.last_log_id.map_or(0, |id| id.index),
+                    revision = self.applier.mvcc.current_revision(),
+                    "installed a snapshot from the leader"
+                );
+                Ok(())
+            }
+            // openraft re-installs the current snapshot at start only when it is ahead of the
+            // applied state; a view of this backend never is.
+            SnapshotData::View(_) if self.applier.applied() >= meta.last_log_id => Ok(()),
+            SnapshotData::View(_) => Err(io::Error::other(
+                "a view of this member's own backend is behind its snapshot",
+            )),
+        }
     }
 
     async fn get_current_snapshot(&mut self) -> io::Result<Option<Snapshot>> {
-        if self.applier.applied().is_none() {
-            return Ok(None);
-        }
-        self.snapshot().map(Some)
+        self.view()
     }
 }

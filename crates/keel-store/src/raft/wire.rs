@@ -10,7 +10,11 @@ use openraft::raft::{
 };
 use tonic::Code;
 
+use keel_proto::etcdserverpb::Member;
+use keel_proto::raftpb::reconfigure_request::Change as WireChange;
+
 use super::codec::{self, Entry};
+use super::membership::Change;
 use super::{Applied, KeelRaft};
 use crate::api::error::EtcdError;
 
@@ -202,10 +206,7 @@ pub fn outcome(applied: Applied) -> raftpb::ProposeOutcome {
         Applied::LeaseRevoke(r) => Wire::LeaseRevoke(r),
         Applied::Lease => Wire::Lease(true),
         Applied::Published => Wire::Published(true),
-        Applied::Rejected(e) => Wire::Rejected(raftpb::Rejection {
-            code: e.code() as i32,
-            message: e.to_string(),
-        }),
+        Applied::Rejected(e) => Wire::Rejected(rejection(&e)),
     };
     raftpb::ProposeOutcome {
         applied: Some(wire),
@@ -225,14 +226,87 @@ pub fn applied_from(outcome: raftpb::ProposeOutcome) -> Applied {
         Some(Wire::LeaseRevoke(r)) => Applied::LeaseRevoke(r),
         Some(Wire::Lease(_)) => Applied::Lease,
         Some(Wire::Published(_)) => Applied::Published,
-        Some(Wire::Rejected(r)) => Applied::Rejected(EtcdError::FromLeader {
-            code: Code::from_i32(r.code),
-            message: r.message,
-        }),
+        Some(Wire::Rejected(r)) => Applied::Rejected(rejected_from(r)),
         None => Applied::Rejected(EtcdError::Internal(
             "the leader answered a forwarded write without a result".into(),
         )),
     }
+}
+
+/// An etcd error on the wire, as the status its client gets.
+pub fn rejection(e: &EtcdError) -> raftpb::Rejection {
+    raftpb::Rejection {
+        code: e.code() as i32,
+        message: e.to_string(),
+    }
+}
+
+/// The leader's etcd error from the wire, passed on unchanged.
+pub fn rejected_from(r: raftpb::Rejection) -> EtcdError {
+    EtcdError::FromLeader {
+        code: Code::from_i32(r.code),
+        message: r.message,
+    }
+}
+
+/// A backend row of a snapshot on the wire.
+pub fn backend_row(row: keel_mvcc::SnapshotRow) -> raftpb::BackendRow {
+    raftpb::BackendRow {
+        table: u32::from(row.table),
+        key: row.key,
+        value: row.value,
+    }
+}
+
+/// A backend row of a snapshot from the wire (an unknown table is refused when written).
+pub fn backend_row_from(row: raftpb::BackendRow) -> keel_mvcc::SnapshotRow {
+    keel_mvcc::SnapshotRow {
+        table: u8::try_from(row.table).unwrap_or(0),
+        key: row.key,
+        value: row.value,
+    }
+}
+
+/// A membership change on the wire.
+pub fn reconfigure_request(header: raftpb::Header, change: &Change) -> raftpb::ReconfigureRequest {
+    let member = |id: u64, peer_urls: &[String], is_learner: bool| Member {
+        id,
+        peer_ur_ls: peer_urls.to_vec(),
+        is_learner,
+        ..Default::default()
+    };
+    let change = match change {
+        Change::Add {
+            id,
+            peer_urls,
+            learner,
+        } => WireChange::Add(member(*id, peer_urls, *learner)),
+        Change::Remove(id) => WireChange::Remove(*id),
+        Change::Update { id, peer_urls } => WireChange::Update(member(*id, peer_urls, false)),
+        Change::Promote(id) => WireChange::Promote(*id),
+    };
+    raftpb::ReconfigureRequest {
+        header: Some(header),
+        change: Some(change),
+    }
+}
+
+/// A membership change from the wire.
+pub fn change_from(req: raftpb::ReconfigureRequest) -> io::Result<Change> {
+    Ok(match req.change {
+        Some(WireChange::Add(m)) => Change::Add {
+            id: m.id,
+            peer_urls: m.peer_ur_ls,
+            learner: m.is_learner,
+        },
+        Some(WireChange::Remove(id)) => Change::Remove(id),
+        Some(WireChange::Update(m)) => Change::Update {
+            id: m.id,
+            peer_urls: m.peer_ur_ls,
+        },
+        Some(WireChange::Promote(id)) => Change::Promote(id),
+        None => return Err(io::Error::other("Reconfigure request without a change")),
+    })
 }
 
 #[cfg(test)]
@@ -290,6 +364,29 @@ mod tests {
         let status = tonic::Status::from(e);
         assert_eq!(status.code(), tonic::Code::NotFound);
         assert_eq!(status.message(), "etcdserver: requested lease not found");
+    }
+
+    #[test]
+    fn membership_changes_round_trip() {
+        let header = raftpb::Header::default();
+        let urls = vec!["http://a:2380".to_string(), "http://b:2380".to_string()];
+        for change in [
+            Change::Add {
+                id: 9,
+                peer_urls: urls.clone(),
+                learner: true,
+            },
+            Change::Remove(3),
+            Change::Update {
+                id: 4,
+                peer_urls: urls.clone(),
+            },
+            Change::Promote(5),
+        ] {
+            let req = reconfigure_request(header, &change);
+            assert_eq!(change_from(req).unwrap(), change);
+        }
+        assert!(change_from(raftpb::ReconfigureRequest::default()).is_err());
     }
 
     #[test]

@@ -485,6 +485,25 @@ impl WatchCore {
         self.answer_progress_requests();
     }
 
+    /// The store was replaced by a snapshot at `revision` (a follower far behind its leader):
+    /// every synced watcher catches up from the new backend, from the revision after the last
+    /// one it was handed (or is cancelled with the compaction revision if that is gone).
+    pub fn restore(&mut self, revision: i64) {
+        let next = self.revision + 1;
+        for (&stream, s) in self.streams.iter_mut() {
+            for (&id, w) in s.watchers.iter_mut().filter(|(_, w)| w.synced) {
+                let r = WatcherRef { stream, id };
+                self.synced.remove(&w.range, r);
+                w.synced = false;
+                w.next_rev = w.next_rev.max(next);
+                s.unsynced += 1;
+                self.unsynced.insert(r);
+            }
+        }
+        self.revision = self.revision.max(revision);
+        self.resync_wanted = true;
+    }
+
     fn deliver_live(
         &mut self,
         r: WatcherRef,

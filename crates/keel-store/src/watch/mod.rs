@@ -92,6 +92,11 @@ impl WatchHub {
         self.with_core(|core| core.notify(events, revision));
     }
 
+    /// The store was replaced by a snapshot at `revision`: every watcher catches up from it.
+    pub fn restore(&self, revision: i64) {
+        self.with_core(|core| core.restore(revision));
+    }
+
     /// Starts the background resync task once (the first stream calls it; needs a tokio
     /// runtime).
     pub fn ensure_resync_task(self: &Arc<Self>) {

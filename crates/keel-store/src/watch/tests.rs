@@ -606,3 +606,31 @@ fn random_histories_are_delivered_ordered_unique_and_complete() {
         }
     }
 }
+
+#[test]
+fn a_restored_snapshot_makes_watchers_catch_up_from_the_backend() {
+    let mut log = Log::new();
+    let mut core = WatchCore::new(1, 128);
+    let s = core.open_stream();
+    core.create(s, &create("a", "b", 0), -1);
+    let ev = log.put(&["a"]);
+    core.notify(ev, log.revision);
+    // Revisions 3..=5 arrive only inside a snapshot, never through notify.
+    log.put(&["a"]);
+    log.put(&["b"]);
+    log.put(&["a"]);
+    core.restore(log.revision);
+    assert_eq!(core.stats().unsynced, 1);
+    log.resync(&mut core, 100);
+    let resps = drain(&mut core, s);
+    let id = resps[0].watch_id;
+    assert_eq!(revs(&resps, id), vec![2, 3, 5]);
+    assert_eq!(
+        core.stats().unsynced,
+        0,
+        "caught up watchers are synced again"
+    );
+    let ev = log.put(&["a"]);
+    core.notify(ev, log.revision);
+    assert_eq!(revs(&drain(&mut core, s), id), vec![6]);
+}

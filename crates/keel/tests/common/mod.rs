@@ -20,6 +20,7 @@
 //! | `KEEL_TEST_ETCDCTL34` | `/usr/bin/etcdctl` (Debian `etcd-client`, 3.4.23) |
 
 #![allow(dead_code)]
+pub mod kv;
 pub mod linearizable;
 pub mod netns;
 
@@ -381,6 +382,37 @@ impl Server {
         }
     }
 
+    /// Waits up to `limit` for the process to exit on its own; its exit code (-1 for a
+    /// signal), or `None` if it still runs.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.as_mut()?.try_wait().expect("try_wait") {
+                return Some(status.code().unwrap_or(-1));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    /// Stops the process, moves its peer URL to `url` (`http://host:port`, in
+    /// `--listen-peer-urls`, `--initial-advertise-peer-urls` and its own `--initial-cluster`
+    /// entry) and starts it again on the same data dir.
+    pub fn move_peer_url(&mut self, url: &str) {
+        self.kill();
+        let old = self.peer_url.clone();
+        let port = url
+            .rsplit_once(':')
+            .and_then(|(_, p)| p.parse().ok())
+            .unwrap_or_else(|| panic!("no port in {url}"));
+        self.set_ports(self.client_port, port);
+        assert_eq!(self.peer_url, url, "the peer URL is on this server's host");
+        if let Some(initial) = &mut self.opts.initial_cluster {
+            *initial = initial.replace(&old, url);
+        }
+        self.restart();
+    }
+
     /// "still running" or how the process ended, for failure messages.
     pub fn process_state(&mut self) -> String {
         match self.child.as_mut().map(|c| c.try_wait()) {
@@ -482,6 +514,8 @@ struct Place {
 pub struct Cluster {
     /// The members, in name order.
     pub members: Vec<Server>,
+    /// What every member's command line ends with.
+    args: Vec<String>,
 }
 
 impl Cluster {
@@ -544,7 +578,55 @@ impl Cluster {
         for m in &mut members {
             m.wait_ready().unwrap_or_else(|e| panic!("{e}"));
         }
-        Cluster { members }
+        Cluster {
+            members,
+            args: args.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    /// A member `name` of `flavor` on fresh ports, set up to join this cluster as it is now
+    /// (`--initial-cluster-state existing`, `--initial-cluster` naming every member and it),
+    /// not started: add it with `member add` first, then [`Cluster::join`].
+    pub fn new_member(&self, flavor: Flavor, name: &str) -> Server {
+        let mut server = Server::new(
+            flavor,
+            ServerOpts {
+                name: Some(name.to_string()),
+                args: self.args.clone(),
+                ..Default::default()
+            },
+        );
+        let mut ports = (free_port(), free_port());
+        while ports.0 == ports.1 {
+            ports.1 = free_port();
+        }
+        server.set_ports(ports.0, ports.1);
+        let mut initial: Vec<String> = self
+            .members
+            .iter()
+            .map(|m| {
+                format!(
+                    "{}={}",
+                    m.opts.name.as_deref().unwrap_or("default"),
+                    m.peer_url
+                )
+            })
+            .collect();
+        initial.push(format!("{name}={}", server.peer_url));
+        server.opts.initial_cluster = Some(initial.join(","));
+        server
+            .opts
+            .args
+            .push("--initial-cluster-state=existing".to_string());
+        server
+    }
+
+    /// Starts `server` (from [`Cluster::new_member`], already added) and waits until it serves
+    /// clients; it becomes the last member.
+    pub fn join(&mut self, mut server: Server) {
+        server.spawn().unwrap_or_else(|e| panic!("{e}"));
+        server.wait_ready().unwrap_or_else(|e| panic!("{e}"));
+        self.members.push(server);
     }
 
     /// Kills every member (SIGKILL) and starts them all again on the same data dirs and

@@ -1,0 +1,89 @@
+//! Small client calls the cluster tests share: who leads, a put, the `k/` keys, and whether
+//! every member holds the same data.
+
+use std::time::{Duration, Instant};
+
+use keel_proto::etcdserverpb::kv_client::KvClient;
+use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use keel_proto::etcdserverpb::{HashKvRequest, PutRequest, RangeRequest, StatusRequest};
+
+use super::Server;
+
+/// The leader `m` reports, if any.
+pub async fn leader_of(m: &Server) -> Option<u64> {
+    let mut c = MaintenanceClient::new(m.channel().await);
+    let st = c.status(StatusRequest {}).await.ok()?.into_inner();
+    (st.leader != 0).then_some(st.leader)
+}
+
+/// Puts `key` = `v-<key>` through `m`; the revision of the write.
+pub async fn put(m: &Server, key: &str) -> Result<i64, tonic::Status> {
+    let mut kv = KvClient::new(m.channel().await);
+    let resp = kv
+        .put(PutRequest {
+            key: key.as_bytes().to_vec(),
+            value: format!("v-{key}").into_bytes(),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    Ok(resp.header.expect("put header").revision)
+}
+
+/// Every key under `k/` as `(key, value)`, read on `m`.
+pub async fn keys(m: &Server, serializable: bool) -> Result<Vec<(String, String)>, tonic::Status> {
+    let mut kv = KvClient::new(m.channel().await);
+    let resp = kv
+        .range(RangeRequest {
+            key: b"k/".to_vec(),
+            range_end: b"k0".to_vec(),
+            serializable,
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    Ok(resp
+        .kvs
+        .into_iter()
+        .map(|kv| {
+            (
+                String::from_utf8(kv.key).unwrap(),
+                String::from_utf8(kv.value).unwrap(),
+            )
+        })
+        .collect())
+}
+
+/// Waits (up to `limit`) until every member of `members` reports the same HashKV at the
+/// highest revision any of them has: same data at the same revision.
+pub async fn assert_same_hashkv(members: &[&Server], limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut revision = 0;
+        for m in members {
+            let mut c = MaintenanceClient::new(m.channel().await);
+            if let Ok(st) = c.status(StatusRequest {}).await {
+                revision = revision.max(st.into_inner().header.unwrap().revision);
+            }
+        }
+        let mut hashes = Vec::new();
+        for m in members {
+            let mut c = MaintenanceClient::new(m.channel().await);
+            match c.hash_kv(HashKvRequest { revision }).await {
+                Ok(h) => {
+                    let h = h.into_inner();
+                    hashes.push(Some((h.hash, h.compact_revision)));
+                }
+                Err(_) => hashes.push(None),
+            }
+        }
+        if hashes[0].is_some() && hashes.iter().all(|h| *h == hashes[0]) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "HashKV at revision {revision} differs: {hashes:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
