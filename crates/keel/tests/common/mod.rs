@@ -358,6 +358,25 @@ impl Server {
         }
     }
 
+    /// Freezes the process (SIGSTOP): it keeps its sockets but answers nothing.
+    pub fn pause(&self) {
+        self.send_signal("-STOP");
+    }
+
+    /// Lets a paused process run again (SIGCONT).
+    pub fn resume(&self) {
+        self.send_signal("-CONT");
+    }
+
+    fn send_signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("the server runs").id();
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     /// Kills the process with SIGKILL (a no-op if it is not running) and reaps it.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
