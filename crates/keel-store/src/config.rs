@@ -73,6 +73,17 @@ pub struct Config {
         default_value = "etcd-cluster"
     )]
     pub initial_cluster_token: String,
+    /// Reject membership changes that could cost the cluster its quorum (etcd's
+    /// `--strict-reconfig-check`: enough started members, a connected quorum).
+    #[arg(
+        long,
+        env = "ETCD_STRICT_RECONFIG_CHECK",
+        default_value_t = true,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub strict_reconfig_check: bool,
     /// Raise the NOSPACE alarm when the backend exceeds this many bytes (0 = 2 GiB).
     #[arg(long, env = "ETCD_QUOTA_BACKEND_BYTES", default_value_t = 0)]
     pub quota_backend_bytes: u64,
@@ -399,6 +410,13 @@ mod tests {
         assert_eq!(c.quota_bytes(), DEFAULT_QUOTA_BYTES);
         assert_eq!(c.retention().unwrap(), None);
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn strict_reconfig_check_is_an_etcd_boolean_flag() {
+        assert!(parse(&[]).strict_reconfig_check);
+        assert!(parse(&["--strict-reconfig-check"]).strict_reconfig_check);
+        assert!(!parse(&["--strict-reconfig-check=false"]).strict_reconfig_check);
     }
 
     #[test]

@@ -201,6 +201,7 @@ impl Store {
             applier.clone(),
             member_id,
             initial,
+            config.strict_reconfig_check,
         ));
         let peer_server = tokio::spawn(serve_peers(
             peer_listeners,

@@ -150,21 +150,26 @@ pub struct Roster {
     member_id: u64,
     /// `--initial-cluster`: names of members that have not published theirs yet.
     initial: Vec<(String, Vec<String>)>,
+    /// etcd's `--strict-reconfig-check`.
+    strict: bool,
 }
 
 impl Roster {
-    /// The roster of member `member_id`.
+    /// The roster of member `member_id`, named in `initial` (`--initial-cluster`), checking
+    /// changes as etcd's `--strict-reconfig-check` does when `strict`.
     pub fn new(
         raft: RaftNode,
         applier: Arc<Applier>,
         member_id: u64,
         initial: Vec<(String, Vec<String>)>,
+        strict: bool,
     ) -> Roster {
         Roster {
             raft,
             applier,
             member_id,
             initial,
+            strict,
         }
     }
 
@@ -295,22 +300,19 @@ impl Roster {
                     if members.iter().filter(|m| m.is_learner).count() >= MAX_LEARNERS {
                         return Err(EtcdError::TooManyLearners);
                     }
-                } else {
-                    // etcd's IsReadyToAddVotingMember: the started voters must be a quorum
-                    // of the new voters (a 1-member cluster may always grow to 2).
+                } else if self.strict {
                     let started = members
                         .iter()
                         .filter(|m| !m.is_learner)
                         .filter(started)
                         .count();
-                    let total = voters.len() + 1;
-                    if !(started == 1 && total == 2) && started < quorum(total) {
+                    if !ready_to_add_voter(started, voters.len() + 1) {
                         return Err(EtcdError::NotEnoughStartedMembers);
                     }
                 }
                 // etcd's isConnectedToQuorumAfterAddingNewMemberSince: the connected voters
                 // must be a quorum of the voters with the new member.
-                if voters.len() > 1 && connected < quorum(voters.len() + 1) {
+                if self.strict && voters.len() > 1 && connected < quorum(voters.len() + 1) {
                     return Err(EtcdError::Unhealthy);
                 }
                 nodes.insert(*id, node(peer_urls));
@@ -322,7 +324,7 @@ impl Roster {
             }
             Change::Remove(id) => {
                 let removed = find(*id)?;
-                if !removed.is_learner {
+                if self.strict && !removed.is_learner {
                     // etcd's IsReadyToRemoveVotingMember: the started voters left must be a
                     // quorum of the voters left.
                     let rest: Vec<&Member> = members
@@ -358,15 +360,12 @@ impl Roster {
                     return Err(EtcdError::MemberNotLearner);
                 }
                 self.check_learner_ready(m, *id)?;
-                // etcd's IsReadyToPromoteMember: the started voters, with the learner, must
-                // be a quorum of the voters with it.
                 let started = members
                     .iter()
                     .filter(|m| !m.is_learner || m.id == *id)
                     .filter(started)
                     .count();
-                let total = voters.len() + 1;
-                if !(started == 1 && total == 2) && started < quorum(total) {
+                if self.strict && !ready_to_add_voter(started, voters.len() + 1) {
                     return Err(EtcdError::NotEnoughStartedMembers);
                 }
                 let mut voters = voters;
@@ -434,6 +433,12 @@ fn is_transient(e: &ClientWriteError<super::KeelRaft>) -> bool {
     )
 }
 
+/// etcd's IsReadyToAddVotingMember (and IsReadyToPromoteMember): `started` members make a
+/// quorum of the `voters` the cluster will have; a 1-member cluster may always grow to 2.
+fn ready_to_add_voter(started: usize, voters: usize) -> bool {
+    (started == 1 && voters == 2) || started >= quorum(voters)
+}
+
 /// A majority of `n` voters.
 fn quorum(n: usize) -> usize {
     n / 2 + 1
@@ -468,6 +473,15 @@ fn list(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn voters_are_added_only_with_a_started_quorum() {
+        assert!(ready_to_add_voter(1, 2), "1 member may grow to 2");
+        assert!(!ready_to_add_voter(1, 3));
+        assert!(ready_to_add_voter(2, 3));
+        assert!(!ready_to_add_voter(2, 4));
+        assert!(ready_to_add_voter(3, 4));
+    }
 
     #[test]
     fn peer_urls_round_trip_through_a_node() {
