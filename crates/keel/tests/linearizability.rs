@@ -1,13 +1,18 @@
-//! Linearizability of a three-member cluster under concurrent clients and kill -9.
+//! Linearizability of a three-member cluster under concurrent clients, kill -9 and partitions.
 //!
 //! One 3-member cluster (50 ms heartbeat, 500 ms election timeout) serves `RUNS` runs (20 by
 //! default, `KEEL_LIN_RUNS` overrides for a longer soak). Each run uses its own key prefix and
 //! 2-4 keys, so there is contention: 4-6 concurrent clients, each talking to a random member
 //! (and moving to another one after a failure), issue a random mix of put (unique values),
-//! linearizable get, delete and compare-and-set txns for about 2.5 s. In about half of the runs a
-//! member (the leader half of the time) is killed with SIGKILL in the middle and restarted (and
-//! waited for) before the run ends; it stays down 0.3-0.8 s, so a killed leader sometimes comes
-//! back before anyone else starts an election and sometimes after a new leader took over.
+//! linearizable get, delete and compare-and-set txns for about 2.5 s. About half of the runs
+//! inject a fault in the middle into a member (the leader half of the time):
+//! - kill: the member is killed with SIGKILL and restarted (and waited for) before the run
+//!   ends; it stays down 0.3-0.8 s, so a killed leader sometimes comes back before anyone else
+//!   starts an election and sometimes after a new leader took over;
+//! - partition (when the test runs as root: each member then lives in a network namespace of
+//!   its own, see `common::netns`): the member is cut off from the other members for
+//!   0.4-1.4 s while the clients still reach it, so a cut-off leader keeps being asked for
+//!   reads and writes while the majority elects another one; then the cut is healed.
 //! Every RPC has a 2 s deadline: an operation that fails or times out has an unknown outcome
 //! (it may or may not have taken effect), a failed read is dropped; the client then moves to
 //! another member once that one serves a (not recorded) linearizable read.
@@ -35,6 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use common::linearizable::{self, Input, Operation, Output, Verdict, nanos_since};
+use common::netns::Net;
 use common::{Cluster, Rng, SeedReport, base_seed, target_flavor};
 use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use keel_proto::etcdserverpb::kv_client::KvClient;
@@ -352,12 +358,23 @@ fn dump_history(
 }
 
 /// Counters over all runs.
+/// A fault injected into one member in the middle of a run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// SIGKILL, then a restart.
+    Kill,
+    /// Cut off from the other members (still reachable by the clients), then healed.
+    Partition,
+}
+
 #[derive(Default)]
 struct Totals {
     ops: usize,
     unknown: usize,
     kills: usize,
     leader_kills: usize,
+    partitions: usize,
+    leader_partitions: usize,
     cas_succeeded: usize,
     cas_failed: usize,
     reads_of_values: usize,
@@ -365,7 +382,7 @@ struct Totals {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_histories_under_kills_are_linearizable() {
+async fn concurrent_histories_under_kills_and_partitions_are_linearizable() {
     let started = Instant::now();
     let flavor = target_flavor();
     let runs: usize = std::env::var("KEEL_LIN_RUNS")
@@ -391,7 +408,14 @@ async fn concurrent_histories_under_kills_are_linearizable() {
         }
     );
 
-    let mut cluster = Cluster::start(flavor, 3, &RAFT_FLAGS);
+    // Declared before the cluster, so the members stop before their namespaces go.
+    let net = Net::create(3)
+        .inspect_err(|e| eprintln!("linearizability: kills only, no partitions: {e}"))
+        .ok();
+    let mut cluster = match &net {
+        Some(net) => Cluster::start_in(flavor, net, 3, &RAFT_FLAGS),
+        None => Cluster::start(flavor, 3, &RAFT_FLAGS),
+    };
     let urls: Arc<Vec<String>> = Arc::new(
         cluster
             .members
@@ -414,7 +438,13 @@ async fn concurrent_histories_under_kills_are_linearizable() {
                 .map(|k| format!("lin/{run}/k{k}"))
                 .collect(),
         );
-        let kill = rng.chance(1, 2);
+        let fault = if !rng.chance(1, 2) {
+            None
+        } else if net.is_some() && rng.chance(1, 2) {
+            Some(Fault::Partition)
+        } else {
+            Some(Fault::Kill)
+        };
         let origin = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
         let tasks: Vec<_> = (0..clients)
@@ -435,7 +465,7 @@ async fn concurrent_histories_under_kills_are_linearizable() {
             .collect();
 
         let mut kill_note = String::new();
-        if kill {
+        if let Some(fault) = fault {
             tokio::time::sleep(Duration::from_millis(400 + rng.below(600))).await;
             let current = agreed_leader(&urls, &ids).await.unwrap_or(leader);
             let victim = if rng.chance(1, 2) {
@@ -445,20 +475,35 @@ async fn concurrent_histories_under_kills_are_linearizable() {
             };
             let was_leader = victim == current;
             let at = origin.elapsed();
-            cluster.members[victim].kill();
-            tokio::time::sleep(Duration::from_millis(300 + rng.below(500))).await;
+            let what = match (fault, &net) {
+                (Fault::Partition, Some(net)) => {
+                    net.isolate(victim);
+                    tokio::time::sleep(Duration::from_millis(400 + rng.below(1000))).await;
+                    net.heal(victim);
+                    totals.partitions += 1;
+                    totals.leader_partitions += was_leader as usize;
+                    "cut off"
+                }
+                _ => {
+                    cluster.members[victim].kill();
+                    tokio::time::sleep(Duration::from_millis(300 + rng.below(500))).await;
+                    totals.kills += 1;
+                    totals.leader_kills += was_leader as usize;
+                    "killed"
+                }
+            };
             let down_for = origin.elapsed() - at;
-            // `restart` blocks until the member logs that it is ready.
-            tokio::task::block_in_place(|| cluster.members[victim].restart());
+            if fault == Fault::Kill {
+                // `restart` blocks until the member logs that it is ready.
+                tokio::task::block_in_place(|| cluster.members[victim].restart());
+            }
             kill_note = format!(
-                ", killed m{victim}{} at {:.2}s for {:.2}s, ready again at {:.2}s",
+                ", {what} m{victim}{} at {:.2}s for {:.2}s, back at {:.2}s",
                 if was_leader { " (leader)" } else { "" },
                 at.as_secs_f64(),
                 down_for.as_secs_f64(),
                 origin.elapsed().as_secs_f64()
             );
-            totals.kills += 1;
-            totals.leader_kills += was_leader as usize;
             // Let the clients run on the healed cluster for a while.
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
@@ -536,7 +581,8 @@ async fn concurrent_histories_under_kills_are_linearizable() {
 
     eprintln!(
         "linearizability: {} runs on {} in {:.1}s: {} ops checked, {} with unknown outcome, \
-         {} kills ({} of the leader), CAS {} succeeded / {} failed, {} reads of a value, \
+         {} kills ({} of the leader), {} partitions ({} of the leader), CAS {} succeeded / \
+         {} failed, {} reads of a value, \
          at most {} search steps per key, {} failures; seed {seed}",
         runs,
         flavor.name(),
@@ -545,6 +591,8 @@ async fn concurrent_histories_under_kills_are_linearizable() {
         totals.unknown,
         totals.kills,
         totals.leader_kills,
+        totals.partitions,
+        totals.leader_partitions,
         totals.cas_succeeded,
         totals.cas_failed,
         totals.reads_of_values,
