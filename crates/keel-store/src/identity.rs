@@ -143,14 +143,21 @@ async fn join(config: &Config) -> Result<Identity, IdentityError> {
         .filter(|(_, urls)| sorted(urls.clone()) != mine)
         .flat_map(|(_, urls)| urls)
         .collect();
+    // A member that has not applied the `member add` yet does not list this one: the others
+    // are asked before giving up.
     let mut failures = Vec::new();
+    let mut refusal = None;
     for url in peers {
         match ask(url).await {
-            Ok((cluster_id, members)) => {
-                return assign(cluster_id, &members, &mine, initial.len());
-            }
+            Ok((cluster_id, members)) => match assign(cluster_id, &members, &mine, initial.len()) {
+                Ok(identity) => return Ok(identity),
+                Err(e) => refusal = Some(e),
+            },
             Err(e) => failures.push(format!("{url}: {e}")),
         }
+    }
+    if let Some(refusal) = refusal {
+        return Err(refusal);
     }
     Err(IdentityError::Join(format!(
         "cannot fetch cluster info from peer urls: could not retrieve cluster information from the given URLs ({}); start this member with --initial-cluster naming running members",
@@ -203,7 +210,8 @@ fn assign(
     })
 }
 
-fn sorted(mut urls: Vec<String>) -> Vec<String> {
+/// `urls` in order, to compare sets of URLs.
+pub(crate) fn sorted(mut urls: Vec<String>) -> Vec<String> {
     urls.sort();
     urls
 }

@@ -375,6 +375,11 @@ impl Store {
                     .await?
             }
         };
+        // The leader stops replicating to a member as soon as it removes it: a member asked
+        // to remove itself never applies its removal, so the leader's word is the answer.
+        if *change == Change::Remove(self.member_id) {
+            return Ok(());
+        }
         self.raft
             .wait(Some(timeout))
             .applied_index_at_least(Some(index), "the membership change")

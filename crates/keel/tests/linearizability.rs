@@ -13,6 +13,7 @@
 //!   its own, see `common::netns`): the member is cut off from the other members for
 //!   0.4-1.4 s while the clients still reach it, so a cut-off leader keeps being asked for
 //!   reads and writes while the majority elects another one; then the cut is healed.
+//!
 //! Every RPC has a 2 s deadline: an operation that fails or times out has an unknown outcome
 //! (it may or may not have taken effect), a failed read is dropped; the client then moves to
 //! another member once that one serves a (not recorded) linearizable read.

@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 use super::RaftNode;
 use super::state_machine::Applier;
 use crate::api::error::EtcdError;
+use crate::identity::sorted;
 
 /// How recently the leader must have heard from a voter for etcd to count it as connected
 /// (etcd's `HealthInterval`).
@@ -244,8 +245,13 @@ impl Roster {
                     // Another change, or this leader's first entry, is not committed yet.
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => {
-                    return Err(EtcdError::NotLeader);
+                Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                    // A leader whose quorum has not acknowledged it lately names no other
+                    // leader: it may still be one, so the change is tried again.
+                    if f.leader_id.is_some() || tokio::time::Instant::now() >= deadline {
+                        return Err(EtcdError::NotLeader);
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
                 Ok(Err(e)) => return Err(EtcdError::Internal(e.to_string())),
             }
@@ -310,8 +316,9 @@ impl Roster {
                         return Err(EtcdError::NotEnoughStartedMembers);
                     }
                 }
-                // etcd's isConnectedToQuorumAfterAddingNewMemberSince: the connected voters
-                // must be a quorum of the voters with the new member.
+                // etcd's isConnectedToQuorumAfterAddingNewMemberSince (3.5.30 on; earlier 3.5
+                // releases wanted every voter): the connected voters must be a quorum of the
+                // voters with the new member.
                 if self.strict && voters.len() > 1 && connected < quorum(voters.len() + 1) {
                     return Err(EtcdError::Unhealthy);
                 }
@@ -324,6 +331,10 @@ impl Roster {
             }
             Change::Remove(id) => {
                 let removed = find(*id)?;
+                if !removed.is_learner && voters.len() == 1 {
+                    // The last voter cannot go, strict or not.
+                    return Err(EtcdError::NotEnoughStartedMembers);
+                }
                 if self.strict && !removed.is_learner {
                     // etcd's IsReadyToRemoveVotingMember: the started voters left must be a
                     // quorum of the voters left.
@@ -360,9 +371,10 @@ impl Roster {
                     return Err(EtcdError::MemberNotLearner);
                 }
                 self.check_learner_ready(m, *id)?;
-                let started = members
+                // etcd counts the learner as started whatever it published.
+                let started = 1 + members
                     .iter()
-                    .filter(|m| !m.is_learner || m.id == *id)
+                    .filter(|m| !m.is_learner)
                     .filter(started)
                     .count();
                 if self.strict && !ready_to_add_voter(started, voters.len() + 1) {
@@ -442,11 +454,6 @@ fn ready_to_add_voter(started: usize, voters: usize) -> bool {
 /// A majority of `n` voters.
 fn quorum(n: usize) -> usize {
     n / 2 + 1
-}
-
-fn sorted(mut urls: Vec<String>) -> Vec<String> {
-    urls.sort();
-    urls
 }
 
 /// Every member of `membership` with its peer URLs, and what `published` knows of it.

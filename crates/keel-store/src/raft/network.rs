@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use keel_proto::raftpb::{self, peer_client::PeerClient};
@@ -223,53 +224,72 @@ impl RaftNetworkV2<KeelRaft> for Peer {
         let (header, vote_bytes) = (self.header, codec::encode_vote(&vote));
         let metrics = self.metrics.clone();
         let to = self.header.to;
-        // redb reads block: the chunks are read on a blocking thread, two at most ahead.
+        let started = Instant::now();
+        let progress = Arc::new(AtomicU64::new(0));
+        let sent = progress.clone();
+        // redb reads block: the chunks are read on a blocking thread, two at most ahead. The
+        // last chunk says how many rows were sent, and is sent only if every read succeeded.
         let reader = tokio::task::spawn_blocking(move || {
             let mut cursor = None;
             let mut first = Some((header, vote_bytes));
+            let mut rows_sent = 0u64;
             loop {
                 let next = view.next_chunk(cursor.as_ref(), SNAPSHOT_CHUNK_BYTES)?;
-                if next.is_none() && first.is_none() {
-                    return Ok(());
-                }
                 let (rows, after) = next.map_or((Vec::new(), None), |(chunk, after)| {
                     (chunk.rows, Some(after))
                 });
+                rows_sent += rows.len() as u64;
                 let (header, vote) = first.take().unzip();
                 let chunk = raftpb::SnapshotChunk {
                     header,
                     vote: vote.unwrap_or_default(),
                     rows: rows.into_iter().map(wire::backend_row).collect(),
+                    total_rows: after.is_none().then_some(rows_sent),
                 };
-                metrics.sent_to(to, chunk.encoded_len());
-                if tx.blocking_send(chunk).is_err() || after.is_none() {
-                    return Ok(());
+                let bytes = chunk.encoded_len();
+                if tx.blocking_send(chunk).is_err() {
+                    return Ok::<_, keel_mvcc::MvccError>(());
                 }
-                cursor = after;
+                metrics.sent_to(to, bytes);
+                sent.store(started.elapsed().as_millis() as u64, Ordering::Relaxed);
+                match after {
+                    None => return Ok(()),
+                    Some(after) => cursor = Some(after),
+                }
             }
         });
-        let call = client.install_snapshot(tokio_stream::wrappers::ReceiverStream::new(rx));
-        let answered = tokio::select! {
-            answered = tokio::time::timeout(SNAPSHOT_TIMEOUT, call) => answered,
-            closed = cancel => return Err(StreamingError::Closed(closed)),
-        };
         let failed = |e: String| {
             StreamingError::Unreachable(Unreachable::from_string(format!(
                 "sending a snapshot to member {to:x} ({}): {e}",
                 self.addr
             )))
         };
-        let read: Result<(), keel_mvcc::MvccError> =
-            reader.await.map_err(|e| failed(e.to_string()))?;
+        let call = client.install_snapshot(tokio_stream::wrappers::ReceiverStream::new(rx));
+        tokio::pin!(call, cancel);
+        // Given up when no chunk moves for a while (a large backend may take long in all),
+        // or when the follower does not answer in time once it has every chunk.
+        let answered = loop {
+            tokio::select! {
+                answered = &mut call => break answered,
+                closed = &mut cancel => return Err(StreamingError::Closed(closed)),
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                    let last = Duration::from_millis(progress.load(Ordering::Relaxed));
+                    let limit = if reader.is_finished() { SNAPSHOT_INSTALL } else { SNAPSHOT_STALL };
+                    if started.elapsed().saturating_sub(last) > limit {
+                        return Err(failed(format!("no progress for {limit:?}")));
+                    }
+                }
+            }
+        };
+        let read = reader.await.map_err(|e| failed(e.to_string()))?;
         read.map_err(|e| failed(e.to_string()))?;
         let resp = match answered {
-            Err(_) => return Err(failed(format!("no answer within {SNAPSHOT_TIMEOUT:?}"))),
-            Ok(Err(status)) if status.message() == REMOVED => {
+            Err(status) if status.message() == REMOVED => {
                 self.removal.signal();
                 return Err(failed(REMOVED.to_string()));
             }
-            Ok(Err(status)) => return Err(failed(status.message().to_string())),
-            Ok(Ok(resp)) => resp.into_inner(),
+            Err(status) => return Err(failed(status.message().to_string())),
+            Ok(resp) => resp.into_inner(),
         };
         self.metrics.received_from(to, resp.encoded_len());
         let vote = codec::decode_vote(&resp.vote).map_err(|e| failed(e.to_string()))?;
@@ -279,8 +299,11 @@ impl RaftNetworkV2<KeelRaft> for Peer {
 
 /// The most row bytes one snapshot chunk carries.
 const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
-/// How long sending a whole snapshot may take before the leader gives up and starts over.
-const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a snapshot stream may make no progress before the leader gives up and starts
+/// over.
+const SNAPSHOT_STALL: Duration = Duration::from_secs(30);
+/// How long the follower may take to install a snapshot it has received in full.
+const SNAPSHOT_INSTALL: Duration = Duration::from_secs(300);
 
 /// How long a follower waits for the leader to answer a forwarded write or a read index, and
 /// then to apply up to that read index.
@@ -402,7 +425,16 @@ impl LeaderLink {
                     "the leader answered a membership change without a result".into(),
                 )),
             },
-            Ok(Err(_)) => Err(EtcdError::NoLeader),
+            Ok(Err(status)) if status.message() == REMOVED => {
+                self.network.removal.signal();
+                Err(EtcdError::Stopped)
+            }
+            // The change may or may not have been made.
+            Ok(Err(status)) if is_transport(&status) => Err(EtcdError::Timeout),
+            Ok(Err(status)) => Err(EtcdError::FromLeader {
+                code: status.code(),
+                message: status.message().to_string(),
+            }),
             Err(_) => Err(EtcdError::Timeout),
         }
     }

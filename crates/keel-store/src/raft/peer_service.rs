@@ -210,15 +210,24 @@ impl Peer for PeerService {
             .map_err(storage)?;
         let mut received = 0;
         let mut chunk = Some(first);
+        let mut total_rows = None;
         while let Some(c) = chunk {
             received += c.encoded_len();
+            total_rows = c.total_rows;
             let rows: Vec<_> = c.rows.into_iter().map(wire::backend_row_from).collect();
             receiver = blocking(move || receiver.write(&rows).map(|()| receiver))
                 .await
                 .map_err(storage)?;
             chunk = chunks.message().await?;
         }
-        let snapshot = blocking(move || receiver.finish()).await.map_err(storage)?;
+        let Some(total_rows) = total_rows else {
+            return Err(Status::aborted(
+                "the snapshot stream ended before its last chunk",
+            ));
+        };
+        let snapshot = blocking(move || receiver.finish(total_rows))
+            .await
+            .map_err(storage)?;
         let resp = self
             .raft
             .install_full_snapshot(vote, snapshot)

@@ -62,14 +62,25 @@ pub enum SnapshotData {
     /// id and membership: what a leader streams to a member it has purged entries for.
     View(Arc<BackendView>),
     /// A backend file received from the leader, to be swapped in.
-    Received(PathBuf),
+    Received(IncomingFile),
+}
+
+/// A snapshot file being received or waiting to be installed; removed if it never is (a
+/// stream cut short, or a snapshot openraft declines as stale).
+pub struct IncomingFile(PathBuf);
+
+impl Drop for IncomingFile {
+    fn drop(&mut self) {
+        // After an install the file was renamed into place: nothing is left to remove.
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 impl std::fmt::Debug for SnapshotData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SnapshotData::View(_) => f.write_str("View"),
-            SnapshotData::Received(path) => write!(f, "Received({})", path.display()),
+            SnapshotData::Received(file) => write!(f, "Received({})", file.0.display()),
         }
     }
 }
@@ -77,8 +88,10 @@ impl std::fmt::Debug for SnapshotData {
 /// A snapshot streamed by the leader, written to a new file in the member's `snap` directory
 /// as it arrives; its log id and membership are read from the backend records it carries.
 pub struct SnapshotReceiver {
+    // Declared before the file, so it is closed before an unfinished file is removed.
     writer: Option<SnapshotWriter>,
-    path: PathBuf,
+    file: IncomingFile,
+    rows: u64,
     applied: Option<Vec<u8>>,
     membership: Option<Vec<u8>>,
 }
@@ -95,7 +108,8 @@ impl SnapshotReceiver {
         let writer = SnapshotWriter::create(&path).map_err(io::Error::other)?;
         Ok(SnapshotReceiver {
             writer: Some(writer),
-            path,
+            file: IncomingFile(path),
+            rows: 0,
             applied: None,
             membership: None,
         })
@@ -113,14 +127,25 @@ impl SnapshotReceiver {
                 _ => {}
             }
         }
+        self.rows += rows.len() as u64;
         match &mut self.writer {
             Some(writer) => writer.write(rows).map_err(io::Error::other),
             None => Err(io::Error::other("the snapshot was finished")),
         }
     }
 
-    /// Makes the file durable; the snapshot to hand to openraft.
-    pub fn finish(mut self) -> io::Result<Snapshot> {
+    /// Makes the file durable once it holds the `sent` rows the leader says it sent; the
+    /// snapshot to hand to openraft.
+    pub fn finish(mut self, sent: u64) -> io::Result<Snapshot> {
+        if self.rows != sent {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the snapshot stream carried {} rows, the leader sent {sent}",
+                    self.rows
+                ),
+            ));
+        }
         if let Some(writer) = self.writer.take() {
             writer.finish().map_err(io::Error::other)?;
         }
@@ -136,18 +161,8 @@ impl SnapshotReceiver {
                 last_log_id,
                 last_membership: decode_membership(self.membership.take())?,
             },
-            snapshot: SnapshotData::Received(std::mem::take(&mut self.path)),
+            snapshot: SnapshotData::Received(self.file),
         })
-    }
-}
-
-impl Drop for SnapshotReceiver {
-    /// A snapshot cut short leaves no file behind.
-    fn drop(&mut self) {
-        if !self.path.as_os_str().is_empty() {
-            drop(self.writer.take());
-            let _ = std::fs::remove_file(&self.path);
-        }
     }
 }
 
@@ -202,8 +217,14 @@ impl Recorded {
                 .collect(),
             None => BTreeMap::new(),
         };
-        let removed = meta(META_REMOVED)?
-            .unwrap_or_default()
+        let removed = meta(META_REMOVED)?.unwrap_or_default();
+        if removed.len() % 8 != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the removed-members record is not a list of 8-byte ids",
+            ));
+        }
+        let removed = removed
             .chunks_exact(8)
             .map(|id| u64::from_be_bytes(id.try_into().expect("8 bytes")))
             .collect();
@@ -273,7 +294,9 @@ impl Applier {
     }
 
     /// Replaces the backend with the snapshot file at `path` and everything applied with what
-    /// it records; watchers catch up from it.
+    /// it records; watchers catch up from it. Reads are not stopped meanwhile: for a moment a
+    /// read may see the new keys with the leases or auth store of before, as a follower far
+    /// behind its leader serves old state anyway.
     fn install(&self, path: &Path) -> io::Result<()> {
         self.mvcc.replace_with(path).map_err(io::Error::other)?;
         let state = Recorded::load(&self.mvcc, self.min_lease_ttl)?;
@@ -584,7 +607,11 @@ impl RaftSnapshotBuilder<KeelRaft> for StateMachine {
         let snapshot = self
             .view()?
             .ok_or_else(|| io::Error::other("a snapshot of a member that applied nothing"))?;
-        self.applier.mvcc.sync().map_err(io::Error::other)?;
+        let mvcc = self.applier.mvcc.clone();
+        tokio::task::spawn_blocking(move || mvcc.sync())
+            .await
+            .map_err(io::Error::other)?
+            .map_err(io::Error::other)?;
         Ok(snapshot)
     }
 }
@@ -668,9 +695,9 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
         snapshot: SnapshotData,
     ) -> io::Result<()> {
         match snapshot {
-            SnapshotData::Received(path) => {
+            SnapshotData::Received(file) => {
                 let applier = self.applier.clone();
-                tokio::task::spawn_blocking(move || applier.install(&path))
+                tokio::task::spawn_blocking(move || applier.install(&file.0))
                     .await
                     .map_err(io::Error::other)??;
                 tracing::info!(
