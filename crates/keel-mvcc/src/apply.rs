@@ -121,6 +121,8 @@ pub struct ApplyBatch<'a> {
     /// Metadata changes in call order: a value to store, or `None` to remove the name.
     meta: Vec<(String, Option<Vec<u8>>)>,
     events: Vec<Event>,
+    /// Whether put events carry the value they replaced (a backend read per put).
+    events_with_prev: bool,
 }
 
 impl<'a> ApplyBatch<'a> {
@@ -145,7 +147,16 @@ impl<'a> ApplyBatch<'a> {
             compactions: Vec::new(),
             meta: Vec::new(),
             events: Vec::new(),
+            events_with_prev: true,
         }
+    }
+
+    /// Whether the events of later puts carry `prev_kv` (the default). Without it a put reads
+    /// nothing from the backend unless its request needs the old value (`prev_kv`,
+    /// `ignore_value`, `ignore_lease`), and its event has no `prev_kv` even when it replaced
+    /// a value (`kv.version > 1`); deletes always carry it.
+    pub fn set_events_with_prev(&mut self, with_prev: bool) {
+        self.events_with_prev = with_prev;
     }
 
     /// The store revision as this batch has advanced it so far.
@@ -370,7 +381,13 @@ impl<'a> ApplyBatch<'a> {
     fn put_op(&mut self, req: &PutRequest, op: &mut Op) -> Result<PutResponse, MvccError> {
         let rev = op.begin + 1;
         let found = self.mvcc.state.read().index.get(&req.key, rev);
-        let prev = self.found_kv(found)?;
+        let needs_prev =
+            self.events_with_prev || req.prev_kv || req.ignore_value || req.ignore_lease;
+        let prev = if needs_prev {
+            self.found_kv(found)?
+        } else {
+            None
+        };
         let (value, lease) = match (&prev, req.ignore_value || req.ignore_lease) {
             (None, true) => return Err(MvccError::KeyNotFound),
             (Some(p), _) => (

@@ -333,4 +333,33 @@ mod tests {
         b.commit(1).unwrap();
         assert_eq!(m.leased_keys().unwrap(), vec![(7, b"a".to_vec())]);
     }
+
+    #[test]
+    fn put_events_may_leave_out_the_replaced_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Mvcc::open(&dir.path().join("db")).unwrap();
+        let all = |_: i64| true;
+        let mut b = m.begin_apply(&all);
+        b.put(&put("a", 0)).unwrap();
+        b.commit(1).unwrap();
+        let mut b = m.begin_apply(&all);
+        b.set_events_with_prev(false);
+        b.put(&put("a", 0)).unwrap();
+        let asked = b
+            .put(&PutRequest {
+                prev_kv: true,
+                ..put("a", 0)
+            })
+            .unwrap();
+        let events = b.events().to_vec();
+        b.commit(2).unwrap();
+        assert!(events[0].prev_kv.is_none(), "not read for the event");
+        assert_eq!(events[0].kv.as_ref().unwrap().version, 2);
+        assert_eq!(
+            asked.prev_kv.unwrap().version,
+            2,
+            "read when the request asks"
+        );
+        assert_eq!(events[1].prev_kv.as_ref().unwrap().version, 2);
+    }
 }

@@ -210,6 +210,8 @@ pub struct Lessor {
     /// Leader only: one entry per lease, `(time to look at it again, id)`; an entry earlier than
     /// the lease's deadline (a renewal moved it) is pushed back when it comes up.
     queue: BinaryHeap<Reverse<(Instant, i64)>>,
+    /// The lease each attached key belongs to (etcd's `itemMap`).
+    attached: HashMap<Vec<u8>, i64>,
 }
 
 impl Lessor {
@@ -220,6 +222,7 @@ impl Lessor {
             leases: HashMap::new(),
             primary: false,
             queue: BinaryHeap::new(),
+            attached: HashMap::new(),
         }
     }
 
@@ -306,6 +309,9 @@ impl Lessor {
     /// sorted, for the caller to delete in one revision.
     pub fn revoke(&mut self, id: i64) -> Result<Vec<Vec<u8>>, LeaseError> {
         let lease = self.leases.remove(&id).ok_or(LeaseError::NotFound)?;
+        for key in &lease.keys {
+            self.attached.remove(key);
+        }
         Ok(lease.keys.into_iter().collect())
     }
 
@@ -321,7 +327,8 @@ impl Lessor {
     /// Attaches `key` to lease `id` (a put with that lease was applied).
     pub fn attach(&mut self, id: i64, key: Vec<u8>) {
         if let Some(lease) = self.leases.get_mut(&id) {
-            lease.keys.insert(key);
+            lease.keys.insert(key.clone());
+            self.attached.insert(key, id);
         }
     }
 
@@ -330,6 +337,14 @@ impl Lessor {
         if let Some(lease) = self.leases.get_mut(&id) {
             lease.keys.remove(key);
         }
+        if self.attached.get(key) == Some(&id) {
+            self.attached.remove(key);
+        }
+    }
+
+    /// The lease `key` is attached to, 0 for none.
+    pub fn lease_of(&self, key: &[u8]) -> i64 {
+        self.attached.get(key).copied().unwrap_or(0)
     }
 
     /// Makes this member the one that keeps deadlines: every lease gets `now + its persisted

@@ -491,25 +491,25 @@ impl Applier {
         Ok(())
     }
 
-    /// Attaches keys to and detaches them from leases after the events of one applied op.
+    /// Attaches keys to and detaches them from leases after the events of one applied op (the
+    /// lessor knows each key's lease, so events need not carry the values they replaced).
     fn track_leases(&self, events: &[Event]) {
-        let mut lessor = None;
+        if events.is_empty() {
+            return;
+        }
+        let mut lessor = self.lessor.lock();
         for event in events {
             let Some(kv) = &event.kv else { continue };
-            let old = event.prev_kv.as_ref().map_or(0, |p| p.lease);
+            let old = lessor.lease_of(&kv.key);
             let new = if event.r#type == EventType::Put as i32 {
                 kv.lease
             } else {
                 0
             };
-            if old == 0 && new == 0 {
-                continue;
-            }
-            let lessor = lessor.get_or_insert_with(|| self.lessor.lock());
             if old != 0 && old != new {
                 lessor.detach(old, &kv.key);
             }
-            if new != 0 {
+            if new != 0 && new != old {
                 lessor.attach(new, kv.key.clone());
             }
         }
@@ -635,6 +635,9 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
         let applier = &self.applier;
         let lease_exists = |id: i64| applier.lessor.lock().contains(id);
         let mut batch = applier.mvcc.begin_apply(&lease_exists);
+        // Put events carry the value they replaced only for watchers that want it; one that
+        // starts wanting it meanwhile catches up from the backend (see `watch::core`).
+        batch.set_events_with_prev(applier.watch.wants_prev_kv());
         let mut replies = Vec::with_capacity(items.len());
         let mut membership: Option<StoredMembership> = None;
         let mut last_membership = applier.applied.read().1.membership().clone();

@@ -112,6 +112,8 @@ pub struct Stats {
     pub streams: usize,
     /// Watchers.
     pub watchers: usize,
+    /// Watchers that asked for `prev_kv`.
+    pub prev_kv_watchers: usize,
     /// Unsynced (catching up) watchers.
     pub unsynced: usize,
     /// Events in stream queues.
@@ -227,6 +229,8 @@ pub struct WatchCore {
     woken: BTreeSet<u64>,
     resync_wanted: bool,
     watchers: usize,
+    /// Watchers that asked for `prev_kv`.
+    prev_kv_watchers: usize,
     pending_events: usize,
 }
 
@@ -246,6 +250,7 @@ impl WatchCore {
             woken: BTreeSet::new(),
             resync_wanted: false,
             watchers: 0,
+            prev_kv_watchers: 0,
             pending_events: 0,
         }
     }
@@ -260,6 +265,7 @@ impl WatchCore {
         Stats {
             streams: self.streams.len(),
             watchers: self.watchers,
+            prev_kv_watchers: self.prev_kv_watchers,
             unsynced: self.unsynced.len(),
             pending_events: self.pending_events,
         }
@@ -379,6 +385,7 @@ impl WatchCore {
             s.unsynced += 1;
             self.resync_wanted = true;
         }
+        self.prev_kv_watchers += usize::from(w.prev_kv);
         s.watchers.insert(id, w);
         self.watchers += 1;
         self.push_control(
@@ -529,13 +536,15 @@ impl WatchCore {
         if evs.is_empty() {
             return;
         }
-        if s.queue.len() < capacity {
+        let lacking = w.prev_kv && evs.iter().any(SharedEvent::lacks_prev);
+        if s.queue.len() < capacity && !lacking {
             w.quiet = false;
             self.pending_events += evs.len();
             s.queue.push_back(w.response(r.id, evs.into(), revision));
             self.woken.insert(r.stream);
         } else {
-            // The stream cannot keep up: catch up from the backend later, keeping nothing.
+            // The stream cannot keep up, or the events lack the `prev_kv` the watcher wants
+            // (applied before it asked): catch up from the backend later, keeping nothing.
             self.synced.remove(&w.range, r);
             w.synced = false;
             w.next_rev = floor;
@@ -739,6 +748,7 @@ impl WatchCore {
             }
         }
         self.watchers -= 1;
+        self.prev_kv_watchers -= usize::from(w.prev_kv);
     }
 
     fn push_control(&mut self, stream: u64, response: WatchResponse) {

@@ -59,17 +59,27 @@ impl SharedEvent {
         self.0.event.r#type == EventType::Put as i32
     }
 
-    /// Whether a watcher that asked for `prev_kv` gets it with this event: a create carries
-    /// none, as in etcd.
-    fn keeps_prev(&self, prev_kv: bool) -> bool {
-        let create = self.is_put()
+    /// Whether it creates its key (a create has no previous value).
+    fn is_create(&self) -> bool {
+        self.is_put()
             && self
                 .0
                 .event
                 .kv
                 .as_ref()
-                .is_some_and(|kv| kv.create_revision == kv.mod_revision);
-        prev_kv && !create && self.0.event.prev_kv.is_some()
+                .is_some_and(|kv| kv.create_revision == kv.mod_revision)
+    }
+
+    /// Whether a watcher that asked for `prev_kv` gets it with this event: a create carries
+    /// none, as in etcd.
+    fn keeps_prev(&self, prev_kv: bool) -> bool {
+        prev_kv && !self.is_create() && self.0.event.prev_kv.is_some()
+    }
+
+    /// Whether the event replaced a value it does not carry: the store left it out because
+    /// no watcher wanted `prev_kv` when the event was applied.
+    pub fn lacks_prev(&self) -> bool {
+        self.is_put() && !self.is_create() && self.0.event.prev_kv.is_none()
     }
 
     /// The event as a watcher with (or without) `prev_kv` sees it.

@@ -63,6 +63,8 @@ pub struct WatchHub {
     inner: Mutex<Inner>,
     resync_wake: Arc<Notify>,
     resync_started: AtomicBool,
+    /// Whether any watcher asked for `prev_kv` (kept by every change to the core).
+    wants_prev: AtomicBool,
 }
 
 impl WatchHub {
@@ -83,6 +85,7 @@ impl WatchHub {
             }),
             resync_wake: Arc::new(Notify::new()),
             resync_started: AtomicBool::new(false),
+            wants_prev: AtomicBool::new(false),
         }
     }
 
@@ -90,6 +93,12 @@ impl WatchHub {
     /// revision after the batch). Never blocks on a consumer and does no I/O.
     pub fn notify(&self, events: Vec<Event>, revision: i64) {
         self.with_core(|core| core.notify(events, revision));
+    }
+
+    /// Whether any watcher asked for `prev_kv`, so committed put events must carry the values
+    /// they replaced (without it they may leave them out; see [`WatchCore`]).
+    pub fn wants_prev_kv(&self) -> bool {
+        self.wants_prev.load(Ordering::Relaxed)
     }
 
     /// The store was replaced by a snapshot at `revision`: every watcher catches up from it.
@@ -144,6 +153,8 @@ impl WatchHub {
 
     fn publish(&self, core: &WatchCore) {
         let s = core.stats();
+        self.wants_prev
+            .store(s.prev_kv_watchers > 0, Ordering::Relaxed);
         self.metrics.watch_streams.set(s.streams as i64);
         self.metrics.watchers.set(s.watchers as i64);
         self.metrics.slow_watchers.set(s.unsynced as i64);

@@ -634,3 +634,38 @@ fn a_restored_snapshot_makes_watchers_catch_up_from_the_backend() {
     core.notify(ev, log.revision);
     assert_eq!(revs(&drain(&mut core, s), id), vec![6]);
 }
+
+#[test]
+fn a_prev_kv_watcher_catches_up_when_live_events_left_out_the_old_value() {
+    let mut log = Log::new();
+    let mut core = WatchCore::new(1, 128);
+    let s = core.open_stream();
+    core.create(
+        s,
+        &WatchCreateRequest {
+            prev_kv: true,
+            ..create("a", "b", 0)
+        },
+        -1,
+    );
+    assert_eq!(core.stats().prev_kv_watchers, 1);
+    let ev = log.put(&["a"]);
+    core.notify(ev, log.revision);
+    // Applied before the store knew a watcher wanted prev_kv: the old value is not there.
+    let mut ev = log.put(&["a"]);
+    ev[0].prev_kv = None;
+    core.notify(ev, log.revision);
+    assert_eq!(core.stats().unsynced, 1, "the watcher catches up instead");
+    log.resync(&mut core, 100);
+    let resps = drain(&mut core, s);
+    let events: Vec<_> = resps.iter().flat_map(|r| r.events.iter()).collect();
+    assert_eq!(events.len(), 2);
+    assert_eq!(
+        events[1].prev_kv.as_ref().map(|p| p.mod_revision),
+        Some(2),
+        "with the value it replaced, from the backend"
+    );
+    let id = resps[0].watch_id;
+    core.cancel(s, id);
+    assert_eq!(core.stats().prev_kv_watchers, 0);
+}
