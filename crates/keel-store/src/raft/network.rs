@@ -461,12 +461,7 @@ async fn forward_batches(
     metrics: Arc<Metrics>,
     mut pending: mpsc::UnboundedReceiver<Forward>,
 ) {
-    let slots = Arc::new(Semaphore::new(
-        std::env::var("KEEL_XB")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(BATCHES_IN_FLIGHT),
-    ));
+    let slots = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
     while let Some(first) = pending.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
