@@ -61,7 +61,7 @@ async fn segments_behind_a_snapshot_are_deleted_and_every_write_survives_a_resta
     assert!(
         segments.len() <= 2,
         "~{} MiB written with a snapshot every 10 entries, yet {} segments remain: {segments:?}",
-        WRITES * VALUE_BYTES >> 20,
+        (WRITES * VALUE_BYTES) >> 20,
         segments.len()
     );
     assert!(
