@@ -551,6 +551,11 @@ impl Store {
 
     /// Moves leadership to the voter `transferee` (etcd's MoveLeader, served by the leader):
     /// returns once it leads, or fails after etcd's request timeout.
+    ///
+    /// A transferee the leader has not heard from within an election timeout is refused at
+    /// once with the error etcd gives after its timeout (etcd's Raft aborts such a transfer
+    /// after an election timeout and keeps its leader); handing leadership to it would only
+    /// cost an election.
     pub async fn move_leader(&self, transferee: u64) -> Result<(), EtcdError> {
         if self.leader() != self.member_id {
             return Err(EtcdError::NotLeader);
@@ -558,16 +563,23 @@ impl Store {
         if transferee == self.member_id {
             return Ok(());
         }
-        let is_voter = self
-            .raft
-            .metrics()
-            .borrow_watched()
-            .membership_config
-            .membership()
-            .voter_ids()
-            .any(|id| id == transferee);
+        let (is_voter, reachable) = {
+            let metrics = self.raft.metrics();
+            let m = metrics.borrow_watched();
+            let election_timeout = Duration::from_millis(self.config.election_timeout);
+            (
+                m.membership_config
+                    .membership()
+                    .voter_ids()
+                    .any(|id| id == transferee),
+                membership::heard_within(&m, transferee, election_timeout),
+            )
+        };
         if !is_voter {
             return Err(EtcdError::BadLeaderTransferee);
+        }
+        if !reachable {
+            return Err(EtcdError::LeaderTransferTimeout);
         }
         self.raft
             .trigger()

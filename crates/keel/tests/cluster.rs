@@ -4,7 +4,8 @@
 //! after a restart and every member ends with the same HashKV at the same revision. Also: the
 //! whole cluster killed and restarted keeps every write; a lease keeps its remaining TTL
 //! across a leader change (keel; etcd gives it its full TTL back, which the test checks too);
-//! `etcdctl move-leader` hands leadership to a chosen member; `etcdctl member list` shows every
+//! `etcdctl move-leader` hands leadership to a chosen member (and a move to a member that is
+//! down is refused, the leader staying in its term); `etcdctl member list` shows every
 //! member with the name and URLs it published.
 //!
 //! Runs against keel (default) or a real etcd 3.5 cluster (`KEEL_TEST_TARGET=etcd`).
@@ -22,6 +23,7 @@ use keel_proto::etcdserverpb::lease_client::LeaseClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseTimeToLiveRequest, MemberListRequest, MoveLeaderRequest, PutRequest,
+    StatusRequest,
 };
 
 /// How long the cluster may take to elect a new leader and accept a write after the kill (the
@@ -183,6 +185,16 @@ async fn three_members_replicate_forward_and_survive_a_leader_kill() {
     assert_same_hashkv(&all, Duration::from_secs(10)).await;
 }
 
+/// The Raft term `m` reports.
+async fn raft_term(m: &Server) -> u64 {
+    let mut c = MaintenanceClient::new(m.channel().await);
+    c.status(StatusRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .raft_term
+}
+
 /// The index of the member that all of `asked` name as leader, once they agree.
 async fn agreed_leader(cluster: &Cluster, asked: &[usize]) -> usize {
     let deadline = Instant::now() + FAILOVER_LIMIT;
@@ -318,7 +330,7 @@ async fn a_lease_keeps_its_remaining_ttl_across_a_leader_change() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn move_leader_hands_leadership_to_the_chosen_member() {
-    let cluster = Cluster::start(target_flavor(), 3, &[]);
+    let mut cluster = Cluster::start(target_flavor(), 3, &[]);
     let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
     let target = (leader + 1) % 3;
     let (_, leader_id) = cluster.members[leader].ids().await;
@@ -359,6 +371,34 @@ async fn move_leader_hands_leadership_to_the_chosen_member() {
     put(&cluster.members[leader], "k/after-move")
         .await
         .expect("write through the old leader after the move");
+
+    // To a member that is down: refused (etcd answers once its wait runs out, keel at once),
+    // and the leader stays, in the same term.
+    let down = 3 - leader - target;
+    let (_, down_id) = cluster.members[down].ids().await;
+    cluster.members[down].kill();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let term_before = raft_term(&cluster.members[target]).await;
+    let mut current = MaintenanceClient::new(cluster.members[target].channel().await);
+    let mut req = tonic::Request::new(MoveLeaderRequest { target_id: down_id });
+    req.set_timeout(Duration::from_secs(10));
+    let err = current.move_leader(req).await.unwrap_err();
+    match target_flavor() {
+        Flavor::Keel => assert_eq!(
+            (err.code(), err.message()),
+            (
+                tonic::Code::Unavailable,
+                "etcdserver: request timed out, leader transfer took too long"
+            )
+        ),
+        // etcd's MoveLeader waits as long as its caller does (tonic's own timeout here).
+        Flavor::Etcd => assert_eq!(err.message(), "Timeout expired", "{err:?}"),
+    }
+    assert_eq!(agreed_leader(&cluster, &[leader, target]).await, target);
+    assert_eq!(raft_term(&cluster.members[target]).await, term_before);
+    put(&cluster.members[leader], "k/after-refused-move")
+        .await
+        .expect("write after the refused move");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -348,7 +348,7 @@ impl Roster {
                     }
                     // A member that is down is not part of the active quorum; otherwise the
                     // connected voters left must still be a quorum.
-                    let is_up = *id == self.member_id || self.heard_from(m, *id);
+                    let is_up = *id == self.member_id || heard_within(m, *id, HEALTH_INTERVAL);
                     if is_up && connected - 1 < quorum(voters.len() - 1) {
                         return Err(EtcdError::Unhealthy);
                     }
@@ -395,16 +395,8 @@ impl Roster {
     ) -> usize {
         voters
             .iter()
-            .filter(|id| **id == self.member_id || self.heard_from(m, **id))
+            .filter(|id| **id == self.member_id || heard_within(m, **id, HEALTH_INTERVAL))
             .count()
-    }
-
-    /// Whether the leader heard from member `id` within etcd's health interval.
-    fn heard_from(&self, m: &openraft::RaftMetrics<super::KeelRaft>, id: u64) -> bool {
-        m.heartbeat
-            .as_ref()
-            .and_then(|h| h.get(&id).cloned().flatten())
-            .is_some_and(|at| openraft::Instant::elapsed(&*at) < HEALTH_INTERVAL)
     }
 
     /// etcd's `isLearnerReady`: the learner has at least 90 % of the leader's log.
@@ -424,6 +416,15 @@ impl Roster {
         }
         Ok(())
     }
+}
+
+/// Whether this member, as leader (per its metrics `m`), heard from member `id` (a heartbeat
+/// or replication acknowledged) within `within`.
+pub fn heard_within(m: &openraft::RaftMetrics<super::KeelRaft>, id: u64, within: Duration) -> bool {
+    m.heartbeat
+        .as_ref()
+        .and_then(|h| h.get(&id).cloned().flatten())
+        .is_some_and(|at| openraft::Instant::elapsed(&*at) < within)
 }
 
 /// How the leader makes a change.
