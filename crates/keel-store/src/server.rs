@@ -36,7 +36,7 @@ use crate::metrics::Metrics;
 use crate::raft::leadership::{Leadership, RaftView};
 use crate::raft::log_store::LogStore;
 use crate::raft::membership::{self, Change, PeerUrls, Removal, Roster};
-use crate::raft::network::{FORWARD_TIMEOUT, LeaderLink, PeerNetwork};
+use crate::raft::network::{FORWARD_TIMEOUT, LeaderLink, PeerNetwork, Unsent};
 use crate::raft::peer_service::PeerService;
 use crate::raft::state_machine::{Applier, StateMachine};
 use crate::raft::{Applied, Proposal, ProposalOp, RaftNode};
@@ -443,13 +443,31 @@ impl Store {
             return Err(EtcdError::NoLeader);
         }
         let _pending = Pending::new(&self.metrics.proposals_pending);
-        if let Some((leader, addr)) = self.remote_leader() {
-            return match self.link.propose(leader, &addr, &proposal).await {
-                Applied::Rejected(e) => Err(e),
-                applied => Ok(applied),
-            };
-        }
         let deadline = tokio::time::Instant::now() + self.config.request_timeout();
+        let pause = Duration::from_millis(self.config.heartbeat_interval);
+        // While some member leads, a write that was certainly not applied is tried again: one
+        // handed back unsent because another member took over while it was queued goes to the
+        // new leader (or is proposed here, if this member took over), and one a leader refused
+        // (just elected, its quorum not heard yet; or not reached at all) after a pause.
+        while let Some((leader, addr)) = self.remote_leader() {
+            let wait = match self.link.propose(leader, &addr, &proposal).await {
+                // etcd's answer when a new leader was elected while the write waited.
+                Ok(Applied::Rejected(EtcdError::Timeout))
+                    if ![0, leader].contains(&self.leader()) =>
+                {
+                    return Err(EtcdError::TimeoutDueToLeaderFail);
+                }
+                Ok(Applied::Rejected(EtcdError::NoLeader)) if self.leader() != 0 => pause,
+                Ok(Applied::Rejected(e)) => return Err(e),
+                Ok(applied) => return Ok(applied),
+                Err(Unsent) => Duration::ZERO,
+            };
+            if tokio::time::Instant::now() + wait >= deadline {
+                self.metrics.proposals_failed.inc();
+                return Err(EtcdError::Timeout);
+            }
+            tokio::time::sleep(wait).await;
+        }
         let written = loop {
             let written = self.raft.client_write(proposal.clone());
             let Ok(written) = tokio::time::timeout_at(deadline, written).await else {
@@ -623,6 +641,7 @@ impl Store {
         };
         let leader = self.leadership.leader(view, now).unwrap_or(0);
         let before = self.leader.swap(leader, Ordering::Relaxed);
+        self.link.set_leader(leader);
         if leader != 0 && leader != before {
             self.metrics.leader_changes.inc();
         }

@@ -17,7 +17,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::netns::Net;
-use common::{Cluster, Server, target_flavor};
+use common::{Cluster, Flavor, Server, target_flavor};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{HashKvRequest, PutRequest, RangeRequest, StatusRequest};
@@ -119,7 +119,8 @@ async fn converged(cluster: &Cluster) {
 }
 
 /// Cuts member `cut` off, checks the minority refuses and the majority serves, heals, and
-/// checks the member catches up. Returns the key written by the majority meanwhile.
+/// checks the member catches up. With `cut` the leader, also writes through a follower right
+/// after the cut (see [`writes_queued_for_the_old_leader`]).
 async fn partition_and_heal(cluster: &Cluster, net: &Net, cut: usize, round: &str) {
     let name = cluster.members[0].flavor.name();
     let others: Vec<usize> = (0..3).filter(|i| *i != cut).collect();
@@ -133,8 +134,18 @@ async fn partition_and_heal(cluster: &Cluster, net: &Net, cut: usize, round: &st
     })
     .await;
 
+    let was_leader =
+        status_leader(&cluster.members[cut]).await == Some(cluster.members[cut].ids().await.1);
     net.isolate(cut);
     let isolated = Instant::now();
+    let queued = was_leader.then(|| {
+        let follower = &cluster.members[others[0]];
+        tokio::spawn(writes_queued_for_the_old_leader(
+            follower.flavor,
+            follower.endpoint.clone(),
+            round.to_string(),
+        ))
+    });
     let minority = &cluster.members[cut];
     eventually("the cut-off member reports no leader", || async {
         (status_leader(minority).await? == 0).then_some(())
@@ -185,6 +196,9 @@ async fn partition_and_heal(cluster: &Cluster, net: &Net, cut: usize, round: &st
         "{stale:?}"
     );
 
+    if let Some(queued) = queued {
+        queued.await.expect("the writes through a follower");
+    }
     net.heal(cut);
     let healed = Instant::now();
     eventually("the healed member catches up", || async {
@@ -201,6 +215,54 @@ async fn partition_and_heal(cluster: &Cluster, net: &Net, cut: usize, round: &st
         !leaked.contains(&format!("k/{round}-minority")),
         "a write refused by the minority was applied"
     );
+}
+
+/// Two writes through a follower (at `endpoint`) right after its leader was cut off. The
+/// first goes to the old leader, which cannot commit it: it times out, with etcd's message for
+/// a leader lost meanwhile. The second is queued
+/// behind it; keel hands it to the new leader once the majority has one, so it succeeds
+/// (etcd drops what its follower forwarded to the old leader, so it times out too: printed,
+/// not checked).
+async fn writes_queued_for_the_old_leader(flavor: Flavor, endpoint: String, round: String) {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{endpoint}"))
+        .unwrap()
+        .connect()
+        .await
+        .expect("connect to the follower");
+    let write = |key: String| {
+        let mut kv = KvClient::new(channel.clone());
+        async move {
+            let started = Instant::now();
+            let request = PutRequest {
+                key: key.into_bytes(),
+                value: b"v".to_vec(),
+                ..Default::default()
+            };
+            let outcome = match tokio::time::timeout(RPC, kv.put(request)).await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(status)) => Err(status.message().to_string()),
+                Err(_) => Err(format!("no answer within {RPC:?}")),
+            };
+            (outcome, started.elapsed())
+        }
+    };
+    let first = tokio::spawn(write(format!("k/{round}-sent-to-old-leader")));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (second, took) = write(format!("k/{round}-queued")).await;
+    let first = first.await.unwrap();
+    eprintln!(
+        "{} {round}: write sent to the cut-off leader: {first:?}; write queued behind it: \
+         {second:?} after {took:?}",
+        flavor.name()
+    );
+    if flavor == Flavor::Keel {
+        assert_eq!(
+            first.0,
+            Err("etcdserver: request timed out, possibly due to previous leader failure".into()),
+            "etcd's answer for a write that waited on a leader that lost its place"
+        );
+        second.expect("the queued write, handed to the new leader");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -136,6 +136,9 @@ pub enum EtcdError {
     /// A request that did not complete in time (e.g. the leader did not answer).
     #[error("etcdserver: request timed out")]
     Timeout,
+    /// A write that did not complete in time while the leader it went to lost its place.
+    #[error("etcdserver: request timed out, possibly due to previous leader failure")]
+    TimeoutDueToLeaderFail,
     /// The member is shutting down.
     #[error("etcdserver: server stopped")]
     Stopped,
@@ -179,6 +182,7 @@ impl EtcdError {
             NoLeader
             | Stopped
             | Timeout
+            | TimeoutDueToLeaderFail
             | LeaderTransferTimeout
             | Unhealthy
             | NotSupportedForLearner => Code::Unavailable,

@@ -21,7 +21,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, TransferLeaderRequest,
     TransferLeaderResponse, VoteRequest, VoteResponse,
 };
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot, watch};
 use tonic::transport::{Channel, Endpoint};
 
 use prost::Message;
@@ -323,7 +323,15 @@ const BATCHES_IN_FLIGHT: usize = 1;
 pub struct LeaderLink {
     network: PeerNetwork,
     leaders: parking_lot::Mutex<HashMap<u64, Forwarder>>,
+    /// The leader as this member sees it (0: none), for the forwarding tasks to notice when
+    /// another member takes over.
+    current: watch::Sender<u64>,
 }
+
+/// A forwarded write that was never sent: another member took over as leader while it was
+/// queued, so it may be sent to that one instead.
+#[derive(Debug)]
+pub struct Unsent;
 
 /// The client of one leader and the queue of the task forwarding writes to it.
 struct Forwarder {
@@ -335,7 +343,7 @@ struct Forwarder {
 /// One forwarded write and where its result goes.
 struct Forward {
     proposal: Vec<u8>,
-    reply: oneshot::Sender<Applied>,
+    reply: oneshot::Sender<Result<Applied, Unsent>>,
     /// When the write stops waiting for the leader: [`FORWARD_TIMEOUT`] after it was queued,
     /// however long the calls ahead of it took.
     deadline: tokio::time::Instant,
@@ -347,7 +355,15 @@ impl LeaderLink {
         LeaderLink {
             network,
             leaders: Default::default(),
+            current: watch::Sender::new(0),
         }
+    }
+
+    /// Tells the link who leads now (0: nobody): writes queued for an earlier leader and not
+    /// sent yet are handed back, as [`Unsent`], once another member leads.
+    pub fn set_leader(&self, leader: u64) {
+        self.current
+            .send_if_modified(|current| std::mem::replace(current, leader) != leader);
     }
 
     /// The client of `leader` at `addr` and the queue of its forwarding task, started on
@@ -373,6 +389,7 @@ impl LeaderLink {
             header,
             self.network.metrics.clone(),
             pending,
+            self.current.subscribe(),
         ));
         let forwarder = Forwarder {
             addr: addr.to_string(),
@@ -391,11 +408,17 @@ impl LeaderLink {
         }
     }
 
-    /// Has the leader propose `proposal` and returns what it applied.
-    pub async fn propose(&self, leader: u64, addr: &str, proposal: &Proposal) -> Applied {
+    /// Has the leader propose `proposal` and returns what it applied, or [`Unsent`] if
+    /// another member took over before the write was sent.
+    pub async fn propose(
+        &self,
+        leader: u64,
+        addr: &str,
+        proposal: &Proposal,
+    ) -> Result<Applied, Unsent> {
         let queue = match self.forwarder(leader, addr) {
             Ok((_, queue)) => queue,
-            Err(e) => return Applied::Rejected(e),
+            Err(e) => return Ok(Applied::Rejected(e)),
         };
         let (reply, answer) = oneshot::channel();
         let forward = Forward {
@@ -403,12 +426,12 @@ impl LeaderLink {
             reply,
             deadline: tokio::time::Instant::now() + FORWARD_TIMEOUT,
         };
-        if queue.send(forward).is_err() {
-            return Applied::Rejected(EtcdError::NoLeader);
-        }
+        // A queue closed in the meantime: its task ended as the leader moved on.
+        queue.send(forward).map_err(|_| Unsent)?;
+        // No answer at all (the task failed): the write may or may not have been sent.
         answer
             .await
-            .unwrap_or(Applied::Rejected(EtcdError::NoLeader))
+            .unwrap_or(Ok(Applied::Rejected(EtcdError::Timeout)))
     }
 
     /// Has the leader make a membership change; returns the log index at which it applied it.
@@ -460,24 +483,35 @@ impl LeaderLink {
 }
 
 /// Sends the writes queued for one leader, as many per call as have gathered, with at most
-/// [`BATCHES_IN_FLIGHT`] calls in flight; ends when the link drops the queue.
+/// [`BATCHES_IN_FLIGHT`] calls in flight; ends when the link drops the queue, or when another
+/// member leads (`current`), handing back every write not sent yet as [`Unsent`] (calls in
+/// flight run to their end).
 async fn forward_batches(
     client: PeerClient<Channel>,
     header: raftpb::Header,
     metrics: Arc<Metrics>,
     mut pending: mpsc::UnboundedReceiver<Forward>,
+    mut current: watch::Receiver<u64>,
 ) {
     let slots = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
+    current.mark_unchanged();
     let mut next = None;
     loop {
         let first = match next.take() {
             Some(forward) => forward,
-            None => match pending.recv().await {
-                Some(forward) => forward,
-                None => return,
+            None => tokio::select! {
+                forward = pending.recv() => match forward {
+                    Some(forward) => forward,
+                    None => return,
+                },
+                () = taken_over(&mut current, header.to) => return hand_back(None, pending),
             },
         };
-        let Ok(slot) = slots.clone().acquire_owned().await else {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot,
+            () = taken_over(&mut current, header.to) => return hand_back(Some(first), pending),
+        };
+        let Ok(slot) = slot else {
             return;
         };
         let batch;
@@ -490,6 +524,27 @@ async fn forward_batches(
             send_batch(client, header, &metrics, batch).await;
             drop(slot);
         });
+    }
+}
+
+/// Returns once the link learns that a member other than `leader` leads (what it knew when
+/// the task started does not count); never if the link is gone.
+async fn taken_over(current: &mut watch::Receiver<u64>, leader: u64) {
+    while current.changed().await.is_ok() {
+        let now = *current.borrow_and_update();
+        if now != 0 && now != leader {
+            return;
+        }
+    }
+    std::future::pending().await
+}
+
+/// Answers `first` and every write still queued as [`Unsent`], and closes the queue.
+fn hand_back(first: Option<Forward>, mut pending: mpsc::UnboundedReceiver<Forward>) {
+    pending.close();
+    let queued = std::iter::from_fn(|| pending.try_recv().ok());
+    for forward in first.into_iter().chain(queued) {
+        let _ = forward.reply.send(Err(Unsent));
     }
 }
 
@@ -524,7 +579,9 @@ fn still_wanted(forward: Forward) -> Option<Forward> {
         return None;
     }
     if forward.deadline <= tokio::time::Instant::now() {
-        let _ = forward.reply.send(Applied::Rejected(EtcdError::Timeout));
+        let _ = forward
+            .reply
+            .send(Ok(Applied::Rejected(EtcdError::Timeout)));
         return None;
     }
     Some(forward)
@@ -574,7 +631,7 @@ async fn send_batch(
         Err(_) => every(&|| EtcdError::Timeout),
     };
     for (reply, result) in replies.into_iter().zip(results) {
-        let _ = reply.send(result);
+        let _ = reply.send(Ok(result));
     }
 }
 
@@ -630,7 +687,7 @@ mod tests {
     fn forward(
         bytes: usize,
         deadline: tokio::time::Instant,
-    ) -> (Forward, oneshot::Receiver<Applied>) {
+    ) -> (Forward, oneshot::Receiver<Result<Applied, Unsent>>) {
         let (reply, answer) = oneshot::channel();
         let proposal = vec![0; bytes];
         (
@@ -643,17 +700,29 @@ mod tests {
         )
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_write_queued_behind_a_stuck_call_is_answered_by_its_own_deadline() {
+    /// A forwarding task to a leader (member 1) that never answers: its queue, and the
+    /// sender of who leads.
+    async fn stuck_forwarder() -> (mpsc::UnboundedSender<Forward>, watch::Sender<u64>) {
         let client = peer_client(&silent_listener().await).unwrap();
         let (queue, pending) = mpsc::unbounded_channel();
-        let header = raftpb::Header::default();
+        let header = raftpb::Header {
+            to: 1,
+            ..Default::default()
+        };
+        let current = watch::Sender::new(1);
         tokio::spawn(forward_batches(
             client,
             header,
             Arc::new(Metrics::new()),
             pending,
+            current.subscribe(),
         ));
+        (queue, current)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_queued_behind_a_stuck_call_is_answered_by_its_own_deadline() {
+        let (queue, _current) = stuck_forwarder().await;
         let start = tokio::time::Instant::now();
         let (first, first_answer) = forward(8, start + FORWARD_TIMEOUT);
         queue.send(first).unwrap();
@@ -664,9 +733,9 @@ mod tests {
         queue.send(second).unwrap();
 
         let first = first_answer.await.unwrap();
-        assert!(matches!(first, Applied::Rejected(EtcdError::Timeout)));
+        assert!(matches!(first, Ok(Applied::Rejected(EtcdError::Timeout))));
         let second = second_answer.await.unwrap();
-        assert!(matches!(second, Applied::Rejected(EtcdError::Timeout)));
+        assert!(matches!(second, Ok(Applied::Rejected(EtcdError::Timeout))));
         assert!(
             tokio::time::Instant::now() <= second_deadline,
             "answered {:?} after its deadline",
@@ -713,7 +782,36 @@ mod tests {
         assert_eq!((batch.len(), next.is_none()), (1, true));
         assert!(matches!(
             late_answer.await,
-            Ok(Applied::Rejected(EtcdError::Timeout))
+            Ok(Ok(Applied::Rejected(EtcdError::Timeout)))
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_not_yet_sent_are_handed_back_when_another_member_leads() {
+        let (queue, current) = stuck_forwarder().await;
+        let start = tokio::time::Instant::now();
+        let (sent, sent_answer) = forward(8, start + FORWARD_TIMEOUT);
+        queue.send(sent).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (queued, queued_answer) = forward(8, start + FORWARD_TIMEOUT);
+        queue.send(queued).unwrap();
+
+        // No leader for a while changes nothing; then member 2 leads.
+        current.send_replace(0);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!queue.is_closed());
+        current.send_replace(2);
+        assert!(matches!(queued_answer.await, Ok(Err(Unsent))));
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "handed back after {:?}",
+            start.elapsed()
+        );
+        assert!(queue.is_closed(), "the task for the old leader ended");
+        // The write already sent is not handed back: it may yet be applied.
+        assert!(matches!(
+            sent_answer.await,
+            Ok(Ok(Applied::Rejected(EtcdError::Timeout)))
         ));
     }
 
