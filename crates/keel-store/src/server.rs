@@ -450,7 +450,7 @@ impl Store {
         // new leader (or is proposed here, if this member took over), and one a leader refused
         // (just elected, its quorum not heard yet; or not reached at all) after a pause.
         while let Some((leader, addr)) = self.remote_leader() {
-            let wait = match self.link.propose(leader, &addr, &proposal).await {
+            let wait = match self.link.propose(leader, &addr, &proposal, deadline).await {
                 // etcd's answer when a new leader was elected while the write waited.
                 Ok(Applied::Rejected(EtcdError::Timeout))
                     if ![0, leader].contains(&self.leader()) =>
@@ -481,7 +481,6 @@ impl Store {
                 && f.leader_id.is_none()
                 && self.leader() == self.member_id
             {
-                let pause = Duration::from_millis(self.config.heartbeat_interval);
                 tokio::time::sleep(pause.min(deadline - tokio::time::Instant::now())).await;
                 continue;
             }

@@ -305,8 +305,8 @@ const SNAPSHOT_STALL: Duration = Duration::from_secs(30);
 /// How long the follower may take to install a snapshot it has received in full.
 const SNAPSHOT_INSTALL: Duration = Duration::from_secs(300);
 
-/// How long a follower waits for the leader to answer a forwarded write or a read index, and
-/// then to apply up to that read index.
+/// How long a follower waits for the leader to answer a read index, and then to apply up to
+/// it.
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(7);
 
 /// The most forwarded writes one Propose call carries.
@@ -344,8 +344,7 @@ struct Forwarder {
 struct Forward {
     proposal: Vec<u8>,
     reply: oneshot::Sender<Result<Applied, Unsent>>,
-    /// When the write stops waiting for the leader: [`FORWARD_TIMEOUT`] after it was queued,
-    /// however long the calls ahead of it took.
+    /// When the write stops waiting for the leader, however long the calls ahead of it took.
     deadline: tokio::time::Instant,
 }
 
@@ -374,14 +373,19 @@ impl LeaderLink {
         addr: &str,
     ) -> Result<(PeerClient<Channel>, mpsc::UnboundedSender<Forward>), EtcdError> {
         let mut leaders = self.leaders.lock();
-        if let Some(f) = leaders.get(&leader)
-            && f.addr == addr
+        let known = leaders.get(&leader).filter(|f| f.addr == addr);
+        if let Some(f) = known
             && !f.queue.is_closed()
         {
             return Ok((f.client.clone(), f.queue.clone()));
         }
-        let client = peer_client(addr)
-            .ok_or_else(|| EtcdError::Internal(format!("invalid peer URL {addr:?}")))?;
+        // A task that ended as another member took over is started again on the same
+        // connection.
+        let client = match known {
+            Some(f) => f.client.clone(),
+            None => peer_client(addr)
+                .ok_or_else(|| EtcdError::Internal(format!("invalid peer URL {addr:?}")))?,
+        };
         let (queue, pending) = mpsc::unbounded_channel();
         let header = self.header(leader);
         tokio::spawn(forward_batches(
@@ -409,12 +413,14 @@ impl LeaderLink {
     }
 
     /// Has the leader propose `proposal` and returns what it applied, or [`Unsent`] if
-    /// another member took over before the write was sent.
+    /// another member took over before the write was sent; gives up (timed out) at
+    /// `deadline`.
     pub async fn propose(
         &self,
         leader: u64,
         addr: &str,
         proposal: &Proposal,
+        deadline: tokio::time::Instant,
     ) -> Result<Applied, Unsent> {
         let queue = match self.forwarder(leader, addr) {
             Ok((_, queue)) => queue,
@@ -424,7 +430,7 @@ impl LeaderLink {
         let forward = Forward {
             proposal: proposal.encode_to_vec(),
             reply,
-            deadline: tokio::time::Instant::now() + FORWARD_TIMEOUT,
+            deadline,
         };
         // A queue closed in the meantime: its task ended as the leader moved on.
         queue.send(forward).map_err(|_| Unsent)?;
@@ -494,7 +500,6 @@ async fn forward_batches(
     mut current: watch::Receiver<u64>,
 ) {
     let slots = Arc::new(Semaphore::new(BATCHES_IN_FLIGHT));
-    current.mark_unchanged();
     let mut next = None;
     loop {
         let first = match next.take() {
@@ -508,11 +513,8 @@ async fn forward_batches(
             },
         };
         let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot,
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
             () = taken_over(&mut current, header.to) => return hand_back(Some(first), pending),
-        };
-        let Ok(slot) = slot else {
-            return;
         };
         let batch;
         (batch, next) = gather(first, &mut pending);
@@ -527,16 +529,12 @@ async fn forward_batches(
     }
 }
 
-/// Returns once the link learns that a member other than `leader` leads (what it knew when
-/// the task started does not count); never if the link is gone.
+/// Returns once the link knows that a member other than `leader` leads (at once if it did
+/// when the task started); never if the link is gone.
 async fn taken_over(current: &mut watch::Receiver<u64>, leader: u64) {
-    while current.changed().await.is_ok() {
-        let now = *current.borrow_and_update();
-        if now != 0 && now != leader {
-            return;
-        }
+    if current.wait_for(|l| *l != 0 && *l != leader).await.is_err() {
+        std::future::pending::<()>().await;
     }
-    std::future::pending().await
 }
 
 /// Answers `first` and every write still queued as [`Unsent`], and closes the queue.
@@ -648,17 +646,16 @@ fn is_transport(status: &tonic::Status) -> bool {
     status.code() == tonic::Code::Unavailable && !status.message().starts_with("etcdserver:")
 }
 
-/// Whether a transport failure happened before any connection was made (the leader's address
-/// refused or could not be routed to), so the call's request was never sent.
+/// Whether a transport failure happened before any connection was made, so the call's request
+/// was never sent: the connection was refused, or no local address was left for it (errors a
+/// socket only gets while connecting; an unreachable host can also be reported on a
+/// connection already made, so it is not counted).
 fn never_connected(status: &tonic::Status) -> bool {
     use std::io::ErrorKind::*;
     let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
     while let Some(e) = cause {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return matches!(
-                io.kind(),
-                ConnectionRefused | AddrNotAvailable | NetworkUnreachable | HostUnreachable
-            );
+            return matches!(io.kind(), ConnectionRefused | AddrNotAvailable);
         }
         cause = e.source();
     }

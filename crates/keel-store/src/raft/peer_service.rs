@@ -173,15 +173,13 @@ impl Peer for PeerService {
             .await
             .map_err(|e| Status::from(EtcdError::Internal(e.to_string())))?;
         let mut outcomes: Vec<_> = written
-            .map(|written| {
-                wire::outcome(match written {
-                    Ok(Ok(resp)) => resp.response,
-                    Ok(Err(ClientWriteError::ForwardToLeader(_))) => {
-                        Applied::Rejected(EtcdError::NoLeader)
-                    }
-                    Ok(Err(e)) => Applied::Rejected(EtcdError::Internal(e.to_string())),
-                    Err(fatal) => Applied::Rejected(EtcdError::Internal(fatal.to_string())),
-                })
+            .map(|written| match written {
+                Ok(Ok(resp)) => wire::outcome(resp.response),
+                Ok(Err(ClientWriteError::ForwardToLeader(_))) => wire::not_appended(),
+                Ok(Err(e)) => wire::outcome(Applied::Rejected(EtcdError::Internal(e.to_string()))),
+                Err(fatal) => {
+                    wire::outcome(Applied::Rejected(EtcdError::Internal(fatal.to_string())))
+                }
             })
             .collect()
             .await;

@@ -213,7 +213,15 @@ pub fn outcome(applied: Applied) -> raftpb::ProposeOutcome {
     }
 }
 
-/// The result of a forwarded proposal from the wire.
+/// A forwarded proposal the leader refused before appending it.
+pub fn not_appended() -> raftpb::ProposeOutcome {
+    raftpb::ProposeOutcome {
+        applied: Some(Wire::NotAppended(true)),
+    }
+}
+
+/// The result of a forwarded proposal from the wire: [`EtcdError::NoLeader`] only for one
+/// [`not_appended`].
 pub fn applied_from(outcome: raftpb::ProposeOutcome) -> Applied {
     match outcome.applied {
         Some(Wire::Put(r)) => Applied::Put(r),
@@ -227,6 +235,7 @@ pub fn applied_from(outcome: raftpb::ProposeOutcome) -> Applied {
         Some(Wire::Lease(_)) => Applied::Lease,
         Some(Wire::Published(_)) => Applied::Published,
         Some(Wire::Rejected(r)) => Applied::Rejected(rejected_from(r)),
+        Some(Wire::NotAppended(_)) => Applied::Rejected(EtcdError::NoLeader),
         None => Applied::Rejected(EtcdError::Internal(
             "the leader answered a forwarded write without a result".into(),
         )),
@@ -316,6 +325,24 @@ mod tests {
     use crate::raft::{Proposal, ProposalOp};
     use keel_proto::etcdserverpb::PutRequest;
     use openraft::entry::RaftEntry;
+
+    #[test]
+    fn only_a_write_refused_before_it_was_appended_comes_back_as_no_leader() {
+        let refused = applied_from(not_appended());
+        assert!(matches!(refused, Applied::Rejected(EtcdError::NoLeader)));
+        // The same error as a write's result (which a follower must not try again) keeps
+        // the leader's words but not the type.
+        let rejected = applied_from(outcome(Applied::Rejected(EtcdError::NoLeader)));
+        match rejected {
+            Applied::Rejected(EtcdError::FromLeader { code, message }) => {
+                assert_eq!(
+                    (code, message.as_str()),
+                    (Code::Unavailable, "etcdserver: no leader")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn append_entries_round_trips() {
