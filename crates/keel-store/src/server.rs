@@ -455,9 +455,15 @@ impl Store {
                 Ok(Applied::Rejected(EtcdError::Timeout))
                     if ![0, leader].contains(&self.leader()) =>
                 {
+                    self.metrics.proposals_failed.inc();
                     return Err(EtcdError::TimeoutDueToLeaderFail);
                 }
                 Ok(Applied::Rejected(EtcdError::NoLeader)) if self.leader() != 0 => pause,
+                // Not carried out (rather than applied and refused, e.g. for a compacted revision).
+                Ok(Applied::Rejected(e @ (EtcdError::NoLeader | EtcdError::Timeout))) => {
+                    self.metrics.proposals_failed.inc();
+                    return Err(e);
+                }
                 Ok(Applied::Rejected(e)) => return Err(e),
                 Ok(applied) => return Ok(applied),
                 Err(Unsent) => Duration::ZERO,

@@ -333,11 +333,12 @@ pub struct LeaderLink {
 #[derive(Debug)]
 pub struct Unsent;
 
-/// The client of one leader and the queue of the task forwarding writes to it.
+/// The client of one leader and the queue of the task forwarding writes to it (started on
+/// the first write).
 struct Forwarder {
     addr: String,
     client: PeerClient<Channel>,
-    queue: mpsc::UnboundedSender<Forward>,
+    queue: Option<mpsc::UnboundedSender<Forward>>,
 }
 
 /// One forwarded write and where its result goes.
@@ -365,43 +366,49 @@ impl LeaderLink {
             .send_if_modified(|current| std::mem::replace(current, leader) != leader);
     }
 
-    /// The client of `leader` at `addr` and the queue of its forwarding task, started on
-    /// first use and kept.
-    fn forwarder(
-        &self,
-        leader: u64,
-        addr: &str,
-    ) -> Result<(PeerClient<Channel>, mpsc::UnboundedSender<Forward>), EtcdError> {
+    /// The client of `leader` at `addr`, made on first use and kept.
+    fn client(&self, leader: u64, addr: &str) -> Result<PeerClient<Channel>, EtcdError> {
         let mut leaders = self.leaders.lock();
-        let known = leaders.get(&leader).filter(|f| f.addr == addr);
-        if let Some(f) = known
-            && !f.queue.is_closed()
-        {
-            return Ok((f.client.clone(), f.queue.clone()));
+        Ok(Self::entry(&mut leaders, leader, addr)?.client.clone())
+    }
+
+    /// The queue of the task forwarding writes to `leader` at `addr`, started on first use
+    /// and again after it ended (another member took over), on the same connection.
+    fn queue(&self, leader: u64, addr: &str) -> Result<mpsc::UnboundedSender<Forward>, EtcdError> {
+        let mut leaders = self.leaders.lock();
+        let forwarder = Self::entry(&mut leaders, leader, addr)?;
+        if let Some(queue) = forwarder.queue.as_ref().filter(|q| !q.is_closed()) {
+            return Ok(queue.clone());
         }
-        // A task that ended as another member took over is started again on the same
-        // connection.
-        let client = match known {
-            Some(f) => f.client.clone(),
-            None => peer_client(addr)
-                .ok_or_else(|| EtcdError::Internal(format!("invalid peer URL {addr:?}")))?,
-        };
         let (queue, pending) = mpsc::unbounded_channel();
-        let header = self.header(leader);
         tokio::spawn(forward_batches(
-            client.clone(),
-            header,
+            forwarder.client.clone(),
+            self.header(leader),
             self.network.metrics.clone(),
             pending,
             self.current.subscribe(),
         ));
-        let forwarder = Forwarder {
-            addr: addr.to_string(),
-            client: client.clone(),
-            queue: queue.clone(),
-        };
-        leaders.insert(leader, forwarder);
-        Ok((client, queue))
+        forwarder.queue = Some(queue.clone());
+        Ok(queue)
+    }
+
+    /// The entry of `leader`, made anew when it is unknown or its address changed.
+    fn entry<'a>(
+        leaders: &'a mut HashMap<u64, Forwarder>,
+        leader: u64,
+        addr: &str,
+    ) -> Result<&'a mut Forwarder, EtcdError> {
+        if leaders.get(&leader).is_none_or(|f| f.addr != addr) {
+            let client = peer_client(addr)
+                .ok_or_else(|| EtcdError::Internal(format!("invalid peer URL {addr:?}")))?;
+            let forwarder = Forwarder {
+                addr: addr.to_string(),
+                client,
+                queue: None,
+            };
+            leaders.insert(leader, forwarder);
+        }
+        Ok(leaders.get_mut(&leader).expect("just made"))
     }
 
     fn header(&self, leader: u64) -> raftpb::Header {
@@ -422,8 +429,8 @@ impl LeaderLink {
         proposal: &Proposal,
         deadline: tokio::time::Instant,
     ) -> Result<Applied, Unsent> {
-        let queue = match self.forwarder(leader, addr) {
-            Ok((_, queue)) => queue,
+        let queue = match self.queue(leader, addr) {
+            Ok(queue) => queue,
             Err(e) => return Ok(Applied::Rejected(e)),
         };
         let (reply, answer) = oneshot::channel();
@@ -448,7 +455,7 @@ impl LeaderLink {
         change: &Change,
         timeout: Duration,
     ) -> Result<u64, EtcdError> {
-        let (mut client, _) = self.forwarder(leader, addr)?;
+        let mut client = self.client(leader, addr)?;
         let req = wire::reconfigure_request(self.header(leader), change);
         match tokio::time::timeout(timeout, client.reconfigure(req)).await {
             Ok(Ok(resp)) => match resp.into_inner().result {
@@ -476,7 +483,7 @@ impl LeaderLink {
 
     /// The leader's read index.
     pub async fn read_index(&self, leader: u64, addr: &str) -> Result<u64, EtcdError> {
-        let (mut client, _) = self.forwarder(leader, addr)?;
+        let mut client = self.client(leader, addr)?;
         let req = raftpb::ReadIndexRequest {
             header: Some(self.header(leader)),
         };
