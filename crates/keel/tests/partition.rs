@@ -21,6 +21,7 @@ use common::{Cluster, Flavor, Server, target_flavor};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{HashKvRequest, PutRequest, RangeRequest, StatusRequest};
+use tonic::transport::Channel;
 
 /// How long anything the test waits for may take (the election timeout is 1 s).
 const LIMIT: Duration = Duration::from_secs(20);
@@ -37,7 +38,10 @@ async fn status_leader(m: &Server) -> Option<u64> {
 }
 
 async fn put(m: &Server, key: &str) -> Result<(), String> {
-    let mut kv = KvClient::new(m.channel().await);
+    put_via(KvClient::new(m.channel().await), key).await
+}
+
+async fn put_via(mut kv: KvClient<Channel>, key: &str) -> Result<(), String> {
     let request = PutRequest {
         key: key.as_bytes().to_vec(),
         value: b"v".to_vec(),
@@ -230,20 +234,10 @@ async fn writes_queued_for_the_old_leader(flavor: Flavor, endpoint: String, roun
         .await
         .expect("connect to the follower");
     let write = |key: String| {
-        let mut kv = KvClient::new(channel.clone());
+        let kv = KvClient::new(channel.clone());
         async move {
             let started = Instant::now();
-            let request = PutRequest {
-                key: key.into_bytes(),
-                value: b"v".to_vec(),
-                ..Default::default()
-            };
-            let outcome = match tokio::time::timeout(RPC, kv.put(request)).await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err(status)) => Err(status.message().to_string()),
-                Err(_) => Err(format!("no answer within {RPC:?}")),
-            };
-            (outcome, started.elapsed())
+            (put_via(kv, &key).await, started.elapsed())
         }
     };
     let first = tokio::spawn(write(format!("k/{round}-sent-to-old-leader")));
