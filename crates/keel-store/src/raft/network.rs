@@ -643,14 +643,8 @@ async fn send_batch(
 /// Whether a status is the transport's (the leader could not be reached, or the connection
 /// broke), not the leader's answer. A broken connection comes as `Unknown: transport error`.
 fn is_transport(status: &tonic::Status) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
-    while let Some(e) = cause {
-        if e.is::<tonic::transport::Error>() {
-            return true;
-        }
-        cause = e.source();
-    }
-    status.code() == tonic::Code::Unavailable && !status.message().starts_with("etcdserver:")
+    causes(status).any(|e| e.is::<tonic::transport::Error>())
+        || status.code() == tonic::Code::Unavailable && !status.message().starts_with("etcdserver:")
 }
 
 /// Whether a transport failure happened before any connection was made, so the call's request
@@ -659,14 +653,14 @@ fn is_transport(status: &tonic::Status) -> bool {
 /// connection already made, so it is not counted).
 fn never_connected(status: &tonic::Status) -> bool {
     use std::io::ErrorKind::*;
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
-    while let Some(e) = cause {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return matches!(io.kind(), ConnectionRefused | AddrNotAvailable);
-        }
-        cause = e.source();
-    }
-    false
+    causes(status)
+        .find_map(|e| e.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| matches!(io.kind(), ConnectionRefused | AddrNotAvailable))
+}
+
+/// The chain of errors behind `status`, nearest first.
+fn causes(status: &tonic::Status) -> impl Iterator<Item = &(dyn std::error::Error + 'static)> {
+    std::iter::successors(std::error::Error::source(status), |e| e.source())
 }
 
 #[cfg(test)]
