@@ -6,15 +6,13 @@
 //! Runs against keel (default) or a real etcd 3.5 cluster (`KEEL_TEST_TARGET=etcd`; etcd 3.5
 //! keeps 5,000 entries for slow followers, so it catches up from its log instead).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::kv::{assert_same_hashkv, keys, leader_of, put};
-use common::{Cluster, Flavor, Server, target_flavor};
 use keel_proto::etcdserverpb::watch_client::WatchClient;
 use keel_proto::etcdserverpb::watch_request::RequestUnion;
 use keel_proto::etcdserverpb::{WatchCreateRequest, WatchRequest};
+use keel_testkit::kv::{assert_same_hashkv, keys, leader_of, put};
+use keel_testkit::{Cluster, Flavor, Server, target_flavor};
 use tokio_stream::StreamExt;
 
 const LIMIT: Duration = Duration::from_secs(30);

@@ -7,14 +7,11 @@
 //! `KEEL_TEST_TARGET=etcd` checks them against the real etcd; `keel --help` and
 //! `--emulated-etcd-version` are keel's own and always run the keel binary.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Flavor, Server, ServerOpts, keel_bin, store_command, target_flavor};
 use keel_proto::etcdserverpb::cluster_client::ClusterClient;
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
@@ -22,6 +19,7 @@ use keel_proto::etcdserverpb::request_op::Request;
 use keel_proto::etcdserverpb::{
     MemberListRequest, PutRequest, RequestOp, StatusRequest, TxnRequest,
 };
+use keel_testkit::{Flavor, Server, ServerOpts, keel_bin, store_command, target_flavor};
 
 /// How long a rejected command line may take to exit.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(20);

@@ -10,13 +10,8 @@
 //!
 //! Runs against keel (default) or a real etcd 3.5 cluster (`KEEL_TEST_TARGET=etcd`).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::kv::{assert_same_hashkv, keys, leader_of, put};
-use common::{Cluster, Server, target_flavor};
-use common::{CtlVersion, Flavor, etcdctl};
 use keel_proto::etcdserverpb::cluster_client::ClusterClient;
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
@@ -25,6 +20,9 @@ use keel_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseTimeToLiveRequest, MemberListRequest, MoveLeaderRequest, PutRequest,
     StatusRequest,
 };
+use keel_testkit::kv::{assert_same_hashkv, keys, leader_of, put};
+use keel_testkit::{Cluster, Server, target_flavor};
+use keel_testkit::{CtlVersion, Flavor, etcdctl};
 
 /// How long the cluster may take to elect a new leader and accept a write after the kill (the
 /// election timeout is 1 s; the measured time is printed).

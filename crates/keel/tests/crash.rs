@@ -18,8 +18,6 @@
 //! The kill moment comes from a seeded PRNG; the seed is printed on failure and can be replayed
 //! with `KEEL_TEST_SEED`.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom, Write};
@@ -27,9 +25,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Flavor, Rng, Server, base_seed, target_flavor};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::{PutRequest, RangeRequest};
+use keel_testkit::{Flavor, Rng, Server, base_seed, target_flavor};
 
 /// Concurrent writers per round.
 const WRITERS: usize = 6;

@@ -18,11 +18,8 @@
 //! 200 sequences run in total, split over four tests (each with its own pair of servers) so they
 //! run in parallel and a failure names a smaller search space.
 
-mod common;
-
 use std::fmt::Debug;
 
-use common::{Flavor, Rng, Server, base_seed, target_flavor};
 use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
@@ -32,6 +29,7 @@ use keel_proto::etcdserverpb::{
     CompactionRequest, Compare, DeleteRangeRequest, LeaseGrantRequest, LeaseRevokeRequest,
     PutRequest, RangeRequest, RequestOp, ResponseHeader, TxnRequest,
 };
+use keel_testkit::{Flavor, Rng, Server, base_seed, target_flavor};
 use tonic::transport::Channel;
 
 /// Sequences per test function (four functions: 200 sequences in all).

@@ -10,14 +10,14 @@
 //!
 //! Every scenario runs once with etcdctl 3.4 and once with etcdctl 3.5.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::process::{Child, Stdio};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{CtlOutput, CtlVersion, Flavor, Server, etcdctl, etcdctl_command, target_flavor};
+use keel_testkit::{
+    CtlOutput, CtlVersion, Flavor, Server, etcdctl, etcdctl_command, target_flavor,
+};
 use regex::Regex;
 
 /// What part of the output a step compares.

@@ -18,14 +18,11 @@
 //!
 //! TTLs come from a seeded PRNG; the seed is printed on failure (replay with `KEEL_TEST_SEED`).
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Rng, SeedReport, Server, base_seed, target_flavor};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
 use keel_proto::etcdserverpb::request_op::Request;
@@ -37,6 +34,7 @@ use keel_proto::etcdserverpb::{
 };
 use keel_proto::mvccpb::KeyValue;
 use keel_proto::mvccpb::event::EventType;
+use keel_testkit::{Rng, SeedReport, Server, target_flavor};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -551,11 +549,7 @@ async fn expiry_under_load(seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_leases_expire_under_load() {
-    let seed = base_seed();
-    let guard = SeedReport {
-        test: "lease expiry",
-        seed,
-    };
+    let report = SeedReport::new("lease expiry");
+    let seed = report.seed;
     expiry_under_load(seed).await;
-    std::mem::forget(guard);
 }

@@ -10,7 +10,7 @@
 //!   ends; it stays down 0.3-0.8 s, so a killed leader sometimes comes back before anyone else
 //!   starts an election and sometimes after a new leader took over;
 //! - partition (when the test runs as root: each member then lives in a network namespace of
-//!   its own, see `common::netns`): the member is cut off from the other members for
+//!   its own, see `keel_testkit::netns`): the member is cut off from the other members for
 //!   0.4-1.4 s while the clients still reach it, so a cut-off leader keeps being asked for
 //!   reads and writes while the majority elects another one; then the cut is healed.
 //!
@@ -19,7 +19,7 @@
 //! another member once that one serves a (not recorded) linearizable read.
 //!
 //! The recorded history is checked per key by the Wing & Gong / porcupine checker in
-//! `common::linearizable`; any violation fails the test with the key, the longest linearizable
+//! `keel_testkit::linearizable`; any violation fails the test with the key, the longest linearizable
 //! prefix and the operations that could not be linearized after it, and the key's whole
 //! history (with the member each operation went to) is written to
 //! `$TMPDIR/keel-linearizability-<seed>/`.
@@ -33,16 +33,11 @@
 //! The checker's own tests are in `checker` (hand-written histories known to be linearizable or
 //! not) and `generated` (random histories of a linearizable system must pass).
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::linearizable::{self, Input, Operation, Output, Verdict, nanos_since};
-use common::netns::Net;
-use common::{Cluster, Rng, SeedReport, base_seed, target_flavor};
 use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
@@ -52,6 +47,9 @@ use keel_proto::etcdserverpb::{
     Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, StatusRequest,
     StatusResponse, TxnRequest,
 };
+use keel_testkit::linearizable::{self, Input, Operation, Output, Verdict, nanos_since};
+use keel_testkit::netns::Net;
+use keel_testkit::{Cluster, Rng, SeedReport, target_flavor};
 use tonic::transport::Channel;
 
 /// Runs by default (`KEEL_LIN_RUNS` overrides).
@@ -393,11 +391,8 @@ async fn concurrent_histories_under_kills_and_partitions_are_linearizable() {
         })
         .unwrap_or(DEFAULT_RUNS);
     let serializable = std::env::var("KEEL_LIN_SERIALIZABLE_READS").as_deref() == Ok("1");
-    let seed = base_seed();
-    let guard = SeedReport {
-        test: "linearizability",
-        seed,
-    };
+    let report = SeedReport::new("linearizability");
+    let seed = report.seed;
     let mut rng = Rng::new(seed);
     eprintln!(
         "linearizability: {} cluster, {runs} runs, seed {seed}{}",
@@ -622,13 +617,12 @@ async fn concurrent_histories_under_kills_and_partitions_are_linearizable() {
             totals.reads_of_values
         );
     }
-    std::mem::forget(guard);
 }
 
 /// Unit tests of the checker: histories known to be linearizable pass, known violations are
 /// rejected. Times are small integers (nanoseconds).
 mod checker {
-    use super::common::linearizable::{Input, KeyReport, Operation, Output, Verdict, check};
+    use keel_testkit::linearizable::{Input, KeyReport, Operation, Output, Verdict, check};
 
     const K: &str = "k";
 
@@ -939,8 +933,8 @@ mod checker {
 /// Randomly generated histories of a linearizable system (each operation takes effect at a
 /// random point of its interval) pass the checker, with and without unknown outcomes.
 mod generated {
-    use super::common::Rng;
-    use super::common::linearizable::{Input, Operation, Output, check};
+    use keel_testkit::Rng;
+    use keel_testkit::linearizable::{Input, Operation, Output, check};
 
     /// A linearizable history: `clients` clients issue `per_client` operations each on one key;
     /// about `unknown_pct` percent of them have an unknown outcome (writes among those take
@@ -983,7 +977,7 @@ mod generated {
                 let effect = !unknown || rng.chance(1, 2);
                 let mut op = Operation::completed(c, "k", call, ret, input, Output::Unknown);
                 if unknown {
-                    op.ret = super::common::linearizable::NEVER;
+                    op.ret = keel_testkit::linearizable::NEVER;
                 }
                 points.push((point, ops.len(), effect));
                 ops.push(op);
@@ -1029,7 +1023,7 @@ mod generated {
                     }
                 }
             };
-            if op.ret != super::common::linearizable::NEVER {
+            if op.ret != keel_testkit::linearizable::NEVER {
                 op.output = out;
             }
         }

@@ -5,14 +5,12 @@
 //! keel only: etcd 3.5 keeps the newest `--max-wals` (5) segments whatever its snapshots cover
 //! and looks for old ones every 30 s, so the same writes leave all of its segments in place.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{Flavor, Server, ServerOpts, target_flavor};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::{PutRequest, RangeRequest};
+use keel_testkit::{Flavor, Server, ServerOpts, target_flavor};
 
 /// Bytes per value: large, so the 64 MiB segments fill after a few dozen writes.
 const VALUE_BYTES: usize = 1 << 20;

@@ -12,15 +12,13 @@
 //! Every member ends with the same HashKV. Runs against keel (default) or a real etcd 3.5
 //! cluster (`KEEL_TEST_TARGET=etcd`).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::kv::{assert_same_hashkv, keys, leader_of, put};
-use common::{Cluster, CtlOutput, CtlVersion, Flavor, Server, etcdctl, target_flavor};
 use keel_proto::etcdserverpb::cluster_client::ClusterClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{Member, MemberAddRequest, MemberListRequest, StatusRequest};
+use keel_testkit::kv::{assert_same_hashkv, keys, leader_of, put};
+use keel_testkit::{Cluster, CtlOutput, CtlVersion, Flavor, Server, etcdctl, target_flavor};
 
 /// How long a new member may take to catch up, or a removed one to stop.
 const CATCH_UP: Duration = Duration::from_secs(20);
@@ -224,7 +222,7 @@ async fn members_are_added_removed_readded_promoted_and_updated() {
         code,
         Some(0),
         "the removed member stops: {}",
-        common::tail(&cluster.members[victim].log(), 20)
+        keel_testkit::tail(&cluster.members[victim].log(), 20)
     );
     cluster.members.remove(victim);
     assert_eq!(members(&cluster.members[0]).await.len(), 3);
@@ -243,7 +241,7 @@ async fn members_are_added_removed_readded_promoted_and_updated() {
     // A learner: added, caught up, refuses writes and linearizable reads, promoted.
     let learner = cluster.new_member(flavor, "learner");
     add(&cluster.members[0], &learner, "learner", true);
-    let second = format!("--peer-urls=http://127.0.0.1:{}", common::free_port());
+    let second = format!("--peer-urls=http://127.0.0.1:{}", keel_testkit::free_port());
     ctl_refused(
         &cluster.members[0],
         &["member", "add", "second", &second, "--learner"],
@@ -310,7 +308,7 @@ async fn members_are_added_removed_readded_promoted_and_updated() {
     // A member's peer URLs are updated; restarted on them, it keeps replicating.
     let moved = a_follower(&cluster, &[]).await;
     let moved_id = cluster.members[moved].ids().await.1;
-    let fresh = format!("http://127.0.0.1:{}", common::free_port());
+    let fresh = format!("http://127.0.0.1:{}", keel_testkit::free_port());
     let via = (moved + 1) % cluster.members.len();
     let out = ctl_ok(
         &cluster.members[via],

@@ -1,5 +1,5 @@
 //! Partitions of a three-member cluster, each member in a network namespace of its own (see
-//! `common::netns`; needs root, as CI has).
+//! `keel_testkit::netns`; needs root, as CI has).
 //!
 //! 1. The leader is cut off from both followers. Within an election timeout or two it stops
 //!    calling itself leader (Status and `etcd_server_has_leader` say "no leader", etcd's
@@ -12,15 +12,13 @@
 //! Every member ends with the same HashKV at the same revision. Runs against keel (default)
 //! or a real etcd 3.5 cluster (`KEEL_TEST_TARGET=etcd`).
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::netns::Net;
-use common::{Cluster, Flavor, Server, target_flavor};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{HashKvRequest, PutRequest, RangeRequest, StatusRequest};
+use keel_testkit::netns::Net;
+use keel_testkit::{Cluster, Flavor, Server, target_flavor};
 use tonic::transport::Channel;
 
 /// How long anything the test waits for may take (the election timeout is 1 s).

@@ -9,11 +9,8 @@
 //! (must report compact_revision and cancel, not fail the RPC); a live watch receiving writes
 //! made after it was created; several watchers multiplexed on one stream.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Flavor, Server, target_flavor};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::request_op::Request;
 use keel_proto::etcdserverpb::watch_client::WatchClient;
@@ -23,6 +20,7 @@ use keel_proto::etcdserverpb::{
     WatchRequest, WatchResponse,
 };
 use keel_proto::mvccpb::Event;
+use keel_testkit::{Flavor, Server, target_flavor};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;

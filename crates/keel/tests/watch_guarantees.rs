@@ -36,14 +36,11 @@
 //!
 //! The seed is printed on failure; replay with `KEEL_TEST_SEED`.
 
-mod common;
-
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{Flavor, Rng, SeedReport, Server, ServerOpts, base_seed, target_flavor};
 use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
@@ -58,6 +55,7 @@ use keel_proto::etcdserverpb::{
 };
 use keel_proto::mvccpb::KeyValue;
 use keel_proto::mvccpb::event::EventType;
+use keel_testkit::{Flavor, Rng, SeedReport, Server, ServerOpts, target_flavor};
 use tokio::sync::{mpsc, watch};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -1396,11 +1394,7 @@ async fn random_history(seed: u64) {
 /// Runs [`random_history`] with a printed seed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_guarantees_over_random_histories() {
-    let seed = base_seed();
-    let guard = SeedReport {
-        test: "watch guarantees",
-        seed,
-    };
+    let report = SeedReport::new("watch guarantees");
+    let seed = report.seed;
     random_history(seed).await;
-    std::mem::forget(guard);
 }

