@@ -1,9 +1,13 @@
 //! The Raft axis: keel's openraft glue.
 //!
-//! Every write is an entry in an openraft group (one member until clustering is configured):
-//! the log lives in keel's own WAL ([`log_store`]), committed entries are applied to the MVCC
-//! store ([`state_machine`]), and entries are encoded by [`codec`]. openraft types stay inside
-//! this module; the rest of the store sees [`Proposal`], [`Applied`] and [`RaftNode`].
+//! Every write is an entry in an openraft group of one or more members: the log lives in
+//! keel's own WAL ([`log_store`]), committed entries are applied to the MVCC store
+//! ([`state_machine`]), and entries are encoded by [`codec`]. Members talk over keel's peer
+//! gRPC protocol ([`network`] sends, [`peer_service`] answers, [`wire`] converts); a follower
+//! hands its clients' writes to the leader ([`network::LeaderLink`]); [`membership`] makes
+//! membership changes with etcd's checks, and [`leadership`] applies etcd's check-quorum rule
+//! to openraft's view of the leader. openraft types stay inside this module; the rest of the
+//! store sees [`Proposal`], [`Applied`] and [`RaftNode`].
 
 pub mod codec;
 pub mod leadership;
