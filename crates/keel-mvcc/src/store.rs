@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use keel_proto::etcdserverpb::{RangeRequest, RangeResponse};
 use keel_proto::mvccpb::KeyValue;
 use parking_lot::{Mutex, RwLock};
-use redb::{CompactionError, Database, Durability, ReadOnlyTable, ReadableDatabase, TableHandle};
+use redb::{CompactionError, Database, Durability, ReadOnlyTable, ReadableDatabase};
 
 use crate::apply::{ApplyBatch, table_value};
 use crate::backend::{self, APP_META, DEFAULT_CACHE_BYTES, KEY};
@@ -246,13 +246,6 @@ impl Mvcc {
             }
         }
         Ok(out)
-    }
-
-    /// The names of the backend tables, for diagnostics.
-    pub fn table_names(&self) -> Result<Vec<String>, MvccError> {
-        let db = self.db.read();
-        let r = db.begin_read()?;
-        Ok(r.list_tables()?.map(|t| t.name().to_owned()).collect())
     }
 }
 

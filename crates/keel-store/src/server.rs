@@ -841,8 +841,3 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
 }
-
-/// Where the backend of a data directory lives (`member/snap/db`).
-pub fn backend_path(data_dir: &Path) -> std::path::PathBuf {
-    data_dir.join("member").join("snap").join("db")
-}

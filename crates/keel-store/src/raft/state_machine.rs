@@ -46,8 +46,6 @@ use crate::watch::WatchHub;
 type StoredMembership = openraft::alias::StoredMembershipOf<KeelRaft>;
 type SnapshotMeta = openraft::alias::SnapshotMetaOf<KeelRaft>;
 type Snapshot = openraft::alias::SnapshotOf<KeelRaft, SnapshotData>;
-/// A snapshot of a keel member.
-pub type MemberSnapshot = Snapshot;
 
 const META_APPLIED: &str = "raft_applied_log_id";
 const META_MEMBERSHIP: &str = "raft_membership";
