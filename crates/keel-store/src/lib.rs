@@ -14,6 +14,7 @@ pub mod auth;
 pub mod coalesce;
 pub mod compactor;
 pub mod config;
+pub mod data_dir;
 pub mod identity;
 pub mod lease;
 pub mod metrics;
