@@ -165,8 +165,9 @@ impl Store {
             max_in_snapshot_log_to_keep: 5_000.min(config.snapshot_count),
             enable_pre_vote: Some(true),
             // A leader restarted before the others noticed must not lead again at once: the
-            // commit index is not persisted, so its read index could miss writes it had
-            // acknowledged (found by tests/linearizability.rs). It rejoins as a follower and
+            // persisted commit index trails the real one by up to a batch (as etcd's
+            // HardState), so its read index could miss writes it had acknowledged (found by
+            // tests/linearizability.rs). It rejoins as a follower and
             // leads again, if at all, only after an election commits an entry of a new term.
             enable_leader_restore: Some(false),
             ..RaftConfig::default()

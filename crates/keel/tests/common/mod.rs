@@ -387,10 +387,16 @@ impl Server {
 
     /// Starts the process again on the same data dir and ports (after [`Server::kill`]).
     pub fn restart(&mut self) {
-        self.kill();
-        if let Err(e) = self.spawn().and_then(|()| self.wait_ready()) {
+        if let Err(e) = self.try_restart() {
             panic!("restart failed: {e}");
         }
+    }
+
+    /// [`Server::restart`], returning why the process did not become ready (its log tail
+    /// included) instead of panicking.
+    pub fn try_restart(&mut self) -> Result<(), String> {
+        self.kill();
+        self.spawn().and_then(|()| self.wait_ready())
     }
 
     /// Whether the process is still running.
