@@ -115,11 +115,13 @@ impl Store {
             path: config.data_dir().display().to_string(),
             source,
         };
-        std::fs::create_dir_all(dir.join("snap")).map_err(|e| storage(e.into()))?;
+        keel_wal::dir::create_all(&dir.join("snap")).map_err(|e| storage(e.into()))?;
         remove_incoming_snapshots(&dir.join("snap")).map_err(|e| storage(e.into()))?;
         let metrics = Arc::new(Metrics::new());
         let mvcc =
             Arc::new(Mvcc::open(&dir.join("snap").join("db")).map_err(|e| storage(e.into()))?);
+        // A backend file just created (and leftover snapshots removed) must survive a power cut.
+        keel_wal::dir::sync(&dir.join("snap")).map_err(|e| storage(e.into()))?;
         let log =
             LogStore::open(&dir.join("wal"), metrics.clone()).map_err(|e| storage(e.into()))?;
         let min_lease_ttl =

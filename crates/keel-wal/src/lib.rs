@@ -28,6 +28,7 @@
 //! The zeros past the last batch read back as a torn tail and are trimmed on open; a segment
 //! is cut to its exact length before the next one starts.
 
+pub mod dir;
 mod record;
 mod segment;
 
@@ -151,10 +152,10 @@ pub struct Wal {
 }
 
 impl Wal {
-    /// Opens (creating `dir` and a first segment if missing) the log in `dir`, repairing a torn
-    /// tail, and returns it with everything it holds.
+    /// Opens (creating `dir`, durably, and a first segment if missing) the log in `dir`,
+    /// repairing a torn tail, and returns it with everything it holds.
     pub fn open(dir: &Path, opts: WalOptions) -> Result<(Wal, Recovered), WalError> {
-        fs::create_dir_all(dir)?;
+        dir::create_all(dir)?;
         let segments = segment::list(dir)?;
         let mut replay = Replay::default();
         let Some(last) = segments.last() else {
@@ -310,7 +311,7 @@ impl Wal {
         }
         if removed > 0 {
             self.segments.drain(..removed);
-            segment::sync_dir(&self.dir)?;
+            dir::sync(&self.dir)?;
         }
         Ok(())
     }
