@@ -20,7 +20,7 @@ use keel_proto::etcdserverpb::{
 };
 use keel_proto::raftpb::peer_server::PeerServer;
 use openraft::async_runtime::WatchReceiver;
-use openraft::errors::{ClientWriteError, RaftError};
+use openraft::errors::{ClientWriteError, Fatal, RaftError};
 use openraft::impls::BasicNode;
 use openraft::{Config as RaftConfig, ReadPolicy, SnapshotPolicy};
 use prost::Message;
@@ -94,7 +94,14 @@ pub struct Store {
     roster: Arc<Roster>,
     removal: Arc<Removal>,
     peer_urls: Arc<PeerUrls>,
+    /// Why this member can no longer write, once its Raft core stopped on a storage error.
+    failure: tokio::sync::watch::Sender<Option<String>>,
 }
+
+/// How long a member whose storage failed keeps answering (unhealthy, refusing requests with
+/// `etcdserver: server stopped`) before it exits, so the answers to the writes in flight go
+/// out.
+const FAILURE_GRACE: Duration = Duration::from_secs(1);
 
 impl Store {
     /// Opens the member's data directory, starts its Raft node and serves its peers; returns
@@ -108,11 +115,13 @@ impl Store {
             path: config.data_dir().display().to_string(),
             source,
         };
-        std::fs::create_dir_all(dir.join("snap")).map_err(|e| storage(e.into()))?;
+        keel_wal::dir::create_all(&dir.join("snap")).map_err(|e| storage(e.into()))?;
         remove_incoming_snapshots(&dir.join("snap")).map_err(|e| storage(e.into()))?;
         let metrics = Arc::new(Metrics::new());
         let mvcc =
             Arc::new(Mvcc::open(&dir.join("snap").join("db")).map_err(|e| storage(e.into()))?);
+        // A backend file just created (and leftover snapshots removed) must survive a power cut.
+        keel_wal::dir::sync(&dir.join("snap")).map_err(|e| storage(e.into()))?;
         let log =
             LogStore::open(&dir.join("wal"), metrics.clone()).map_err(|e| storage(e.into()))?;
         let min_lease_ttl =
@@ -165,8 +174,9 @@ impl Store {
             max_in_snapshot_log_to_keep: 5_000.min(config.snapshot_count),
             enable_pre_vote: Some(true),
             // A leader restarted before the others noticed must not lead again at once: the
-            // commit index is not persisted, so its read index could miss writes it had
-            // acknowledged (found by tests/linearizability.rs). It rejoins as a follower and
+            // persisted commit index trails the real one by up to a batch (as etcd's
+            // HardState), so its read index could miss writes it had acknowledged (found by
+            // tests/linearizability.rs). It rejoins as a follower and
             // leads again, if at all, only after an election commits an entry of a new term.
             enable_leader_restore: Some(false),
             ..RaftConfig::default()
@@ -234,6 +244,7 @@ impl Store {
             roster,
             removal,
             peer_urls,
+            failure: tokio::sync::watch::Sender::new(None),
         });
         if members.len() > 1 {
             store.wait_for_leader().await?;
@@ -434,6 +445,7 @@ impl Store {
     /// Replicates and applies one write, returning the applied result; a follower has the
     /// leader propose it.
     pub async fn propose(&self, op: ProposalOp) -> Result<Applied, EtcdError> {
+        self.check_writable()?;
         let proposal = Proposal { op: Some(op) };
         if proposal.encoded_len() > self.config.max_request_bytes as usize {
             return Err(EtcdError::RequestTooLarge);
@@ -501,6 +513,12 @@ impl Store {
                 self.metrics.proposals_failed.inc();
                 Err(EtcdError::NoLeader)
             }
+            // The Raft core stopped (a storage failure, see `failure`): etcd's answer while
+            // it stops, never openraft's own description.
+            Err(RaftError::Fatal(_)) => {
+                self.metrics.proposals_failed.inc();
+                Err(EtcdError::Stopped)
+            }
             Err(e) => {
                 self.metrics.proposals_failed.inc();
                 Err(EtcdError::Internal(e.to_string()))
@@ -525,6 +543,7 @@ impl Store {
     /// its leadership with a quorum and names a read index, and the read waits until this
     /// member has applied it.
     pub async fn read_barrier(&self) -> Result<(), EtcdError> {
+        self.check_writable()?;
         let leader = self.leader();
         if leader == self.member_id && self.voters.load(Ordering::Relaxed) <= 1 {
             return Ok(());
@@ -623,6 +642,9 @@ impl Store {
     /// Copies openraft's view of term and leader (with etcd's check-quorum rules, see
     /// [`Leadership`]) into the store and its gauges.
     fn mirror_raft_metrics(&self, m: &openraft::RaftMetrics<crate::raft::KeelRaft>) {
+        if let Err(fatal @ (Fatal::StorageError(_) | Fatal::Panicked)) = &m.running_state {
+            self.fail(fatal.to_string());
+        }
         self.peer_urls.update(&m.membership_config);
         let membership = m.membership_config.membership();
         let voters = membership.voter_ids().count();
@@ -656,6 +678,48 @@ impl Store {
             .set(i64::from(leader == self.member_id));
         if let Some(committed) = m.cluster_committed {
             self.metrics.proposals_committed.set(committed.index as i64);
+        }
+    }
+
+    /// Why this member cannot write any more, if its Raft core stopped on a storage error (a
+    /// failed WAL, backend or snapshot write, e.g. a full disk). The member then refuses
+    /// requests, reports itself unhealthy and exits.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.borrow().clone()
+    }
+
+    /// Records the first storage failure, with one log line saying what happens next.
+    fn fail(&self, reason: String) {
+        self.failure.send_if_modified(|failure| {
+            if failure.is_some() {
+                return false;
+            }
+            tracing::error!(
+                error = %reason,
+                data_dir = %self.config.data_dir().display(),
+                "cannot write to the data directory (is the disk full?); as etcd treats a failed \
+                 WAL write, this member stops: restart it once the disk is writable again"
+            );
+            *failure = Some(reason);
+            true
+        });
+    }
+
+    /// Waits for a storage failure; its reason.
+    async fn failed(&self) -> String {
+        let mut rx = self.failure.subscribe();
+        match rx.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone().unwrap_or_default(),
+            Err(_) => std::future::pending().await,
+        }
+    }
+
+    /// `etcdserver: server stopped` once the storage failed.
+    fn check_writable(&self) -> Result<(), EtcdError> {
+        if self.failure.borrow().is_some() {
+            Err(EtcdError::Stopped)
+        } else {
+            Ok(())
         }
     }
 
@@ -806,13 +870,19 @@ impl StoreHandle {
         &self.addrs
     }
 
-    /// Serves until a listener fails, the process receives Ctrl-C / SIGTERM, or the member is
+    /// Serves until a listener fails, the process receives Ctrl-C / SIGTERM, the member is
     /// removed from the cluster (then, as etcd, it serves one more second, so the answer to
-    /// its own removal goes out, and stops without error).
+    /// its own removal goes out, and stops without error), or its storage fails (then it
+    /// stops with an error after [`FAILURE_GRACE`], so the process exits non-zero and a
+    /// supervisor can restart it, as etcd exits on a failed WAL write).
     pub async fn wait(mut self) -> std::io::Result<()> {
         let result = tokio::select! {
             Some(done) = self.tasks.join_next() => done.map_err(std::io::Error::other).and_then(|r| r),
             _ = shutdown_signal() => Ok(()),
+            reason = self.store.failed() => {
+                tokio::time::sleep(FAILURE_GRACE).await;
+                Err(std::io::Error::other(format!("stopped after a storage failure: {reason}")))
+            }
             _ = self.store.removed() => {
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 tracing::warn!(

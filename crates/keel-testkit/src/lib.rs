@@ -402,10 +402,16 @@ impl Server {
 
     /// Starts the process again on the same data dir and ports (after [`Server::kill`]).
     pub fn restart(&mut self) {
-        self.kill();
-        if let Err(e) = self.spawn().and_then(|()| self.wait_ready()) {
+        if let Err(e) = self.try_restart() {
             panic!("restart failed: {e}");
         }
+    }
+
+    /// [`Server::restart`], returning why the process did not become ready (its log tail
+    /// included) instead of panicking.
+    pub fn try_restart(&mut self) -> Result<(), String> {
+        self.kill();
+        self.spawn().and_then(|()| self.wait_ready())
     }
 
     /// Whether the process is still running.
@@ -808,6 +814,59 @@ pub fn etcdctl(
         stdout,
         stderr,
     }
+}
+
+/// A minimal HTTP/1.1 GET returning (status code, body).
+pub fn http_get(endpoint: &str, path: &str) -> (u16, String) {
+    try_http_get(endpoint, path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`http_get`], returning a failure to connect or read instead of panicking.
+pub fn try_http_get(endpoint: &str, path: &str) -> Result<(u16, String), String> {
+    let mut s =
+        std::net::TcpStream::connect(endpoint).map_err(|e| format!("connect {endpoint}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .map_err(|e| e.to_string())?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {endpoint}\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| format!("GET {path}: {e}"))?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)
+        .map_err(|e| format!("GET {path}: {e}"))?;
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("GET {path}: malformed response {text:?}"))?;
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| format!("GET {path}: bad status line in {head:?}"))?;
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Ok((code, body))
+}
+
+/// Decodes an HTTP/1.1 chunked body.
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
 }
 
 /// Reads a whole file as bytes, with the path in the panic message.

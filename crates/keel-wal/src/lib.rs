@@ -12,11 +12,15 @@
 //! old segments never loses them. A new segment is started before a write once the current one
 //! has reached [`WalOptions::segment_bytes`]; batches never span segments.
 //!
-//! On [`Wal::open`] every segment is read and verified in order. Damage at the tail of the last
-//! segment that is not followed by a valid later batch is a torn, unacknowledged write: the file
-//! is truncated to the end of the last complete batch and fsynced. Any other damage (in a
-//! non-last segment, in a segment header, a broken chain between segments, a missing segment,
-//! or a damaged batch followed by a valid later one) is [`WalError::Corrupt`].
+//! On [`Wal::open`] every segment is read and verified in order. A torn write (the last batch
+//! cut short, or with sectors that never reached the disk and read back as zeros) can only
+//! damage the tail of the last segment: such damage is an unacknowledged write, and the file is
+//! truncated to the end of the last complete batch and fsynced. After a bad record the rest of
+//! the segment is scanned for valid records at every aligned offset (not only where the bad
+//! record's possibly damaged length points). Any other damage is [`WalError::Corrupt`] and
+//! nothing is truncated: in a non-last segment, in a segment header, a broken chain between
+//! segments, a missing segment, a bad record followed by a valid record of a later batch, or
+//! a bad record without a zeroed sector followed by any valid record.
 //!
 //! The live segment is kept zero-filled ahead of the write position, a few MiB at a time, so
 //! an append overwrites blocks that already exist: its fdatasync then flushes data only, with
@@ -24,6 +28,7 @@
 //! The zeros past the last batch read back as a torn tail and are trimmed on open; a segment
 //! is cut to its exact length before the next one starts.
 
+pub mod dir;
 mod record;
 mod segment;
 
@@ -147,10 +152,10 @@ pub struct Wal {
 }
 
 impl Wal {
-    /// Opens (creating `dir` and a first segment if missing) the log in `dir`, repairing a torn
-    /// tail, and returns it with everything it holds.
+    /// Opens (creating `dir`, durably, and a first segment if missing) the log in `dir`,
+    /// repairing a torn tail, and returns it with everything it holds.
     pub fn open(dir: &Path, opts: WalOptions) -> Result<(Wal, Recovered), WalError> {
-        fs::create_dir_all(dir)?;
+        dir::create_all(dir)?;
         let segments = segment::list(dir)?;
         let mut replay = Replay::default();
         let Some(last) = segments.last() else {
@@ -306,7 +311,7 @@ impl Wal {
         }
         if removed > 0 {
             self.segments.drain(..removed);
-            segment::sync_dir(&self.dir)?;
+            dir::sync(&self.dir)?;
         }
         Ok(())
     }
@@ -409,6 +414,18 @@ impl Wal {
     }
 }
 
+/// Whether the bad record at `off` of the last segment (the chain standing at `prev` before
+/// it) is a torn write: nothing valid follows it, or only records that may be the rest of its
+/// own batch while the damage holds a never-written (zeroed) sector. A bit flip followed by
+/// valid records, or any valid later batch, is corruption.
+fn torn_tail(data: &[u8], off: usize, prev: u32) -> bool {
+    match record::scan_after_damage(data, off, prev) {
+        record::AfterDamage::Nothing => true,
+        record::AfterDamage::SameBatch(next) => record::zeroed_sector(data, off, next),
+        record::AfterDamage::LaterBatch => false,
+    }
+}
+
 fn check_size(rec: &Record<'_>) -> Result<(), WalError> {
     let len = rec.body_len();
     if len > record::MAX_BODY {
@@ -465,7 +482,7 @@ impl Replay {
         let mut pending = Vec::new();
         while off < data.len() {
             let Some(d) = record::decode(data, off, prev) else {
-                if !last || good.len == 0 || record::later_batch_follows(data, off, prev) {
+                if !last || good.len == 0 || !torn_tail(data, off, prev) {
                     return Err(off);
                 }
                 break;

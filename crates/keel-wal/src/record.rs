@@ -127,12 +127,12 @@ pub(crate) struct Decoded<'a> {
 /// Decodes the record at `off`, chained from `prev`. `None` if it is incomplete, fails its CRC
 /// or is malformed.
 pub(crate) fn decode(data: &[u8], off: usize, prev: u32) -> Option<Decoded<'_>> {
-    let hdr = data.get(off..off.checked_add(HEADER)?)?;
+    let next = span(data, off)?;
+    let hdr = &data[off..off + HEADER];
     let len_field = u32::from_le_bytes(hdr[..4].try_into().ok()?);
     let stored = u32::from_le_bytes(hdr[4..].try_into().ok()?);
     let body_len = (len_field & !END_OF_BATCH) as usize;
-    let next = off.checked_add(padded(body_len)?)?;
-    let rest = data.get(off + HEADER..next)?;
+    let rest = &data[off + HEADER..next];
     let crc = crc32c_append(crc32c_append(prev, &hdr[..4]), rest);
     if crc != stored {
         return None;
@@ -168,36 +168,131 @@ pub(crate) fn peek_seed(data: &[u8]) -> u32 {
     }
 }
 
-/// Whether the bad record at `off` (the chain standing at `prev` before it) is followed by a
-/// valid record of a *later* batch. If so, its batch was acknowledged and the damage is
-/// corruption; if not, it is a torn tail write. Successors are found through the bad record's
-/// length field and chained from its stored CRC, or from its recomputed CRC when only the stored
-/// CRC field is damaged. A damaged length field makes successors unreachable, so such damage
-/// reads as a torn tail.
-pub(crate) fn later_batch_follows(data: &[u8], off: usize, prev: u32) -> bool {
-    let Some(hdr) = data.get(off..off + HEADER) else {
-        return false;
+/// Where the record claimed by the header at `off` ends, if the header is plausible: a known
+/// type with a size that fits it, inside `data`. Checked before any CRC is computed.
+fn span(data: &[u8], off: usize) -> Option<usize> {
+    let hdr = data.get(off..off.checked_add(HEADER + 1)?)?;
+    let body_len = (u32::from_le_bytes(hdr[..4].try_into().ok()?) & !END_OF_BATCH) as usize;
+    let fits = match hdr[HEADER] {
+        SEED => body_len == 5,
+        TRUNCATE | PURGE => body_len == 9,
+        ENTRY => body_len >= 9,
+        STATE => body_len >= 1,
+        _ => false,
     };
-    let len_field = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
-    let stored = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]);
-    let body_len = (len_field & !END_OF_BATCH) as usize;
-    let Some(next) = padded(body_len).and_then(|p| off.checked_add(p)) else {
-        return false;
+    let next = off.checked_add(padded(body_len)?)?;
+    (fits && next <= data.len()).then_some(next)
+}
+
+/// Whether the length field at `off` carries the end-of-batch flag.
+fn ends_batch(data: &[u8], off: usize) -> bool {
+    data.get(off + 3).is_some_and(|b| b & 0x80 != 0)
+}
+
+/// The CRC stored in the header at `off`.
+fn stored_crc(data: &[u8], off: usize) -> Option<u32> {
+    let b = data.get(off + 4..off + HEADER)?;
+    Some(u32::from_le_bytes(b.try_into().ok()?))
+}
+
+/// How many bytes, per byte scanned, [`scan_after_damage`] may checksum before it gives up.
+const SCAN_BUDGET_PER_BYTE: usize = 4;
+
+/// The sector size a torn write is assumed to be made of: a sector is written whole or not at
+/// all, and one never written reads back as zeros.
+const SECTOR: usize = 512;
+
+/// What follows a bad record, as found by [`scan_after_damage`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterDamage {
+    /// No valid record: the damage reaches the end of the data.
+    Nothing,
+    /// Valid records that may belong to the bad record's own batch; the first starts here.
+    SameBatch(usize),
+    /// A valid record of a later batch (or the scan gave up, which counts the same).
+    LaterBatch,
+}
+
+/// Looks for valid records after the bad record at `off` (the chain standing at `prev` before
+/// it). A record of a *later* batch means the bad record's batch was acknowledged, so the
+/// damage is corruption; records of its own batch only are possible for a torn write.
+///
+/// Every 8-aligned offset `q` after `off` is tried as the start of a record, chained from an
+/// anchor: the stored CRC of a header that ends right before `q` by its own length field, or
+/// the bad record's stored CRC at any `q` (its length field may be the damaged part), or the
+/// bad record's recomputed CRC right after it (when only its CRC field is damaged). A record
+/// that decodes belongs to a later batch if its anchor carries the end-of-batch flag, or if its
+/// own chain passes a batch end and continues with another valid record. Zeros never decode
+/// (a length of 0 is no record). Chains already followed are not followed again, and the work
+/// is capped: past the cap the damage cannot be shown to be torn and counts as corruption.
+pub(crate) fn scan_after_damage(data: &[u8], off: usize, prev: u32) -> AfterDamage {
+    let Some(bad_crc) = stored_crc(data, off) else {
+        return AfterDamage::Nothing;
     };
-    let Some(rest) = data.get(off + HEADER..next) else {
-        return false;
-    };
-    let computed = crc32c_append(crc32c_append(prev, &hdr[..4]), rest);
-    [stored, computed].into_iter().any(|seed| {
-        let (mut boundary, mut prev, mut at) = (len_field & END_OF_BATCH != 0, seed, next);
-        while let Some(d) = decode(data, at, prev) {
+    let bad_end = ends_batch(data, off);
+    let mut budget = SCAN_BUDGET_PER_BYTE * (data.len() - off) + (1 << 20);
+    let mut walked = std::collections::HashSet::new();
+    let mut first = None;
+    // Follows the chain from `q`, seeded by `seed`, after an anchor that ends its batch if
+    // `boundary`. `true` if it proves a later batch or the budget is spent.
+    let mut later = |q: usize, seed: u32, mut boundary: bool| -> bool {
+        let (mut at, mut prev) = (q, seed);
+        while !walked.contains(&at) {
+            let Some(next) = span(data, at) else {
+                break;
+            };
+            let Some(rest) = budget.checked_sub(next - at) else {
+                return true;
+            };
+            budget = rest;
+            let Some(d) = decode(data, at, prev).filter(|d| !matches!(d.rec, Record::Seed(_)))
+            else {
+                break;
+            };
             if boundary {
                 return true;
             }
+            walked.insert(at);
+            first = Some(first.map_or(at, |f: usize| f.min(at)));
             (boundary, prev, at) = (d.end, d.crc, d.next);
         }
         false
-    })
+    };
+    let mut found = false;
+    if let Some(next) = span(data, off) {
+        let hdr = &data[off..off + HEADER];
+        let computed = crc32c_append(crc32c_append(prev, &hdr[..4]), &data[off + HEADER..next]);
+        found = later(next, computed, bad_end);
+    }
+    let mut q = off + HEADER;
+    while !found && q + HEADER <= data.len() {
+        found = later(q, bad_crc, bad_end)
+            || match (span(data, q), stored_crc(data, q)) {
+                (Some(next), Some(crc)) => later(next, crc, ends_batch(data, q)),
+                _ => false,
+            };
+        q += HEADER;
+    }
+    match (found, first) {
+        (true, _) => AfterDamage::LaterBatch,
+        (false, Some(at)) => AfterDamage::SameBatch(at),
+        (false, None) => AfterDamage::Nothing,
+    }
+}
+
+/// Whether `data[from..to]` holds a whole never-written sector: a piece between two sector
+/// boundaries (or `from`/`to`) that is all zeros. Damage without one is not a torn write.
+pub(crate) fn zeroed_sector(data: &[u8], from: usize, to: usize) -> bool {
+    let mut at = from;
+    while at < to {
+        let end = (at / SECTOR + 1) * SECTOR;
+        let piece = &data[at..end.min(to)];
+        if piece.iter().all(|&b| b == 0) {
+            return true;
+        }
+        at = end;
+    }
+    false
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Segment files: naming, listing, atomic creation and directory fsync.
+//! Segment files: naming, listing and atomic, durable creation.
 //!
 //! A segment is named `{seq:016x}-{first_index:016x}.wal`. It is first written in full (its
 //! header batch) as `<name>.tmp`, fsynced, renamed into place and the directory fsynced, so a
@@ -55,15 +55,10 @@ pub(crate) fn list(dir: &Path) -> io::Result<Vec<Segment>> {
         }
     }
     if removed_tmp {
-        sync_dir(dir)?;
+        crate::dir::sync(dir)?;
     }
     segments.sort_by_key(|s| s.seq);
     Ok(segments)
-}
-
-/// Fsyncs a directory so that file creations, renames and deletions in it are durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 /// Creates segment `seq` holding `header`, durably, and returns it open for appending.
@@ -84,7 +79,7 @@ pub(crate) fn create(
     file.write_all(header)?;
     file.sync_all()?;
     fs::rename(&tmp, &path)?;
-    sync_dir(dir)?;
+    crate::dir::sync(dir)?;
     let segment = Segment {
         seq,
         first_index,

@@ -150,12 +150,34 @@ fn torn_middle_of_last_batch_drops_the_batch() {
     };
     wal.append(&batch).expect("append");
     drop(wal);
-    // A sector inside the second record of the batch never reached the disk.
+    // A sector inside the second record of the batch never reached the disk (sectors are
+    // aligned to file offsets).
     let seg = &segments(tmp.path())[0];
     let f = OpenOptions::new().write(true).open(seg).expect("open");
-    f.write_all_at(&[0; 512], start + 700)
+    f.write_all_at(&[0; 512], (start + 700).next_multiple_of(512))
         .expect("zero a sector");
     check_repaired(tmp.path(), 3, 600);
+}
+
+/// Asserts that opening (with or without zero-fill) reports corruption at `offset` of `seg`
+/// and truncates nothing.
+fn assert_corrupt(dir: &Path, zero_fill: bool, seg: &Path, offset: u64, what: &str) {
+    let before = len(seg);
+    let opened = if zero_fill {
+        open_zero_filled(dir, 1 << 20)
+    } else {
+        open(dir, 1 << 20)
+    };
+    match opened {
+        Err(WalError::Corrupt {
+            segment,
+            offset: at,
+        }) => {
+            assert_eq!((segment.as_path(), at), (seg, offset), "{what}");
+        }
+        other => panic!("{what}: expected corruption, got {other:?}"),
+    }
+    assert_eq!(len(seg), before, "{what}: nothing was truncated");
 }
 
 #[test]
@@ -165,23 +187,76 @@ fn damage_followed_by_later_batches_is_corruption() {
     let ends = write(&mut wal, 1..=9, 20);
     drop(wal);
     let seg = &segments(tmp.path())[0];
-    // Every byte of the entry record opening batch 5 but its length field (a damaged length
-    // hides its successors). The record is 40 bytes: 8 header, 1 type, 8 index, 20 data, 3 pad.
+    // Each batch is an entry record of 40 bytes (8 header, 1 type, 8 index, 20 data, 3 pad)
+    // and a state record of 16. Batch 5 has four batches after it; batch 8 only the last one,
+    // so a damaged length field there leaves a single later batch to find.
     assert_eq!(ends[4] - ends[3], 40 + 16);
-    for at in ends[3] + 4..ends[3] + 40 {
-        xor_byte(seg, at, 0x55);
-        match open(tmp.path(), 1 << 20) {
-            Err(WalError::Corrupt { segment, offset }) => {
-                assert_eq!((&segment, offset), (seg, ends[3]), "flip at {at}");
+    for batch in [5, 8] {
+        let start = ends[batch - 2];
+        for at in start..ends[batch - 1] {
+            let record = if at < start + 40 { start } else { start + 40 };
+            for mask in [0x01, 0x10, 0x55, 0x80] {
+                xor_byte(seg, at, mask);
+                let what = format!("batch {batch}: flip {mask:#x} at {at}");
+                assert_corrupt(tmp.path(), false, seg, record, &what);
+                xor_byte(seg, at, mask);
             }
-            other => panic!("flip at {at}: expected corruption, got {other:?}"),
         }
-        assert_eq!(len(seg), ends[8], "nothing was truncated");
-        xor_byte(seg, at, 0x55);
     }
-    // The same damage in the last batch is a torn tail.
-    xor_byte(seg, ends[7] + 12, 0x55);
+    // A record whose length now points past the end of the file, with later batches intact.
+    let pristine = fs::read(seg).expect("read");
+    let f = OpenOptions::new().write(true).open(seg).expect("open");
+    f.write_all_at(&0x7fff_0000_u32.to_le_bytes(), ends[3])
+        .expect("damage a length");
+    assert_corrupt(tmp.path(), false, seg, ends[3], "length past the end");
+    fs::write(seg, &pristine).expect("restore");
+    // Damage in the last record of the last batch is indistinguishable from a torn write.
+    xor_byte(seg, ends[7] + 44, 0x55);
     check_repaired(tmp.path(), 8, 20);
+}
+
+#[test]
+fn damage_in_the_last_batch_is_torn_only_if_a_torn_write_explains_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut wal, _) = open(tmp.path(), 1 << 20).expect("open");
+    let ends = write(&mut wal, 1..=6, 20);
+    drop(wal);
+    let seg = &segments(tmp.path())[0];
+    let pristine = fs::read(seg).expect("read");
+    let start = ends[4];
+    for at in start..ends[5] {
+        fs::write(seg, &pristine).expect("restore");
+        xor_byte(seg, at, 0x55);
+        if at < start + 40 {
+            // A flipped bit in the entry record, with its batch's state record intact after
+            // it: a torn write leaves zeros, never flipped bits.
+            assert_corrupt(tmp.path(), false, seg, start, &format!("flip at {at}"));
+        } else {
+            check_repaired(tmp.path(), 5, 20);
+        }
+    }
+}
+
+#[test]
+fn damage_before_a_zero_filled_tail_is_corruption() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut wal, _) = open_zero_filled(tmp.path(), 1 << 20).expect("open");
+    write(&mut wal, 1..=6, 20);
+    drop(wal);
+    let seg = &segments(tmp.path())[0];
+    let data = fs::read(seg).expect("read");
+    assert!(data.ends_with(&[0; 4096]), "the tail is zero-filled");
+    // The header batch is 16 bytes (Seed) and each batch 56: flip bits in the length of
+    // batch 3, which then points into later batches or into the zeros.
+    let record = 16 + 2 * 56;
+    for at in record..record + 4 {
+        for mask in [0x04, 0x40] {
+            xor_byte(seg, at, mask);
+            let what = format!("flip {mask:#x} at {at}");
+            assert_corrupt(tmp.path(), true, seg, record, &what);
+            xor_byte(seg, at, mask);
+        }
+    }
 }
 
 #[test]

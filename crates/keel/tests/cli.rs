@@ -7,8 +7,6 @@
 //! `KEEL_TEST_TARGET=etcd` checks them against the real etcd; `keel --help` and
 //! `--emulated-etcd-version` are keel's own and always run the keel binary.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,7 +17,7 @@ use keel_proto::etcdserverpb::request_op::Request;
 use keel_proto::etcdserverpb::{
     MemberListRequest, PutRequest, RequestOp, StatusRequest, TxnRequest,
 };
-use keel_testkit::{Flavor, Server, ServerOpts, keel_bin, store_command, target_flavor};
+use keel_testkit::{Flavor, Server, ServerOpts, http_get, keel_bin, store_command, target_flavor};
 
 /// How long a rejected command line may take to exit.
 const EXIT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -242,52 +240,6 @@ async fn emulated_etcd_version_is_reported_by_status() {
         .expect("Status")
         .into_inner();
     assert_eq!(st.version, "3.5.13");
-}
-
-/// A minimal HTTP/1.1 GET returning (status code, body).
-fn http_get(endpoint: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(endpoint).unwrap_or_else(|e| panic!("connect {endpoint}: {e}"));
-    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {endpoint}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)
-        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("GET {path}: malformed response {text:?}"));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("GET {path}: bad status line in {head:?}"));
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    (code, body)
-}
-
-/// Decodes an HTTP/1.1 chunked body.
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 || rest.len() < n {
-            break;
-        }
-        out.push_str(&rest[..n]);
-        body = rest[n..].trim_start_matches("\r\n");
-    }
-    out
 }
 
 #[test]

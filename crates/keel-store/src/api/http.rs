@@ -20,9 +20,12 @@ pub fn router(store: Arc<Store>) -> Router {
 
 type State = axum::extract::State<Arc<Store>>;
 
-/// `{"health":"true","reason":""}` when the member has a leader and no alarm, else 503.
+/// `{"health":"true","reason":""}` when the member can write, has a leader and no alarm, else
+/// 503 with etcd's reason (a member that cannot write fails etcd's health range).
 async fn health(axum::extract::State(store): State) -> impl IntoResponse {
-    let reason = if store.leader() == 0 {
+    let reason = if store.failure().is_some() {
+        format!("RANGE ERROR:{}", crate::api::error::EtcdError::Stopped)
+    } else if store.leader() == 0 {
         "RAFT NO LEADER".to_string()
     } else if let Some(alarm) = store.alarms().first() {
         let name = keel_proto::etcdserverpb::AlarmType::try_from(alarm.alarm)

@@ -6,6 +6,15 @@
 //! fsync. An append is reported flushed to openraft (its `IOFlushed` callback) only after that
 //! fsync, which is what makes a write acknowledged only once durable.
 //!
+//! The WAL's state record holds the vote, the last purged log id and the commit point (etcd's
+//! HardState). The commit point is not synced on its own: like etcd, which writes the HardState
+//! with the next Ready and syncs only for entries or a vote, it rides in the next batch the WAL
+//! thread writes, or in a state-only batch after [`COMMIT_SYNC_DELAY`] of idleness. So the
+//! durable commit point trails the real one by at most one batch, and never passes the durable
+//! log (an entry is submitted before it can be committed, and jobs are written in order). On
+//! open, a log that ends before the durable commit point has lost acknowledged entries (a
+//! damaged or truncated WAL) and the member refuses to start.
+//!
 //! openraft numbers entries from 0 and the WAL from 1: WAL index = Raft index + 1.
 
 use std::collections::BTreeMap;
@@ -14,7 +23,8 @@ use std::io;
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Duration;
 
 use keel_wal::{Batch, Wal, WalOptions};
 use openraft::entry::RaftEntry;
@@ -33,8 +43,12 @@ pub struct LogStore {
     shared: Arc<Shared>,
 }
 
+/// How long the WAL thread waits, idle, before it writes a commit point that changed since
+/// the last batch on its own.
+pub const COMMIT_SYNC_DELAY: Duration = Duration::from_millis(100);
+
 struct Shared {
-    cache: RwLock<Cache>,
+    cache: Arc<RwLock<Cache>>,
     jobs: mpsc::Sender<Job>,
 }
 
@@ -43,20 +57,28 @@ struct Cache {
     entries: BTreeMap<u64, Entry>,
     vote: Option<Vote>,
     purged: Option<LogId>,
+    committed: Option<LogId>,
+    /// The commit point state records carry: the last one a batch made durable (or recovered).
+    committed_written: Option<LogId>,
 }
 
 impl Cache {
-    /// The state record kept in the WAL: the vote and the last purged log id.
+    /// The state record kept in the WAL: `vote_len: u8`, the vote, `purged_len: u8`, the last
+    /// purged log id, then the durable commit point (each log id 0 or 16 bytes). Records written before
+    /// the commit point was kept end after a bare purged log id (0 or 16 bytes, no length).
     fn state(&self) -> Vec<u8> {
         let vote = self
             .vote
             .as_ref()
             .map(codec::encode_vote)
             .unwrap_or_default();
-        let mut out = Vec::with_capacity(1 + vote.len() + 16);
+        let purged = codec::encode_log_id(self.purged.as_ref());
+        let mut out = Vec::with_capacity(2 + vote.len() + 32);
         out.push(vote.len() as u8);
         out.extend_from_slice(&vote);
-        out.extend_from_slice(&codec::encode_log_id(self.purged.as_ref()));
+        out.push(purged.len() as u8);
+        out.extend_from_slice(&purged);
+        out.extend_from_slice(&codec::encode_log_id(self.committed_written.as_ref()));
         out
     }
 
@@ -70,8 +92,41 @@ impl Cache {
         } else {
             Some(codec::decode_vote(vote)?)
         };
-        self.purged = codec::decode_log_id(&state[1 + vote_len..])?;
+        let rest = &state[1 + vote_len..];
+        if matches!(rest.len(), 0 | 16) {
+            self.purged = codec::decode_log_id(rest)?;
+            return Ok(());
+        }
+        let purged_len = rest[0] as usize;
+        let purged = rest
+            .get(1..1 + purged_len)
+            .ok_or_else(|| invalid("truncated WAL state"))?;
+        self.purged = codec::decode_log_id(purged)?;
+        self.committed = codec::decode_log_id(&rest[1 + purged_len..])?;
+        self.committed_written = self.committed;
         Ok(())
+    }
+
+    /// The last log id in the log, the purge point if it holds no entries.
+    fn last_log_id(&self) -> Option<LogId> {
+        self.entries
+            .values()
+            .next_back()
+            .map(|e| e.log_id())
+            .or(self.purged)
+    }
+
+    /// The state record to add to a WAL batch after which the log ends at WAL index
+    /// `wal_last`, if the commit point changed since the last one written and that batch makes
+    /// it durable (a leader may commit an entry its own WAL thread has not written yet); it
+    /// counts as written from here on.
+    fn take_committed_state(&mut self, wal_last: u64) -> Option<Vec<u8>> {
+        let durable = self.committed.is_none_or(|c| c.index < wal_last);
+        if self.committed == self.committed_written || !durable {
+            return None;
+        }
+        self.committed_written = self.committed;
+        Some(self.state())
     }
 }
 
@@ -106,21 +161,32 @@ impl LogStore {
         if let Some(state) = &recovered.state {
             cache.restore_state(state)?;
         }
-        for (wal_index, bytes) in &recovered.entries {
+        // Entries up to a purge point whose WAL purge record did not make it are gone.
+        let purged = cache.purged.map_or(0, |p| p.index + 1);
+        for (wal_index, bytes) in recovered.entries.iter().filter(|e| e.0 > purged) {
             let index = wal_index - 1;
             cache
                 .entries
                 .insert(index, codec::decode_entry(index, bytes)?);
         }
+        let last = cache.last_log_id().map(|id| id.index);
+        if let Some(committed) = cache.committed.filter(|c| Some(c.index) > last) {
+            return Err(invalid(&format!(
+                "wal in {}: the log ends at index {} but index {} was committed; acknowledged \
+                 entries are missing (a damaged or truncated WAL), refusing to start",
+                dir.display(),
+                last.map_or_else(|| "(none)".to_string(), |i| i.to_string()),
+                committed.index,
+            )));
+        }
+        let cache = Arc::new(RwLock::new(cache));
         let (jobs, rx) = mpsc::channel();
+        let wal_cache = cache.clone();
         std::thread::Builder::new()
             .name("keel-wal".into())
-            .spawn(move || run_wal(wal, rx, metrics))?;
+            .spawn(move || run_wal(wal, rx, &wal_cache, metrics))?;
         Ok(LogStore {
-            shared: Arc::new(Shared {
-                cache: RwLock::new(cache),
-                jobs,
-            }),
+            shared: Arc::new(Shared { cache, jobs }),
         })
     }
 
@@ -155,9 +221,25 @@ impl LogStore {
 }
 
 /// The WAL thread: takes every job queued so far, writes runs of appends as one batch with one
-/// fdatasync, then completes their callbacks.
-fn run_wal(mut wal: Wal, rx: mpsc::Receiver<Job>, metrics: Arc<Metrics>) {
-    while let Ok(first) = rx.recv() {
+/// fdatasync, then completes their callbacks. Idle for [`COMMIT_SYNC_DELAY`], it writes a
+/// changed commit point on its own.
+fn run_wal(mut wal: Wal, rx: mpsc::Receiver<Job>, cache: &RwLock<Cache>, metrics: Arc<Metrics>) {
+    loop {
+        let first = match rx.recv_timeout(COMMIT_SYNC_DELAY) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => {
+                let state = cache.write().take_committed_state(wal.last_index());
+                if state.is_some() {
+                    let batch = Batch {
+                        state,
+                        ..Batch::default()
+                    };
+                    flush(&mut wal, Some((batch, Vec::new())), cache, &metrics);
+                }
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
         let mut jobs = vec![first];
         jobs.extend(rx.try_iter());
         let mut pending: Option<(Batch, Vec<Done>)> = None;
@@ -175,25 +257,39 @@ fn run_wal(mut wal: Wal, rx: mpsc::Receiver<Job>, metrics: Arc<Metrics>) {
                         }
                         dones.push(done);
                     } else {
-                        flush(&mut wal, pending.take(), &metrics);
+                        flush(&mut wal, pending.take(), cache, &metrics);
                         pending = Some((batch, vec![done]));
                     }
                 }
                 Job::Purge { upto, done } => {
-                    flush(&mut wal, pending.take(), &metrics);
+                    flush(&mut wal, pending.take(), cache, &metrics);
                     let result = wal.purge(upto).map_err(|e| e.to_string());
                     done.complete(&result);
                 }
             }
         }
-        flush(&mut wal, pending, &metrics);
+        flush(&mut wal, pending, cache, &metrics);
     }
 }
 
-fn flush(wal: &mut Wal, pending: Option<(Batch, Vec<Done>)>, metrics: &Metrics) {
-    let Some((batch, dones)) = pending else {
+/// Writes one batch, with the commit point added if it changed, and completes its callbacks.
+fn flush(
+    wal: &mut Wal,
+    pending: Option<(Batch, Vec<Done>)>,
+    cache: &RwLock<Cache>,
+    metrics: &Metrics,
+) {
+    let Some((mut batch, dones)) = pending else {
         return;
     };
+    let wal_last = match (batch.entries.last(), batch.truncate_from) {
+        (Some(&(index, _)), _) => index,
+        (None, Some(from)) => wal.last_index().min(from.saturating_sub(1)),
+        (None, None) => wal.last_index(),
+    };
+    if let Some(state) = cache.write().take_committed_state(wal_last) {
+        batch.state = Some(state);
+    }
     let result = match wal.append(&batch) {
         Ok(stats) => {
             metrics.wal_fsync.observe(stats.sync.as_secs_f64());
@@ -234,16 +330,20 @@ impl RaftLogStorage<KeelRaft> for LogStore {
 
     async fn get_log_state(&mut self) -> io::Result<LogState<KeelRaft>> {
         let cache = self.shared.cache.read();
-        let last = cache
-            .entries
-            .values()
-            .next_back()
-            .map(|e| e.log_id())
-            .or(cache.purged);
         Ok(LogState {
             last_purged_log_id: cache.purged,
-            last_log_id: last,
+            last_log_id: cache.last_log_id(),
         })
+    }
+
+    /// Keeps the commit point for the next WAL batch (see the module docs): no sync of its own.
+    async fn save_committed(&mut self, committed: Option<LogId>) -> io::Result<()> {
+        self.shared.cache.write().committed = committed;
+        Ok(())
+    }
+
+    async fn read_committed(&mut self) -> io::Result<Option<LogId>> {
+        Ok(self.shared.cache.read().committed)
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -323,4 +423,37 @@ impl RaftLogStorage<KeelRaft> for LogStore {
 
 fn invalid(msg: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_round_trips_and_reads_the_format_without_commit_point() {
+        let mut cache = Cache {
+            purged: Some(codec::log_id(2, 7)),
+            committed: Some(codec::log_id(3, 9)),
+            ..Cache::default()
+        };
+        assert!(
+            cache.take_committed_state(9).is_none(),
+            "entry 9 not durable"
+        );
+        let state = cache.take_committed_state(10).expect("entry 9 durable");
+        let mut back = Cache::default();
+        back.restore_state(&state).expect("restore");
+        assert_eq!(
+            (back.purged, back.committed),
+            (cache.purged, cache.committed)
+        );
+        assert!(back.take_committed_state(10).is_none(), "already written");
+
+        // Vote length 0, then a bare purged log id: no commit point.
+        let mut old = vec![0];
+        old.extend_from_slice(&codec::encode_log_id(cache.purged.as_ref()));
+        let mut back = Cache::default();
+        back.restore_state(&old).expect("restore");
+        assert_eq!((back.purged, back.committed), (cache.purged, None));
+    }
 }

@@ -1,0 +1,114 @@
+//! A damaged or shortened WAL stops the member with a clear error instead of silently dropping
+//! acknowledged writes, as etcd refuses to start on a corrupt WAL.
+//!
+//! - A flipped bit in the length field of a record in the middle of the live segment, with
+//!   acknowledged batches after it: the member exits non-zero naming the corrupt segment, and
+//!   the segment is left untouched (no "torn tail" truncation).
+//! - A log that ends before the persisted commit point (here the last entries removed with a
+//!   Truncate record, which is what any undetected loss of the tail looks like): the member
+//!   exits non-zero saying acknowledged entries are missing.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use keel_testkit::kv::put;
+use keel_testkit::{Flavor, Server};
+use keel_wal::{Batch, Wal, WalOptions};
+
+/// Puts acknowledged before the damage.
+const PUTS: usize = 40;
+
+/// The live (highest-named) WAL segment of `server`.
+fn live_segment(server: &Server) -> PathBuf {
+    let dir = server.data_dir.join("member/wal");
+    let mut segs: Vec<_> = fs::read_dir(&dir)
+        .expect("read wal dir")
+        .map(|d| d.expect("dirent").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
+        .collect();
+    segs.sort();
+    segs.pop().expect("a WAL segment")
+}
+
+/// Offsets of the records in a segment (`len: u32` with the end-of-batch flag in bit 31, then
+/// the CRC and the body, padded to 8 bytes), up to the zero-filled tail.
+fn record_offsets(data: &[u8]) -> Vec<usize> {
+    let mut offsets = Vec::new();
+    let mut off = 0;
+    while off + 8 <= data.len() {
+        let len = u32::from_le_bytes(data[off..off + 4].try_into().unwrap()) & !(1 << 31);
+        if len == 0 {
+            break;
+        }
+        offsets.push(off);
+        off += (8 + len as usize).next_multiple_of(8);
+    }
+    offsets
+}
+
+async fn started_with_writes() -> Server {
+    let server = Server::start(Flavor::Keel);
+    for i in 0..PUTS {
+        put(&server, &format!("k/{i:03}")).await.expect("put");
+    }
+    server
+}
+
+/// Restarts `server` and returns its log, asserting that it did not become ready but exited
+/// non-zero.
+fn assert_refuses_to_start(server: &mut Server) -> String {
+    let err = server
+        .try_restart()
+        .expect_err("the member must refuse to start");
+    assert!(err.contains("exited with"), "{err}");
+    assert_ne!(server.wait_exit(Duration::from_secs(5)), Some(0), "{err}");
+    err
+}
+
+#[tokio::test]
+async fn flipped_length_bit_mid_segment_stops_the_member() {
+    let mut server = started_with_writes().await;
+    server.kill();
+    let seg = live_segment(&server);
+    let mut data = fs::read(&seg).expect("read segment");
+    let offsets = record_offsets(&data);
+    assert!(offsets.len() > PUTS, "{} records", offsets.len());
+    let at = offsets[offsets.len() / 2];
+    data[at] ^= 0x04;
+    fs::write(&seg, &data).expect("damage a length field");
+
+    let err = assert_refuses_to_start(&mut server);
+    assert!(
+        err.contains("wal corrupt") && err.contains(&format!("at offset {at}")),
+        "{err}"
+    );
+    assert_eq!(
+        fs::read(&seg).expect("read segment"),
+        data,
+        "nothing truncated"
+    );
+}
+
+#[tokio::test]
+async fn log_shorter_than_its_commit_point_stops_the_member() {
+    let mut server = started_with_writes().await;
+    // Let the commit point of the last write reach the WAL.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.kill();
+    truncate_last(&server.data_dir.join("member/wal"), 5);
+
+    let err = assert_refuses_to_start(&mut server);
+    assert!(err.contains("acknowledged entries are missing"), "{err}");
+}
+
+/// Drops the last `n` entries of the WAL in `dir`.
+fn truncate_last(dir: &Path, n: u64) {
+    let (mut wal, _) = Wal::open(dir, WalOptions::default()).expect("open wal");
+    let from = wal.last_index() - n + 1;
+    wal.append(&Batch {
+        truncate_from: Some(from),
+        ..Batch::default()
+    })
+    .expect("truncate");
+}
