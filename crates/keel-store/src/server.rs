@@ -115,6 +115,7 @@ impl Store {
             Arc::new(Mvcc::open(&dir.join("snap").join("db")).map_err(|e| storage(e.into()))?);
         let log =
             LogStore::open(&dir.join("wal"), metrics.clone()).map_err(|e| storage(e.into()))?;
+        sync_layout(&config.data_dir(), &dir).map_err(|e| storage(e.into()))?;
         let min_lease_ttl =
             crate::lease::min_lease_ttl(config.heartbeat_interval, config.election_timeout);
         let applier = Arc::new(
@@ -722,6 +723,20 @@ async fn serve_peers(listeners: Vec<TcpListener>, service: PeerService) {
         });
     }
     while servers.join_next().await.is_some() {}
+}
+
+/// Fsyncs the folders of the data dir from the backend file's up to the data dir's parent, so
+/// that what a first start created (the folders, the WAL folder, the backend file) survives a
+/// power cut; later changes in each folder are fsynced where they are made.
+fn sync_layout(data_dir: &Path, member: &Path) -> std::io::Result<()> {
+    let parent = match data_dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    for dir in [&member.join("snap"), member, data_dir, parent] {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
 }
 
 /// Removes snapshots a crash left half received.
