@@ -113,8 +113,8 @@ impl Store {
         let metrics = Arc::new(Metrics::new());
         let mvcc =
             Arc::new(Mvcc::open(&dir.join("snap").join("db")).map_err(|e| storage(e.into()))?);
-        let log =
-            LogStore::open(&dir.join("wal"), metrics.clone()).map_err(|e| storage(e.into()))?;
+        let log = LogStore::open(&dir.join("wal"), config.wal_segment_bytes, metrics.clone())
+            .map_err(|e| storage(e.into()))?;
         sync_layout(&config.data_dir(), &dir).map_err(|e| storage(e.into()))?;
         let min_lease_ttl =
             crate::lease::min_lease_ttl(config.heartbeat_interval, config.election_timeout);
