@@ -5,8 +5,9 @@
 //! Here the data dir lives on a `keel_lazyfs` mount, which keeps everything not yet made
 //! durable in a volatile layer that a cut drops (see that crate for what is durable when).
 //!
-//! One `keel store` runs with a small `--snapshot-count`, so that snapshots and WAL purges
-//! (segment rolls, deletes, directory fsyncs) happen every few hundred milliseconds. Each
+//! One `keel store` runs with a small `--snapshot-count` and small WAL segments (the hidden
+//! `--wal-segment-bytes`), so that snapshots, segment rolls and WAL purges (segment deletes,
+//! directory fsyncs) happen every few hundred milliseconds. Each
 //! round, concurrent writers put unique keys and record every acknowledged put; at a random
 //! moment the power is cut (every later filesystem call fails with EIO), the process is
 //! killed, the filesystem unmounted and mounted again with the durable state alone, and the
@@ -15,7 +16,7 @@
 //! new write above it. Some rounds cut the power again while the restarted store is still
 //! recovering (replaying its WAL, repairing a torn tail) before it serves.
 //!
-//! `KEEL_POWER_CUTS` sets the number of cuts (50 by default); the cut moments come from a
+//! `KEEL_POWER_CUTS` sets the number of cuts (80 by default); the cut moments come from a
 //! seeded PRNG whose seed is printed, replayable with `KEEL_TEST_SEED`. Needs FUSE (root and
 //! `/dev/fuse`, as CI has); elsewhere it is skipped, saying so, and in CI a skip is a failure.
 
@@ -25,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::acked::{Acked, Writers, put_after_restart, verify};
-use common::{Rng, SeedReport, Server, ServerOpts, base_seed, target_flavor};
+use common::{Flavor, Rng, SeedReport, Server, ServerOpts, base_seed, target_flavor};
 use keel_lazyfs::LazyFs;
 
 /// Concurrent writers per round.
@@ -34,6 +35,8 @@ const WRITERS: usize = 4;
 const PREFIX: &str = "pl/";
 /// Entries between snapshots (each followed by a WAL purge).
 const SNAPSHOT_COUNT: &str = "--snapshot-count=40";
+/// A WAL segment size (keel only) that makes purges delete segments every few snapshots.
+const WAL_SEGMENT_BYTES: &str = "--wal-segment-bytes=4096";
 
 /// A backing folder, the mountpoint the store's data dir lives under, and the mount.
 struct Disk {
@@ -76,6 +79,19 @@ impl Disk {
     }
 }
 
+/// The names of the WAL segment files in `data_dir` (their sequence numbers tell how many
+/// rolls there were; the missing ones were purged).
+fn wal_segments(data_dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(data_dir.join("member").join("wal"))
+        .map(|d| {
+            d.filter_map(|e| Some(e.ok()?.file_name().to_string_lossy().into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_power_cuts() {
     let tmp = tempfile::Builder::new()
@@ -88,7 +104,7 @@ async fn acknowledged_writes_survive_power_cuts() {
     };
     let cuts: usize = std::env::var("KEEL_POWER_CUTS")
         .map(|s| s.parse().expect("KEEL_POWER_CUTS must be a number"))
-        .unwrap_or(50);
+        .unwrap_or(80);
     let seed = base_seed();
     let guard = SeedReport {
         test: "power_loss",
@@ -96,12 +112,16 @@ async fn acknowledged_writes_survive_power_cuts() {
     };
     eprintln!("power_loss: {cuts} cuts, seed {seed}");
     let mut rng = Rng::new(seed);
+    let flavor = target_flavor();
     let opts = ServerOpts {
         data_dir: Some(disk.mnt.join("data")),
-        args: vec![SNAPSHOT_COUNT.to_string()],
+        args: match flavor {
+            Flavor::Keel => vec![SNAPSHOT_COUNT.into(), WAL_SEGMENT_BYTES.into()],
+            Flavor::Etcd => vec![SNAPSHOT_COUNT.into()],
+        },
         ..Default::default()
     };
-    let mut server = Server::start_with(target_flavor(), opts);
+    let mut server = Server::start_with(flavor, opts);
     let started = Instant::now();
     let mut all = Acked::new();
     let mut max_rev = 1;
@@ -131,9 +151,10 @@ async fn acknowledged_writes_survive_power_cuts() {
         let key = format!("{PREFIX}after/{round}");
         max_rev = put_after_restart(&mut server, &key, max_rev, &context).await;
     }
+    let segments = wal_segments(&server.data_dir);
     eprintln!(
         "power_loss: {cuts} cuts (+{recovery_cuts} during recovery), {} acknowledged writes \
-         kept, revision {max_rev}, in {:.1?}",
+         kept, revision {max_rev}, in {:.1?}; WAL segments now: {segments:?}",
         all.len(),
         started.elapsed()
     );
