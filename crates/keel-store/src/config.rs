@@ -107,6 +107,10 @@ pub struct Config {
     /// Number of committed entries between log snapshots (after which the WAL is purged).
     #[arg(long, env = "ETCD_SNAPSHOT_COUNT", default_value_t = 10_000)]
     pub snapshot_count: u64,
+    /// Size in bytes at which a WAL segment is closed and the next one started (64 MiB, as in
+    /// etcd). Hidden: only tests that want segment rolls and purges to happen often set it.
+    #[arg(long, hide = true, default_value_t = 64 * 1024 * 1024)]
+    pub wal_segment_bytes: u64,
     /// Time (in milliseconds) of a heartbeat interval.
     #[arg(long, env = "ETCD_HEARTBEAT_INTERVAL", default_value_t = 100)]
     pub heartbeat_interval: u64,

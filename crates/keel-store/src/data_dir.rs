@@ -15,8 +15,9 @@
 //! and tools that look for etcd's backend path find keel's. The `*.incoming.*` and `*.tmp`
 //! files are scratch: a crash can leave them behind, and [`DataDir::create`] removes them.
 //!
-//! Every directory is created with its parent fsynced, so a power cut right after start
-//! cannot lose a folder a later fsynced file lives in.
+//! Every directory is created with its parent fsynced, and [`DataDir::sync`] fsyncs the chain
+//! from `member/snap` up to the data folder's parent once the backend and WAL are open, so a
+//! power cut right after a first start cannot lose a folder that fsynced files live in.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -43,8 +44,8 @@ impl DataDir {
     /// files a crash left behind.
     pub fn create(root: impl Into<PathBuf>) -> io::Result<DataDir> {
         let dir = DataDir::new(root);
-        create_dir_durably(&dir.snap())?;
-        create_dir_durably(&dir.wal())?;
+        keel_wal::dir::create_all(&dir.snap())?;
+        keel_wal::dir::create_all(&dir.wal())?;
         for entry in std::fs::read_dir(dir.snap())? {
             let entry = entry?;
             let name = entry.file_name();
@@ -56,6 +57,25 @@ impl DataDir {
             }
         }
         Ok(dir)
+    }
+
+    /// Fsyncs `member/snap`, `member/wal`, `member`, the data folder and its parent, making
+    /// every entry in them durable (the backend file and the WAL's first segment included).
+    pub fn sync(&self) -> io::Result<()> {
+        let parent = match self.root.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        for dir in [
+            self.snap(),
+            self.wal(),
+            self.member(),
+            self.root.clone(),
+            parent,
+        ] {
+            keel_wal::dir::sync(&dir)?;
+        }
+        Ok(())
     }
 
     /// The data folder itself (`--data-dir`).
@@ -111,30 +131,6 @@ fn next_scratch_number() -> u64 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// `create_dir_all`, fsyncing the parent of every folder it creates.
-fn create_dir_durably(dir: &Path) -> io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
-    }
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        create_dir_durably(parent)?;
-    }
-    match std::fs::create_dir(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(()),
-        Err(e) => return Err(e),
-    }
-    sync_parent(dir)
-}
-
-/// Makes the entry of `path` in its parent directory durable.
-pub fn sync_parent(path: &Path) -> io::Result<()> {
-    match path.parent().filter(|p| !p.as_os_str().is_empty()) {
-        Some(parent) => std::fs::File::open(parent)?.sync_all(),
-        None => std::fs::File::open(".")?.sync_all(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +147,7 @@ mod tests {
         std::fs::write(dir.backend(), b"kept").unwrap();
         assert_ne!(incoming, dir.incoming_snapshot());
         let dir = DataDir::create(dir.root()).unwrap();
+        dir.sync().unwrap();
         assert!(!incoming.exists() && !copy.exists());
         assert_eq!(std::fs::read(dir.backend()).unwrap(), b"kept");
     }

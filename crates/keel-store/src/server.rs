@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -31,6 +30,7 @@ use tonic::transport::server::TcpIncoming;
 use crate::api::error::EtcdError;
 use crate::coalesce::Coalesced;
 use crate::config::{Config, ConfigError};
+use crate::data_dir::DataDir;
 use crate::identity::{Identity, IdentityError};
 use crate::metrics::Metrics;
 use crate::raft::leadership::{Leadership, RaftView};
@@ -81,6 +81,7 @@ pub struct Store {
     peer_server: tokio::task::JoinHandle<()>,
     metrics: Arc<Metrics>,
     config: Config,
+    data: DataDir,
     member_id: u64,
     cluster_id: u64,
     term: AtomicU64,
@@ -110,20 +111,18 @@ impl Store {
     /// restart); in a cluster, linearizable reads wait for the leader's read index instead.
     pub async fn open(config: Config) -> Result<Arc<Store>, StartError> {
         config.validate()?;
-        let dir = config.data_dir().join("member");
         let storage = |source: Box<dyn std::error::Error + Send + Sync>| StartError::Storage {
             path: config.data_dir().display().to_string(),
             source,
         };
-        keel_wal::dir::create_all(&dir.join("snap")).map_err(|e| storage(e.into()))?;
-        remove_incoming_snapshots(&dir.join("snap")).map_err(|e| storage(e.into()))?;
+        let data = DataDir::create(config.data_dir()).map_err(|e| storage(e.into()))?;
+        let dir = data.member();
         let metrics = Arc::new(Metrics::new());
-        let mvcc =
-            Arc::new(Mvcc::open(&dir.join("snap").join("db")).map_err(|e| storage(e.into()))?);
-        // A backend file just created (and leftover snapshots removed) must survive a power cut.
-        keel_wal::dir::sync(&dir.join("snap")).map_err(|e| storage(e.into()))?;
-        let log =
-            LogStore::open(&dir.join("wal"), metrics.clone()).map_err(|e| storage(e.into()))?;
+        let mvcc = Arc::new(Mvcc::open(&data.backend()).map_err(|e| storage(e.into()))?);
+        let log = LogStore::open(&data.wal(), config.wal_segment_bytes, metrics.clone())
+            .map_err(|e| storage(e.into()))?;
+        // The backend and WAL files just created must survive a power cut.
+        data.sync().map_err(|e| storage(e.into()))?;
         let min_lease_ttl =
             crate::lease::min_lease_ttl(config.heartbeat_interval, config.election_timeout);
         let applier = Arc::new(
@@ -223,7 +222,7 @@ impl Store {
                 metrics: metrics.clone(),
                 roster: roster.clone(),
                 request_timeout: config.request_timeout(),
-                snap_dir: dir.join("snap"),
+                data: data.clone(),
             },
         ));
         let store = Arc::new(Store {
@@ -234,6 +233,7 @@ impl Store {
             peer_server,
             metrics,
             config,
+            data,
             member_id,
             cluster_id,
             term: AtomicU64::new(0),
@@ -295,6 +295,11 @@ impl Store {
     /// The configuration this member runs with.
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The member's data folder.
+    pub fn data_dir(&self) -> &DataDir {
+        &self.data
     }
 
     /// The MVCC store.
@@ -786,21 +791,6 @@ async fn serve_peers(listeners: Vec<TcpListener>, service: PeerService) {
         });
     }
     while servers.join_next().await.is_some() {}
-}
-
-/// Removes snapshots a crash left half received.
-fn remove_incoming_snapshots(snap_dir: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(snap_dir)? {
-        let entry = entry?;
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(crate::raft::state_machine::INCOMING_PREFIX)
-        {
-            std::fs::remove_file(entry.path())?;
-        }
-    }
-    Ok(())
 }
 
 /// A running store serving clients.

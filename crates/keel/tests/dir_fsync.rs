@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use keel_testkit::{Flavor, READY_TIMEOUT, Server, tail};
 use keel_proto::etcdserverpb::PutRequest;
 use keel_proto::etcdserverpb::kv_client::KvClient;
+use keel_testkit::{Flavor, READY_TIMEOUT, Server, tail};
 
 /// The quoted path arguments of a trace line, in order.
 fn quoted(line: &str) -> Vec<&str> {

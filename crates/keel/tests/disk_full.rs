@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use keel_testkit::{CtlVersion, Flavor, Server, etcdctl, try_http_get};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::{PutRequest, RangeRequest};
+use keel_testkit::{CtlVersion, Flavor, Server, etcdctl, try_http_get};
 
 /// Size of the tmpfs holding the data dir: room to start, then filled up.
 const TMPFS_SIZE: &str = "64m";

@@ -129,23 +129,12 @@ impl MaintenanceService {
 
 /// Writes a consistent copy of the backend to a temporary file and opens it for streaming.
 fn snapshot_file(store: &Store) -> Result<std::fs::File, EtcdError> {
-    let dir = store.config().data_dir().join("member").join("snap");
-    let tmp = tempfile_path(&dir);
+    let tmp = store.data_dir().snapshot_tmp();
     store.mvcc().write_snapshot(&tmp)?;
     let file = std::fs::File::open(&tmp).map_err(|e| EtcdError::Internal(e.to_string()));
     // The open handle keeps the data readable; the name can go now.
     let _ = std::fs::remove_file(&tmp);
     file
-}
-
-fn tempfile_path(dir: &std::path::Path) -> std::path::PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    dir.join(format!(
-        "snapshot-{}-{}.tmp",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ))
 }
 
 /// Streams the snapshot in etcd's shape: chunks with the bytes remaining, then one last

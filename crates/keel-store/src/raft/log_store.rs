@@ -154,9 +154,14 @@ enum Job {
 }
 
 impl LogStore {
-    /// Opens the WAL in `dir` and loads the surviving log into memory.
-    pub fn open(dir: &Path, metrics: Arc<Metrics>) -> io::Result<LogStore> {
-        let (wal, recovered) = Wal::open(dir, WalOptions::default()).map_err(io::Error::other)?;
+    /// Opens the WAL in `dir` (segments of `segment_bytes`) and loads the surviving log into
+    /// memory.
+    pub fn open(dir: &Path, segment_bytes: u64, metrics: Arc<Metrics>) -> io::Result<LogStore> {
+        let opts = WalOptions {
+            segment_bytes,
+            ..WalOptions::default()
+        };
+        let (wal, recovered) = Wal::open(dir, opts).map_err(io::Error::other)?;
         let mut cache = Cache::default();
         if let Some(state) = &recovered.state {
             cache.restore_state(state)?;

@@ -5,7 +5,6 @@
 //! Messages addressed to another cluster or another member are refused with
 //! FailedPrecondition, as etcd refuses a peer whose cluster id does not match.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -22,6 +21,7 @@ use super::membership::{REMOVED, Roster};
 use super::state_machine::SnapshotReceiver;
 use super::{Applied, Proposal, RaftNode, codec, wire};
 use crate::api::error::EtcdError;
+use crate::data_dir::DataDir;
 use crate::metrics::Metrics;
 
 /// Serves Raft messages to this member's Raft node.
@@ -40,8 +40,8 @@ pub struct PeerService {
     pub roster: Arc<Roster>,
     /// How long a membership change may take (etcd's request timeout).
     pub request_timeout: Duration,
-    /// Where snapshots from the leader are received (`member/snap`).
-    pub snap_dir: PathBuf,
+    /// The data folder, where snapshots from the leader are received.
+    pub data: DataDir,
 }
 
 impl PeerService {
@@ -202,8 +202,8 @@ impl Peer for PeerService {
         let header = first.header;
         let vote = codec::decode_vote(&first.vote).map_err(invalid)?;
         let storage = |e: std::io::Error| Status::internal(format!("receiving a snapshot: {e}"));
-        let dir = self.snap_dir.clone();
-        let mut receiver = blocking(move || SnapshotReceiver::create(&dir))
+        let data = self.data.clone();
+        let mut receiver = blocking(move || SnapshotReceiver::create(&data))
             .await
             .map_err(storage)?;
         let mut received = 0;

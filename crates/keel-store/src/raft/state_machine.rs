@@ -39,6 +39,7 @@ use super::codec::{self, LogId};
 use super::{Applied, KeelRaft, Proposal, ProposalOp};
 use crate::api::error::EtcdError;
 use crate::auth::{AuthOp, AuthProposal, AuthStore};
+use crate::data_dir::DataDir;
 use crate::lease::{self, LeaseOp, LeaseProposal, LeaseRecord, Lessor};
 use crate::metrics::Metrics;
 use crate::watch::WatchHub;
@@ -94,15 +95,10 @@ pub struct SnapshotReceiver {
     membership: Option<Vec<u8>>,
 }
 
-/// The prefix of the files snapshots are received into (left-overs are removed at start).
-pub const INCOMING_PREFIX: &str = "db.incoming.";
-
 impl SnapshotReceiver {
-    /// A receiver writing into a new file in `snap_dir`.
-    pub fn create(snap_dir: &Path) -> io::Result<SnapshotReceiver> {
-        static RECEIVED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = RECEIVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = snap_dir.join(format!("{INCOMING_PREFIX}{n}"));
+    /// A receiver writing into a new scratch file of `data` ([`DataDir::incoming_snapshot`]).
+    pub fn create(data: &DataDir) -> io::Result<SnapshotReceiver> {
+        let path = data.incoming_snapshot();
         let writer = SnapshotWriter::create(&path).map_err(io::Error::other)?;
         Ok(SnapshotReceiver {
             writer: Some(writer),
