@@ -469,20 +469,27 @@ impl Store {
         while let Some((leader, addr)) = self.remote_leader() {
             let wait = match self.link.propose(leader, &addr, &proposal, deadline).await {
                 // etcd's answer when a new leader was elected while the write waited.
-                Ok(Applied::Rejected(EtcdError::Timeout))
+                Ok((Applied::Rejected(EtcdError::Timeout), _))
                     if ![0, leader].contains(&self.leader()) =>
                 {
                     self.metrics.proposals_failed.inc();
                     return Err(EtcdError::TimeoutDueToLeaderFail);
                 }
-                Ok(Applied::Rejected(EtcdError::NoLeader)) if self.leader() != 0 => pause,
+                Ok((Applied::Rejected(EtcdError::NoLeader), _)) if self.leader() != 0 => pause,
                 // Not carried out (rather than applied and refused, e.g. for a compacted revision).
-                Ok(Applied::Rejected(e @ (EtcdError::NoLeader | EtcdError::Timeout))) => {
+                Ok((Applied::Rejected(e @ (EtcdError::NoLeader | EtcdError::Timeout)), _)) => {
                     self.metrics.proposals_failed.inc();
                     return Err(e);
                 }
-                Ok(Applied::Rejected(e)) => return Err(e),
-                Ok(applied) => return Ok(applied),
+                Ok((applied, index)) => {
+                    // As etcd, a write is answered once this member has applied it too, so its
+                    // client reads it here next (a refusal at apply time is applied as well).
+                    self.applied_by(index, deadline).await?;
+                    return match applied {
+                        Applied::Rejected(e) => Err(e),
+                        applied => Ok(applied),
+                    };
+                }
                 Err(Unsent) => Duration::ZERO,
             };
             if tokio::time::Instant::now() + wait >= deadline {
@@ -523,6 +530,25 @@ impl Store {
                 Err(EtcdError::Internal(e.to_string()))
             }
         }
+    }
+
+    /// Waits until this member has applied log `index`, or fails with etcd's timeout at
+    /// `deadline`.
+    async fn applied_by(
+        &self,
+        index: u64,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), EtcdError> {
+        if self.applied_index() >= index {
+            return Ok(());
+        }
+        let within = deadline.saturating_duration_since(tokio::time::Instant::now());
+        self.raft
+            .wait(Some(within))
+            .applied_index_at_least(Some(index), "a forwarded write")
+            .await
+            .map(drop)
+            .map_err(|_| EtcdError::Timeout)
     }
 
     /// The leader, with its peer URL, when it is another member.

@@ -3,6 +3,7 @@
 //! - a follower killed (SIGKILL) with thousands of applied entries its backend had not made
 //!   durable answers, from its very first answer after the restart, at a revision no lower
 //!   than the one it answered before, with every key;
+//! - a client reads its own writes, serializably, on the follower it wrote through;
 //! - a member killed after it bootstrapped but before its cluster's first commit starts again;
 //! - the founding member of a cluster grown with `member add` restarts with the flags it was
 //!   first started with (one member in `--initial-cluster`);
@@ -16,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use common::kv::leader_of;
 use common::{Cluster, CtlOutput, CtlVersion, Flavor, Server, etcdctl, target_flavor};
-use keel_proto::etcdserverpb::PutRequest;
 use keel_proto::etcdserverpb::kv_client::KvClient;
+use keel_proto::etcdserverpb::{PutRequest, RangeRequest};
 
 /// How long a member may take to catch up or to start.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -156,6 +157,44 @@ async fn a_restarted_follower_never_answers_an_older_revision_than_before() {
         first.1
     );
     follower.wait_ready().expect("the follower serves");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_reads_its_own_writes_on_the_follower_it_wrote_through() {
+    let flavor = target_flavor();
+    let cluster = Cluster::start(flavor, 3, &[]);
+    let f = &cluster.members[a_follower(&cluster).await];
+    // One connection, as a client pinned to a member has: each read follows its write at once.
+    let mut kv = KvClient::new(f.channel().await);
+    for i in 0..200 {
+        let key = format!("ryw/{i:03}").into_bytes();
+        let put = PutRequest {
+            key: key.clone(),
+            value: b"v".to_vec(),
+            ..Default::default()
+        };
+        let written = kv.put(put).await.expect("put through the follower");
+        let written = written.into_inner().header.expect("a header").revision;
+        let read = RangeRequest {
+            key: key.clone(),
+            serializable: true,
+            ..Default::default()
+        };
+        let read = kv.range(read).await.expect("serializable get").into_inner();
+        let revision = read.header.expect("a header").revision;
+        assert!(
+            read.kvs.len() == 1 && revision >= written,
+            "write {i} at revision {written}, then read at revision {revision} with {} keys",
+            read.kvs.len()
+        );
+    }
+    // And as etcdctl does it, one process per command.
+    for i in 0..5 {
+        let key = format!("ctl/{i}");
+        ctl_ok(f, &["put", &key, "v"]);
+        let got = ctl_ok(f, &["get", &key, "--consistency=s", "--print-value-only"]);
+        assert_eq!(got.trim(), "v", "{key} read back on the follower");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
