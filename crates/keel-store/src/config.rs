@@ -305,6 +305,14 @@ impl Config {
             parse_url("advertise-client-urls", url)?;
         }
         self.peer_listen_addrs()?;
+        self.initial_members()?;
+        self.retention()?;
+        Ok(())
+    }
+
+    /// Checks that `--initial-cluster` names this member with its advertised peer URLs, as a
+    /// member that bootstraps needs (one restarted on its data directory ignores the flag).
+    pub fn validate_initial_cluster(&self) -> Result<(), ConfigError> {
         let members = self.initial_members()?;
         let Some((_, urls)) = members.iter().find(|(name, _)| *name == self.name) else {
             return Err(ConfigError::BadCluster(format!(
@@ -324,7 +332,6 @@ impl Config {
                 self.initial_advertise_peer_urls
             )));
         }
-        self.retention()?;
         Ok(())
     }
 }
@@ -414,6 +421,7 @@ mod tests {
         assert_eq!(c.quota_bytes(), DEFAULT_QUOTA_BYTES);
         assert_eq!(c.retention().unwrap(), None);
         c.validate().unwrap();
+        c.validate_initial_cluster().unwrap();
     }
 
     #[test]
@@ -461,10 +469,11 @@ mod tests {
                 .validate()
                 .is_err()
         );
-        assert!(parse(&["--name", "x"]).validate().is_err());
+        assert!(parse(&["--initial-cluster", "default"]).validate().is_err());
+        assert!(parse(&["--name", "x"]).validate_initial_cluster().is_err());
         assert!(
             parse(&["--initial-cluster", "default=http://a:1,b=http://b:1"])
-                .validate()
+                .validate_initial_cluster()
                 .is_err()
         );
     }

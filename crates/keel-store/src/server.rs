@@ -3,8 +3,8 @@
 //! [`Store`] owns the Raft node, the WAL-backed log and the applied MVCC state, and offers the
 //! API layer three things: [`Store::propose`] for writes, [`Store::read_barrier`] before
 //! linearizable reads, and [`Store::header`] for response headers. [`StoreHandle::start`]
-//! opens everything, waits until the member has replayed its log and leads, then serves gRPC
-//! and HTTP on every client URL.
+//! opens everything, waits until a leader is known and the member has replayed its log, then
+//! serves gRPC and HTTP on every client URL.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -33,6 +33,7 @@ use crate::config::{Config, ConfigError};
 use crate::data_dir::DataDir;
 use crate::identity::{Identity, IdentityError};
 use crate::metrics::Metrics;
+use crate::raft::codec::LogId;
 use crate::raft::leadership::{Leadership, RaftView};
 use crate::raft::log_store::LogStore;
 use crate::raft::membership::{self, Change, PeerUrls, Removal, Roster};
@@ -106,9 +107,10 @@ const FAILURE_GRACE: Duration = Duration::from_secs(1);
 
 impl Store {
     /// Opens the member's data directory, starts its Raft node and serves its peers; returns
-    /// once a leader is known. A single member returns once it has replayed every committed
-    /// entry and leads (so it never serves an older revision than one it acknowledged before a
-    /// restart); in a cluster, linearizable reads wait for the leader's read index instead.
+    /// once a leader is known and this member has replayed its log (see
+    /// [`Store::wait_until_caught_up`]), so it never serves an older revision than one it
+    /// served before a restart. A data directory that holds a log or a vote is restarted as
+    /// it is: the `--initial-cluster*` flags count only when bootstrapping.
     pub async fn open(config: Config) -> Result<Arc<Store>, StartError> {
         config.validate()?;
         let storage = |source: Box<dyn std::error::Error + Send + Sync>| StartError::Storage {
@@ -128,19 +130,22 @@ impl Store {
         let applier = Arc::new(
             Applier::open(mvcc, metrics.clone(), min_lease_ttl).map_err(|e| storage(e.into()))?,
         );
-        let has_data = log.last_index() > 0 || applier.applied().is_some();
+        // The log as it stands now: replayed up to its end before serving.
+        let (start, started) = persisted_log(&log).await.map_err(|e| storage(e.into()))?;
+        let has_data = started || applier.applied().is_some();
+        if has_data {
+            tracing::info!(
+                "the data directory holds this member's state: --initial-cluster, \
+                 --initial-cluster-state and --initial-cluster-token are ignored"
+            );
+        } else {
+            config.validate_initial_cluster()?;
+        }
         let Identity {
             member_id,
             cluster_id,
         } = Identity::establish(&config, &dir, has_data).await?;
         let initial = config.initial_members()?;
-        let members: BTreeMap<u64, BasicNode> = initial
-            .iter()
-            .map(|(_, urls)| {
-                let id = crate::identity::member_id(urls, &config.initial_cluster_token);
-                (id, membership::node(urls))
-            })
-            .collect();
         let removal = Arc::new(Removal::default());
         let peer_urls = Arc::new(PeerUrls::default());
         let network = PeerNetwork {
@@ -185,7 +190,6 @@ impl Store {
                 .validate()
                 .map_err(|e| StartError::Raft(e.to_string()))?,
         );
-        let start_index = log.last_index();
         let raft = RaftNode::new(
             member_id,
             raft_config,
@@ -199,9 +203,22 @@ impl Store {
             member_id,
             Duration::from_millis(config.election_timeout),
         ));
-        if !has_data && config.initial_cluster_state == "new" {
+        // openraft's own notion of a member that has started before (a log entry or a vote):
+        // a member stopped after `initialize` but before its first commit is one.
+        let initialized = raft
+            .is_initialized()
+            .await
+            .map_err(|e| StartError::Raft(e.to_string()))?;
+        if !initialized && config.initial_cluster_state == "new" {
+            let members: BTreeMap<u64, BasicNode> = initial
+                .iter()
+                .map(|(_, urls)| {
+                    let id = crate::identity::member_id(urls, &config.initial_cluster_token);
+                    (id, membership::node(urls))
+                })
+                .collect();
             // Before serving peers, so no member can vote before it knows the membership.
-            raft.initialize(members.clone())
+            raft.initialize(members)
                 .await
                 .map_err(|e| StartError::Raft(e.to_string()))?;
         }
@@ -246,11 +263,7 @@ impl Store {
             peer_urls,
             failure: tokio::sync::watch::Sender::new(None),
         });
-        if members.len() > 1 {
-            store.wait_for_leader().await?;
-        } else {
-            store.wait_until_caught_up(start_index).await?;
-        }
+        store.wait_until_caught_up(start).await?;
         // Known now, before any request or the lease loop looks at them.
         store.mirror_raft_metrics(&store.raft.metrics().borrow_and_update());
         if store.leader() == member_id {
@@ -266,27 +279,31 @@ impl Store {
         Ok(store)
     }
 
-    async fn wait_until_caught_up(&self, start_index: u64) -> Result<(), StartError> {
-        let me = self.member_id;
-        self.raft
-            .wait(Some(Duration::from_secs(60)))
-            .metrics(
-                |m| {
-                    m.current_leader == Some(me)
-                        && m.last_applied.is_some_and(|a| a.index >= start_index)
-                },
-                "leader with the log replayed",
-            )
-            .await
-            .map_err(|e| StartError::Raft(e.to_string()))?;
-        Ok(())
-    }
-
-    /// Waits, without limit, until the cluster has a leader (etcd serves clients only then).
-    async fn wait_for_leader(&self) -> Result<(), StartError> {
+    /// Waits, without limit, until a leader is known and this member has applied its log up
+    /// to `start` (its last entry when it started) or up to the cluster's commit index,
+    /// whichever is lower (etcd's ReadyNotify after replaying the WAL). Everything this member
+    /// applied, and so answered, before a restart is at or below both: it never answers with
+    /// a revision lower than one it answered before. The commit index is the leader's latest
+    /// (openraft restores none), so entries of the local log that the leader replaces are not
+    /// waited for. Which members the flags list plays no part.
+    async fn wait_until_caught_up(&self, start: Option<LogId>) -> Result<(), StartError> {
         self.raft
             .wait(None)
-            .metrics(|m| m.current_leader.is_some(), "a leader")
+            .metrics(
+                |m| {
+                    let Some(start) = start else {
+                        return m.current_leader.is_some();
+                    };
+                    let Some(committed) =
+                        m.cluster_committed.filter(|_| m.current_leader.is_some())
+                    else {
+                        return false;
+                    };
+                    let target = start.index.min(committed.index);
+                    m.last_applied.is_some_and(|a| a.index >= target)
+                },
+                "a leader, with the log replayed",
+            )
             .await
             .map_err(|e| StartError::Raft(e.to_string()))?;
         Ok(())
@@ -469,20 +486,27 @@ impl Store {
         while let Some((leader, addr)) = self.remote_leader() {
             let wait = match self.link.propose(leader, &addr, &proposal, deadline).await {
                 // etcd's answer when a new leader was elected while the write waited.
-                Ok(Applied::Rejected(EtcdError::Timeout))
+                Ok((Applied::Rejected(EtcdError::Timeout), _))
                     if ![0, leader].contains(&self.leader()) =>
                 {
                     self.metrics.proposals_failed.inc();
                     return Err(EtcdError::TimeoutDueToLeaderFail);
                 }
-                Ok(Applied::Rejected(EtcdError::NoLeader)) if self.leader() != 0 => pause,
+                Ok((Applied::Rejected(EtcdError::NoLeader), _)) if self.leader() != 0 => pause,
                 // Not carried out (rather than applied and refused, e.g. for a compacted revision).
-                Ok(Applied::Rejected(e @ (EtcdError::NoLeader | EtcdError::Timeout))) => {
+                Ok((Applied::Rejected(e @ (EtcdError::NoLeader | EtcdError::Timeout)), _)) => {
                     self.metrics.proposals_failed.inc();
                     return Err(e);
                 }
-                Ok(Applied::Rejected(e)) => return Err(e),
-                Ok(applied) => return Ok(applied),
+                Ok((applied, index)) => {
+                    // As etcd, a write is answered once this member has applied it too, so its
+                    // client reads it here next (a refusal at apply time is applied as well).
+                    self.applied_by(index, deadline).await?;
+                    return match applied {
+                        Applied::Rejected(e) => Err(e),
+                        applied => Ok(applied),
+                    };
+                }
                 Err(Unsent) => Duration::ZERO,
             };
             if tokio::time::Instant::now() + wait >= deadline {
@@ -529,6 +553,25 @@ impl Store {
                 Err(EtcdError::Internal(e.to_string()))
             }
         }
+    }
+
+    /// Waits until this member has applied log `index`, or fails with etcd's timeout at
+    /// `deadline`.
+    async fn applied_by(
+        &self,
+        index: u64,
+        deadline: tokio::time::Instant,
+    ) -> Result<(), EtcdError> {
+        if self.applied_index() >= index {
+            return Ok(());
+        }
+        let within = deadline.saturating_duration_since(tokio::time::Instant::now());
+        self.raft
+            .wait(Some(within))
+            .applied_index_at_least(Some(index), "a forwarded write")
+            .await
+            .map(drop)
+            .map_err(|_| EtcdError::Timeout)
     }
 
     /// The leader, with its peer URL, when it is another member.
@@ -791,6 +834,16 @@ async fn serve_peers(listeners: Vec<TcpListener>, service: PeerService) {
         });
     }
     while servers.join_next().await.is_some() {}
+}
+
+/// What the log holds at start: the id of its last entry (purged or not), and whether it
+/// holds an entry or a vote (what openraft counts as a member that has started before).
+async fn persisted_log(log: &LogStore) -> std::io::Result<(Option<LogId>, bool)> {
+    use openraft::storage::RaftLogStorage;
+    let mut log = log.clone();
+    let last = log.get_log_state().await?.last_log_id;
+    let vote = openraft::RaftLogReader::read_vote(&mut log).await?;
+    Ok((last, last.is_some() || vote.is_some()))
 }
 
 /// A running store serving clients.

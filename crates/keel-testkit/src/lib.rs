@@ -116,10 +116,11 @@ pub fn etcd35_bin() -> PathBuf {
     )
 }
 
-/// The `keel` binary: `KEEL_BIN` if set, else the one cargo built beside the running test
-/// (a test binary lives in `target/<profile>/deps/`, the `keel` binary in `target/<profile>/`).
+/// The `keel` binary under test: `KEEL_TEST_KEEL` if set (e.g. a release build), else the
+/// one cargo built beside the running test (a test binary lives in `target/<profile>/deps/`,
+/// the `keel` binary in `target/<profile>/`).
 pub fn keel_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("KEEL_BIN") {
+    if let Some(p) = std::env::var_os("KEEL_TEST_KEEL") {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().expect("the path of the running test");
@@ -131,7 +132,7 @@ pub fn keel_bin() -> PathBuf {
     assert!(
         bin.is_file(),
         "{} does not exist: build it with `cargo build -p keel` (cargo does so for the keel \
-         crate's own tests), or point KEEL_BIN at a keel binary",
+         crate's own tests), or point KEEL_TEST_KEEL at a keel binary",
         bin.display()
     );
     bin
@@ -313,8 +314,8 @@ impl Server {
         (bin, args, env)
     }
 
-    /// Starts the process.
-    fn spawn(&mut self) -> Result<(), String> {
+    /// Starts the process without waiting for it to serve (see [`Server::wait_ready`]).
+    pub fn spawn(&mut self) -> Result<(), String> {
         self.starts += 1;
         self.log_path = self.scratch.join(format!("server-{}.log", self.starts));
         let log = File::create(&self.log_path).expect("create server log");
@@ -345,7 +346,7 @@ impl Server {
     }
 
     /// Waits until the process logs that it serves clients.
-    fn wait_ready(&mut self) -> Result<(), String> {
+    pub fn wait_ready(&mut self) -> Result<(), String> {
         let (bin, args, _) = self.command();
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
@@ -577,20 +578,9 @@ impl Cluster {
     /// Starts `n` members of `flavor` together (each waits for the others to elect a leader),
     /// with `args` added to every member's command line.
     pub fn start(flavor: Flavor, n: usize, args: &[&str]) -> Cluster {
-        // Two ports per member, all distinct (a port just probed free can be handed out again).
-        let mut ports: Vec<u16> = Vec::new();
-        while ports.len() < 2 * n {
-            let port = free_port();
-            if !ports.contains(&port) {
-                ports.push(port);
-            }
-        }
-        let places = ports.chunks(2).map(|p| Place {
-            host: "127.0.0.1".to_string(),
-            netns: None,
-            ports: (p[0], p[1]),
-        });
-        Cluster::start_at(flavor, places.collect(), args)
+        let mut cluster = Cluster::unstarted(flavor, n, args);
+        cluster.spawn_all();
+        cluster
     }
 
     /// Starts one member of `flavor` in each namespace of `net`, on its address there.
@@ -604,13 +594,49 @@ impl Cluster {
     }
 
     fn start_at(flavor: Flavor, places: Vec<Place>, args: &[&str]) -> Cluster {
+        let mut cluster = Cluster::configure(flavor, places, args);
+        cluster.spawn_all();
+        cluster
+    }
+
+    /// Starts every member and waits until each serves clients.
+    fn spawn_all(&mut self) {
+        for m in &mut self.members {
+            m.spawn().unwrap_or_else(|e| panic!("{e}"));
+        }
+        for m in &mut self.members {
+            m.wait_ready().unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    /// `n` members of `flavor` on 127.0.0.1 set up as [`Cluster::start`] does, none started:
+    /// start each with [`Server::spawn`].
+    pub fn unstarted(flavor: Flavor, n: usize, args: &[&str]) -> Cluster {
+        // Two ports per member, all distinct (a port just probed free can be handed out again).
+        let mut ports: Vec<u16> = Vec::new();
+        while ports.len() < 2 * n {
+            let port = free_port();
+            if !ports.contains(&port) {
+                ports.push(port);
+            }
+        }
+        let places = ports.chunks(2).map(|p| Place {
+            host: "127.0.0.1".to_string(),
+            netns: None,
+            ports: (p[0], p[1]),
+        });
+        Cluster::configure(flavor, places.collect(), args)
+    }
+
+    /// The members of a cluster at `places`, not started.
+    fn configure(flavor: Flavor, places: Vec<Place>, args: &[&str]) -> Cluster {
         let initial = places
             .iter()
             .enumerate()
             .map(|(i, p)| format!("m{i}=http://{}:{}", p.host, p.ports.1))
             .collect::<Vec<_>>()
             .join(",");
-        let mut members: Vec<Server> = places
+        let members: Vec<Server> = places
             .into_iter()
             .enumerate()
             .map(|(i, place)| {
@@ -627,12 +653,6 @@ impl Cluster {
                 server
             })
             .collect();
-        for m in &mut members {
-            m.spawn().unwrap_or_else(|e| panic!("{e}"));
-        }
-        for m in &mut members {
-            m.wait_ready().unwrap_or_else(|e| panic!("{e}"));
-        }
         Cluster {
             members,
             args: args.iter().map(|a| a.to_string()).collect(),
@@ -690,12 +710,7 @@ impl Cluster {
         for m in &mut self.members {
             m.kill();
         }
-        for m in &mut self.members {
-            m.spawn().unwrap_or_else(|e| panic!("{e}"));
-        }
-        for m in &mut self.members {
-            m.wait_ready().unwrap_or_else(|e| panic!("{e}"));
-        }
+        self.spawn_all();
     }
 
     /// Every member's client endpoint (`127.0.0.1:port`), comma separated.

@@ -15,14 +15,15 @@ use std::time::Duration;
 
 use keel_proto::etcdserverpb::Member;
 use openraft::async_runtime::WatchReceiver;
-use openraft::errors::{ChangeMembershipError, ClientWriteError, RaftError};
+use openraft::errors::{ChangeMembershipError, ClientWriteError, Fatal, RaftError};
 use openraft::impls::BasicNode;
+use openraft::raft::ClientWriteResponse;
 use openraft::raft::Precondition;
 use openraft::{ChangeMembers, EntryPayload, Membership};
 use tokio::sync::Notify;
 
-use super::RaftNode;
 use super::state_machine::Applier;
+use super::{KeelRaft, RaftNode};
 use crate::api::error::EtcdError;
 use crate::identity::sorted;
 
@@ -205,29 +206,44 @@ impl Roster {
         members
     }
 
-    /// Makes `change` as the leader, within `timeout`; returns the log index at which it was
-    /// applied. Fails with `etcdserver: not leader` on any other member.
+    /// Makes `change` as the leader, within `timeout`; returns the log index a member must
+    /// have applied before it answers: the change's own. Fails with `etcdserver: not leader`
+    /// on any other member.
+    ///
+    /// A lone voter that takes on a second one is answered once the change is in its log
+    /// (fsynced, and in effect): with the single-step change openraft commits it only with
+    /// the new voter's acknowledgement, which etcd (committing a conf change under the old
+    /// configuration) does not wait for, and the new member starts only after the answer.
+    /// Its index is then the last one applied before the change.
     pub async fn reconfigure(&self, change: &Change, timeout: Duration) -> Result<u64, EtcdError> {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            let (step, observed) = {
+            let (step, observed, alone) = {
                 let metrics = self.raft.metrics();
                 let m = metrics.borrow_watched();
                 if m.current_leader != Some(self.member_id) {
                     return Err(EtcdError::NotLeader);
                 }
                 let step = self.plan(change, &m)?;
-                (step, *m.membership_config.log_id())
+                let voters = m.membership_config.membership().voter_ids();
+                let alone = voters.eq([self.member_id]);
+                (step, *m.membership_config.log_id(), alone)
             };
             let guard = [Precondition::LastMembershipLogId {
                 last_membership_log_id: observed,
             }];
             let written = match step {
+                Step::Append(membership) if alone && membership.voter_ids().count() == 2 => {
+                    match self.append_alone(membership, guard, deadline).await {
+                        Appended::InLog(applied) => return Ok(applied),
+                        Appended::Answered(written) => written,
+                    }
+                }
                 Step::Append(membership) => {
                     let append =
                         self.raft
                             .append_membership(membership, EntryPayload::Blank, guard);
-                    tokio::time::timeout_at(deadline, append).await
+                    tokio::time::timeout_at(deadline, append).await.ok()
                 }
                 Step::SetNodes(nodes) => {
                     let set = self.raft.change_membership_if(
@@ -235,17 +251,17 @@ impl Roster {
                         false,
                         guard,
                     );
-                    tokio::time::timeout_at(deadline, set).await
+                    tokio::time::timeout_at(deadline, set).await.ok()
                 }
             };
             match written {
-                Err(_) => return Err(EtcdError::Timeout),
-                Ok(Ok(resp)) => return Ok(resp.log_id.index),
-                Ok(Err(RaftError::APIError(e))) if is_transient(&e) => {
+                None => return Err(EtcdError::Timeout),
+                Some(Ok(resp)) => return Ok(resp.log_id.index),
+                Some(Err(RaftError::APIError(e))) if is_transient(&e) => {
                     // Another change, or this leader's first entry, is not committed yet.
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
+                Some(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f)))) => {
                     // A leader whose quorum has not acknowledged it lately names no other
                     // leader: it may still be one, so the change is tried again.
                     if f.leader_id.is_some() || tokio::time::Instant::now() >= deadline {
@@ -253,8 +269,46 @@ impl Roster {
                     }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                Ok(Err(e)) => return Err(EtcdError::Internal(e.to_string())),
+                Some(Err(e)) => return Err(EtcdError::Internal(e.to_string())),
             }
+        }
+    }
+
+    /// Appends `membership` (a second voter for this lone one) and returns as soon as it is
+    /// durable in this leader's log and in effect, with the index applied then; or with
+    /// openraft's answer when that comes first (a refusal, or the commit), or `None` at
+    /// `deadline`. The append goes on after an early return, until the new voter
+    /// acknowledges it.
+    async fn append_alone(
+        &self,
+        membership: Membership<u64, BasicNode>,
+        guard: [Precondition<KeelRaft>; 1],
+        deadline: tokio::time::Instant,
+    ) -> Appended {
+        let expected = membership.clone();
+        let raft = self.raft.clone();
+        let mut append = tokio::spawn(async move {
+            raft.append_membership(membership, EntryPayload::Blank, guard)
+                .await
+        });
+        let me = self.member_id;
+        let wait = self.raft.wait(None);
+        let in_log = wait.metrics(
+            move |m| {
+                let flushed = m
+                    .replication
+                    .as_ref()
+                    .and_then(|r| r.get(&me).cloned().flatten())
+                    .map(|id| id.index);
+                m.membership_config.membership() == &expected
+                    && flushed >= m.membership_config.log_id().map(|id| id.index)
+            },
+            "the membership change in the log",
+        );
+        tokio::select! {
+            Ok(m) = in_log => Appended::InLog(m.last_applied.map_or(0, |id| id.index)),
+            done = &mut append => Appended::Answered(Some(done.unwrap_or(Err(RaftError::Fatal(Fatal::Panicked))))),
+            () = tokio::time::sleep_until(deadline) => Appended::Answered(None),
         }
     }
 
@@ -425,6 +479,18 @@ pub fn heard_within(m: &openraft::RaftMetrics<super::KeelRaft>, id: u64, within:
         .as_ref()
         .and_then(|h| h.get(&id).cloned().flatten())
         .is_some_and(|at| openraft::Instant::elapsed(&*at) < within)
+}
+
+/// openraft's answer to a membership change.
+type Written =
+    Result<ClientWriteResponse<KeelRaft>, RaftError<KeelRaft, ClientWriteError<KeelRaft>>>;
+
+/// How far [`Roster::append_alone`] got.
+enum Appended {
+    /// The change is in the log; this member had applied up to this index.
+    InLog(u64),
+    /// openraft's answer came first (`None`: the deadline did).
+    Answered(Option<Written>),
 }
 
 /// How the leader makes a change.

@@ -328,6 +328,10 @@ pub struct LeaderLink {
     current: watch::Sender<u64>,
 }
 
+/// What the leader did with a forwarded write: its result, and the log index at which it
+/// applied it (0: not applied, or not known).
+pub type Forwarded = (Applied, u64);
+
 /// A forwarded write that was never sent: another member took over as leader while it was
 /// queued, so it may be sent to that one instead.
 #[derive(Debug)]
@@ -344,7 +348,7 @@ struct Forwarder {
 /// One forwarded write and where its result goes.
 struct Forward {
     proposal: Vec<u8>,
-    reply: oneshot::Sender<Result<Applied, Unsent>>,
+    reply: oneshot::Sender<Result<Forwarded, Unsent>>,
     /// When the write stops waiting for the leader, however long the calls ahead of it took.
     deadline: tokio::time::Instant,
 }
@@ -419,7 +423,7 @@ impl LeaderLink {
         }
     }
 
-    /// Has the leader propose `proposal` and returns what it applied, or [`Unsent`] if
+    /// Has the leader propose `proposal` and returns what it applied where, or [`Unsent`] if
     /// another member took over before the write was sent; gives up (timed out) at
     /// `deadline`.
     pub async fn propose(
@@ -428,10 +432,10 @@ impl LeaderLink {
         addr: &str,
         proposal: &Proposal,
         deadline: tokio::time::Instant,
-    ) -> Result<Applied, Unsent> {
+    ) -> Result<Forwarded, Unsent> {
         let queue = match self.queue(leader, addr) {
             Ok(queue) => queue,
-            Err(e) => return Ok(Applied::Rejected(e)),
+            Err(e) => return Ok((Applied::Rejected(e), 0)),
         };
         let (reply, answer) = oneshot::channel();
         let forward = Forward {
@@ -444,7 +448,7 @@ impl LeaderLink {
         // No answer at all (the task failed): the write may or may not have been sent.
         answer
             .await
-            .unwrap_or(Ok(Applied::Rejected(EtcdError::Timeout)))
+            .unwrap_or(Ok((Applied::Rejected(EtcdError::Timeout), 0)))
     }
 
     /// Has the leader make a membership change; returns the log index at which it applied it.
@@ -586,7 +590,7 @@ fn still_wanted(forward: Forward) -> Option<Forward> {
     if forward.deadline <= tokio::time::Instant::now() {
         let _ = forward
             .reply
-            .send(Ok(Applied::Rejected(EtcdError::Timeout)));
+            .send(Ok((Applied::Rejected(EtcdError::Timeout), 0)));
         return None;
     }
     Some(forward)
@@ -614,8 +618,9 @@ async fn send_batch(
     };
     metrics.sent_to(header.to, req.encoded_len());
     let every =
-        |error: &dyn Fn() -> EtcdError| (0..n).map(|_| Applied::Rejected(error())).collect();
-    let results: Vec<Applied> = match tokio::time::timeout_at(deadline, client.propose(req)).await {
+        |error: &dyn Fn() -> EtcdError| (0..n).map(|_| (Applied::Rejected(error()), 0)).collect();
+    let results: Vec<Forwarded> = match tokio::time::timeout_at(deadline, client.propose(req)).await
+    {
         Ok(Ok(resp)) => {
             let resp = resp.into_inner();
             metrics.received_from(header.to, resp.encoded_len());
@@ -685,7 +690,7 @@ mod tests {
     fn forward(
         bytes: usize,
         deadline: tokio::time::Instant,
-    ) -> (Forward, oneshot::Receiver<Result<Applied, Unsent>>) {
+    ) -> (Forward, oneshot::Receiver<Result<Forwarded, Unsent>>) {
         let (reply, answer) = oneshot::channel();
         let proposal = vec![0; bytes];
         (
@@ -731,9 +736,15 @@ mod tests {
         queue.send(second).unwrap();
 
         let first = first_answer.await.unwrap();
-        assert!(matches!(first, Ok(Applied::Rejected(EtcdError::Timeout))));
+        assert!(matches!(
+            first,
+            Ok((Applied::Rejected(EtcdError::Timeout), 0))
+        ));
         let second = second_answer.await.unwrap();
-        assert!(matches!(second, Ok(Applied::Rejected(EtcdError::Timeout))));
+        assert!(matches!(
+            second,
+            Ok((Applied::Rejected(EtcdError::Timeout), 0))
+        ));
         assert!(
             tokio::time::Instant::now() <= second_deadline,
             "answered {:?} after its deadline",
@@ -780,7 +791,7 @@ mod tests {
         assert_eq!((batch.len(), next.is_none()), (1, true));
         assert!(matches!(
             late_answer.await,
-            Ok(Ok(Applied::Rejected(EtcdError::Timeout)))
+            Ok(Ok((Applied::Rejected(EtcdError::Timeout), 0)))
         ));
     }
 
@@ -809,7 +820,7 @@ mod tests {
         // The write already sent is not handed back: it may yet be applied.
         assert!(matches!(
             sent_answer.await,
-            Ok(Ok(Applied::Rejected(EtcdError::Timeout)))
+            Ok(Ok((Applied::Rejected(EtcdError::Timeout), 0)))
         ));
     }
 

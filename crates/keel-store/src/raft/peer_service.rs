@@ -174,17 +174,21 @@ impl Peer for PeerService {
             .map_err(|e| Status::from(EtcdError::Internal(e.to_string())))?;
         let mut outcomes: Vec<_> = written
             .map(|written| match written {
-                Ok(Ok(resp)) => wire::outcome(resp.response),
+                Ok(Ok(resp)) => wire::outcome(resp.response, resp.log_id.index),
                 Ok(Err(ClientWriteError::ForwardToLeader(_))) => wire::not_appended(),
-                Ok(Err(e)) => wire::outcome(Applied::Rejected(EtcdError::Internal(e.to_string()))),
+                Ok(Err(e)) => {
+                    wire::outcome(Applied::Rejected(EtcdError::Internal(e.to_string())), 0)
+                }
                 Err(fatal) => {
-                    wire::outcome(Applied::Rejected(EtcdError::Internal(fatal.to_string())))
+                    wire::outcome(Applied::Rejected(EtcdError::Internal(fatal.to_string())), 0)
                 }
             })
             .collect()
             .await;
         // A stream cut short (openraft stopping) leaves the rest unknown, not failed silently.
-        outcomes.resize_with(n, || wire::outcome(Applied::Rejected(EtcdError::Timeout)));
+        outcomes.resize_with(n, || {
+            wire::outcome(Applied::Rejected(EtcdError::Timeout), 0)
+        });
         let answer = raftpb::ProposeResponse { outcomes };
         self.counted(req.header.as_ref(), req.encoded_len(), answer)
     }

@@ -193,8 +193,9 @@ pub fn transfer_response_from(
     })
 }
 
-/// The result of a forwarded proposal on the wire (a rejection as the status its client gets).
-pub fn outcome(applied: Applied) -> raftpb::ProposeOutcome {
+/// The result of a forwarded proposal on the wire (a rejection as the status its client gets),
+/// applied at log `index` (0: not applied).
+pub fn outcome(applied: Applied, index: u64) -> raftpb::ProposeOutcome {
     let wire = match applied {
         Applied::Put(r) => Wire::Put(r),
         Applied::DeleteRange(r) => Wire::DeleteRange(r),
@@ -210,6 +211,7 @@ pub fn outcome(applied: Applied) -> raftpb::ProposeOutcome {
     };
     raftpb::ProposeOutcome {
         applied: Some(wire),
+        index,
     }
 }
 
@@ -217,13 +219,14 @@ pub fn outcome(applied: Applied) -> raftpb::ProposeOutcome {
 pub fn not_appended() -> raftpb::ProposeOutcome {
     raftpb::ProposeOutcome {
         applied: Some(Wire::NotAppended(true)),
+        index: 0,
     }
 }
 
-/// The result of a forwarded proposal from the wire: [`EtcdError::NoLeader`] only for one
-/// [`not_appended`].
-pub fn applied_from(outcome: raftpb::ProposeOutcome) -> Applied {
-    match outcome.applied {
+/// The result of a forwarded proposal from the wire, with the log index the leader applied it
+/// at: [`EtcdError::NoLeader`] only for one [`not_appended`].
+pub fn applied_from(outcome: raftpb::ProposeOutcome) -> (Applied, u64) {
+    let applied = match outcome.applied {
         Some(Wire::Put(r)) => Applied::Put(r),
         Some(Wire::DeleteRange(r)) => Applied::DeleteRange(r),
         Some(Wire::Txn(r)) => Applied::Txn(r),
@@ -239,7 +242,8 @@ pub fn applied_from(outcome: raftpb::ProposeOutcome) -> Applied {
         None => Applied::Rejected(EtcdError::Internal(
             "the leader answered a forwarded write without a result".into(),
         )),
-    }
+    };
+    (applied, outcome.index)
 }
 
 /// An etcd error on the wire, as the status its client gets.
@@ -328,11 +332,11 @@ mod tests {
 
     #[test]
     fn only_a_write_refused_before_it_was_appended_comes_back_as_no_leader() {
-        let refused = applied_from(not_appended());
+        let (refused, _) = applied_from(not_appended());
         assert!(matches!(refused, Applied::Rejected(EtcdError::NoLeader)));
         // The same error as a write's result (which a follower must not try again) keeps
         // the leader's words but not the type.
-        let rejected = applied_from(outcome(Applied::Rejected(EtcdError::NoLeader)));
+        let (rejected, _) = applied_from(outcome(Applied::Rejected(EtcdError::NoLeader), 0));
         match rejected {
             Applied::Rejected(EtcdError::FromLeader { code, message }) => {
                 assert_eq!(
@@ -381,10 +385,10 @@ mod tests {
     fn applied_results_and_rejections_round_trip() {
         let put = keel_proto::etcdserverpb::PutResponse::default();
         assert!(matches!(
-            applied_from(outcome(Applied::Put(put.clone()))),
-            Applied::Put(p) if p == put
+            applied_from(outcome(Applied::Put(put.clone()), 7)),
+            (Applied::Put(p), 7) if p == put
         ));
-        let back = applied_from(outcome(Applied::Rejected(EtcdError::LeaseNotFound)));
+        let (back, _) = applied_from(outcome(Applied::Rejected(EtcdError::LeaseNotFound), 0));
         let Applied::Rejected(e) = back else {
             panic!("rejection lost: {back:?}")
         };
