@@ -39,6 +39,7 @@
 //! The [`Lessor`] is a plain struct driven by `(input, now)`; the async shell that runs the
 //! expiry and checkpoint loop is [`task`], the gRPC service is `api::lease`.
 
+pub mod forward;
 pub mod task;
 
 use std::cmp::Reverse;
@@ -142,8 +143,9 @@ pub enum LeaseError {
     /// A TTL above [`MAX_LEASE_TTL`].
     #[error("too large lease TTL")]
     TtlTooLarge,
-    /// A keepalive on a member that does not lead.
-    #[error("not the leader")]
+    /// A keepalive or TimeToLive on a member that does not keep deadlines (does not lead, or
+    /// was elected a moment ago).
+    #[error("not the primary lessor")]
     NotPrimary,
 }
 
@@ -389,16 +391,20 @@ impl Lessor {
         Ok(lease.ttl)
     }
 
-    /// The remaining and granted TTL of lease `id`, and its keys.
-    pub fn time_to_live(&self, id: i64, now: Instant) -> Option<LeaseStatus> {
-        let lease = self.leases.get(&id)?;
+    /// Leader only: the remaining and granted TTL of lease `id`, and its keys (a member that
+    /// does not keep deadlines knows only the last checkpoint, not the remaining TTL).
+    pub fn time_to_live(&self, id: i64, now: Instant) -> Result<LeaseStatus, LeaseError> {
+        if !self.primary {
+            return Err(LeaseError::NotPrimary);
+        }
+        let lease = self.leases.get(&id).ok_or(LeaseError::NotFound)?;
         let ttl = match lease.deadline {
             // etcd: int64(time.Until(expiry).Seconds()), truncated towards zero.
             Some(d) if d >= now => (d - now).as_secs() as i64,
             Some(d) => -((now - d).as_secs() as i64),
             None => lease.remaining.as_secs() as i64,
         };
-        Some(LeaseStatus {
+        Ok(LeaseStatus {
             ttl,
             granted_ttl: lease.ttl,
             keys: lease.keys.iter().cloned().collect(),
@@ -532,6 +538,8 @@ mod tests {
         l.attach(1, b"c".to_vec());
         l.attach(9, b"x".to_vec());
         l.detach(1, b"c");
+        assert_eq!(l.time_to_live(1, now), Err(LeaseError::NotPrimary));
+        l.promote(now);
         let st = l.time_to_live(1, now).unwrap();
         assert_eq!(st.keys, vec![b"a".to_vec(), b"b".to_vec()]);
         assert_eq!(l.revoke(1).unwrap(), vec![b"a".to_vec(), b"b".to_vec()]);
@@ -618,7 +626,7 @@ mod tests {
             records.push(l.checkpoint(c.id, c.remaining_ms).unwrap());
         }
         let mut r = Lessor::restore(2, records, [(1, b"k".to_vec())]);
-        assert_eq!(r.time_to_live(1, t0).unwrap().ttl, 60);
+        assert_eq!(r.time_to_live(1, t0), Err(LeaseError::NotPrimary));
         let t1 = t0 + secs(1000);
         r.promote(t1);
         let st = r.time_to_live(1, t1).unwrap();
