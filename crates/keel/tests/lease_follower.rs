@@ -7,8 +7,9 @@
 //!   leader does (`etcdctl lease timetolive --keys`);
 //! - a lease kept alive through a follower survives the leader's kill (the follower forwards
 //!   to the new leader);
-//! - an unknown lease through a follower: a keepalive answers TTL 0 (etcdctl: "lease ... expired
-//!   or revoked"), TimeToLive TTL -1 ("already expired");
+//! - an unknown lease through a follower: a keepalive answers TTL 0 (etcdctl `lease keep-alive
+//!   --once`: "etcdserver: requested lease not found"), TimeToLive TTL -1 ("already
+//!   expired");
 //! - with the other two members stopped, a keepalive ends with `etcdserver: no leader`, and a
 //!   watch stream opened with `hasleader=true` ends with that error (Unavailable) within a
 //!   few election timeouts.
@@ -187,7 +188,7 @@ async fn leases(m: &Server) -> Vec<i64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lease_kept_alive_through_a_follower_lives_and_reports_its_renewed_ttl() {
+async fn a_lease_kept_alive_through_a_follower_lives_3_ttls() {
     const TTL: i64 = 4;
     let cluster = Cluster::start(target_flavor(), 3, &[]);
     let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
@@ -214,16 +215,22 @@ async fn a_lease_kept_alive_through_a_follower_lives_and_reports_its_renewed_ttl
     for m in &cluster.members {
         assert_eq!(leases(m).await, vec![id]);
     }
+}
 
-    // A 30 s lease, idle for a while, then renewed once: the follower reports the renewed
-    // TTL, as the leader does, with the key attached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_to_live_through_a_follower_reports_the_renewed_ttl() {
+    let cluster = Cluster::start(target_flavor(), 3, &[]);
+    let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
+    let follower = &cluster.members[(leader + 1) % 3];
+    // A 30 s lease, idle for a while, then renewed once (on the leader): the follower reports
+    // the renewed TTL at once, as the leader does, with the key attached.
     let id = leased_key(follower, 30, "k/renewed").await;
     for round in 0..3 {
         tokio::time::sleep(Duration::from_millis(2500)).await;
-        let renewed = LeaseClient::new(follower.channel().await)
+        let renewed = LeaseClient::new(cluster.members[leader].channel().await)
             .lease_keep_alive(tokio_stream::iter([LeaseKeepAliveRequest { id }]))
             .await
-            .expect("keepalive through the follower")
+            .expect("keepalive")
             .into_inner()
             .next()
             .await
@@ -275,11 +282,10 @@ async fn a_lease_kept_alive_through_a_follower_survives_a_leader_kill() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_leases_and_a_lost_leader_through_a_follower_answer_as_etcd() {
-    let mut cluster = Cluster::start(target_flavor(), 3, &[]);
+async fn unknown_leases_through_a_follower_answer_as_etcd() {
+    let cluster = Cluster::start(target_flavor(), 3, &[]);
     let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
-    let f = (leader + 1) % 3;
-    let follower = &cluster.members[f];
+    let follower = &cluster.members[(leader + 1) % 3];
 
     // An unknown lease: TTL 0 on a keepalive, -1 on TimeToLive, as etcdctl prints them.
     let once = etcdctl(
@@ -310,7 +316,14 @@ async fn unknown_leases_and_a_lost_leader_through_a_follower_answer_as_etcd() {
         "{ttl:?}"
     );
     assert_eq!(time_to_live(follower, 0x1234).await, -1);
+}
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_leader_hasleader_watches_and_keepalives_end_with_no_leader() {
+    let mut cluster = Cluster::start(target_flavor(), 3, &[]);
+    let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
+    let f = (leader + 1) % 3;
+    let follower = &cluster.members[f];
     // A watch that requires a leader, open while there is one.
     let (tx, rx) = tokio::sync::mpsc::channel(4);
     tx.send(WatchRequest {
