@@ -12,9 +12,10 @@
 //!
 //! Deadlines are leader-local, as in etcd: the leader ([`Lessor::promote`]) gives every lease
 //! a deadline of `now + persisted remaining TTL`, keepalives ([`Lessor::renew`]) move a
-//! deadline to `now + TTL` without touching the log (they must be fast), and the leader alone
-//! decides which leases expired ([`Lessor::expired`]) and proposes their revocation
-//! ([`LeaseOp::Expire`]), at most [`REVOKE_RATE`] a second like etcd.
+//! deadline to `now + TTL` without touching the log (they must be fast; a follower forwards
+//! them, and TimeToLive, to the leader: [`forward`]), and the leader alone decides which
+//! leases expired ([`Lessor::expired`]) and proposes their revocation ([`LeaseOp::Expire`]),
+//! at most [`REVOKE_RATE`] a second like etcd.
 //!
 //! # Remaining TTL across restarts: the exact rule
 //!
