@@ -238,6 +238,7 @@ impl Store {
                 leadership: leadership.clone(),
                 metrics: metrics.clone(),
                 roster: roster.clone(),
+                applier: applier.clone(),
                 request_timeout: config.request_timeout(),
                 data: data.clone(),
             },
@@ -581,6 +582,13 @@ impl Store {
         let m = metrics.borrow_watched();
         let node = m.membership_config.membership().get_node(&leader)?;
         Some((leader, membership::peer_url(node).to_string()))
+    }
+
+    /// The client of the leader's peer service and the header of messages to it, when
+    /// another member leads.
+    pub fn leader_peer(&self) -> Option<Result<crate::raft::network::LeaderClient, EtcdError>> {
+        let (leader, addr) = self.remote_leader()?;
+        Some(self.link.leader_client(leader, &addr))
     }
 
     /// Waits until a linearizable read may be served locally (Raft's ReadIndex).

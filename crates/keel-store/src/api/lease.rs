@@ -1,5 +1,6 @@
-//! The etcd `Lease` service: grants and revokes go through the log; keepalives, TimeToLive and
-//! Leases are answered by the leader's lessor without touching the log, as etcd does.
+//! The etcd `Lease` service: grants and revokes go through the log; keepalives and TimeToLive
+//! are answered by the leader's lessor without touching the log (forwarded there by a
+//! follower, see [`crate::lease::forward`]) and Leases by this member's, as etcd does.
 //!
 //! Wire contract (etcd 3.5: `server/etcdserver/api/v3rpc/lease.go`, `v3_server.go`,
 //! `server/lease/lessor.go`): a grant without an ID gets a server-chosen positive ID (etcd's
@@ -13,7 +14,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use futures::{Stream, StreamExt};
 use keel_proto::etcdserverpb::lease_server::Lease;
@@ -25,8 +26,9 @@ use keel_proto::etcdserverpb::{
 use tonic::{Request, Response, Status, Streaming};
 
 use super::error::EtcdError;
+use super::require_leader::{requires_leader, until_leader_lost};
 use super::unary;
-use crate::lease::{LeaseError, LeaseOp, LeaseProposal, MAX_LEASE_TTL};
+use crate::lease::{LeaseOp, LeaseProposal, MAX_LEASE_TTL, forward};
 use crate::raft::{Applied, ProposalOp};
 use crate::server::Store;
 
@@ -116,26 +118,18 @@ impl LeaseService {
         &self,
         req: LeaseTimeToLiveRequest,
     ) -> Result<LeaseTimeToLiveResponse, EtcdError> {
-        self.store.read_barrier().await?;
-        let status = self
-            .store
-            .lessor(|l| l.time_to_live(req.id, Instant::now()));
+        let found = forward::time_to_live(&self.store, req.id, req.keys).await;
         let header = Some(self.store.header(self.store.mvcc().current_revision()));
-        Ok(match status {
-            Some(s) => LeaseTimeToLiveResponse {
-                header,
-                id: req.id,
-                ttl: s.ttl,
-                granted_ttl: s.granted_ttl,
-                keys: if req.keys { s.keys } else { Vec::new() },
-            },
-            None => LeaseTimeToLiveResponse {
+        match found {
+            Ok(found) => Ok(LeaseTimeToLiveResponse { header, ..found }),
+            Err(EtcdError::LeaseNotFound) => Ok(LeaseTimeToLiveResponse {
                 header,
                 id: req.id,
                 ttl: -1,
                 ..Default::default()
-            },
-        })
+            }),
+            Err(e) => Err(e),
+        }
     }
 
     async fn leases(&self) -> Result<LeaseLeasesResponse, EtcdError> {
@@ -155,18 +149,15 @@ impl LeaseService {
 
 /// Answers one keepalive: the header is taken before the renewal, as etcd does, so a lease
 /// revoked at some revision is never reported renewed at a later one.
-fn keep_alive(
+async fn keep_alive(
     store: &Store,
     req: LeaseKeepAliveRequest,
 ) -> Result<LeaseKeepAliveResponse, EtcdError> {
     let header = Some(store.header(store.mvcc().current_revision()));
-    let ttl = match store.lessor(|l| l.renew(req.id, Instant::now())) {
-        Ok(ttl) => {
-            store.metrics().lease_renewed.inc();
-            ttl
-        }
-        Err(LeaseError::NotFound) => 0,
-        Err(e) => return Err(e.into()),
+    let ttl = match forward::renew(store, req.id).await {
+        Ok(ttl) => ttl,
+        Err(EtcdError::LeaseNotFound) => 0,
+        Err(e) => return Err(e),
     };
     Ok(LeaseKeepAliveResponse {
         header,
@@ -214,10 +205,17 @@ impl Lease for LeaseService {
         request: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Result<Response<Self::LeaseKeepAliveStream>, Status> {
         let store = self.store.clone();
-        let responses = request
-            .into_inner()
-            .map(move |req| keep_alive(&store, req?).map_err(Status::from));
-        Ok(Response::new(Box::pin(responses)))
+        let require_leader = requires_leader(request.metadata());
+        // One request at a time, in order, as etcd's keepalive loop answers them.
+        let responses = request.into_inner().then(move |req| {
+            let store = store.clone();
+            async move { keep_alive(&store, req?).await.map_err(Status::from) }
+        });
+        Ok(Response::new(if require_leader {
+            Box::pin(until_leader_lost(self.store.clone(), responses))
+        } else {
+            Box::pin(responses)
+        }))
     }
 
     async fn lease_time_to_live(
@@ -243,7 +241,7 @@ impl Lease for LeaseService {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use clap::Parser;
     use keel_proto::etcdserverpb::kv_server::Kv;
@@ -424,12 +422,41 @@ mod tests {
         let svc = LeaseService::new(store.clone());
         svc.lease_grant(grant(9, 30)).await.unwrap();
         let rev = store.mvcc().current_revision();
-        let out = keep_alive(&store, LeaseKeepAliveRequest { id: 9 }).unwrap();
+        let out = keep_alive(&store, LeaseKeepAliveRequest { id: 9 })
+            .await
+            .unwrap();
         assert_eq!((out.id, out.ttl), (9, 30));
         assert_eq!(out.header.unwrap().revision, rev);
-        let out = keep_alive(&store, LeaseKeepAliveRequest { id: 10 }).unwrap();
+        let out = keep_alive(&store, LeaseKeepAliveRequest { id: 10 })
+            .await
+            .unwrap();
         assert_eq!((out.id, out.ttl), (10, 0));
         assert_eq!(store.metrics().lease_renewed.get(), 1);
+        store.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idle_leases_add_no_log_entries_and_a_renewal_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path()).await;
+        let svc = LeaseService::new(store.clone());
+        for id in 1..=500 {
+            svc.lease_grant(grant(id, 600)).await.unwrap();
+        }
+        // Three checkpoint passes; no lease's checkpoint is off by its allowance (60 s) yet.
+        let before = store.last_log_index();
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        assert_eq!(store.last_log_index(), before, "entries with idle leases");
+        // A renewed lease is checkpointed at the next pass, in one entry.
+        keep_alive(&store, LeaseKeepAliveRequest { id: 7 })
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(
+            store.last_log_index(),
+            before + 1,
+            "entries after a renewal"
+        );
         store.shutdown().await;
     }
 
@@ -457,8 +484,8 @@ mod tests {
         assert_eq!(store.mvcc().current_revision(), before + 1, "one revision");
         assert_eq!(keys(&kv).await, vec![("c".to_string(), 2)]);
         assert_eq!(store.metrics().lease_revoked.get(), 1);
-        // Let a checkpoint of lease 2 happen, then restart.
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // Let a checkpoint of lease 2 happen (its allowance is 3 s), then restart.
+        tokio::time::sleep(Duration::from_millis(3000)).await;
         let lived = granted.elapsed();
         store.shutdown().await;
         drop((svc, kv, store));
@@ -470,10 +497,16 @@ mod tests {
         let t = ttl(&svc, 2, true).await;
         assert_eq!(t.granted_ttl, 30);
         assert_eq!(t.keys, vec![b"c".to_vec()]);
-        // At most ~1 s older than the stop; the 2 s of downtime are not counted.
-        let max = 30 - lived.as_secs() as i64 + 1;
-        assert!(t.ttl < 30 && t.ttl <= max, "ttl {} after {lived:?}", t.ttl);
-        assert!(t.ttl >= max - 3, "ttl {} after {lived:?}", t.ttl);
+        // Never less than at the stop, at most one allowance and one pass (~1.25 s) more; the
+        // 2 s of downtime are not counted.
+        let left = 30.0 - lived.as_secs_f64();
+        let allowance = crate::lease::checkpoint_allowance(30).as_secs_f64();
+        let got = t.ttl as f64;
+        assert!(
+            t.ttl < 30 && got <= left + allowance + 1.25,
+            "ttl {got} after {lived:?}"
+        );
+        assert!(got >= left - 1.0, "ttl {got} after {lived:?}");
         assert_eq!(ttl(&svc, 1, false).await.ttl, -1);
         assert_eq!(keys(&kv).await, vec![("c".to_string(), 2)]);
         store.shutdown().await;

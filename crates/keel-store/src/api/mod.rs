@@ -8,6 +8,7 @@ pub mod http;
 pub mod kv;
 pub mod lease;
 pub mod maintenance;
+pub mod require_leader;
 pub mod watch;
 
 use std::future::Future;

@@ -25,6 +25,7 @@ use keel_proto::etcdserverpb::watch_request::RequestUnion;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::error::EtcdError;
+use super::require_leader::{requires_leader, until_leader_lost};
 use crate::server::Store;
 use crate::watch::WatchStreamHandle;
 
@@ -41,14 +42,6 @@ impl WatchService {
     pub fn new(store: Arc<Store>) -> Self {
         WatchService { store }
     }
-}
-
-/// Whether the call carries etcd's `hasleader=true` metadata (`clientv3.WithRequireLeader`).
-fn requires_leader(metadata: &tonic::metadata::MetadataMap) -> bool {
-    metadata
-        .get("hasleader")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v == "true")
 }
 
 /// The response stream of one `Watch` call.
@@ -147,7 +140,8 @@ impl Watch for WatchService {
         &self,
         request: Request<Streaming<WatchRequest>>,
     ) -> Result<Response<Self::WatchStream>, Status> {
-        if requires_leader(request.metadata()) && self.store.leader() == 0 {
+        let require_leader = requires_leader(request.metadata());
+        if require_leader && self.store.leader() == 0 {
             return Err(EtcdError::NoLeader.into());
         }
         let hub = self.store.watch_hub().clone();
@@ -166,7 +160,11 @@ impl Watch for WatchService {
             _reader: AbortOnDrop(reader),
         };
         let stream = futures::stream::unfold(sender, Sender::next);
-        Ok(Response::new(Box::pin(stream)))
+        Ok(Response::new(if require_leader {
+            Box::pin(until_leader_lost(self.store.clone(), stream))
+        } else {
+            Box::pin(stream)
+        }))
     }
 }
 
@@ -378,17 +376,6 @@ mod tests {
         assert!(parts > 1, "the delete revision was fragmented");
         assert_eq!(events, 700);
         drop(handle);
-    }
-
-    #[test]
-    fn hasleader_metadata_is_recognised() {
-        let mut md = tonic::metadata::MetadataMap::new();
-        assert!(!requires_leader(&md));
-        md.insert("hasleader", "true".parse().unwrap());
-        assert!(requires_leader(&md));
-        let status = Status::from(EtcdError::NoLeader);
-        assert_eq!(status.code(), tonic::Code::Unavailable);
-        assert_eq!(status.message(), "etcdserver: no leader");
     }
 
     #[test]

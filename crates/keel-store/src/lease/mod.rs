@@ -12,33 +12,47 @@
 //!
 //! Deadlines are leader-local, as in etcd: the leader ([`Lessor::promote`]) gives every lease
 //! a deadline of `now + persisted remaining TTL`, keepalives ([`Lessor::renew`]) move a
-//! deadline to `now + TTL` without touching the log (they must be fast), and the leader alone
-//! decides which leases expired ([`Lessor::expired`]) and proposes their revocation
-//! ([`LeaseOp::Expire`]), at most [`REVOKE_RATE`] a second like etcd.
+//! deadline to `now + TTL` without touching the log (they must be fast; a follower forwards
+//! them, and TimeToLive, to the leader: [`forward`]), and the leader alone decides which
+//! leases expired ([`Lessor::expired`]) and proposes their revocation ([`LeaseOp::Expire`]),
+//! at most [`REVOKE_RATE`] a second like etcd.
 //!
 //! # Remaining TTL across restarts: the exact rule
 //!
 //! The leader runs a checkpoint pass every [`CHECKPOINT_INTERVAL`] (1 s; in practice every 1 to
 //! 1.25 s, the loop ticking every 250 ms). Each pass proposes one [`LeaseOp::Checkpoint`]
-//! carrying the current remaining TTL (in milliseconds) of every lease not checkpointed since
-//! the previous pass, at most [`MAX_CHECKPOINT_BATCH`] (10,000) leases per pass, the oldest
-//! checkpoint first ([`Lessor::checkpoints`]). A grant is a lease's first checkpoint (remaining
-//! = granted TTL).
+//! carrying the current remaining TTL (in milliseconds) of every lease that is *due*, at most
+//! [`MAX_CHECKPOINT_BATCH`] (10,000) leases per pass, the oldest checkpoint first
+//! ([`Lessor::checkpoints`]); a pass with nothing due proposes nothing. A grant is a lease's
+//! first checkpoint (remaining = granted TTL). A lease is due when
 //!
-//! After a restart (and, once keel runs clusters, on a new leader) a lease's deadline is `now +
-//! the remaining TTL of its last applied checkpoint`. With up to 10,000 leases that checkpoint
-//! was taken at most one pass (about 1.25 s, plus the time to commit it) before the store
-//! stopped; with `n` leases, at most `ceil(n / 10,000)` passes. So a lease resumes with the
-//! remaining TTL it had at most ~1.25 s before the stop: never less (a lease kept alive does not
-//! expire early because of a restart), and never its full granted TTL back unless it was
-//! granted or renewed within that last ~1.25 s. Time during which no leader runs is not
-//! counted. etcd instead resets every lease to its full TTL on leader change unless its alpha
-//! `LeaseCheckpoint` feature is on (etcd-io/etcd#9888, #13294), and even then checkpoints only
-//! every 5 minutes.
+//! - it was renewed since its last checkpoint (its remaining TTL went up: a restart must not
+//!   take the renewal back), or
+//! - its last checkpoint overstates its remaining TTL by its *allowance* or more: the time
+//!   since that checkpoint has reached a tenth of its granted TTL, at least 1 s and at most
+//!   [`MAX_CHECKPOINT_ALLOWANCE`] (60 s) ([`checkpoint_allowance`]).
+//!
+//! An idle lease is thus written once per allowance, not once a second (50,000 idle one-hour
+//! leases: one record each per minute), and a lease nobody touches is never rewritten
+//! with the same value. etcd checkpoints only leases whose remaining TTL changed, every 5
+//! minutes by default (`checkpointInterval`, at most `leaseCheckpointRate` 1000 a second).
+//!
+//! After a restart (or on a new leader) a lease's deadline is `now + the remaining TTL of its
+//! last applied checkpoint`. That checkpoint was taken at most one allowance (plus one pass,
+//! about 1.25 s, and the time to commit it) before the stop; with more than 10,000 leases due
+//! at once, up to `ceil(due / 10,000)` passes later. So a lease resumes with at least the
+//! remaining TTL it had at the stop, never less (a lease kept alive does not expire early
+//! because of a restart), and at most its allowance plus ~1.25 s more: a 10 s lease at most
+//! ~2.25 s more, a 60 s lease ~7.25 s, a lease of 10 minutes or longer ~61.25 s. It never gets
+//! its full granted TTL back unless it was granted or renewed within that last pass. Time
+//! during which no leader runs is not counted. etcd instead resets every lease to its full TTL
+//! on leader change unless its alpha `LeaseCheckpoint` feature is on (etcd-io/etcd#9888,
+//! #13294).
 //!
 //! The [`Lessor`] is a plain struct driven by `(input, now)`; the async shell that runs the
 //! expiry and checkpoint loop is [`task`], the gRPC service is `api::lease`.
 
+pub mod forward;
 pub mod task;
 
 use std::cmp::Reverse;
@@ -53,6 +67,9 @@ pub const MAX_LEASE_TTL: i64 = 9_000_000_000;
 pub const REVOKE_RATE: usize = 1000;
 /// How often the leader checkpoints remaining TTLs.
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+/// The most a lease's last checkpoint may overstate its remaining TTL before it is
+/// checkpointed again (see [`checkpoint_allowance`]).
+pub const MAX_CHECKPOINT_ALLOWANCE: Duration = Duration::from_secs(60);
 /// The most leases one checkpoint proposal carries.
 pub const MAX_CHECKPOINT_BATCH: usize = 10_000;
 /// How long the leader waits before proposing the revocation of an expired lease again when
@@ -68,6 +85,14 @@ pub fn min_lease_ttl(heartbeat_ms: u64, election_timeout_ms: u64) -> i64 {
     let ticks = election_timeout_ms / heartbeat;
     let min_ms = (3 * ticks) / 2 * heartbeat;
     min_ms.div_ceil(1000) as i64
+}
+
+/// How much the last checkpoint of an idle lease of `ttl` seconds may overstate its remaining
+/// TTL before the lease is checkpointed again: a tenth of the TTL, within
+/// [`CHECKPOINT_INTERVAL`] and [`MAX_CHECKPOINT_ALLOWANCE`].
+pub fn checkpoint_allowance(ttl: i64) -> Duration {
+    (Duration::from_secs(ttl.max(0) as u64) / 10)
+        .clamp(CHECKPOINT_INTERVAL, MAX_CHECKPOINT_ALLOWANCE)
 }
 
 /// The name of the metadata record of lease `id`.
@@ -142,8 +167,9 @@ pub enum LeaseError {
     /// A TTL above [`MAX_LEASE_TTL`].
     #[error("too large lease TTL")]
     TtlTooLarge,
-    /// A keepalive on a member that does not lead.
-    #[error("not the leader")]
+    /// A keepalive or TimeToLive on a member that does not keep deadlines (does not lead, or
+    /// was elected a moment ago).
+    #[error("not the primary lessor")]
     NotPrimary,
 }
 
@@ -389,16 +415,20 @@ impl Lessor {
         Ok(lease.ttl)
     }
 
-    /// The remaining and granted TTL of lease `id`, and its keys.
-    pub fn time_to_live(&self, id: i64, now: Instant) -> Option<LeaseStatus> {
-        let lease = self.leases.get(&id)?;
+    /// Leader only: the remaining and granted TTL of lease `id`, and its keys (a member that
+    /// does not keep deadlines knows only the last checkpoint, not the remaining TTL).
+    pub fn time_to_live(&self, id: i64, now: Instant) -> Result<LeaseStatus, LeaseError> {
+        if !self.primary {
+            return Err(LeaseError::NotPrimary);
+        }
+        let lease = self.leases.get(&id).ok_or(LeaseError::NotFound)?;
         let ttl = match lease.deadline {
             // etcd: int64(time.Until(expiry).Seconds()), truncated towards zero.
             Some(d) if d >= now => (d - now).as_secs() as i64,
             Some(d) => -((now - d).as_secs() as i64),
             None => lease.remaining.as_secs() as i64,
         };
-        Some(LeaseStatus {
+        Ok(LeaseStatus {
             ttl,
             granted_ttl: lease.ttl,
             keys: lease.keys.iter().cloned().collect(),
@@ -444,9 +474,9 @@ impl Lessor {
         out
     }
 
-    /// Leader only: the checkpoint pass at `now` (see the module docs): every live lease not
-    /// checkpointed at `now` already (or renewed since), at most `limit`, oldest checkpoint
-    /// first; marks them checkpointed.
+    /// Leader only: the checkpoint pass at `now` (see the module docs): every live lease
+    /// renewed since its last checkpoint or checkpointed at least its allowance ago, at most
+    /// `limit`, oldest checkpoint first; marks them checkpointed.
     pub fn checkpoints(&mut self, now: Instant, limit: usize) -> Vec<LeaseRecord> {
         if !self.primary {
             return Vec::new();
@@ -457,7 +487,8 @@ impl Lessor {
             .filter_map(|(&id, l)| {
                 let deadline = l.deadline?;
                 let last = l.checkpointed.unwrap_or(now);
-                (deadline > now && (l.renewed || last < now)).then_some((last, id))
+                let stale = now.saturating_duration_since(last) >= checkpoint_allowance(l.ttl);
+                (deadline > now && (l.renewed || stale)).then_some((last, id))
             })
             .collect();
         if due.len() > limit {
@@ -532,6 +563,8 @@ mod tests {
         l.attach(1, b"c".to_vec());
         l.attach(9, b"x".to_vec());
         l.detach(1, b"c");
+        assert_eq!(l.time_to_live(1, now), Err(LeaseError::NotPrimary));
+        l.promote(now);
         let st = l.time_to_live(1, now).unwrap();
         assert_eq!(st.keys, vec![b"a".to_vec(), b"b".to_vec()]);
         assert_eq!(l.revoke(1).unwrap(), vec![b"a".to_vec(), b"b".to_vec()]);
@@ -584,41 +617,36 @@ mod tests {
         l.promote(t0);
         l.grant(1, 100, t0).unwrap();
         l.grant(2, 100, t0).unwrap();
-        // Granted at this very instant: nothing to checkpoint.
+        let ms = Duration::from_millis;
+        // Granted at this very instant, or idle within its allowance (10 s): nothing to write.
+        assert_eq!(checkpoint_allowance(100), secs(10));
         assert!(l.checkpoints(t0, 10).is_empty());
-        let cp = l.checkpoints(t0 + Duration::from_millis(500), 10);
-        assert_eq!(
-            cp.iter().map(|c| c.remaining_ms).collect::<Vec<_>>(),
-            [99_500; 2]
-        );
-        l.renew(2, t0 + Duration::from_millis(600)).unwrap();
-        let cp = l.checkpoints(t0 + Duration::from_millis(700), 10);
+        assert!(l.checkpoints(t0 + ms(500), 10).is_empty());
         let rec = |id, remaining_ms| LeaseRecord {
             id,
             ttl: 100,
             remaining_ms,
         };
-        assert_eq!(cp, vec![rec(1, 99_300), rec(2, 99_900)]);
-        assert!(
-            l.checkpoints(t0 + Duration::from_millis(700), 10)
-                .is_empty()
-        );
-        // A renewal makes a lease due even within the same instant.
-        l.renew(2, t0 + Duration::from_millis(700)).unwrap();
-        let cp = l.checkpoints(t0 + Duration::from_millis(700), 10);
-        assert_eq!(cp, vec![rec(2, 100_000)]);
-        // Every lease at each pass, oldest checkpoint first.
+        // A renewal makes a lease due at the next pass, even within the same instant.
+        l.renew(2, t0 + ms(600)).unwrap();
+        assert_eq!(l.checkpoints(t0 + ms(700), 10), vec![rec(2, 99_900)]);
+        assert!(l.checkpoints(t0 + ms(700), 10).is_empty());
+        l.renew(2, t0 + ms(700)).unwrap();
+        assert_eq!(l.checkpoints(t0 + ms(700), 10), vec![rec(2, 100_000)]);
+        // An idle lease once its checkpoint is off by its allowance.
+        assert!(l.checkpoints(t0 + ms(9_900), 10).is_empty());
+        assert_eq!(l.checkpoints(t0 + secs(10), 10), vec![rec(1, 90_000)]);
+        // Every due lease at a pass, oldest checkpoint first.
         l.renew(2, t0 + secs(1)).unwrap();
         let cp = l.checkpoints(t0 + secs(40), 10);
-        assert_eq!(cp.iter().map(|c| c.id).collect::<Vec<_>>(), vec![1, 2]);
-        assert_eq!(cp[0].remaining_ms, 60_000);
+        assert_eq!(cp, vec![rec(2, 61_000), rec(1, 60_000)]);
         // Applying the checkpoints through the log, then restarting from the records.
         let mut records = Vec::new();
         for c in &cp {
             records.push(l.checkpoint(c.id, c.remaining_ms).unwrap());
         }
         let mut r = Lessor::restore(2, records, [(1, b"k".to_vec())]);
-        assert_eq!(r.time_to_live(1, t0).unwrap().ttl, 60);
+        assert_eq!(r.time_to_live(1, t0), Err(LeaseError::NotPrimary));
         let t1 = t0 + secs(1000);
         r.promote(t1);
         let st = r.time_to_live(1, t1).unwrap();
@@ -631,6 +659,53 @@ mod tests {
     }
 
     #[test]
+    fn idle_leases_are_written_once_per_allowance_not_every_pass() {
+        const LEASES: i64 = 50_000;
+        const PASSES: u64 = 184;
+        let t0 = Instant::now();
+        let mut l = Lessor::new(2);
+        l.promote(t0);
+        for id in 1..=LEASES {
+            // One-hour leases (allowance 60 s), and a few 10 s ones (allowance 1 s).
+            let ttl = if id % 1000 == 0 { 10 } else { 3600 };
+            l.grant(id, ttl, t0).unwrap();
+        }
+        let (mut records, mut proposals) = (0, 0);
+        for pass in 1..=PASSES {
+            let now = t0 + secs(pass);
+            let cp = l.checkpoints(now, MAX_CHECKPOINT_BATCH);
+            for c in &cp {
+                // What a restart would resume with is never off by more than the allowance.
+                let lease = &l.leases[&c.id];
+                assert_eq!(c.remaining_ms, lease.remaining_at(now).as_millis() as i64);
+                l.checkpoint(c.id, c.remaining_ms);
+            }
+            records += cp.len();
+            proposals += usize::from(!cp.is_empty());
+        }
+        // The one-hour leases three times (from 60, 120 and 180 s, 10,000 a pass); the 10 s
+        // ones each second until they expire at 10 s. Checkpointing every lease at every pass
+        // would be 10,000 records a pass: 1.84 million.
+        let hour = (LEASES - LEASES / 1000) as usize;
+        assert_eq!(
+            records,
+            3 * hour + 9 * (LEASES / 1000) as usize,
+            "{proposals} proposals"
+        );
+        assert!(
+            proposals <= 9 + 3 * hour.div_ceil(MAX_CHECKPOINT_BATCH),
+            "{proposals}"
+        );
+        for (id, lease) in l.leases.iter().filter(|(_, lease)| lease.ttl == 3600) {
+            let behind = secs(3600) - lease.remaining;
+            assert!(
+                (secs(180)..=secs(PASSES)).contains(&behind),
+                "lease {id}: {behind:?}"
+            );
+        }
+    }
+
+    #[test]
     fn checkpoint_batches_are_bounded_oldest_first() {
         let t0 = Instant::now();
         let mut l = Lessor::new(2);
@@ -638,12 +713,12 @@ mod tests {
         for id in 1..=5 {
             l.grant(id, 100, t0 + secs(id as u64)).unwrap();
         }
-        let cp = l.checkpoints(t0 + secs(10), 2);
+        let cp = l.checkpoints(t0 + secs(20), 2);
         assert_eq!(cp.iter().map(|c| c.id).collect::<Vec<_>>(), vec![1, 2]);
-        let cp = l.checkpoints(t0 + secs(10), 10);
+        let cp = l.checkpoints(t0 + secs(20), 10);
         assert_eq!(cp.iter().map(|c| c.id).collect::<Vec<_>>(), vec![3, 4, 5]);
         l.checkpoint_failed([4]);
-        let cp = l.checkpoints(t0 + secs(10), 10);
+        let cp = l.checkpoints(t0 + secs(20), 10);
         assert_eq!(cp.iter().map(|c| c.id).collect::<Vec<_>>(), vec![4]);
         l.demote();
         assert!(l.checkpoints(t0 + secs(100), 10).is_empty());

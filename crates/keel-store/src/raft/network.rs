@@ -331,6 +331,8 @@ pub struct LeaderLink {
 /// What the leader did with a forwarded write: its result, and the log index at which it
 /// applied it (0: not applied, or not known).
 pub type Forwarded = (Applied, u64);
+/// The client of the leader's peer service, and the header of messages to it.
+pub type LeaderClient = (PeerClient<Channel>, raftpb::Header);
 
 /// A forwarded write that was never sent: another member took over as leader while it was
 /// queued, so it may be sent to that one instead.
@@ -374,6 +376,12 @@ impl LeaderLink {
     fn client(&self, leader: u64, addr: &str) -> Result<PeerClient<Channel>, EtcdError> {
         let mut leaders = self.leaders.lock();
         Ok(Self::entry(&mut leaders, leader, addr)?.client.clone())
+    }
+
+    /// The client of `leader` at `addr` (the connection forwarded writes use) and the header
+    /// of messages to it.
+    pub fn leader_client(&self, leader: u64, addr: &str) -> Result<LeaderClient, EtcdError> {
+        Ok((self.client(leader, addr)?, self.header(leader)))
     }
 
     /// The queue of the task forwarding writes to `leader` at `addr`, started on first use

@@ -1,7 +1,9 @@
 //! Peer transport of the Raft axis: the server side, `keelraftpb.Peer` on `--listen-peer-urls`.
 //!
 //! Besides Raft's own messages, a follower sends the leader the writes its clients make
-//! (`Propose`) and asks it for a read index before a linearizable read (`ReadIndex`).
+//! (`Propose`), asks it for a read index before a linearizable read (`ReadIndex`), and has
+//! its lessor answer keepalives and TimeToLive (`LeaseRenew`, `LeaseTimeToLive`, see
+//! [`crate::lease::forward`]).
 //! Messages addressed to another cluster or another member are refused with
 //! FailedPrecondition, as etcd refuses a peer whose cluster id does not match.
 
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use keel_proto::raftpb::{self, peer_server::Peer};
 use openraft::ReadPolicy;
+use openraft::async_runtime::WatchReceiver;
 use openraft::errors::ClientWriteError;
 use openraft::raft::AppendEntriesResponse;
 use prost::Message;
@@ -18,10 +21,11 @@ use tonic::{Request, Response, Status};
 
 use super::leadership::Leadership;
 use super::membership::{REMOVED, Roster};
-use super::state_machine::SnapshotReceiver;
+use super::state_machine::{Applier, SnapshotReceiver};
 use super::{Applied, Proposal, RaftNode, codec, wire};
 use crate::api::error::EtcdError;
 use crate::data_dir::DataDir;
+use crate::lease::forward;
 use crate::metrics::Metrics;
 
 /// Serves Raft messages to this member's Raft node.
@@ -38,6 +42,9 @@ pub struct PeerService {
     pub metrics: Arc<Metrics>,
     /// Lists the members and makes membership changes.
     pub roster: Arc<Roster>,
+    /// The applied state, whose lessor answers keepalives and TimeToLive forwarded by
+    /// followers.
+    pub applier: Arc<Applier>,
     /// How long a membership change may take (etcd's request timeout).
     pub request_timeout: Duration,
     /// The data folder, where snapshots from the leader are received.
@@ -57,6 +64,11 @@ impl PeerService {
             self.metrics.sent_to(h.from, answer.encoded_len());
         }
         Ok(Response::new(answer))
+    }
+
+    /// Whether this member leads, as openraft sees it.
+    fn leads(&self) -> bool {
+        self.raft.metrics().borrow_watched().current_leader == Some(self.member_id)
     }
 
     fn check(&self, header: Option<&raftpb::Header>) -> Result<(), Status> {
@@ -286,5 +298,31 @@ impl Peer for PeerService {
         Ok(Response::new(raftpb::ReadIndexResponse {
             index: read.index(),
         }))
+    }
+
+    async fn lease_renew(
+        &self,
+        request: Request<raftpb::LeaseRenewRequest>,
+    ) -> Result<Response<raftpb::LeaseRenewResponse>, Status> {
+        let req = request.into_inner();
+        self.check(req.header.as_ref())?;
+        let leads = self.leads();
+        let answer = self
+            .applier
+            .lessor(|l| forward::answer_renew(l, &self.metrics, leads, &req));
+        self.counted(req.header.as_ref(), req.encoded_len(), answer)
+    }
+
+    async fn lease_time_to_live(
+        &self,
+        request: Request<raftpb::LeaseTimeToLiveRequest>,
+    ) -> Result<Response<raftpb::LeaseTimeToLiveResponse>, Status> {
+        let req = request.into_inner();
+        self.check(req.header.as_ref())?;
+        let leads = self.leads();
+        let answer = self
+            .applier
+            .lessor(|l| forward::answer_time_to_live(l, leads, &req));
+        self.counted(req.header.as_ref(), req.encoded_len(), answer)
     }
 }
