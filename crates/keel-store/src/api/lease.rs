@@ -274,6 +274,9 @@ mod tests {
             dir.to_str().unwrap(),
             "--snapshot-count",
             "100000",
+            // Tests run side by side: no fixed peer port.
+            "--listen-peer-urls",
+            "http://127.0.0.1:0",
         ])
         .unwrap()
         .config;
