@@ -126,12 +126,26 @@ pub struct Config {
         value_parser = parse_go_duration
     )]
     pub experimental_watch_progress_notify_interval: Duration,
+    /// Specify the cost / strength of the bcrypt algorithm for hashing auth passwords. Valid
+    /// values are between 4 and 31.
+    #[arg(long, env = "ETCD_BCRYPT_COST", default_value_t = crate::auth::DEFAULT_BCRYPT_COST)]
+    pub bcrypt_cost: u32,
 }
 
 /// etcd's minimum watch progress notification period.
 pub const MIN_WATCH_PROGRESS_NOTIFY_INTERVAL: Duration = Duration::from_millis(100);
 
 impl Config {
+    /// The bcrypt cost in force: `--bcrypt-cost`, or etcd's default when it is out of range
+    /// (etcd warns and uses the default; see [`Config::validate`]).
+    pub fn bcrypt_cost(&self) -> u32 {
+        if crate::auth::BCRYPT_COSTS.contains(&self.bcrypt_cost) {
+            self.bcrypt_cost
+        } else {
+            crate::auth::DEFAULT_BCRYPT_COST
+        }
+    }
+
     /// The progress notification period in force (raised to etcd's 100ms minimum).
     pub fn watch_progress_notify_interval(&self) -> Duration {
         self.experimental_watch_progress_notify_interval
@@ -321,6 +335,16 @@ impl Config {
             )));
         }
         self.retention()?;
+        if self.bcrypt_cost() != self.bcrypt_cost {
+            let costs = crate::auth::BCRYPT_COSTS;
+            tracing::warn!(
+                min_cost = costs.start(),
+                max_cost = costs.end(),
+                default_cost = crate::auth::DEFAULT_BCRYPT_COST,
+                given_cost = self.bcrypt_cost,
+                "use default bcrypt cost instead of the invalid given cost"
+            );
+        }
         Ok(())
     }
 }
