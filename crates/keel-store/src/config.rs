@@ -424,6 +424,19 @@ mod tests {
     }
 
     #[test]
+    fn bcrypt_cost_as_etcd() {
+        assert_eq!(parse(&[]).bcrypt_cost(), 10);
+        assert_eq!(parse(&["--bcrypt-cost", "4"]).bcrypt_cost(), 4);
+        assert_eq!(parse(&["--bcrypt-cost", "31"]).bcrypt_cost(), 31);
+        // etcd 3.5 warns and uses its default for a cost bcrypt does not accept.
+        for cost in ["3", "32"] {
+            let config = parse(&["--bcrypt-cost", cost]);
+            assert!(config.validate().is_ok());
+            assert_eq!(config.bcrypt_cost(), 10);
+        }
+    }
+
+    #[test]
     fn defaults_match_etcd() {
         let c = parse(&[]);
         assert_eq!(c.data_dir(), PathBuf::from("default.etcd"));
