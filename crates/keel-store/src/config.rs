@@ -406,21 +406,25 @@ fn parse_duration(s: &str) -> Option<Duration> {
     (number.is_empty() && total >= 0.0).then(|| Duration::from_secs_f64(total))
 }
 
+/// A configuration parsed from `args` (the flags after `keel store`), for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
+pub(crate) fn parse_for_test(args: &[&str]) -> Config {
+    #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
         config: Config,
     }
+    <Cli as clap::Parser>::try_parse_from(std::iter::once("keel").chain(args.iter().copied()))
+        .unwrap()
+        .config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn parse(args: &[&str]) -> Config {
-        Cli::try_parse_from(std::iter::once("keel").chain(args.iter().copied()))
-            .unwrap()
-            .config
+        parse_for_test(args)
     }
 
     #[test]

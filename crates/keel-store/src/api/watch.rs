@@ -186,8 +186,6 @@ impl Watch for WatchService {
 mod tests {
     use super::*;
     use crate::StoreHandle;
-    use crate::config::Config;
-    use clap::Parser;
     use keel_proto::etcdserverpb::kv_client::KvClient;
     use keel_proto::etcdserverpb::watch_client::WatchClient;
     use keel_proto::etcdserverpb::{
@@ -199,16 +197,9 @@ mod tests {
     use tokio_stream::wrappers::ReceiverStream;
     use tonic::transport::Channel;
 
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        config: Config,
-    }
-
     /// A store on a free port with a small `--max-request-bytes`, and a channel to it.
     async fn start(dir: &std::path::Path) -> (StoreHandle, Channel) {
-        let config = Cli::try_parse_from([
-            "keel",
+        let config = crate::config::parse_for_test(&[
             "--data-dir",
             dir.to_str().unwrap(),
             "--listen-client-urls",
@@ -219,9 +210,7 @@ mod tests {
             "http://127.0.0.1:0",
             "--max-request-bytes",
             "4096",
-        ])
-        .unwrap()
-        .config;
+        ]);
         let handle = StoreHandle::start(config).await.unwrap();
         let url = format!("http://{}", handle.addrs()[0]);
         let ch = Channel::from_shared(url).unwrap().connect().await.unwrap();
