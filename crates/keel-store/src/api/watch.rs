@@ -27,12 +27,10 @@ use keel_proto::etcdserverpb::WatchRequest;
 use keel_proto::etcdserverpb::watch_request::RequestUnion;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::GRPC_OVERHEAD_BYTES;
 use super::error::EtcdError;
 use crate::server::Store;
 use crate::watch::WatchStreamHandle;
-
-/// gRPC's own framing allowance etcd adds to `--max-request-bytes` when fragmenting.
-const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 
 /// The Watch service of one member.
 pub struct WatchService {

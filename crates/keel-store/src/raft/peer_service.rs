@@ -26,8 +26,6 @@ use crate::metrics::Metrics;
 
 /// What one entry, forwarded write or backend row may carry beyond its request's bytes.
 const ITEM_OVERHEAD_BYTES: usize = 1024;
-/// gRPC's framing allowance, as on the client port.
-const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 
 /// The largest peer message a member accepts (etcd bounds its peer messages too, at 512 MB a
 /// stream message): the largest each call carries when every request is as large as
@@ -41,7 +39,7 @@ pub fn max_message_bytes(max_request_bytes: u32, max_payload_entries: u64) -> us
     let propose = super::network::MAX_BATCH * ITEM_OVERHEAD_BYTES
         + super::network::MAX_BATCH_BYTES.max(request);
     let chunk = super::network::SNAPSHOT_CHUNK_BYTES + request;
-    append.max(propose).max(chunk) + GRPC_OVERHEAD_BYTES
+    append.max(propose).max(chunk) + crate::api::GRPC_OVERHEAD_BYTES
 }
 
 /// Serves Raft messages to this member's Raft node.
