@@ -108,7 +108,8 @@ pub(crate) fn table_value(table: &KeyTable, rev: Rev) -> Result<KeyValue, MvccEr
 /// Dropping a batch without [`commit`](ApplyBatch::commit) abandons all of it.
 pub struct ApplyBatch<'a> {
     mvcc: &'a Mvcc,
-    _writer: MutexGuard<'a, ()>,
+    /// The store's one writer slot; `None` for a [`read_only`](ApplyBatch::read_only) batch.
+    _writer: Option<MutexGuard<'a, ()>>,
     lease_exists: &'a dyn Fn(i64) -> bool,
     committed: Option<KeyTable>,
     rev: i64,
@@ -126,9 +127,23 @@ pub struct ApplyBatch<'a> {
 }
 
 impl<'a> ApplyBatch<'a> {
+    /// A batch that only reads committed state at `rev` from `committed` (taken with `rev`
+    /// and `compact_rev` under the state lock): it takes no writer slot, so it must run no
+    /// write op (see [`Mvcc::read_txn`]).
+    pub(crate) fn read_only(
+        mvcc: &'a Mvcc,
+        committed: KeyTable,
+        rev: i64,
+        compact_rev: i64,
+    ) -> ApplyBatch<'a> {
+        let mut batch = ApplyBatch::new(mvcc, None, &|_| false, rev, compact_rev);
+        batch.committed = Some(committed);
+        batch
+    }
+
     pub(crate) fn new(
         mvcc: &'a Mvcc,
-        writer: MutexGuard<'a, ()>,
+        writer: Option<MutexGuard<'a, ()>>,
         lease_exists: &'a dyn Fn(i64) -> bool,
         rev: i64,
         compact_rev: i64,
@@ -373,7 +388,9 @@ impl<'a> ApplyBatch<'a> {
         let cur = op.read_rev();
         let resolved = {
             let s = self.mvcc.state.read();
-            range::resolve(&s.index, req, cur, self.compact_rev)?
+            // A read-only batch runs beside the writer: a compaction published since it began
+            // counts (a write batch's own compaction is never behind the published one).
+            range::resolve(&s.index, req, cur, self.compact_rev.max(s.compact_rev))?
         };
         range::materialize(&self.values(), resolved, req, cur)
     }

@@ -23,6 +23,9 @@ pub enum MvccError {
     /// The redb backend failed.
     #[error("mvcc backend: {0}")]
     Backend(#[from] Box<redb::Error>),
+    /// [`Mvcc::read_txn`](crate::Mvcc::read_txn) was given a txn with writes.
+    #[error("mvcc: a txn with writes must be applied in a batch")]
+    TxnWrites,
     /// The backend holds bytes that cannot be decoded.
     #[error("mvcc backend corrupt: {0}")]
     Corrupt(String),

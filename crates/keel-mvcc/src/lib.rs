@@ -72,3 +72,4 @@ pub use snapshot::{
     SnapshotWriter,
 };
 pub use store::{Mvcc, MvccOptions};
+pub use txn::{is_txn_readonly, is_txn_serializable};

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use keel_proto::etcdserverpb::{RangeRequest, RangeResponse};
+use keel_proto::etcdserverpb::{RangeRequest, RangeResponse, TxnRequest, TxnResponse};
 use keel_proto::mvccpb::KeyValue;
 use parking_lot::{Mutex, RwLock};
 use redb::{CompactionError, Database, Durability, ReadOnlyTable, ReadableDatabase};
@@ -141,6 +141,26 @@ impl Mvcc {
         }
     }
 
+    /// Serves a txn without writes ([`is_txn_readonly`](crate::is_txn_readonly)) from
+    /// committed state at the current revision, as a range is served: beside the writer, with
+    /// the same answer the txn would get through a batch. A txn with writes is refused.
+    pub fn read_txn(&self, req: &TxnRequest) -> Result<TxnResponse, MvccError> {
+        if !crate::is_txn_readonly(req) {
+            return Err(MvccError::TxnWrites);
+        }
+        let db = self.db.read();
+        let (table, rev, compact) = {
+            let s = self.state.read();
+            // Under the index lock, as in `range`: the snapshot holds every published revision.
+            (
+                db.begin_read()?.open_table(KEY)?,
+                s.current_rev,
+                s.compact_rev,
+            )
+        };
+        ApplyBatch::read_only(self, table, rev, compact).txn(req)
+    }
+
     /// Starts the one batch of writes (waits if another batch is open).
     pub fn begin_apply<'a>(&'a self, lease_exists: &'a dyn Fn(i64) -> bool) -> ApplyBatch<'a> {
         let writer = self.writer.lock();
@@ -148,7 +168,7 @@ impl Mvcc {
             let s = self.state.read();
             (s.current_rev, s.compact_rev)
         };
-        ApplyBatch::new(self, writer, lease_exists, rev, compact)
+        ApplyBatch::new(self, Some(writer), lease_exists, rev, compact)
     }
 
     /// Bytes of the backend file.

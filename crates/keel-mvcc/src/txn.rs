@@ -83,6 +83,30 @@ pub fn branch(req: &TxnRequest, succeeded: bool) -> &[keel_proto::etcdserverpb::
     }
 }
 
+/// Whether a txn only reads: every op of both branches is a range (etcd's `isTxnReadonly`;
+/// as there, a nested txn counts as a write).
+pub fn is_txn_readonly(req: &TxnRequest) -> bool {
+    ranges(req).all(|r| r.is_some())
+}
+
+/// Whether every op of both branches is a serializable range (etcd's `isTxnSerializable`).
+pub fn is_txn_serializable(req: &TxnRequest) -> bool {
+    ranges(req).all(|r| r.is_some_and(|r| r.serializable))
+}
+
+/// Each op of both branches as a range, or `None` for any other op.
+fn ranges(
+    req: &TxnRequest,
+) -> impl Iterator<Item = Option<&keel_proto::etcdserverpb::RangeRequest>> {
+    req.success
+        .iter()
+        .chain(&req.failure)
+        .map(|op| match &op.request {
+            Some(Request::RequestRange(r)) => Some(r),
+            _ => None,
+        })
+}
+
 /// Nested txns of a branch, in order.
 pub fn nested(ops: &[keel_proto::etcdserverpb::RequestOp]) -> impl Iterator<Item = &TxnRequest> {
     ops.iter().filter_map(|op| match &op.request {
@@ -210,5 +234,36 @@ mod tests {
             TargetUnion::ModRevision(5),
         );
         assert!(compare_kv(&c, &kv));
+    }
+
+    #[test]
+    fn read_only_and_serializable_as_etcd() {
+        use keel_proto::etcdserverpb::{PutRequest, RangeRequest, RequestOp};
+        let range = |serializable| RequestOp {
+            request: Some(Request::RequestRange(RangeRequest {
+                serializable,
+                ..Default::default()
+            })),
+        };
+        let txn = |success: Vec<RequestOp>, failure: Vec<RequestOp>| TxnRequest {
+            success,
+            failure,
+            ..Default::default()
+        };
+        let empty = TxnRequest::default();
+        assert!(is_txn_readonly(&empty) && is_txn_serializable(&empty));
+        let t = txn(vec![range(true)], vec![range(false)]);
+        assert!(is_txn_readonly(&t) && !is_txn_serializable(&t));
+        let t = txn(vec![range(true)], vec![range(true)]);
+        assert!(is_txn_readonly(&t) && is_txn_serializable(&t));
+        let put = RequestOp {
+            request: Some(Request::RequestPut(PutRequest::default())),
+        };
+        assert!(!is_txn_readonly(&txn(vec![], vec![put])));
+        // As in etcd, a nested txn counts as a write, even one that only reads.
+        let nested = RequestOp {
+            request: Some(Request::RequestTxn(txn(vec![range(true)], vec![]))),
+        };
+        assert!(!is_txn_readonly(&txn(vec![nested], vec![])));
     }
 }

@@ -666,3 +666,67 @@ fn tombstone_at_compaction_revision_survives_reopen() {
     );
     assert_eq!(m.hash_kv(0).unwrap(), before);
 }
+
+#[test]
+fn read_only_txns_are_answered_as_a_batch_answers_them() {
+    let (_d, m) = open();
+    let mut b = m.begin_apply(&no_leases);
+    for (k, v) in [("a", "1"), ("b", "2"), ("a", "3"), ("c", "4")] {
+        b.put(&put(k, v)).unwrap();
+    }
+    b.commit(1).unwrap();
+    let mut b = m.begin_apply(&no_leases);
+    b.compact(&CompactionRequest {
+        revision: 2,
+        ..Default::default()
+    })
+    .unwrap();
+    b.commit(2).unwrap();
+    let range = |key: &str, end: &str, revision: i64| {
+        op(Request::RequestRange(RangeRequest {
+            key: key.into(),
+            range_end: end.into(),
+            revision,
+            limit: 1,
+            ..Default::default()
+        }))
+    };
+    let txns = [
+        TxnRequest {
+            compare: vec![cmp_mod("a", CompareResult::Equal, 4)],
+            success: vec![range("a", "z", 0), range("b", "", 3)],
+            failure: vec![range("c", "", 0)],
+        },
+        TxnRequest {
+            compare: vec![cmp_mod("a", CompareResult::Equal, 2)],
+            success: vec![],
+            failure: vec![range("a", "\0", 0), range("a", "", 4)],
+        },
+        TxnRequest::default(),
+        // Refused alike: a compacted and a future revision.
+        TxnRequest {
+            success: vec![range("a", "", 1)],
+            ..Default::default()
+        },
+        TxnRequest {
+            success: vec![range("a", "", 9)],
+            ..Default::default()
+        },
+    ];
+    for t in &txns {
+        assert!(keel_mvcc::is_txn_readonly(t));
+        let read = m.read_txn(t).map_err(|e| e.to_string());
+        let mut b = m.begin_apply(&no_leases);
+        let applied = b.txn(t).map_err(|e| e.to_string());
+        drop(b);
+        assert_eq!(read, applied, "{t:?}");
+    }
+    assert_eq!(m.current_revision(), 5, "reads bump nothing");
+    let writes = TxnRequest {
+        success: vec![op(Request::RequestPut(put("a", "x")))],
+        ..Default::default()
+    };
+    assert!(!keel_mvcc::is_txn_readonly(&writes));
+    assert!(matches!(m.read_txn(&writes), Err(MvccError::TxnWrites)));
+    assert_eq!(get(&m, "a").unwrap().mod_revision, 4);
+}

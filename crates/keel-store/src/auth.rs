@@ -11,7 +11,7 @@ use keel_proto::etcdserverpb::{
     AuthRoleRevokePermissionRequest, AuthUserAddRequest, AuthUserChangePasswordRequest,
     AuthUserDeleteRequest, AuthUserGrantRoleRequest, AuthUserRevokeRoleRequest,
 };
-use sha2::{Digest, Sha256};
+use std::ops::RangeInclusive;
 
 use crate::api::error::EtcdError;
 
@@ -75,10 +75,19 @@ pub struct AuthStore {
     pub revision: u64,
 }
 
-/// Hashes a password before it enters the log; the hash is stored, never the password.
-pub fn hash_password(password: &str) -> String {
-    let digest = Sha256::digest(password.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+/// etcd's default `--bcrypt-cost` (Go's `bcrypt.DefaultCost`).
+pub const DEFAULT_BCRYPT_COST: u32 = 10;
+
+/// The bcrypt costs etcd accepts (Go's `bcrypt.MinCost..=bcrypt.MaxCost`).
+pub const BCRYPT_COSTS: RangeInclusive<u32> = 4..=31;
+
+/// Hashes a password with bcrypt at `cost` and a random salt, in the `$2a$` form Go's bcrypt
+/// (and so etcd) writes. The member that receives the request hashes before proposing, so the
+/// log and the store carry the hash, never the password.
+pub fn hash_password(password: &str, cost: u32) -> Result<String, EtcdError> {
+    bcrypt::hash_with_result(password, cost)
+        .map(|h| h.format_for_version(bcrypt::Version::TwoA))
+        .map_err(|e| EtcdError::Internal(format!("bcrypt: {e}")))
 }
 
 impl AuthStore {
@@ -272,7 +281,7 @@ mod tests {
     fn user_add(name: &str) -> AuthOp {
         AuthOp::UserAdd(AuthUserAddRequest {
             name: name.into(),
-            hashed_password: hash_password("pw"),
+            hashed_password: hash_password("pw", *BCRYPT_COSTS.start()).unwrap(),
             ..Default::default()
         })
     }
@@ -331,6 +340,21 @@ mod tests {
         });
         assert_eq!(s.apply(&revoke), Err(EtcdError::RoleNotGranted));
         assert_eq!(s.revision, 8);
+    }
+
+    #[test]
+    fn passwords_are_stored_as_salted_bcrypt_hashes() {
+        let cost = *BCRYPT_COSTS.start();
+        let a = hash_password("pw", cost).unwrap();
+        let b = hash_password("pw", cost).unwrap();
+        assert!(a.starts_with("$2a$04$"), "{a}");
+        assert_ne!(a, b, "each hash has its own salt");
+        assert!(bcrypt::verify("pw", &a).unwrap());
+        assert!(!bcrypt::verify("other", &a).unwrap());
+        let mut s = AuthStore::new();
+        s.apply(&user_add("bob")).unwrap();
+        let stored = String::from_utf8(s.users[0].password.clone()).unwrap();
+        assert!(bcrypt::verify("pw", &stored).unwrap());
     }
 
     #[test]

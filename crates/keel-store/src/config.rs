@@ -130,12 +130,26 @@ pub struct Config {
         value_parser = parse_go_duration
     )]
     pub experimental_watch_progress_notify_interval: Duration,
+    /// Specify the cost / strength of the bcrypt algorithm for hashing auth passwords. Valid
+    /// values are between 4 and 31.
+    #[arg(long, env = "ETCD_BCRYPT_COST", default_value_t = crate::auth::DEFAULT_BCRYPT_COST)]
+    pub bcrypt_cost: u32,
 }
 
 /// etcd's minimum watch progress notification period.
 pub const MIN_WATCH_PROGRESS_NOTIFY_INTERVAL: Duration = Duration::from_millis(100);
 
 impl Config {
+    /// The bcrypt cost in force: `--bcrypt-cost`, or etcd's default when it is out of range
+    /// (etcd warns and uses the default; see [`Config::validate`]).
+    pub fn bcrypt_cost(&self) -> u32 {
+        if crate::auth::BCRYPT_COSTS.contains(&self.bcrypt_cost) {
+            self.bcrypt_cost
+        } else {
+            crate::auth::DEFAULT_BCRYPT_COST
+        }
+    }
+
     /// The progress notification period in force (raised to etcd's 100ms minimum).
     pub fn watch_progress_notify_interval(&self) -> Duration {
         self.experimental_watch_progress_notify_interval
@@ -307,6 +321,16 @@ impl Config {
         self.peer_listen_addrs()?;
         self.initial_members()?;
         self.retention()?;
+        if self.bcrypt_cost() != self.bcrypt_cost {
+            let costs = crate::auth::BCRYPT_COSTS;
+            tracing::warn!(
+                min_cost = costs.start(),
+                max_cost = costs.end(),
+                default_cost = crate::auth::DEFAULT_BCRYPT_COST,
+                given_cost = self.bcrypt_cost,
+                "use default bcrypt cost instead of the invalid given cost"
+            );
+        }
         Ok(())
     }
 
@@ -393,21 +417,38 @@ fn parse_duration(s: &str) -> Option<Duration> {
     (number.is_empty() && total >= 0.0).then(|| Duration::from_secs_f64(total))
 }
 
+/// A configuration parsed from `args` (the flags after `keel store`), for tests.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
+pub(crate) fn parse_for_test(args: &[&str]) -> Config {
+    #[derive(clap::Parser)]
     struct Cli {
         #[command(flatten)]
         config: Config,
     }
+    <Cli as clap::Parser>::try_parse_from(std::iter::once("keel").chain(args.iter().copied()))
+        .unwrap()
+        .config
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     fn parse(args: &[&str]) -> Config {
-        Cli::try_parse_from(std::iter::once("keel").chain(args.iter().copied()))
-            .unwrap()
-            .config
+        parse_for_test(args)
+    }
+
+    #[test]
+    fn bcrypt_cost_as_etcd() {
+        assert_eq!(parse(&[]).bcrypt_cost(), 10);
+        assert_eq!(parse(&["--bcrypt-cost", "4"]).bcrypt_cost(), 4);
+        assert_eq!(parse(&["--bcrypt-cost", "31"]).bcrypt_cost(), 31);
+        // etcd 3.5 warns and uses its default for a cost bcrypt does not accept.
+        for cost in ["3", "32"] {
+            let config = parse(&["--bcrypt-cost", cost]);
+            assert!(config.validate().is_ok());
+            assert_eq!(config.bcrypt_cost(), 10);
+        }
     }
 
     #[test]

@@ -190,6 +190,10 @@ impl Store {
                 .validate()
                 .map_err(|e| StartError::Raft(e.to_string()))?,
         );
+        let peer_limit = crate::raft::peer_service::max_message_bytes(
+            config.max_request_bytes,
+            raft_config.max_payload_entries,
+        );
         let raft = RaftNode::new(
             member_id,
             raft_config,
@@ -231,6 +235,7 @@ impl Store {
         ));
         let peer_server = tokio::spawn(serve_peers(
             peer_listeners,
+            peer_limit,
             PeerService {
                 raft: raft.clone(),
                 cluster_id,
@@ -826,10 +831,11 @@ impl Drop for Store {
     }
 }
 
-/// Serves the Raft peer service on every `--listen-peer-urls` listener.
-async fn serve_peers(listeners: Vec<TcpListener>, service: PeerService) {
+/// Serves the Raft peer service on every `--listen-peer-urls` listener, refusing messages
+/// larger than `max_message_bytes`.
+async fn serve_peers(listeners: Vec<TcpListener>, max_message_bytes: usize, service: PeerService) {
     let service = PeerServer::new(service)
-        .max_decoding_message_size(usize::MAX)
+        .max_decoding_message_size(max_message_bytes)
         .max_encoding_message_size(usize::MAX);
     let mut servers = JoinSet::new();
     for listener in listeners {

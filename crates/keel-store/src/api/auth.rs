@@ -40,6 +40,15 @@ impl AuthService {
         unary(&self.store, SERVICE, method, call).await
     }
 
+    /// `password` hashed with `--bcrypt-cost`, on a blocking thread (bcrypt is slow on
+    /// purpose).
+    async fn hash(&self, password: String) -> Result<String, EtcdError> {
+        let cost = self.store.config().bcrypt_cost();
+        tokio::task::spawn_blocking(move || hash_password(&password, cost))
+            .await
+            .map_err(|e| EtcdError::Internal(e.to_string()))?
+    }
+
     /// Replicates one auth change and returns the header for its response.
     async fn change(&self, op: AuthOp) -> Result<Option<ResponseHeader>, EtcdError> {
         match self
@@ -107,11 +116,11 @@ impl Auth for AuthService {
         r: Request<AuthUserAddRequest>,
     ) -> Result<Response<AuthUserAddResponse>, Status> {
         let mut req = r.into_inner();
-        if !req.options.is_some_and(|o| o.no_password) && req.hashed_password.is_empty() {
-            req.hashed_password = hash_password(&req.password);
-        }
-        req.password.clear();
         let call = async {
+            if !req.options.is_some_and(|o| o.no_password) && req.hashed_password.is_empty() {
+                req.hashed_password = self.hash(std::mem::take(&mut req.password)).await?;
+            }
+            req.password.clear();
             Ok(AuthUserAddResponse {
                 header: self.change(AuthOp::UserAdd(req)).await?,
             })
@@ -164,11 +173,11 @@ impl Auth for AuthService {
         r: Request<AuthUserChangePasswordRequest>,
     ) -> Result<Response<AuthUserChangePasswordResponse>, Status> {
         let mut req = r.into_inner();
-        if req.hashed_password.is_empty() {
-            req.hashed_password = hash_password(&req.password);
-        }
-        req.password.clear();
         let call = async {
+            if req.hashed_password.is_empty() {
+                req.hashed_password = self.hash(std::mem::take(&mut req.password)).await?;
+            }
+            req.password.clear();
             Ok(AuthUserChangePasswordResponse {
                 header: self.change(AuthOp::UserChangePassword(req)).await?,
             })

@@ -11,6 +11,8 @@ use keel_proto::etcdserverpb::{
 };
 use tonic::{Request, Response, Status};
 
+use keel_mvcc::{is_txn_readonly, is_txn_serializable};
+
 use super::error::EtcdError;
 use super::unary;
 use crate::raft::{Applied, ProposalOp};
@@ -29,14 +31,22 @@ impl KvService {
         KvService { store }
     }
 
-    async fn range(&self, req: RangeRequest) -> Result<RangeResponse, EtcdError> {
-        check_range(&req)?;
-        if !req.serializable {
+    /// etcd's read path: a linearizable read waits for the read barrier (a learner serves
+    /// only serializable reads); a serializable one is served from local state at once, with
+    /// or without a leader.
+    async fn ready_to_read(&self, serializable: bool) -> Result<(), EtcdError> {
+        if !serializable {
             if self.store.is_learner() {
                 return Err(EtcdError::NotSupportedForLearner);
             }
             self.store.read_barrier().await?;
         }
+        Ok(())
+    }
+
+    async fn range(&self, req: RangeRequest) -> Result<RangeResponse, EtcdError> {
+        check_range(&req)?;
+        self.ready_to_read(req.serializable).await?;
         self.store.metrics().mvcc_range.inc();
         let mut resp = self.store.mvcc().range(&req)?;
         self.store.fill(&mut resp.header);
@@ -80,6 +90,13 @@ impl KvService {
         check_intervals(&req.success)?;
         check_intervals(&req.failure)?;
         self.store.metrics().mvcc_txn.inc();
+        // etcd serves a txn without writes like a range: no log entry, no fsync.
+        if is_txn_readonly(&req) {
+            self.ready_to_read(is_txn_serializable(&req)).await?;
+            let mut resp = self.store.mvcc().read_txn(&req)?;
+            self.store.fill(&mut resp.header);
+            return Ok(resp);
+        }
         if has_put(&req) {
             self.store
                 .check_quota(prost::Message::encoded_len(&req))

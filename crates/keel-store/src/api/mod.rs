@@ -25,7 +25,7 @@ use crate::server::Store;
 use error::EtcdError;
 
 /// gRPC's own framing overhead allowed on top of `--max-request-bytes`, as etcd allows.
-const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
+pub(crate) const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 
 /// One router serving every gRPC service and the HTTP endpoints on the same port.
 pub fn router(store: Arc<Store>) -> axum::Router {

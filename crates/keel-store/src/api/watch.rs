@@ -2,6 +2,9 @@
 //!
 //! Each `Watch` call gets a [`WatchStreamHandle`]. A reader task feeds the client's requests
 //! (create, cancel, progress) to it in order and ticks the stream's progress notifications;
+//! it reads the next request only while fewer than etcd's 16 control responses wait to be
+//! sent, so a client that sends requests without reading responses is held back by HTTP/2
+//! flow control rather than growing the server's queue;
 //! the response stream pops queued responses, fills their headers and encodes them (each
 //! event is encoded once, however many watchers receive it), split into fragments when the
 //! watcher asked for it.
@@ -24,13 +27,11 @@ use keel_proto::etcdserverpb::WatchRequest;
 use keel_proto::etcdserverpb::watch_request::RequestUnion;
 use tonic::{Request, Response, Status, Streaming};
 
+use super::GRPC_OVERHEAD_BYTES;
 use super::error::EtcdError;
 use super::require_leader::{requires_leader, until_leader_lost};
 use crate::server::Store;
 use crate::watch::WatchStreamHandle;
-
-/// gRPC's own framing allowance etcd adds to `--max-request-bytes` when fragmenting.
-const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 
 /// The Watch service of one member.
 pub struct WatchService {
@@ -99,7 +100,7 @@ async fn read_requests(shared: Arc<Shared>, mut inbound: Streaming<WatchRequest>
     let mut open = true;
     loop {
         tokio::select! {
-            msg = inbound.message(), if open => match msg {
+            msg = next_request(&shared.handle, &mut inbound), if open => match msg {
                 Ok(Some(req)) => handle_request(&shared.handle, req),
                 Ok(None) => open = false,
                 Err(_) => {
@@ -111,6 +112,15 @@ async fn read_requests(shared: Arc<Shared>, mut inbound: Streaming<WatchRequest>
             _ = ticker.tick() => shared.handle.progress_tick(),
         }
     }
+}
+
+/// The client's next request, read once the stream has room for its reply.
+async fn next_request(
+    handle: &WatchStreamHandle,
+    inbound: &mut Streaming<WatchRequest>,
+) -> Result<Option<WatchRequest>, Status> {
+    handle.wait_for_room().await;
+    inbound.message().await
 }
 
 fn handle_request(handle: &WatchStreamHandle, req: WatchRequest) {
@@ -172,28 +182,20 @@ impl Watch for WatchService {
 mod tests {
     use super::*;
     use crate::StoreHandle;
-    use crate::config::Config;
-    use clap::Parser;
     use keel_proto::etcdserverpb::kv_client::KvClient;
     use keel_proto::etcdserverpb::watch_client::WatchClient;
     use keel_proto::etcdserverpb::{
-        DeleteRangeRequest, PutRequest, WatchCreateRequest, WatchProgressRequest, WatchResponse,
+        DeleteRangeRequest, PutRequest, WatchCancelRequest, WatchCreateRequest,
+        WatchProgressRequest, WatchResponse,
     };
     use tokio::sync::mpsc;
     use tokio_stream::StreamExt;
     use tokio_stream::wrappers::ReceiverStream;
     use tonic::transport::Channel;
 
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        config: Config,
-    }
-
     /// A store on a free port with a small `--max-request-bytes`, and a channel to it.
     async fn start(dir: &std::path::Path) -> (StoreHandle, Channel) {
-        let config = Cli::try_parse_from([
-            "keel",
+        let config = crate::config::parse_for_test(&[
             "--data-dir",
             dir.to_str().unwrap(),
             "--listen-client-urls",
@@ -204,9 +206,7 @@ mod tests {
             "http://127.0.0.1:0",
             "--max-request-bytes",
             "4096",
-        ])
-        .unwrap()
-        .config;
+        ]);
         let handle = StoreHandle::start(config).await.unwrap();
         let url = format!("http://{}", handle.addrs()[0]);
         let ch = Channel::from_shared(url).unwrap().connect().await.unwrap();
@@ -375,6 +375,53 @@ mod tests {
         }
         assert!(parts > 1, "the delete revision was fragmented");
         assert_eq!(events, 700);
+        drop(handle);
+    }
+
+    /// A client that sends create/cancel pairs without reading the replies is held back: the
+    /// server's queue stays at etcd's control buffer, and every reply arrives once it reads.
+    ///
+    /// The requests are all ready at once, so they travel in large DATA frames: a client that
+    /// trickles tiny frames the server is not reading is disconnected by h2's own defence
+    /// against framing overhead (GOAWAY `ENHANCE_YOUR_CALM`), which bounds the server too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_does_not_read_cannot_grow_the_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let (handle, ch) = start(dir.path()).await;
+        let hub = handle.store().watch_hub().clone();
+        const PAIRS: i64 = 5000;
+        let requests = (1..=PAIRS).flat_map(|id| {
+            let create = RequestUnion::CreateRequest(WatchCreateRequest {
+                key: b"k".to_vec(),
+                watch_id: id,
+                ..Default::default()
+            });
+            let cancel = RequestUnion::CancelRequest(WatchCancelRequest { watch_id: id });
+            [create, cancel].map(|r| WatchRequest {
+                request_union: Some(r),
+            })
+        });
+        let mut s = WatchClient::new(ch.clone())
+            .watch(futures::stream::iter(requests.collect::<Vec<_>>()))
+            .await
+            .unwrap()
+            .into_inner();
+        let mut most = 0;
+        for _ in 0..40 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            most = most.max(hub.stats().queued);
+        }
+        assert!(
+            most <= crate::watch::core::CTRL_QUEUE_CAPACITY + 2,
+            "{most} responses queued for a client that does not read"
+        );
+        for id in 1..=PAIRS {
+            let created = next(&mut s).await;
+            assert!(created.created && created.watch_id == id, "{created:?}");
+            let canceled = next(&mut s).await;
+            assert!(canceled.canceled && canceled.watch_id == id, "{canceled:?}");
+        }
+        assert_eq!(hub.stats().watchers, 0);
         drop(handle);
     }
 

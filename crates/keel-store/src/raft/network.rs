@@ -298,7 +298,7 @@ impl RaftNetworkV2<KeelRaft> for Peer {
 }
 
 /// The most row bytes one snapshot chunk carries.
-const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
+pub(crate) const SNAPSHOT_CHUNK_BYTES: usize = 1 << 20;
 /// How long a snapshot stream may make no progress before the leader gives up and starts
 /// over.
 const SNAPSHOT_STALL: Duration = Duration::from_secs(30);
@@ -310,9 +310,9 @@ const SNAPSHOT_INSTALL: Duration = Duration::from_secs(300);
 pub const FORWARD_TIMEOUT: Duration = Duration::from_secs(7);
 
 /// The most forwarded writes one Propose call carries.
-const MAX_BATCH: usize = 512;
+pub(crate) const MAX_BATCH: usize = 512;
 /// The most proposal bytes one Propose call carries, unless its single write is larger.
-const MAX_BATCH_BYTES: usize = 4 << 20;
+pub(crate) const MAX_BATCH_BYTES: usize = 4 << 20;
 /// Propose calls in flight to the leader at once; while one is, new writes gather into the
 /// next (so a busy follower sends few large calls, an idle one sends each write at once). One
 /// measured faster than two: 3-member put 8.6-9.6k vs 7.1-8.9k req/s, alternating runs.

@@ -28,6 +28,24 @@ use crate::data_dir::DataDir;
 use crate::lease::forward;
 use crate::metrics::Metrics;
 
+/// What one entry, forwarded write or backend row may carry beyond its request's bytes.
+const ITEM_OVERHEAD_BYTES: usize = 1024;
+
+/// The largest peer message a member accepts (etcd bounds its peer messages too, at 512 MB a
+/// stream message): the largest each call carries when every request is as large as
+/// `--max-request-bytes` allows. An `AppendEntries` of `max_payload_entries` entries, a
+/// `Propose` batch (4 MiB, or one larger write) and a snapshot chunk (1 MiB of rows and the
+/// row that passes it). With etcd's default 1.5 MiB that is about 450 MiB, in the order of
+/// etcd's own bound.
+pub fn max_message_bytes(max_request_bytes: u32, max_payload_entries: u64) -> usize {
+    let request = max_request_bytes as usize + ITEM_OVERHEAD_BYTES;
+    let append = (max_payload_entries as usize).saturating_mul(request);
+    let propose = super::network::MAX_BATCH * ITEM_OVERHEAD_BYTES
+        + super::network::MAX_BATCH_BYTES.max(request);
+    let chunk = super::network::SNAPSHOT_CHUNK_BYTES + request;
+    append.max(propose).max(chunk) + crate::api::GRPC_OVERHEAD_BYTES
+}
+
 /// Serves Raft messages to this member's Raft node.
 pub struct PeerService {
     /// The Raft node.
@@ -324,5 +342,63 @@ impl Peer for PeerService {
             .applier
             .lessor(|l| forward::answer_time_to_live(l, leads, &req));
         self.counted(req.header.as_ref(), req.encoded_len(), answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use keel_proto::raftpb::peer_client::PeerClient;
+    use keel_proto::raftpb::{AppendEntriesRequest, Entry};
+
+    /// A peer message larger than the bound is refused before it is decoded; below the bound
+    /// it reaches the service (which refuses it for carrying no header).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn peer_messages_are_bounded_by_the_request_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let peer = format!("http://127.0.0.1:{port}");
+        let cluster = format!("default={peer}");
+        let config = crate::config::parse_for_test(&[
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--listen-client-urls",
+            "http://127.0.0.1:0",
+            "--advertise-client-urls",
+            "http://127.0.0.1:0",
+            "--listen-peer-urls",
+            &peer,
+            "--initial-advertise-peer-urls",
+            &peer,
+            "--initial-cluster",
+            &cluster,
+            "--max-request-bytes",
+            "4096",
+        ]);
+        let limit = super::max_message_bytes(4096, 300);
+        assert!(limit < 8 << 20, "{limit}");
+        let _handle = crate::StoreHandle::start(config).await.unwrap();
+        let mut client = PeerClient::connect(peer)
+            .await
+            .unwrap()
+            .max_encoding_message_size(usize::MAX);
+        let message = |bytes: usize| AppendEntriesRequest {
+            entries: vec![Entry {
+                index: 1,
+                data: vec![7; bytes],
+            }],
+            ..Default::default()
+        };
+        let small = client.append_entries(message(1 << 20)).await.unwrap_err();
+        assert_eq!(small.code(), tonic::Code::InvalidArgument, "{small:?}");
+        let large = client.append_entries(message(8 << 20)).await.unwrap_err();
+        assert_eq!(large.code(), tonic::Code::OutOfRange, "{large:?}");
+        assert!(
+            large.message().contains("message length too large"),
+            "{large:?}"
+        );
     }
 }

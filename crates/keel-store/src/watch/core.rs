@@ -12,9 +12,12 @@
 //! `next_rev` on, read from the backend by a resync round ([`plan_resync`] picks watchers and
 //! the span to read, the shell reads it without holding the core, [`finish_resync`] delivers).
 //!
-//! Each stream has one FIFO queue of responses, bounded at `capacity` event responses (control
-//! responses — created, canceled, progress answers — are never refused: they are bounded by
-//! the client's own requests). When `notify` finds a watcher's stream full, it does not wait
+//! Each stream has one FIFO queue of responses, bounded at `capacity` event responses. Control
+//! responses (created, canceled, compacted, progress answers) are never refused; instead the
+//! shell stops reading the client's requests while [`CTRL_QUEUE_CAPACITY`] of them wait
+//! ([`WatchCore::accepts_requests`]), as etcd's `recvLoop` blocks on its full `ctrlStream`, so a
+//! client that sends without reading is held back by HTTP/2 flow control instead of growing
+//! the queue. When `notify` finds a watcher's stream full, it does not wait
 //! and does not keep the events: the watcher becomes unsynced at the first revision it did not
 //! get, and catches up from the backend once its stream has room again. So the apply path never
 //! waits for a consumer, a slow stream costs one small record per watcher, and no event is lost
@@ -51,6 +54,10 @@ use super::selection::Selection;
 /// etcd's per-stream buffer of event responses (`chanBufLen`).
 pub const DEFAULT_QUEUE_CAPACITY: usize = 128;
 
+/// etcd's `ctrlStreamBufLen`: control responses a stream may queue before its requests are no
+/// longer read.
+pub const CTRL_QUEUE_CAPACITY: usize = 16;
+
 /// etcd's `watchBatchMaxRevs`: the most revisions one catch-up response carries.
 pub const MAX_REVISIONS_PER_RESPONSE: usize = 1000;
 
@@ -75,16 +82,19 @@ pub struct Outgoing {
     pub prev_kv: bool,
     /// Whether it may be split into fragments (the watcher asked for `fragment`).
     pub fragment: bool,
+    /// Whether it answers a client request (counted against [`CTRL_QUEUE_CAPACITY`]).
+    reply: bool,
 }
 
 impl Outgoing {
     /// A response without events.
-    fn control(response: WatchResponse) -> Outgoing {
+    fn control(response: WatchResponse, reply: bool) -> Outgoing {
         Outgoing {
             response,
             events: EventRun::default(),
             prev_kv: false,
             fragment: false,
+            reply,
         }
     }
 
@@ -118,6 +128,8 @@ pub struct Stats {
     pub unsynced: usize,
     /// Events in stream queues.
     pub pending_events: usize,
+    /// Responses of any kind in stream queues.
+    pub queued: usize,
 }
 
 #[derive(Debug)]
@@ -167,6 +179,7 @@ impl Watcher {
             events,
             prev_kv: self.prev_kv,
             fragment: self.fragment,
+            reply: false,
         }
     }
 }
@@ -176,6 +189,8 @@ struct Stream {
     watchers: BTreeMap<i64, Watcher>,
     next_id: i64,
     queue: VecDeque<Outgoing>,
+    /// Control responses in `queue`.
+    replies: usize,
     unsynced: usize,
 }
 
@@ -268,6 +283,7 @@ impl WatchCore {
             prev_kv_watchers: self.prev_kv_watchers,
             unsynced: self.unsynced.len(),
             pending_events: self.pending_events,
+            queued: self.streams.values().map(|s| s.queue.len()).sum(),
         }
     }
 
@@ -302,10 +318,19 @@ impl WatchCore {
         std::mem::take(&mut self.resync_wanted)
     }
 
+    /// Whether the stream's next request may be handled: fewer than [`CTRL_QUEUE_CAPACITY`]
+    /// control responses wait in its queue (etcd's `recvLoop` blocks on a full `ctrlStream`).
+    pub fn accepts_requests(&self, stream: u64) -> bool {
+        self.streams
+            .get(&stream)
+            .is_none_or(|s| s.replies < CTRL_QUEUE_CAPACITY)
+    }
+
     /// Takes the next response of a stream.
     pub fn pop(&mut self, stream: u64) -> Option<Outgoing> {
         let s = self.streams.get_mut(&stream)?;
         let out = s.queue.pop_front()?;
+        s.replies -= usize::from(out.reply);
         self.pending_events -= event_count(&out);
         if s.unsynced > 0 && s.queue.len() < self.capacity {
             self.resync_wanted = true;
@@ -458,11 +483,14 @@ impl WatchCore {
             if s.queue.len() >= capacity {
                 break;
             }
-            s.queue.push_back(Outgoing::control(WatchResponse {
-                header: header(revision),
-                watch_id: id,
-                ..Default::default()
-            }));
+            s.queue.push_back(Outgoing::control(
+                WatchResponse {
+                    header: header(revision),
+                    watch_id: id,
+                    ..Default::default()
+                },
+                false,
+            ));
             self.woken.insert(stream);
         }
     }
@@ -753,7 +781,8 @@ impl WatchCore {
 
     fn push_control(&mut self, stream: u64, response: WatchResponse) {
         if let Some(s) = self.streams.get_mut(&stream) {
-            s.queue.push_back(Outgoing::control(response));
+            s.queue.push_back(Outgoing::control(response, true));
+            s.replies += 1;
             self.woken.insert(stream);
         }
     }

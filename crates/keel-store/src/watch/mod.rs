@@ -133,6 +133,7 @@ impl WatchHub {
             hub: self.clone(),
             id,
             waker,
+            room: Notify::new(),
         }
     }
 
@@ -167,6 +168,8 @@ pub struct WatchStreamHandle {
     hub: Arc<WatchHub>,
     id: u64,
     waker: Arc<Notify>,
+    /// Signalled when a response leaves the queue (for [`WatchStreamHandle::wait_for_room`]).
+    room: Notify,
 }
 
 impl WatchStreamHandle {
@@ -194,7 +197,19 @@ impl WatchStreamHandle {
 
     /// The next queued response, if any.
     pub fn pop(&self) -> Option<Outgoing> {
-        self.hub.with_core(|core| core.pop(self.id))
+        let out = self.hub.with_core(|core| core.pop(self.id));
+        if out.is_some() {
+            self.room.notify_one();
+        }
+        out
+    }
+
+    /// Waits until the stream may take its next request: its control responses are below
+    /// etcd's `ctrlStreamBufLen` (see [`WatchCore::accepts_requests`]).
+    pub async fn wait_for_room(&self) {
+        while !self.hub.inner.lock().core.accepts_requests(self.id) {
+            self.room.notified().await;
+        }
     }
 
     /// Wakes [`wait`](Self::wait) (used when the call ends).

@@ -5,7 +5,9 @@ use keel_proto::etcdserverpb::{WatchCreateRequest, WatchResponse, watch_create_r
 use keel_proto::mvccpb::event::EventType;
 use keel_proto::mvccpb::{Event, KeyValue};
 
-use super::core::{ALL_WATCHERS, MAX_REVISIONS_PER_RESPONSE, ResyncRead, WatchCore};
+use super::core::{
+    ALL_WATCHERS, CTRL_QUEUE_CAPACITY, MAX_REVISIONS_PER_RESPONSE, ResyncRead, WatchCore,
+};
 use super::event::SharedEvent;
 
 /// The committed history of a test, as the backend would return it.
@@ -490,6 +492,24 @@ fn cancel_and_close_release_watchers() {
     core.close_stream(s);
     assert_eq!(core.stats().watchers, 0);
     assert_eq!(core.stats().streams, 0);
+}
+
+#[test]
+fn requests_wait_while_the_control_queue_is_full() {
+    let mut core = WatchCore::new(1, 128);
+    let s = core.open_stream();
+    for _ in 0..CTRL_QUEUE_CAPACITY {
+        assert!(core.accepts_requests(s));
+        core.create(s, &create("a", "", 0), -1);
+    }
+    assert!(!core.accepts_requests(s), "etcd's ctrlStream is full");
+    // Events do not count against the control buffer, and the queue drains in order.
+    let mut log = Log::new();
+    core.notify(log.put(&["a"]), log.revision);
+    assert!(!core.accepts_requests(s));
+    assert!(core.pop(s).unwrap().response.created);
+    assert!(core.accepts_requests(s));
+    assert_eq!(core.stats().queued, 2 * CTRL_QUEUE_CAPACITY - 1);
 }
 
 /// Per (stream, watch id): the (revision, key) of every event received.
