@@ -13,7 +13,7 @@ use keel_proto::etcdserverpb::{
 };
 use std::ops::RangeInclusive;
 
-use crate::api::error::EtcdError;
+use crate::error::EtcdError;
 
 /// etcd's name of the superuser and of its role.
 const ROOT: &str = "root";

@@ -15,12 +15,15 @@ pub mod coalesce;
 pub mod compactor;
 pub mod config;
 pub mod data_dir;
+pub mod error;
 pub mod identity;
 pub mod lease;
 pub mod metrics;
 pub mod raft;
+pub mod serve;
 pub mod server;
 pub mod watch;
 
 pub use config::Config;
-pub use server::{StartError, Store, StoreHandle};
+pub use serve::StoreHandle;
+pub use server::{StartError, Store};

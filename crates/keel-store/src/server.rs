@@ -2,9 +2,9 @@
 //!
 //! [`Store`] owns the Raft node, the WAL-backed log and the applied MVCC state, and offers the
 //! API layer three things: [`Store::propose`] for writes, [`Store::read_barrier`] before
-//! linearizable reads, and [`Store::header`] for response headers. [`StoreHandle::start`]
-//! opens everything, waits until a leader is known and the member has replayed its log, then
-//! serves gRPC and HTTP on every client URL.
+//! linearizable reads, and [`Store::header`] for response headers. [`Store::open`] opens
+//! everything and returns once a leader is known and the member has replayed its log; the
+//! serving around it is in [`crate::serve`].
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -12,35 +12,33 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use futures::TryStreamExt;
 use keel_mvcc::Mvcc;
 use keel_proto::etcdserverpb::{
     AlarmRequest, AlarmType, Member, ResponseHeader, alarm_request::AlarmAction,
 };
-use keel_proto::raftpb::peer_server::PeerServer;
 use openraft::async_runtime::WatchReceiver;
 use openraft::errors::{ClientWriteError, Fatal, RaftError};
 use openraft::impls::BasicNode;
 use openraft::{Config as RaftConfig, ReadPolicy, SnapshotPolicy};
 use prost::Message;
 use tokio::net::TcpListener;
-use tokio::task::JoinSet;
-use tonic::transport::server::TcpIncoming;
 
-use crate::api::error::EtcdError;
-use crate::coalesce::Coalesced;
 use crate::config::{Config, ConfigError};
 use crate::data_dir::DataDir;
+use crate::error::EtcdError;
 use crate::identity::{Identity, IdentityError};
 use crate::metrics::Metrics;
+use crate::raft::apply::Applier;
 use crate::raft::codec::LogId;
+use crate::raft::forward::{FORWARD_TIMEOUT, LeaderLink, Unsent};
 use crate::raft::leadership::{Leadership, RaftView};
 use crate::raft::log_store::LogStore;
 use crate::raft::membership::{self, Change, PeerUrls, Removal, Roster};
-use crate::raft::network::{FORWARD_TIMEOUT, LeaderLink, PeerNetwork, Unsent};
+use crate::raft::network::PeerNetwork;
 use crate::raft::peer_service::PeerService;
-use crate::raft::state_machine::{Applier, StateMachine};
+use crate::raft::state_machine::StateMachine;
 use crate::raft::{Applied, Proposal, ProposalOp, RaftNode};
+use crate::serve::serve_peers;
 
 /// A failure to start the store.
 #[derive(Debug, thiserror::Error)]
@@ -103,12 +101,12 @@ pub struct Store {
 /// How long a member whose storage failed keeps answering (unhealthy, refusing requests with
 /// `etcdserver: server stopped`) before it exits, so the answers to the writes in flight go
 /// out.
-const FAILURE_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const FAILURE_GRACE: Duration = Duration::from_secs(1);
 
 impl Store {
     /// Opens the member's data directory, starts its Raft node and serves its peers; returns
     /// once a leader is known and this member has replayed its log (see
-    /// [`Store::wait_until_caught_up`]), so it never serves an older revision than one it
+    /// `Store::wait_until_caught_up`), so it never serves an older revision than one it
     /// served before a restart. A data directory that holds a log or a vote is restarted as
     /// it is: the `--initial-cluster*` flags count only when bootstrapping.
     pub async fn open(config: Config) -> Result<Arc<Store>, StartError> {
@@ -591,7 +589,7 @@ impl Store {
 
     /// The client of the leader's peer service and the header of messages to it, when
     /// another member leads.
-    pub fn leader_peer(&self) -> Option<Result<crate::raft::network::LeaderClient, EtcdError>> {
+    pub fn leader_peer(&self) -> Option<Result<crate::raft::forward::LeaderClient, EtcdError>> {
         let (leader, addr) = self.remote_leader()?;
         Some(self.link.leader_client(leader, &addr))
     }
@@ -767,7 +765,7 @@ impl Store {
     }
 
     /// Waits for a storage failure; its reason.
-    async fn failed(&self) -> String {
+    pub(crate) async fn failed(&self) -> String {
         let mut rx = self.failure.subscribe();
         match rx.wait_for(Option::is_some).await {
             Ok(reason) => reason.clone().unwrap_or_default(),
@@ -831,25 +829,6 @@ impl Drop for Store {
     }
 }
 
-/// Serves the Raft peer service on every `--listen-peer-urls` listener, refusing messages
-/// larger than `max_message_bytes`.
-async fn serve_peers(listeners: Vec<TcpListener>, max_message_bytes: usize, service: PeerService) {
-    let service = PeerServer::new(service)
-        .max_decoding_message_size(max_message_bytes)
-        .max_encoding_message_size(usize::MAX);
-    let mut servers = JoinSet::new();
-    for listener in listeners {
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let server = tonic::transport::Server::builder().add_service(service.clone());
-        servers.spawn(async move {
-            if let Err(e) = server.serve_with_incoming(incoming).await {
-                tracing::error!(error = %e, "serving peers failed");
-            }
-        });
-    }
-    while servers.join_next().await.is_some() {}
-}
-
 /// What the log holds at start: the id of its last entry (purged or not), and whether it
 /// holds an entry or a vote (what openraft counts as a member that has started before).
 async fn persisted_log(log: &LogStore) -> std::io::Result<(Option<LogId>, bool)> {
@@ -858,113 +837,4 @@ async fn persisted_log(log: &LogStore) -> std::io::Result<(Option<LogId>, bool)>
     let last = log.get_log_state().await?.last_log_id;
     let vote = openraft::RaftLogReader::read_vote(&mut log).await?;
     Ok((last, last.is_some() || vote.is_some()))
-}
-
-/// A running store serving clients.
-pub struct StoreHandle {
-    store: Arc<Store>,
-    addrs: Vec<SocketAddr>,
-    tasks: JoinSet<std::io::Result<()>>,
-}
-
-impl StoreHandle {
-    /// Opens the store and serves gRPC and HTTP on every `--listen-client-urls` address.
-    pub async fn start(config: Config) -> Result<StoreHandle, StartError> {
-        config.validate()?;
-        let mut listeners = Vec::new();
-        for addr in config.client_listen_addrs()? {
-            let listener = TcpListener::bind(addr)
-                .await
-                .map_err(|source| StartError::Listen { addr, source })?;
-            listeners.push(listener);
-        }
-        let store = Store::open(config).await?;
-        let routes = tonic::service::Routes::from(crate::api::router(store.clone()));
-        let mut tasks = JoinSet::new();
-        let mut addrs = Vec::new();
-        for listener in listeners {
-            let addr = listener.local_addr().map_err(|source| StartError::Listen {
-                addr: SocketAddr::from(([0, 0, 0, 0], 0)),
-                source,
-            })?;
-            addrs.push(addr);
-            let incoming = TcpIncoming::from(listener)
-                .with_nodelay(Some(true))
-                .map_ok(Coalesced::new);
-            // HTTP/1.1 for /health, /version and /metrics; HTTP/2 for gRPC, on the same port.
-            let server = tonic::transport::Server::builder()
-                .accept_http1(true)
-                .http2_adaptive_window(Some(true))
-                .add_routes(routes.clone());
-            tasks.spawn(async move {
-                server
-                    .serve_with_incoming(incoming)
-                    .await
-                    .map_err(std::io::Error::other)
-            });
-        }
-        tokio::spawn(crate::compactor::run(store.clone()));
-        tracing::info!(
-            name = %store.config().name,
-            member_id = %format!("{:x}", store.member_id()),
-            addresses = ?addrs,
-            "ready to serve client requests"
-        );
-        Ok(StoreHandle {
-            store,
-            addrs,
-            tasks,
-        })
-    }
-
-    /// The store behind this handle.
-    pub fn store(&self) -> &Arc<Store> {
-        &self.store
-    }
-
-    /// The addresses clients can reach.
-    pub fn addrs(&self) -> &[SocketAddr] {
-        &self.addrs
-    }
-
-    /// Serves until a listener fails, the process receives Ctrl-C / SIGTERM, the member is
-    /// removed from the cluster (then, as etcd, it serves one more second, so the answer to
-    /// its own removal goes out, and stops without error), or its storage fails (then it
-    /// stops with an error after [`FAILURE_GRACE`], so the process exits non-zero and a
-    /// supervisor can restart it, as etcd exits on a failed WAL write).
-    pub async fn wait(mut self) -> std::io::Result<()> {
-        let result = tokio::select! {
-            Some(done) = self.tasks.join_next() => done.map_err(std::io::Error::other).and_then(|r| r),
-            _ = shutdown_signal() => Ok(()),
-            reason = self.store.failed() => {
-                tokio::time::sleep(FAILURE_GRACE).await;
-                Err(std::io::Error::other(format!("stopped after a storage failure: {reason}")))
-            }
-            _ = self.store.removed() => {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                tracing::warn!(
-                    data_dir = %self.store.config().data_dir().display(),
-                    "{}; the data directory used by this member must be removed",
-                    membership::REMOVED
-                );
-                Ok(())
-            }
-        };
-        self.store.shutdown().await;
-        result
-    }
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing a SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = tokio::signal::ctrl_c().await;
 }

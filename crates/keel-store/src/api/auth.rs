@@ -9,9 +9,9 @@ use keel_proto::etcdserverpb::auth_server::Auth;
 use keel_proto::etcdserverpb::*;
 use tonic::{Request, Response, Status};
 
-use super::error::EtcdError;
 use super::unary;
 use crate::auth::{AuthOp, AuthProposal, hash_password};
+use crate::error::EtcdError;
 use crate::raft::{Applied, ProposalOp};
 use crate::server::Store;
 

@@ -11,8 +11,8 @@ use keel_proto::etcdserverpb::{
 };
 use tonic::{Request, Response, Status};
 
-use super::error::EtcdError;
 use super::unary;
+use crate::error::EtcdError;
 use crate::raft::membership::Change;
 use crate::server::Store;
 

@@ -24,7 +24,7 @@ type State = axum::extract::State<Arc<Store>>;
 /// 503 with etcd's reason (a member that cannot write fails etcd's health range).
 async fn health(axum::extract::State(store): State) -> impl IntoResponse {
     let reason = if store.failure().is_some() {
-        format!("RANGE ERROR:{}", crate::api::error::EtcdError::Stopped)
+        format!("RANGE ERROR:{}", crate::error::EtcdError::Stopped)
     } else if store.leader() == 0 {
         "RAFT NO LEADER".to_string()
     } else if let Some(alarm) = store.alarms().first() {

@@ -13,8 +13,8 @@ use tonic::{Request, Response, Status};
 
 use keel_mvcc::{is_txn_readonly, is_txn_serializable};
 
-use super::error::EtcdError;
 use super::unary;
+use crate::error::EtcdError;
 use crate::raft::{Applied, ProposalOp};
 use crate::server::Store;
 

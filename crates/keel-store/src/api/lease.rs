@@ -25,9 +25,9 @@ use keel_proto::etcdserverpb::{
 };
 use tonic::{Request, Response, Status, Streaming};
 
-use super::error::EtcdError;
 use super::require_leader::{requires_leader, until_leader_lost};
 use super::unary;
+use crate::error::EtcdError;
 use crate::lease::{LeaseOp, LeaseProposal, MAX_LEASE_TTL, forward};
 use crate::raft::{Applied, ProposalOp};
 use crate::server::Store;

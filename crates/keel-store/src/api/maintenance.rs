@@ -17,8 +17,8 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
-use super::error::EtcdError;
 use super::unary;
+use crate::error::EtcdError;
 use crate::raft::{Applied, ProposalOp};
 use crate::server::Store;
 

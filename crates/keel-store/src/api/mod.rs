@@ -1,9 +1,8 @@
-//! The etcd v3 gRPC services (one file each), the HTTP endpoints, and the one module that owns
-//! every etcd error string.
+//! The etcd v3 gRPC services (one file each) and the HTTP endpoints; every etcd error string
+//! they answer with comes from [`crate::error`].
 
 pub mod auth;
 pub mod cluster;
-pub mod error;
 pub mod http;
 pub mod kv;
 pub mod lease;
@@ -20,9 +19,9 @@ use keel_proto::etcdserverpb::{
 };
 use tonic::{Response, Status};
 
+use crate::error::{self, EtcdError};
 use crate::metrics::GrpcLabels;
 use crate::server::Store;
-use error::EtcdError;
 
 /// gRPC's own framing overhead allowed on top of `--max-request-bytes`, as etcd allows.
 pub(crate) const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use tonic::Status;
 
-use super::error::EtcdError;
+use crate::error::EtcdError;
 use crate::server::Store;
 
 /// Checks in a row without a leader after which a `hasleader` stream ends (etcd's

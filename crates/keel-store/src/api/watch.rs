@@ -28,8 +28,8 @@ use keel_proto::etcdserverpb::watch_request::RequestUnion;
 use tonic::{Request, Response, Status, Streaming};
 
 use super::GRPC_OVERHEAD_BYTES;
-use super::error::EtcdError;
 use super::require_leader::{requires_leader, until_leader_lost};
+use crate::error::EtcdError;
 use crate::server::Store;
 use crate::watch::WatchStreamHandle;
 

@@ -28,9 +28,9 @@ use keel_proto::raftpb::{self, LeaseRefusal, lease_renew_response, lease_time_to
 use prost::Message;
 
 use super::{LeaseError, Lessor};
-use crate::api::error::EtcdError;
+use crate::error::EtcdError;
 use crate::metrics::Metrics;
-use crate::raft::network::LeaderClient;
+use crate::raft::forward::LeaderClient;
 use crate::server::Store;
 
 /// How long a refused or failed lease request waits before it is asked again (etcd's

@@ -59,7 +59,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::time::{Duration, Instant};
 
-use crate::api::error::EtcdError;
+use crate::error::EtcdError;
 
 /// etcd's largest lease TTL in seconds (`MaxLeaseTTL`).
 pub const MAX_LEASE_TTL: i64 = 9_000_000_000;

@@ -75,7 +75,7 @@ pub async fn run(store: Weak<Store>) {
     }
 }
 
-async fn propose(store: &Store, op: LeaseOp) -> Result<(), crate::api::error::EtcdError> {
+async fn propose(store: &Store, op: LeaseOp) -> Result<(), crate::error::EtcdError> {
     store
         .propose(ProposalOp::Lease(LeaseProposal { op: Some(op) }))
         .await

@@ -22,9 +22,9 @@ use openraft::raft::Precondition;
 use openraft::{ChangeMembers, EntryPayload, Membership};
 use tokio::sync::Notify;
 
-use super::state_machine::Applier;
+use super::apply::Applier;
 use super::{KeelRaft, RaftNode};
-use crate::api::error::EtcdError;
+use crate::error::EtcdError;
 use crate::identity::sorted;
 
 /// How recently the leader must have heard from a voter for etcd to count it as connected

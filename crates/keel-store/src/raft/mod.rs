@@ -4,12 +4,14 @@
 //! keel's own WAL ([`log_store`]), committed entries are applied to the MVCC store
 //! ([`state_machine`]), and entries are encoded by [`codec`]. Members talk over keel's peer
 //! gRPC protocol ([`network`] sends, [`peer_service`] answers, [`wire`] converts); a follower
-//! hands its clients' writes to the leader ([`network::LeaderLink`]); [`membership`] makes
+//! hands its clients' writes to the leader ([`forward`]); [`membership`] makes
 //! membership changes with etcd's checks, and [`leadership`] applies etcd's check-quorum rule
 //! to openraft's view of the leader. openraft types stay inside this module; the rest of the
 //! store sees [`Proposal`], [`Applied`] and [`RaftNode`].
 
+pub mod apply;
 pub mod codec;
+pub mod forward;
 pub mod leadership;
 pub mod log_store;
 pub mod membership;
@@ -26,7 +28,7 @@ use keel_proto::etcdserverpb::{
     TxnRequest, TxnResponse,
 };
 
-use crate::api::error::EtcdError;
+use crate::error::EtcdError;
 
 openraft::declare_raft_types!(
     /// openraft's type configuration for keel: standard Raft terms (one leader per term).

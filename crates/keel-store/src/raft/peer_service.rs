@@ -19,12 +19,13 @@ use openraft::raft::AppendEntriesResponse;
 use prost::Message;
 use tonic::{Request, Response, Status};
 
+use super::apply::Applier;
 use super::leadership::Leadership;
 use super::membership::{REMOVED, Roster};
-use super::state_machine::{Applier, SnapshotReceiver};
+use super::state_machine::SnapshotReceiver;
 use super::{Applied, Proposal, RaftNode, codec, wire};
-use crate::api::error::EtcdError;
 use crate::data_dir::DataDir;
+use crate::error::EtcdError;
 use crate::lease::forward;
 use crate::metrics::Metrics;
 
@@ -40,8 +41,8 @@ const ITEM_OVERHEAD_BYTES: usize = 1024;
 pub fn max_message_bytes(max_request_bytes: u32, max_payload_entries: u64) -> usize {
     let request = max_request_bytes as usize + ITEM_OVERHEAD_BYTES;
     let append = (max_payload_entries as usize).saturating_mul(request);
-    let propose = super::network::MAX_BATCH * ITEM_OVERHEAD_BYTES
-        + super::network::MAX_BATCH_BYTES.max(request);
+    let propose = super::forward::MAX_BATCH * ITEM_OVERHEAD_BYTES
+        + super::forward::MAX_BATCH_BYTES.max(request);
     let chunk = super::network::SNAPSHOT_CHUNK_BYTES + request;
     append.max(propose).max(chunk) + crate::api::GRPC_OVERHEAD_BYTES
 }

@@ -16,7 +16,7 @@ use keel_proto::raftpb::reconfigure_request::Change as WireChange;
 use super::codec::{self, Entry};
 use super::membership::Change;
 use super::{Applied, KeelRaft};
-use crate::api::error::EtcdError;
+use crate::error::EtcdError;
 
 /// An AppendEntries request on the wire.
 pub fn append_request(

@@ -1,0 +1,448 @@
+//! The applied state of a member and how each committed entry changes it.
+//!
+//! The [`Applier`] holds what the log has made of this member: the MVCC store, alarms, the
+//! members' published attributes, removed members, the auth store and the lessor; every
+//! record besides keys lives in the backend's meta bucket, written in the same transaction as
+//! the entries that changed it, so the backend is always at one applied log id.
+//!
+//! Leases are replicated the same way as the auth store: grants, revokes, expiries and
+//! checkpoints are log entries applied here to the [`Lessor`], which persists one record per
+//! lease in the same backend transaction. Puts check their lease against the lessor (also inside
+//! txns), and the events of every applied op attach keys to or detach them from leases; a
+//! revoke deletes all of a lease's keys in one revision (one internal txn of deletes), so
+//! watchers see DELETE events with `prev_kv`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use keel_mvcc::{ApplyBatch, Mvcc};
+use keel_proto::etcdserverpb::{
+    AlarmMember, AlarmRequest, AlarmResponse, DeleteRangeRequest, LeaseGrantResponse,
+    LeaseRevokeResponse, Member, MemberListResponse, RequestOp, ResponseHeader, TxnRequest,
+    alarm_request::AlarmAction, request_op,
+};
+use keel_proto::mvccpb::{Event, event::EventType};
+use parking_lot::{Mutex, RwLock};
+use prost::Message;
+
+use super::codec::{self, LogId};
+use super::{Applied, KeelRaft, Proposal, ProposalOp};
+use crate::auth::{AuthOp, AuthProposal, AuthStore};
+use crate::error::EtcdError;
+use crate::lease::{self, LeaseOp, LeaseProposal, LeaseRecord, Lessor};
+use crate::metrics::Metrics;
+use crate::watch::WatchHub;
+
+pub(super) type StoredMembership = openraft::alias::StoredMembershipOf<KeelRaft>;
+
+/// The backend's meta records the applier owns.
+pub(super) const META_APPLIED: &str = "raft_applied_log_id";
+pub(super) const META_MEMBERSHIP: &str = "raft_membership";
+const META_ALARMS: &str = "alarms";
+const META_AUTH: &str = "auth";
+const META_MEMBERS: &str = "members";
+const META_REMOVED: &str = "members_removed";
+
+/// The applied state of this member, shared with the API layer.
+pub struct Applier {
+    /// The key-value store.
+    pub mvcc: Arc<Mvcc>,
+    alarms: RwLock<Vec<AlarmMember>>,
+    /// The attributes each member published, by id.
+    members: RwLock<BTreeMap<u64, Member>>,
+    /// Members removed from the cluster (etcd keeps them so it can refuse their messages).
+    removed: RwLock<BTreeSet<u64>>,
+    auth: RwLock<AuthStore>,
+    pub(super) lessor: Mutex<Lessor>,
+    /// The watchers fed by every committed batch.
+    pub watch: Arc<WatchHub>,
+    pub(super) applied: RwLock<(Option<LogId>, StoredMembership)>,
+    min_lease_ttl: i64,
+    pub(super) metrics: Arc<Metrics>,
+}
+
+/// Everything the backend records besides keys: what [`Applier`] keeps in memory.
+struct Recorded {
+    applied: Option<LogId>,
+    membership: StoredMembership,
+    alarms: Vec<AlarmMember>,
+    members: BTreeMap<u64, Member>,
+    removed: BTreeSet<u64>,
+    auth: AuthStore,
+    lessor: Lessor,
+}
+
+impl Recorded {
+    fn load(mvcc: &Mvcc, min_lease_ttl: i64) -> io::Result<Recorded> {
+        let meta = |name| mvcc.meta(name).map_err(io::Error::other);
+        let applied = codec::decode_log_id(&meta(META_APPLIED)?.unwrap_or_default())?;
+        let membership = decode_membership(meta(META_MEMBERSHIP)?)?;
+        let alarms = match meta(META_ALARMS)? {
+            Some(bytes) => {
+                AlarmResponse::decode(bytes.as_slice())
+                    .map_err(io::Error::other)?
+                    .alarms
+            }
+            None => Vec::new(),
+        };
+        let members = match meta(META_MEMBERS)? {
+            Some(bytes) => MemberListResponse::decode(bytes.as_slice())
+                .map_err(io::Error::other)?
+                .members
+                .into_iter()
+                .map(|m| (m.id, m))
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        let removed = meta(META_REMOVED)?.unwrap_or_default();
+        if removed.len() % 8 != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the removed-members record is not a list of 8-byte ids",
+            ));
+        }
+        let removed = removed
+            .chunks_exact(8)
+            .map(|id| u64::from_be_bytes(id.try_into().expect("8 bytes")))
+            .collect();
+        let auth = match meta(META_AUTH)? {
+            Some(bytes) => AuthStore::decode(bytes.as_slice()).map_err(io::Error::other)?,
+            None => AuthStore::new(),
+        };
+        let mut records = Vec::new();
+        for (_, bytes) in mvcc
+            .meta_with_prefix(lease::META_PREFIX)
+            .map_err(io::Error::other)?
+        {
+            records.push(LeaseRecord::decode(bytes.as_slice()).map_err(io::Error::other)?);
+        }
+        let leased_keys = mvcc.leased_keys().map_err(io::Error::other)?;
+        let lessor = Lessor::restore(min_lease_ttl, records, leased_keys);
+        Ok(Recorded {
+            applied,
+            membership,
+            alarms,
+            members,
+            removed,
+            auth,
+            lessor,
+        })
+    }
+}
+
+/// The membership record (`raft_membership`): its log id, then the membership.
+pub(super) fn decode_membership(bytes: Option<Vec<u8>>) -> io::Result<StoredMembership> {
+    match bytes {
+        Some(bytes) if bytes.len() >= 16 => {
+            let (log_id, membership) = bytes.split_at(16);
+            let log_id = codec::decode_log_id(log_id)?;
+            Ok(StoredMembership::new(
+                log_id,
+                codec::decode_membership(&mut codec::Reader(membership))?,
+            ))
+        }
+        Some(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "truncated membership record",
+        )),
+        None => Ok(StoredMembership::default()),
+    }
+}
+
+impl Applier {
+    /// Loads the applied state recorded in the backend; leases get etcd's minimum TTL
+    /// `min_lease_ttl` (seconds).
+    pub fn open(mvcc: Arc<Mvcc>, metrics: Arc<Metrics>, min_lease_ttl: i64) -> io::Result<Applier> {
+        let state = Recorded::load(&mvcc, min_lease_ttl)?;
+        metrics.lease_count.set(state.lessor.len() as i64);
+        let watch = Arc::new(WatchHub::new(mvcc.clone(), metrics.clone()));
+        Ok(Applier {
+            watch,
+            mvcc,
+            alarms: RwLock::new(state.alarms),
+            members: RwLock::new(state.members),
+            removed: RwLock::new(state.removed),
+            auth: RwLock::new(state.auth),
+            lessor: Mutex::new(state.lessor),
+            applied: RwLock::new((state.applied, state.membership)),
+            min_lease_ttl,
+            metrics,
+        })
+    }
+
+    /// Replaces the backend with the snapshot file at `path` and everything applied with what
+    /// it records; watchers catch up from it. Reads are not stopped meanwhile: for a moment a
+    /// read may see the new keys with the leases or auth store of before, as a follower far
+    /// behind its leader serves old state anyway.
+    pub(super) fn install(&self, path: &Path) -> io::Result<()> {
+        self.mvcc.replace_with(path).map_err(io::Error::other)?;
+        let state = Recorded::load(&self.mvcc, self.min_lease_ttl)?;
+        self.metrics.lease_count.set(state.lessor.len() as i64);
+        *self.alarms.write() = state.alarms;
+        *self.members.write() = state.members;
+        *self.removed.write() = state.removed;
+        *self.auth.write() = state.auth;
+        *self.lessor.lock() = state.lessor;
+        *self.applied.write() = (state.applied, state.membership);
+        self.watch.restore(self.mvcc.current_revision());
+        Ok(())
+    }
+
+    /// The alarms currently raised.
+    pub fn alarms(&self) -> Vec<AlarmMember> {
+        self.alarms.read().clone()
+    }
+
+    /// The attributes member `id` published, if it did.
+    pub fn published(&self, id: u64) -> Option<Member> {
+        self.members.read().get(&id).cloned()
+    }
+
+    /// Whether member `id` was removed from the cluster.
+    pub fn is_removed(&self, id: u64) -> bool {
+        self.removed.read().contains(&id)
+    }
+
+    /// Records the members a new membership no longer has as removed, and forgets their
+    /// attributes.
+    pub(super) fn apply_membership(
+        &self,
+        batch: &mut ApplyBatch<'_>,
+        before: &openraft::Membership<u64, openraft::impls::BasicNode>,
+        after: &openraft::Membership<u64, openraft::impls::BasicNode>,
+    ) {
+        let gone: Vec<u64> = before
+            .nodes()
+            .map(|(id, _)| *id)
+            .filter(|id| after.get_node(id).is_none())
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let mut removed = self.removed.write();
+        removed.extend(gone.iter().copied());
+        let ids: Vec<u8> = removed.iter().flat_map(|id| id.to_be_bytes()).collect();
+        batch.set_meta(META_REMOVED, &ids);
+        let mut members = self.members.write();
+        if gone.iter().any(|id| members.remove(id).is_some()) {
+            persist_members(batch, &members);
+        }
+    }
+
+    /// Reads the auth store.
+    pub fn auth<T>(&self, read: impl FnOnce(&AuthStore) -> T) -> T {
+        read(&self.auth.read())
+    }
+
+    /// Runs `f` on the lessor (keepalives, lookups and the leader's expiry loop).
+    pub fn lessor<T>(&self, f: impl FnOnce(&mut Lessor) -> T) -> T {
+        f(&mut self.lessor.lock())
+    }
+
+    /// The last applied log id.
+    pub fn applied(&self) -> Option<LogId> {
+        self.applied.read().0
+    }
+
+    pub(super) fn apply_proposal(&self, batch: &mut ApplyBatch<'_>, proposal: Proposal) -> Applied {
+        let result = match proposal.op {
+            Some(ProposalOp::Put(req)) => batch.put(&req).map(Applied::Put),
+            Some(ProposalOp::DeleteRange(req)) => {
+                batch.delete_range(&req).map(Applied::DeleteRange)
+            }
+            Some(ProposalOp::Txn(req)) => batch.txn(&req).map(Applied::Txn),
+            Some(ProposalOp::Compaction(req)) => batch.compact(&req).map(Applied::Compaction),
+            Some(ProposalOp::Alarm(req)) => return Applied::Alarm(self.apply_alarm(batch, &req)),
+            Some(ProposalOp::Member(member)) => return self.apply_member(batch, member),
+            Some(ProposalOp::Auth(AuthProposal { op: Some(op) })) => {
+                return self.apply_auth(batch, &op);
+            }
+            Some(ProposalOp::Auth(AuthProposal { op: None })) => {
+                return Applied::Rejected(EtcdError::Internal("empty auth proposal".into()));
+            }
+            Some(ProposalOp::Lease(LeaseProposal { op: Some(op) })) => {
+                return self.apply_lease(batch, op);
+            }
+            Some(ProposalOp::Lease(LeaseProposal { op: None })) => {
+                return Applied::Rejected(EtcdError::Internal("empty lease proposal".into()));
+            }
+            None => return Applied::Rejected(EtcdError::Internal("empty proposal".into())),
+        };
+        result.unwrap_or_else(|e| Applied::Rejected(e.into()))
+    }
+
+    /// Applies an auth change and persists the auth store when it changed.
+    fn apply_auth(&self, batch: &mut ApplyBatch<'_>, op: &AuthOp) -> Applied {
+        let mut auth = self.auth.write();
+        let revision = auth.revision;
+        match auth.apply(op) {
+            Ok(()) => {
+                if auth.revision != revision {
+                    batch.set_meta(META_AUTH, &auth.encode_to_vec());
+                }
+                Applied::Auth
+            }
+            Err(e) => Applied::Rejected(e),
+        }
+    }
+
+    /// Applies a lease change; grants and checkpoints persist the lease's record, revokes
+    /// and expiries delete it together with the lease's keys.
+    fn apply_lease(&self, batch: &mut ApplyBatch<'_>, op: LeaseOp) -> Applied {
+        let header = |revision| {
+            Some(ResponseHeader {
+                revision,
+                ..Default::default()
+            })
+        };
+        match op {
+            LeaseOp::Grant(req) => {
+                let granted = self.lessor.lock().grant(req.id, req.ttl, Instant::now());
+                match granted {
+                    Ok(record) => {
+                        batch.set_meta(&lease::meta_name(req.id), &record.encode_to_vec());
+                        self.metrics.lease_granted.inc();
+                        self.metrics.lease_count.inc();
+                        Applied::LeaseGrant(LeaseGrantResponse {
+                            header: header(batch.revision()),
+                            id: req.id,
+                            ttl: record.ttl,
+                            error: String::new(),
+                        })
+                    }
+                    Err(e) => Applied::Rejected(e.into()),
+                }
+            }
+            LeaseOp::Revoke(req) => match self.revoke_lease(batch, req.id) {
+                Ok(()) => Applied::LeaseRevoke(LeaseRevokeResponse {
+                    header: header(batch.revision()),
+                }),
+                Err(e) => Applied::Rejected(e),
+            },
+            LeaseOp::Expire(expire) => {
+                for id in expire.ids {
+                    match self.revoke_lease(batch, id) {
+                        Ok(()) | Err(EtcdError::LeaseNotFound) => {}
+                        Err(e) => return Applied::Rejected(e),
+                    }
+                }
+                Applied::Lease
+            }
+            LeaseOp::Checkpoint(checkpoints) => {
+                let mut lessor = self.lessor.lock();
+                for c in checkpoints.checkpoints {
+                    if let Some(record) = lessor.checkpoint(c.id, c.remaining_ms) {
+                        batch.set_meta(&lease::meta_name(c.id), &record.encode_to_vec());
+                    }
+                }
+                Applied::Lease
+            }
+        }
+    }
+
+    /// Revokes lease `id`: removes it and its record, and deletes its keys in one revision
+    /// (sorted, as etcd does, so every member writes the same revision).
+    fn revoke_lease(&self, batch: &mut ApplyBatch<'_>, id: i64) -> Result<(), EtcdError> {
+        let keys = self.lessor.lock().revoke(id)?;
+        batch.delete_meta(&lease::meta_name(id));
+        self.metrics.lease_revoked.inc();
+        self.metrics.lease_count.dec();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let deletes = TxnRequest {
+            success: keys
+                .into_iter()
+                .map(|key| RequestOp {
+                    request: Some(request_op::Request::RequestDeleteRange(
+                        DeleteRangeRequest {
+                            key,
+                            ..Default::default()
+                        },
+                    )),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        batch.txn(&deletes)?;
+        Ok(())
+    }
+
+    /// Attaches keys to and detaches them from leases after the events of one applied op (the
+    /// lessor knows each key's lease, so events need not carry the values they replaced).
+    pub(super) fn track_leases(&self, events: &[Event]) {
+        if events.is_empty() {
+            return;
+        }
+        let mut lessor = self.lessor.lock();
+        for event in events {
+            let Some(kv) = &event.kv else { continue };
+            let old = lessor.lease_of(&kv.key);
+            let new = if event.r#type == EventType::Put as i32 {
+                kv.lease
+            } else {
+                0
+            };
+            if old != 0 && old != new {
+                lessor.detach(old, &kv.key);
+            }
+            if new != 0 && new != old {
+                lessor.attach(new, kv.key.clone());
+            }
+        }
+    }
+
+    /// Records a member's published attributes and persists them all.
+    fn apply_member(&self, batch: &mut ApplyBatch<'_>, member: Member) -> Applied {
+        // As etcd, a removed member's attributes are not recorded again.
+        if self.is_removed(member.id) {
+            return Applied::Rejected(EtcdError::MemberNotFound);
+        }
+        let mut members = self.members.write();
+        members.insert(member.id, member);
+        persist_members(batch, &members);
+        Applied::Published
+    }
+
+    /// Raises or clears an alarm, as etcd's applier does, and persists the alarm list.
+    fn apply_alarm(&self, batch: &mut ApplyBatch<'_>, req: &AlarmRequest) -> AlarmResponse {
+        let member = AlarmMember {
+            member_id: req.member_id,
+            alarm: req.alarm,
+        };
+        let mut alarms = self.alarms.write();
+        let mut resp = AlarmResponse::default();
+        match req.action() {
+            AlarmAction::Activate => {
+                if !alarms.contains(&member) {
+                    alarms.push(member);
+                }
+                resp.alarms.push(member);
+            }
+            AlarmAction::Deactivate => {
+                if let Some(pos) = alarms.iter().position(|a| *a == member) {
+                    resp.alarms.push(alarms.remove(pos));
+                }
+            }
+            AlarmAction::Get => resp.alarms = alarms.clone(),
+        }
+        let stored = AlarmResponse {
+            alarms: alarms.clone(),
+            ..Default::default()
+        };
+        batch.set_meta(META_ALARMS, &stored.encode_to_vec());
+        resp
+    }
+}
+
+/// Writes the published attributes of every member.
+fn persist_members(batch: &mut ApplyBatch<'_>, members: &BTreeMap<u64, Member>) {
+    let stored = MemberListResponse {
+        members: members.values().cloned().collect(),
+        ..Default::default()
+    };
+    batch.set_meta(META_MEMBERS, &stored.encode_to_vec());
+}

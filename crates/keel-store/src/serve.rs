@@ -1,0 +1,151 @@
+//! Serving a store: its clients on `--listen-client-urls` ([`StoreHandle`]: gRPC and, on the
+//! same ports, HTTP/1.1 for `/health`, `/version` and `/metrics`), its peers on
+//! `--listen-peer-urls`, and the process's life until a signal or the member's removal.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::TryStreamExt;
+use keel_proto::raftpb::peer_server::PeerServer;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tonic::transport::server::TcpIncoming;
+
+use crate::coalesce::Coalesced;
+use crate::config::Config;
+use crate::raft::membership;
+use crate::raft::peer_service::PeerService;
+use crate::server::{FAILURE_GRACE, StartError, Store};
+
+/// A running store serving clients.
+pub struct StoreHandle {
+    store: Arc<Store>,
+    addrs: Vec<SocketAddr>,
+    tasks: JoinSet<std::io::Result<()>>,
+}
+
+impl StoreHandle {
+    /// Opens the store and serves gRPC and HTTP on every `--listen-client-urls` address.
+    pub async fn start(config: Config) -> Result<StoreHandle, StartError> {
+        config.validate()?;
+        let mut listeners = Vec::new();
+        for addr in config.client_listen_addrs()? {
+            let listener = TcpListener::bind(addr)
+                .await
+                .map_err(|source| StartError::Listen { addr, source })?;
+            listeners.push(listener);
+        }
+        let store = Store::open(config).await?;
+        let routes = tonic::service::Routes::from(crate::api::router(store.clone()));
+        let mut tasks = JoinSet::new();
+        let mut addrs = Vec::new();
+        for listener in listeners {
+            let addr = listener.local_addr().map_err(|source| StartError::Listen {
+                addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+                source,
+            })?;
+            addrs.push(addr);
+            let incoming = TcpIncoming::from(listener)
+                .with_nodelay(Some(true))
+                .map_ok(Coalesced::new);
+            // HTTP/1.1 for /health, /version and /metrics; HTTP/2 for gRPC, on the same port.
+            let server = tonic::transport::Server::builder()
+                .accept_http1(true)
+                .http2_adaptive_window(Some(true))
+                .add_routes(routes.clone());
+            tasks.spawn(async move {
+                server
+                    .serve_with_incoming(incoming)
+                    .await
+                    .map_err(std::io::Error::other)
+            });
+        }
+        tokio::spawn(crate::compactor::run(store.clone()));
+        tracing::info!(
+            name = %store.config().name,
+            member_id = %format!("{:x}", store.member_id()),
+            addresses = ?addrs,
+            "ready to serve client requests"
+        );
+        Ok(StoreHandle {
+            store,
+            addrs,
+            tasks,
+        })
+    }
+
+    /// The store behind this handle.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The addresses clients can reach.
+    pub fn addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// Serves until a listener fails, the process receives Ctrl-C / SIGTERM, the member is
+    /// removed from the cluster (then, as etcd, it serves one more second, so the answer to
+    /// its own removal goes out, and stops without error), or its storage fails (then it
+    /// stops with an error after a second (`FAILURE_GRACE`), so the process exits non-zero and a
+    /// supervisor can restart it, as etcd exits on a failed WAL write).
+    pub async fn wait(mut self) -> std::io::Result<()> {
+        let result = tokio::select! {
+            Some(done) = self.tasks.join_next() => done.map_err(std::io::Error::other).and_then(|r| r),
+            _ = shutdown_signal() => Ok(()),
+            reason = self.store.failed() => {
+                tokio::time::sleep(FAILURE_GRACE).await;
+                Err(std::io::Error::other(format!("stopped after a storage failure: {reason}")))
+            }
+            _ = self.store.removed() => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                tracing::warn!(
+                    data_dir = %self.store.config().data_dir().display(),
+                    "{}; the data directory used by this member must be removed",
+                    membership::REMOVED
+                );
+                Ok(())
+            }
+        };
+        self.store.shutdown().await;
+        result
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Serves the Raft peer service on every `--listen-peer-urls` listener, refusing messages
+/// larger than `max_message_bytes`.
+pub(crate) async fn serve_peers(
+    listeners: Vec<TcpListener>,
+    max_message_bytes: usize,
+    service: PeerService,
+) {
+    let service = PeerServer::new(service)
+        .max_decoding_message_size(max_message_bytes)
+        .max_encoding_message_size(usize::MAX);
+    let mut servers = JoinSet::new();
+    for listener in listeners {
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let server = tonic::transport::Server::builder().add_service(service.clone());
+        servers.spawn(async move {
+            if let Err(e) = server.serve_with_incoming(incoming).await {
+                tracing::error!(error = %e, "serving peers failed");
+            }
+        });
+    }
+    while servers.join_next().await.is_some() {}
+}
