@@ -40,6 +40,10 @@ pub enum EtcdError {
     /// A request larger than `--max-request-bytes`.
     #[error("etcdserver: request is too large")]
     RequestTooLarge,
+    /// The member's applied index trails its commit index by more than
+    /// [`crate::server::MAX_APPLY_GAP`] entries (etcd's `maxGapBetweenApplyAndCommitIndex`).
+    #[error("etcdserver: too many requests")]
+    TooManyRequests,
     /// A lease that does not exist.
     #[error("etcdserver: requested lease not found")]
     LeaseNotFound,
@@ -178,7 +182,7 @@ impl EtcdError {
             | InvalidAuthManagement
             | MemberBadUrls => Code::InvalidArgument,
             LeaseNotFound | MemberNotFound => Code::NotFound,
-            NoSpace => Code::ResourceExhausted,
+            NoSpace | TooManyRequests => Code::ResourceExhausted,
             NoLeader
             | Stopped
             | Timeout
@@ -283,5 +287,8 @@ mod tests {
         let status = Status::from(EtcdError::LeaseNotFound);
         assert_eq!(status.code(), Code::NotFound);
         assert_eq!(status.message(), "etcdserver: requested lease not found");
+        let status = Status::from(EtcdError::TooManyRequests);
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert_eq!(status.message(), "etcdserver: too many requests");
     }
 }

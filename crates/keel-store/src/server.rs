@@ -84,6 +84,8 @@ pub struct Store {
     member_id: u64,
     cluster_id: u64,
     term: AtomicU64,
+    /// The commit index as openraft last reported it.
+    committed: AtomicU64,
     /// The leader as etcd reports it (0: none); see [`Leadership`].
     leader: AtomicU64,
     leadership: Arc<Leadership>,
@@ -97,6 +99,11 @@ pub struct Store {
     /// Why this member can no longer write, once its Raft core stopped on a storage error.
     failure: tokio::sync::watch::Sender<Option<String>>,
 }
+
+/// How far the applied index may trail the commit index before writes are refused with
+/// `etcdserver: too many requests` (etcd's `maxGapBetweenApplyAndCommitIndex`), so a member
+/// whose apply falls behind does not queue proposals without bound.
+pub const MAX_APPLY_GAP: u64 = 5000;
 
 /// How long a member whose storage failed keeps answering (unhealthy, refusing requests with
 /// `etcdserver: server stopped`) before it exits, so the answers to the writes in flight go
@@ -258,6 +265,7 @@ impl Store {
             member_id,
             cluster_id,
             term: AtomicU64::new(0),
+            committed: AtomicU64::new(0),
             leader: AtomicU64::new(0),
             leadership,
             voters: AtomicU64::new(0),
@@ -479,6 +487,9 @@ impl Store {
         if self.leader() == 0 {
             self.metrics.proposals_failed.inc();
             return Err(EtcdError::NoLeader);
+        }
+        if self.committed.load(Ordering::Relaxed) > self.applied_index() + MAX_APPLY_GAP {
+            return Err(EtcdError::TooManyRequests);
         }
         let _pending = Pending::new(&self.metrics.proposals_pending);
         let deadline = tokio::time::Instant::now() + self.config.request_timeout();
@@ -736,6 +747,7 @@ impl Store {
             .is_leader
             .set(i64::from(leader == self.member_id));
         if let Some(committed) = m.cluster_committed {
+            self.committed.store(committed.index, Ordering::Relaxed);
             self.metrics.proposals_committed.set(committed.index as i64);
         }
     }
