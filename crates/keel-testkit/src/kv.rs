@@ -7,7 +7,7 @@ use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{HashKvRequest, PutRequest, RangeRequest, StatusRequest};
 
-use super::Server;
+use super::{Cluster, Server};
 
 /// The leader `m` reports, if any.
 pub async fn leader_of(m: &Server) -> Option<u64> {
@@ -85,5 +85,28 @@ pub async fn assert_same_hashkv(members: &[&Server], limit: Duration) {
             "HashKV at revision {revision} differs: {hashes:?}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The index of the member that all of `asked` name as leader, once they agree; fails the
+/// test if they do not within `limit`.
+pub async fn agreed_leader(cluster: &Cluster, asked: &[usize], limit: Duration) -> usize {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut leaders = Vec::new();
+        for &i in asked {
+            leaders.push(leader_of(&cluster.members[i]).await);
+        }
+        if let Some(Some(l)) = leaders.first()
+            && leaders.iter().all(|x| *x == Some(*l))
+        {
+            for (i, m) in cluster.members.iter().enumerate() {
+                if asked.contains(&i) && m.ids().await.1 == *l {
+                    return i;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "no agreed leader: {leaders:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -1010,3 +1010,31 @@ pub fn base_seed() -> u64 {
             .as_nanos() as u64,
     }
 }
+
+/// How long [`ctl`] retries a membership change etcd calls unhealthy.
+pub const MEMBERSHIP_RETRY: Duration = Duration::from_secs(30);
+
+/// etcdctl 3.5 against `m`, retried for up to [`MEMBERSHIP_RETRY`] while a membership change
+/// finds the cluster unhealthy (etcd wants every voter connected for 5 s first).
+pub fn ctl(m: &Server, args: &[&str]) -> CtlOutput {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let deadline = Instant::now() + MEMBERSHIP_RETRY;
+    loop {
+        let out = etcdctl(CtlVersion::V35, &m.endpoint, &args, None);
+        if !out.stderr.contains("unhealthy cluster") || Instant::now() > deadline {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// etcdctl that must succeed; its standard output.
+pub fn ctl_ok(m: &Server, args: &[&str]) -> String {
+    let out = ctl(m, args);
+    assert_eq!(
+        out.code, 0,
+        "etcdctl {args:?} on {}: {}{}",
+        m.endpoint, out.stdout, out.stderr
+    );
+    out.stdout
+}

@@ -20,7 +20,7 @@ use keel_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseTimeToLiveRequest, MemberListRequest, MoveLeaderRequest, PutRequest,
     StatusRequest,
 };
-use keel_testkit::kv::{assert_same_hashkv, keys, leader_of, put};
+use keel_testkit::kv::{agreed_leader, assert_same_hashkv, keys, leader_of, put};
 use keel_testkit::{Cluster, Server, target_flavor};
 use keel_testkit::{CtlVersion, Flavor, etcdctl};
 
@@ -193,28 +193,6 @@ async fn raft_term(m: &Server) -> u64 {
         .raft_term
 }
 
-/// The index of the member that all of `asked` name as leader, once they agree.
-async fn agreed_leader(cluster: &Cluster, asked: &[usize]) -> usize {
-    let deadline = Instant::now() + FAILOVER_LIMIT;
-    loop {
-        let mut leaders = Vec::new();
-        for &i in asked {
-            leaders.push(leader_of(&cluster.members[i]).await);
-        }
-        if let Some(Some(l)) = leaders.first()
-            && leaders.iter().all(|x| *x == Some(*l))
-        {
-            for (i, m) in cluster.members.iter().enumerate() {
-                if asked.contains(&i) && m.ids().await.1 == *l {
-                    return i;
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "no agreed leader: {leaders:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_whole_cluster_killed_and_restarted_keeps_every_write() {
     let mut cluster = Cluster::start(target_flavor(), 3, &[]);
@@ -227,7 +205,7 @@ async fn the_whole_cluster_killed_and_restarted_keeps_every_write() {
         acknowledged.push(key);
     }
     cluster.restart_all();
-    agreed_leader(&cluster, &[0, 1, 2]).await;
+    agreed_leader(&cluster, &[0, 1, 2], FAILOVER_LIMIT).await;
     put(&cluster.members[1], "k/after")
         .await
         .expect("write after the restart");
@@ -248,7 +226,7 @@ async fn a_lease_keeps_its_remaining_ttl_across_a_leader_change() {
     const TTL: i64 = 12;
     let flavor = target_flavor();
     let mut cluster = Cluster::start(flavor, 3, &[]);
-    let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
+    let leader = agreed_leader(&cluster, &[0, 1, 2], FAILOVER_LIMIT).await;
     let follower = (leader + 1) % 3;
     let mut leases = LeaseClient::new(cluster.members[follower].channel().await);
     let id = leases
@@ -329,7 +307,7 @@ async fn a_lease_keeps_its_remaining_ttl_across_a_leader_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn move_leader_hands_leadership_to_the_chosen_member() {
     let mut cluster = Cluster::start(target_flavor(), 3, &[]);
-    let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
+    let leader = agreed_leader(&cluster, &[0, 1, 2], FAILOVER_LIMIT).await;
     let target = (leader + 1) % 3;
     let (_, leader_id) = cluster.members[leader].ids().await;
     let (_, target_id) = cluster.members[target].ids().await;
@@ -365,7 +343,10 @@ async fn move_leader_hands_leadership_to_the_chosen_member() {
         out.stdout.trim(),
         format!("Leadership transferred from {leader_id:x} to {target_id:x}")
     );
-    assert_eq!(agreed_leader(&cluster, &[0, 1, 2]).await, target);
+    assert_eq!(
+        agreed_leader(&cluster, &[0, 1, 2], FAILOVER_LIMIT).await,
+        target
+    );
     put(&cluster.members[leader], "k/after-move")
         .await
         .expect("write through the old leader after the move");
@@ -392,7 +373,10 @@ async fn move_leader_hands_leadership_to_the_chosen_member() {
         // etcd's MoveLeader waits as long as its caller does (tonic's own timeout here).
         Flavor::Etcd => assert_eq!(err.message(), "Timeout expired", "{err:?}"),
     }
-    assert_eq!(agreed_leader(&cluster, &[leader, target]).await, target);
+    assert_eq!(
+        agreed_leader(&cluster, &[leader, target], FAILOVER_LIMIT).await,
+        target
+    );
     assert_eq!(raft_term(&cluster.members[target]).await, term_before);
     put(&cluster.members[leader], "k/after-refused-move")
         .await

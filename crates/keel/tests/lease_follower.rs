@@ -25,34 +25,12 @@ use keel_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseKeepAliveRequest, LeaseLeasesRequest, LeaseTimeToLiveRequest,
     PutRequest, RangeRequest, WatchCreateRequest, WatchRequest,
 };
-use keel_testkit::kv::leader_of;
+use keel_testkit::kv::agreed_leader;
 use keel_testkit::{Cluster, CtlVersion, Server, etcdctl, etcdctl_command, target_flavor};
 use tokio_stream::StreamExt;
 
 /// How long a 3-member cluster may take to agree on a leader.
 const ELECTION_LIMIT: Duration = Duration::from_secs(15);
-
-/// The index of the member every running member of `cluster` among `asked` names as leader.
-async fn agreed_leader(cluster: &Cluster, asked: &[usize]) -> usize {
-    let deadline = Instant::now() + ELECTION_LIMIT;
-    loop {
-        let mut leaders = Vec::new();
-        for &i in asked {
-            leaders.push(leader_of(&cluster.members[i]).await);
-        }
-        if let Some(Some(l)) = leaders.first()
-            && leaders.iter().all(|x| *x == Some(*l))
-        {
-            for &i in asked {
-                if cluster.members[i].ids().await.1 == *l {
-                    return i;
-                }
-            }
-        }
-        assert!(Instant::now() < deadline, "no agreed leader: {leaders:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// Grants a lease of `ttl` seconds through `m` and puts `key` with it; the lease ID.
 async fn leased_key(m: &Server, ttl: i64, key: &str) -> i64 {
@@ -189,7 +167,7 @@ async fn leases(m: &Server) -> Vec<i64> {
 async fn a_lease_kept_alive_through_a_follower_lives_3_ttls() {
     const TTL: i64 = 4;
     let cluster = Cluster::start(target_flavor(), 3, &[]);
-    let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
+    let leader = agreed_leader(&cluster, &[0, 1, 2], ELECTION_LIMIT).await;
     let follower = &cluster.members[(leader + 1) % 3];
     let id = leased_key(follower, TTL, "k/kept").await;
 
@@ -218,7 +196,7 @@ async fn a_lease_kept_alive_through_a_follower_lives_3_ttls() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn time_to_live_through_a_follower_reports_the_renewed_ttl() {
     let cluster = Cluster::start(target_flavor(), 3, &[]);
-    let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
+    let leader = agreed_leader(&cluster, &[0, 1, 2], ELECTION_LIMIT).await;
     let follower = &cluster.members[(leader + 1) % 3];
     // A 30 s lease, idle for a while, then renewed once (on the leader): the follower reports
     // the renewed TTL at once, as the leader does, with the key attached.
@@ -250,7 +228,7 @@ async fn time_to_live_through_a_follower_reports_the_renewed_ttl() {
 async fn a_lease_kept_alive_through_a_follower_survives_a_leader_kill() {
     const TTL: i64 = 5;
     let mut cluster = Cluster::start(target_flavor(), 3, &[]);
-    let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
+    let leader = agreed_leader(&cluster, &[0, 1, 2], ELECTION_LIMIT).await;
     let f = (leader + 1) % 3;
     let id = leased_key(&cluster.members[f], TTL, "k/kept").await;
     let kept = keep_alive(&cluster.members[f], id);
@@ -259,7 +237,7 @@ async fn a_lease_kept_alive_through_a_follower_survives_a_leader_kill() {
     cluster.members[leader].kill();
     let killed = Instant::now();
     let survivors: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
-    let new_leader = agreed_leader(&cluster, &survivors).await;
+    let new_leader = agreed_leader(&cluster, &survivors, ELECTION_LIMIT).await;
     eprintln!("new leader after {:?}", killed.elapsed());
     while killed.elapsed() < Duration::from_secs(2 * TTL as u64) {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -282,7 +260,7 @@ async fn a_lease_kept_alive_through_a_follower_survives_a_leader_kill() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_leases_through_a_follower_answer_as_etcd() {
     let cluster = Cluster::start(target_flavor(), 3, &[]);
-    let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
+    let leader = agreed_leader(&cluster, &[0, 1, 2], ELECTION_LIMIT).await;
     let follower = &cluster.members[(leader + 1) % 3];
 
     // An unknown lease: TTL 0 on a keepalive, -1 on TimeToLive, as etcdctl prints them.
@@ -319,7 +297,7 @@ async fn unknown_leases_through_a_follower_answer_as_etcd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_leader_hasleader_watches_and_keepalives_end_with_no_leader() {
     let mut cluster = Cluster::start(target_flavor(), 3, &[]);
-    let leader = agreed_leader(&cluster, &[0, 1, 2]).await;
+    let leader = agreed_leader(&cluster, &[0, 1, 2], ELECTION_LIMIT).await;
     let f = (leader + 1) % 3;
     let follower = &cluster.members[f];
     // A watch that requires a leader, open while there is one.

@@ -18,35 +18,10 @@ use keel_proto::etcdserverpb::cluster_client::ClusterClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{Member, MemberAddRequest, MemberListRequest, StatusRequest};
 use keel_testkit::kv::{assert_same_hashkv, keys, leader_of, put};
-use keel_testkit::{Cluster, CtlOutput, CtlVersion, Flavor, Server, etcdctl, target_flavor};
+use keel_testkit::{Cluster, Flavor, Server, ctl, ctl_ok, target_flavor};
 
 /// How long a new member may take to catch up, or a removed one to stop.
 const CATCH_UP: Duration = Duration::from_secs(20);
-
-/// etcdctl 3.5 against `m`; a membership change is retried while etcd calls the cluster
-/// unhealthy (until every voter has been connected for 5 s).
-fn ctl(m: &Server, args: &[&str]) -> CtlOutput {
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let deadline = Instant::now() + CATCH_UP;
-    loop {
-        let out = etcdctl(CtlVersion::V35, &m.endpoint, &args, None);
-        if !out.stderr.contains("unhealthy cluster") || Instant::now() > deadline {
-            return out;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// etcdctl that must succeed; its standard output.
-fn ctl_ok(m: &Server, args: &[&str]) -> String {
-    let out = ctl(m, args);
-    assert_eq!(
-        out.code, 0,
-        "etcdctl {args:?}: {}{}",
-        out.stdout, out.stderr
-    );
-    out.stdout
-}
 
 /// etcdctl that must fail with `error` in its message.
 fn ctl_refused(m: &Server, args: &[&str], error: &str) {

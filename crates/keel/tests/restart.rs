@@ -16,35 +16,10 @@ use std::time::{Duration, Instant};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::{PutRequest, RangeRequest};
 use keel_testkit::kv::leader_of;
-use keel_testkit::{Cluster, CtlOutput, CtlVersion, Flavor, Server, etcdctl, target_flavor};
+use keel_testkit::{Cluster, CtlVersion, Flavor, Server, ctl, ctl_ok, etcdctl, target_flavor};
 
 /// How long a member may take to catch up or to start.
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// etcdctl 3.5 against `m`, retried while a membership change finds the cluster unhealthy
-/// (etcd wants every voter connected for 5 s first).
-fn ctl(m: &Server, args: &[&str]) -> CtlOutput {
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let deadline = Instant::now() + LIMIT;
-    loop {
-        let out = etcdctl(CtlVersion::V35, &m.endpoint, &args, None);
-        if !out.stderr.contains("unhealthy cluster") || Instant::now() > deadline {
-            return out;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// etcdctl that must succeed; its standard output.
-fn ctl_ok(m: &Server, args: &[&str]) -> String {
-    let out = ctl(m, args);
-    assert_eq!(
-        out.code, 0,
-        "etcdctl {args:?} on {}: {}{}",
-        m.endpoint, out.stdout, out.stderr
-    );
-    out.stdout
-}
 
 /// `(header revision, count)` of a serializable `get k/ --prefix` on `m` (one attempt; `None`
 /// when etcdctl fails, e.g. while `m` is not serving yet).
