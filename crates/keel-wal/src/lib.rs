@@ -415,12 +415,13 @@ impl Wal {
 }
 
 /// Whether the bad record at `off` of the last segment (the chain standing at `prev` before
-/// it) is a torn write: nothing valid follows it, or only records that may be the rest of its
-/// own batch while the damage holds a never-written (zeroed) sector. A bit flip followed by
-/// valid records, or any valid later batch, is corruption.
+/// it) is a torn write: nothing valid follows it and it was cut short or holds a
+/// never-written (zeroed) sector, or only records that may be the rest of its own batch
+/// follow while the damage holds such a sector. A bit flip in a record written whole, or any
+/// valid later batch, is corruption.
 fn torn_tail(data: &[u8], off: usize, prev: u32) -> bool {
     match record::scan_after_damage(data, off, prev) {
-        record::AfterDamage::Nothing => true,
+        record::AfterDamage::Nothing => record::cut_short(data, off),
         record::AfterDamage::SameBatch(next) => record::zeroed_sector(data, off, next),
         record::AfterDamage::LaterBatch => false,
     }

@@ -280,6 +280,23 @@ pub(crate) fn scan_after_damage(data: &[u8], off: usize, prev: u32) -> AfterDama
     }
 }
 
+/// Whether the bad record at `off`, with nothing valid after it, is what a torn write leaves:
+/// it runs past the end of the data by its own length field (the write was cut short), or
+/// part of it was never written (a zeroed sector, see [`zeroed_sector`]). A record that is
+/// all there with no such gap has been damaged after it was written: corruption (etcd's
+/// `isTornEntry` draws the same line).
+pub(crate) fn cut_short(data: &[u8], off: usize) -> bool {
+    let Some(hdr) = data.get(off..off + HEADER) else {
+        return true;
+    };
+    let body_len =
+        (u32::from_le_bytes(hdr[..4].try_into().expect("4 bytes")) & !END_OF_BATCH) as usize;
+    match padded(body_len).and_then(|n| off.checked_add(n)) {
+        Some(end) if end <= data.len() => zeroed_sector(data, off, end),
+        _ => true,
+    }
+}
+
 /// Whether `data[from..to]` holds a whole never-written sector: a piece between two sector
 /// boundaries (or `from`/`to`) that is all zeros. Damage without one is not a torn write.
 pub(crate) fn zeroed_sector(data: &[u8], from: usize, to: usize) -> bool {

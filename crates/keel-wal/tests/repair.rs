@@ -109,7 +109,7 @@ fn torn_last_batch_at_every_offset() {
 }
 
 #[test]
-fn garbage_after_last_batch_is_repaired() {
+fn a_cut_short_tail_is_repaired_and_a_whole_bad_record_is_corruption() {
     let mut lcg = 0x2545_f491_u64;
     let random: Vec<u8> = (0..3000)
         .map(|_| {
@@ -118,7 +118,12 @@ fn garbage_after_last_batch_is_repaired() {
         })
         .collect();
     let plausible_header = [16, 0, 0, 0x80, 1, 2, 3, 4, 2, 0, 0, 0, 0, 0, 0, 0];
-    for tail in [vec![0u8; 4096], random, plausible_header.to_vec()] {
+    for (tail, torn) in [
+        (vec![0u8; 4096], true),
+        // Its first length field claims more than the file holds: a write cut short.
+        (random, true),
+        (plausible_header.to_vec(), false),
+    ] {
         let tmp = tempfile::tempdir().expect("tempdir");
         let (mut wal, _) = open(tmp.path(), 1 << 20).expect("open");
         let ends = write(&mut wal, 1..=5, 30);
@@ -130,6 +135,18 @@ fn garbage_after_last_batch_is_repaired() {
         data.extend_from_slice(&tail);
         data.extend_from_slice(&last_record);
         fs::write(seg, data).expect("write garbage");
+        if !torn {
+            // Bytes written whole after the last batch that do not chain: a torn write
+            // leaves zeros or a short file, never these (etcd refuses such a WAL too).
+            assert_corrupt(
+                tmp.path(),
+                false,
+                seg,
+                ends[4],
+                "garbage after the last batch",
+            );
+            continue;
+        }
         let (wal, _) = open(tmp.path(), 1 << 20).expect("open");
         assert_eq!(len(seg), ends[4], "file truncated to the last good batch");
         drop(wal);
@@ -210,9 +227,16 @@ fn damage_followed_by_later_batches_is_corruption() {
         .expect("damage a length");
     assert_corrupt(tmp.path(), false, seg, ends[3], "length past the end");
     fs::write(seg, &pristine).expect("restore");
-    // Damage in the last record of the last batch is indistinguishable from a torn write.
+    // A bit flip in the last record of the last batch, written whole (no never-written
+    // sector in it), is corruption too: a torn write leaves zeros or a short file.
     xor_byte(seg, ends[7] + 44, 0x55);
-    check_repaired(tmp.path(), 8, 20);
+    assert_corrupt(
+        tmp.path(),
+        false,
+        seg,
+        ends[7] + 40,
+        "flip in the last record",
+    );
 }
 
 #[test]
@@ -227,14 +251,28 @@ fn damage_in_the_last_batch_is_torn_only_if_a_torn_write_explains_it() {
     for at in start..ends[5] {
         fs::write(seg, &pristine).expect("restore");
         xor_byte(seg, at, 0x55);
-        if at < start + 40 {
+        let state = start + 40;
+        if at < state {
             // A flipped bit in the entry record, with its batch's state record intact after
             // it: a torn write leaves zeros, never flipped bits.
             assert_corrupt(tmp.path(), false, seg, start, &format!("flip at {at}"));
-        } else {
+        } else if at < state + 4 && runs_past_the_end(seg, state) {
+            // A length field that now claims more than the file holds: a write cut short.
             check_repaired(tmp.path(), 5, 20);
+        } else {
+            // The last record is all there: a flipped bit is not what a torn write leaves.
+            assert_corrupt(tmp.path(), false, seg, state, &format!("flip at {at}"));
         }
     }
+}
+
+/// Whether the record at `off` of `seg` claims, by its length field, more bytes than the
+/// file holds.
+fn runs_past_the_end(seg: &Path, off: u64) -> bool {
+    let data = fs::read(seg).expect("read");
+    let off = off as usize;
+    let len = u32::from_le_bytes(data[off..off + 4].try_into().unwrap()) & !(1 << 31);
+    off + (8 + len as usize).div_ceil(8) * 8 > data.len()
 }
 
 #[test]
