@@ -29,9 +29,9 @@ pub struct HashKv {
 impl Mvcc {
     /// etcd's `HashByRev(revision)`; 0 hashes at the current revision.
     pub fn hash_kv(&self, revision: i64) -> Result<HashKv, MvccError> {
-        let db = self.db.read();
+        let db = self.core.db.read();
         let (rev, compact, keep, table) = {
-            let s = self.state.read();
+            let s = self.core.state.read();
             let (cur, compact) = (s.current_rev, s.compact_rev);
             if revision > 0 && revision <= compact {
                 return Err(MvccError::Compacted);
@@ -72,7 +72,7 @@ impl Mvcc {
     /// A CRC-32C over the whole backend contents that replicas must agree on: the `key` table
     /// and the caller's metadata (not the per-member `applied_index`).
     pub fn hash(&self) -> Result<u32, MvccError> {
-        let db = self.db.read();
+        let db = self.core.db.read();
         let r = db.begin_read()?;
         let mut h = crc32c::crc32c(b"key");
         for e in r.open_table(KEY)?.iter()? {

@@ -362,21 +362,42 @@ impl TreeIndex {
         self.map.values().filter_map(|ki| ki.kept(at)).collect()
     }
 
-    /// Every revision compaction at `at` removes from the backend, with its tombstone flag.
-    pub fn garbage(&self, at: i64) -> Vec<(Rev, bool)> {
-        let mut out = Vec::new();
-        for ki in self.map.values() {
-            ki.garbage(at, &mut out);
-        }
-        out
-    }
-
-    /// Compacts the index at `at` (etcd's `Compact`), dropping keys left without history.
-    pub fn compact(&mut self, at: i64) {
-        self.map.retain(|_, ki| {
+    /// Compacts the index at `at` (etcd's `Compact`) for at most `max_keys` keys after `after`
+    /// (from the first key when `None`), dropping keys left without history; pushes every
+    /// backend revision the compaction removes, oldest first per key, with its tombstone flag.
+    /// Returns the last key visited, to pass as `after` next time, or `None` once the walk
+    /// reached the end of the index.
+    ///
+    /// Keys added or taken back between two calls need no compaction at `at`: their revisions
+    /// are newer than `at`, which is at most the published store revision.
+    pub fn compact_chunk(
+        &mut self,
+        at: i64,
+        after: Option<&[u8]>,
+        max_keys: usize,
+        garbage: &mut Vec<(Rev, bool)>,
+    ) -> Option<Box<[u8]>> {
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut last = None;
+        let mut emptied = Vec::new();
+        let mut visited = 0;
+        for (key, ki) in self.map.range_mut::<[u8], _>((lower, Bound::Unbounded)) {
+            if visited == max_keys {
+                break;
+            }
+            ki.garbage(at, garbage);
             ki.compact(at);
-            !ki.is_empty()
-        });
+            if ki.is_empty() {
+                emptied.push(key.clone());
+            }
+            last = Some(key);
+            visited += 1;
+        }
+        let last = last.cloned();
+        for key in emptied {
+            self.map.remove(&key);
+        }
+        last.filter(|_| visited == max_keys)
     }
 }
 
@@ -531,6 +552,18 @@ mod tests {
         assert_eq!(t.count(KeyRange::new(b"a", b"c"), 2), 1);
     }
 
+    /// Compacts the whole index in chunks of `chunk` keys; returns the removed revisions.
+    fn compact_all(t: &mut TreeIndex, at: i64, chunk: usize) -> Vec<(Rev, bool)> {
+        let mut garbage = Vec::new();
+        let mut after = None;
+        loop {
+            after = t.compact_chunk(at, after.as_deref(), chunk, &mut garbage);
+            if after.is_none() {
+                return garbage;
+            }
+        }
+    }
+
     #[test]
     fn compact_removes_dead_keys() {
         let mut t = TreeIndex::new();
@@ -538,13 +571,54 @@ mod tests {
         t.tombstone(b"a", r(3));
         t.put(b"b", r(4));
         // A tombstone at exactly the compaction revision stays, so a watch from there sees it.
-        assert_eq!(t.garbage(3), vec![(r(2), false)]);
-        t.compact(3);
+        assert_eq!(compact_all(&mut t, 3, 10), vec![(r(2), false)]);
         assert!(t.key_index(b"a").is_some());
         assert!(t.get(b"a", 3).is_none());
-        t.compact(4);
+        assert_eq!(compact_all(&mut t, 4, 10), vec![(r(3), true)]);
         assert!(t.key_index(b"a").is_none());
         assert_eq!(t.len(), 1);
         assert_eq!(t.keep(4), [r(4)].into_iter().collect());
+    }
+
+    #[test]
+    fn chunked_compaction_equals_one_pass() {
+        let build = || {
+            let mut t = TreeIndex::new();
+            let mut rev = 2;
+            for round in 0..4 {
+                for k in 0..7u8 {
+                    let key = [b'k', k];
+                    if (k + round) % 3 == 0 {
+                        t.tombstone(&key, r(rev));
+                    } else {
+                        t.put(&key, r(rev));
+                    }
+                    rev += 1;
+                }
+            }
+            t
+        };
+        let mut whole = build();
+        let expect = compact_all(&mut whole, 20, usize::MAX);
+        for chunk in 1..9 {
+            let mut t = build();
+            let mut got = compact_all(&mut t, 20, chunk);
+            got.sort();
+            let mut want = expect.clone();
+            want.sort();
+            assert_eq!(got, want, "chunk {chunk}");
+            assert_eq!(t.map, whole.map, "chunk {chunk}");
+        }
+        // Removing a key that emptied does not lose the walk's place.
+        let mut t = build();
+        let first = t.compact_chunk(40, None, 2, &mut Vec::new());
+        assert!(first.is_some());
+        assert!(
+            t.compact_chunk(40, first.as_deref(), 100, &mut Vec::new())
+                .is_none()
+        );
+        let mut one = build();
+        compact_all(&mut one, 40, usize::MAX);
+        assert_eq!(t.map, one.map);
     }
 }

@@ -1,5 +1,7 @@
 //! Scenario tests of the public API against etcd 3.5's documented behaviour.
 
+use std::time::Duration;
+
 use keel_mvcc::{Mvcc, MvccError};
 use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use keel_proto::etcdserverpb::request_op::Request;
@@ -19,6 +21,11 @@ fn open() -> (tempfile::TempDir, Mvcc) {
 
 fn no_leases(_: i64) -> bool {
     false
+}
+
+/// Waits for the background compactor to finish what was applied.
+fn compacted(m: &Mvcc) {
+    assert!(m.finish_compaction(Duration::from_secs(60)).unwrap());
 }
 
 fn put(k: &str, v: &str) -> PutRequest {
@@ -450,6 +457,7 @@ fn compaction_rules() {
     ));
     b.commit(1).unwrap();
     assert_eq!(m.compact_revision(), 5);
+    compacted(&m);
     assert!(matches!(
         m.range(&RangeRequest {
             key: "a".into(),
@@ -568,6 +576,7 @@ fn restart_restores_state_and_applied_index() {
             b.set_meta("alarm", &[i as u8]);
             b.commit(10 + i).unwrap();
         }
+        compacted(&m);
         m.sync().unwrap();
         (m.hash().unwrap(), m.hash_kv(0).unwrap())
     };
@@ -610,6 +619,7 @@ fn maintenance() {
     })
     .unwrap();
     b.commit(2).unwrap();
+    compacted(&m);
     assert!(m.db_size() > 0);
     assert!(m.db_size_in_use() > 0);
     let before = m.hash().unwrap();
@@ -653,6 +663,7 @@ fn tombstone_at_compaction_revision_survives_reopen() {
     })
     .unwrap();
     b.commit(1).unwrap();
+    compacted(&m);
     let before = m.hash_kv(0).unwrap();
     let keys = m.indexed_keys();
     m.sync().unwrap();
