@@ -386,6 +386,12 @@ impl Report {
         if let Some(c) = &self.compaction {
             let _ = write!(out, ",\"compact_revision\":{}", c.revision);
             let _ = write!(out, ",\"compaction_s\":{:.4}", c.compaction.as_secs_f64());
+            let all: u64 = c
+                .parts()
+                .iter()
+                .map(|(_, s, _)| s.succeeded() + s.failed())
+                .sum();
+            let _ = write!(out, ",\"requests_all\":{all}");
             for (name, stats, elapsed) in c.parts() {
                 let _ = write!(
                     out,
@@ -647,6 +653,7 @@ mod tests {
             "\"put_p99_ms\":4.0",
             "\"range_p99_ms\":",
             "\"baseline_put_errors\":0",
+            "\"requests_all\":1,",
         ] {
             assert!(json.contains(needle), "{needle:?} missing in {json}");
         }
