@@ -3,18 +3,19 @@
 //! Applying a Compact is O(1): the batch moves the compact revision, and its commit records it
 //! as `compact_rev` (etcd's `scheduledCompactRev`). The revisions it makes unreadable are
 //! removed afterwards by [`Mvcc::compaction_step`], run by the store's compactor thread (or by
-//! the caller when [`MvccOptions::background_compaction`] is off). A step:
+//! the caller when [`MvccOptions::background_compaction`] is off), in two phases like etcd's:
 //!
-//! 1. walks the key index from where the last step stopped, [`INDEX_CHUNK_KEYS`] keys per hold
-//!    of the index write lock (etcd takes the lock per key), compacting each key and collecting
-//!    the backend revisions it drops, until it holds `compaction_batch_limit` of them (etcd's
-//!    `compactionBatchLimit`) or reached the end of the index;
-//! 2. removes at most `compaction_batch_limit` of them from the backend in one redb write
-//!    transaction; the one that removes the last also writes `finished_compact_rev` (etcd's
-//!    `finishedCompactRev`).
+//! 1. The key index is compacted, [`INDEX_CHUNK_KEYS`] keys per hold of the index write lock
+//!    (etcd's `treeIndex.Compact` takes the lock per key). No I/O.
+//! 2. The backend is scanned in revision order up to the compaction revision,
+//!    `compaction_batch_limit` entries per step (etcd's `compactionBatchLimit`); an entry whose
+//!    revision the compacted index no longer holds is removed, in one redb write transaction
+//!    per step. The step that reaches the end also writes `finished_compact_rev` (etcd's
+//!    `finishedCompactRev`). Removing in revision order keeps each transaction on few B-tree
+//!    pages.
 //!
 //! The thread pauses `compaction_sleep_interval` (etcd's `compactionSleepInterval`) after each
-//! step that removed something, so batches and reads run between two steps; no lock is held
+//! step that removed something, so batches and reads run between two removals; no lock is held
 //! during the pause.
 //!
 //! # Why reads stay correct while a compaction runs
@@ -32,7 +33,9 @@
 //!
 //! A batch may add revisions to the index (or take back its own) between two chunks: those
 //! revisions are above the published store revision, hence above the compaction's, and need no
-//! compaction. A step holds the backend handle's read lock from the walk to the commit, so
+//! compaction; nor are they in the range the backend scan covers. Nothing else removes a
+//! revision at or below the compaction revision from the index while the scan runs (passes run
+//! one after the other), so "no longer in the index" means exactly "dropped by this pass". A step holds the backend handle's read lock from the walk to the commit, so
 //! [`Mvcc::replace_with`] and [`Mvcc::defragment`] wait for a step to end; the compaction under
 //! way lives in the published state, which `replace_with` swaps, so it is abandoned with the
 //! backend it belongs to.
@@ -41,28 +44,29 @@
 //!
 //! Removal transactions commit without fsync, like batches, in the same redb commit order. A
 //! crash rolls back to a durable prefix, which holds the compaction's `compact_rev` before any
-//! of its removals. A key's dropped revisions are removed oldest first, so a key keeps a suffix
-//! of its history and the index rebuilt from it at open is right. Opening a backend whose
-//! `compact_rev` is above `finished_compact_rev` (or replaying the Compact from the WAL) starts
-//! the compaction again from the start of the index.
+//! of its removals. Removals go in revision order, so a key keeps a suffix of its history and
+//! the index rebuilt from it at open is right. Opening a backend whose `compact_rev` is above
+//! `finished_compact_rev` (or replaying the Compact from the WAL) starts the compaction again
+//! from the start of the index and of the backend.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use keel_proto::mvccpb::KeyValue;
 use parking_lot::{Condvar, Mutex};
-use redb::Durability;
+use prost::Message;
+use redb::{Durability, ReadableDatabase};
 
 use crate::backend::{KEY, META, META_FINISHED_COMPACT_REV};
 use crate::error::MvccError;
-use crate::revision::RevKey;
+use crate::revision::{Rev, RevKey, is_tombstone_key};
 use crate::store::{Core, Mvcc, MvccOptions, State};
 
 /// Keys compacted per hold of the index write lock.
 pub const INDEX_CHUNK_KEYS: usize = 64;
 
-/// Keys a step walks at most, as a multiple of the batch limit, when they drop nothing.
+/// Keys a step of the index walk visits at most, as a multiple of the batch limit.
 const WALK_PER_STEP: usize = 16;
 
 /// Pause before retrying a step that failed.
@@ -89,8 +93,7 @@ pub enum CompactionStep {
     },
 }
 
-/// A compaction under way: where the index walk is, and what it dropped that the backend
-/// still holds.
+/// A compaction under way: where the index walk and the backend scan are.
 #[derive(Debug)]
 pub(crate) struct CompactionPass {
     target: i64,
@@ -98,8 +101,8 @@ pub(crate) struct CompactionPass {
     after: Option<Box<[u8]>>,
     /// Whether the walk reached the end of the index.
     walked: bool,
-    /// Backend revisions the index dropped and the backend still holds, oldest first per key.
-    pending: VecDeque<RevKey>,
+    /// The first backend revision the scan has yet to look at.
+    scan_from: Rev,
 }
 
 /// The compactor's settings and its wake-up signal.
@@ -191,7 +194,7 @@ fn run(core: &Core) {
                     CompactionStep::Progress { removed, .. }
                     | CompactionStep::Finished { removed, .. },
                 ) => (removed > 0).then_some(control.sleep_interval),
-                // A failed removal keeps its revisions pending: try again later.
+                // A failed removal leaves the scan where it was: try again later.
                 Err(_) => Some(RETRY_AFTER),
             };
             let go_on = match pause {
@@ -210,8 +213,9 @@ impl Core {
     pub(crate) fn step(&self) -> Result<CompactionStep, MvccError> {
         let limit = self.compaction.batch_limit;
         let db = self.db.read();
-        let mut walked = 0;
-        let (target, batch, done) = loop {
+        // Phase 1: the index, a chunk of keys per hold of the lock.
+        let mut visited = 0;
+        let (target, scan_from) = loop {
             let mut guard = self.state.write();
             let State {
                 index,
@@ -228,43 +232,58 @@ impl Core {
                     target: *scheduled_compact_rev,
                     after: None,
                     walked: false,
-                    pending: VecDeque::new(),
+                    scan_from: Rev::default(),
                 });
             }
             let pass = pass.as_mut().expect("set above");
-            if pass.walked
-                || pass.pending.len() >= limit
-                || walked >= limit.saturating_mul(WALK_PER_STEP)
-            {
-                let n = pass.pending.len().min(limit);
-                let batch: Vec<RevKey> = pass.pending.drain(..n).collect();
-                break (pass.target, batch, pass.walked && pass.pending.is_empty());
+            if pass.walked {
+                break (pass.target, pass.scan_from);
             }
-            let mut garbage = Vec::new();
-            pass.after = index.compact_chunk(
-                pass.target,
-                pass.after.as_deref(),
-                INDEX_CHUNK_KEYS,
-                &mut garbage,
-            );
+            if visited >= limit.saturating_mul(WALK_PER_STEP) {
+                return Ok(CompactionStep::Progress {
+                    revision: pass.target,
+                    removed: 0,
+                });
+            }
+            pass.after = index.compact_chunk(pass.target, pass.after.as_deref(), INDEX_CHUNK_KEYS);
             pass.walked = pass.after.is_none();
-            pass.pending
-                .extend(garbage.into_iter().map(|(rev, tomb)| rev.to_key(tomb)));
-            walked += INDEX_CHUNK_KEYS;
+            visited += INDEX_CHUNK_KEYS;
         };
-        if batch.is_empty() && !done {
-            return Ok(CompactionStep::Progress {
-                revision: target,
-                removed: 0,
-            });
+        // Phase 2: the next `limit` backend entries up to the target, in revision order.
+        let mut scanned = Vec::with_capacity(limit.min(4096));
+        {
+            let table = db.begin_read()?.open_table(KEY)?;
+            let start = scan_from.to_key(false);
+            let end = Rev::new(target.saturating_add(1), 0).to_key(false);
+            for entry in table
+                .range::<&[u8]>(start.as_bytes()..end.as_bytes())?
+                .take(limit)
+            {
+                let (k, v) = entry?;
+                let k = k.value();
+                let rev = Rev::from_key(k)
+                    .ok_or_else(|| MvccError::Corrupt(format!("bad revision key {k:?}")))?;
+                scanned.push((rev, is_tombstone_key(k), key_of(v.value())?));
+            }
         }
-        let removed = batch.len();
-        let committed = (|| -> Result<(), MvccError> {
+        let done = scanned.len() < limit;
+        let next = scanned
+            .last()
+            .map_or(scan_from, |(rev, _, _)| Rev::new(rev.main, rev.sub + 1));
+        let garbage: Vec<RevKey> = {
+            let s = self.state.read();
+            scanned
+                .iter()
+                .filter(|(rev, _, key)| !s.index.contains(key, *rev))
+                .map(|(rev, tomb, _)| rev.to_key(*tomb))
+                .collect()
+        };
+        if !garbage.is_empty() || done {
             let mut w = db.begin_write()?;
             w.set_durability(Durability::None)?;
             {
                 let mut keys = w.open_table(KEY)?;
-                for key in &batch {
+                for key in &garbage {
                     keys.remove(key.as_bytes())?;
                 }
                 if done {
@@ -273,19 +292,13 @@ impl Core {
                 }
             }
             w.commit()?;
-            Ok(())
-        })();
-        let mut s = self.state.write();
-        if let Err(e) = committed {
-            // Still the same backend (its handle's lock is held): the removals stay pending.
-            if let Some(pass) = s.pass.as_mut() {
-                for key in batch.into_iter().rev() {
-                    pass.pending.push_front(key);
-                }
-            }
-            return Err(e);
         }
+        let removed = garbage.len();
+        let mut s = self.state.write();
         if !done {
+            if let Some(pass) = s.pass.as_mut() {
+                pass.scan_from = next;
+            }
             return Ok(CompactionStep::Progress {
                 revision: target,
                 removed,
@@ -302,6 +315,25 @@ impl Core {
             removed,
         })
     }
+}
+
+/// The key of a backend value (a protobuf `mvccpb.KeyValue`, whose field 1 comes first as
+/// prost writes it), without decoding the rest.
+fn key_of(value: &[u8]) -> Result<Vec<u8>, MvccError> {
+    if let Some((&0x0a, rest)) = value.split_first() {
+        let mut len = 0usize;
+        for (i, &b) in rest.iter().enumerate().take(10) {
+            len |= usize::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                let body = &rest[i + 1..];
+                if let Some(key) = body.get(..len) {
+                    return Ok(key.to_vec());
+                }
+                break;
+            }
+        }
+    }
+    Ok(KeyValue::decode(value)?.key)
 }
 
 impl Mvcc {
@@ -342,5 +374,30 @@ impl Mvcc {
             }
         }
         Ok(done(&self.core.state.read()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_of_reads_field_one_or_decodes() {
+        for key in [b"a".to_vec(), vec![7u8; 300], vec![0x80; 20_000]] {
+            let kv = KeyValue {
+                key: key.clone(),
+                value: b"v".to_vec(),
+                mod_revision: 5,
+                ..Default::default()
+            };
+            assert_eq!(key_of(&kv.encode_to_vec()).unwrap(), key);
+        }
+        // An empty key is not encoded at all: the value starts with another field.
+        let kv = KeyValue {
+            create_revision: 3,
+            ..Default::default()
+        };
+        assert_eq!(key_of(&kv.encode_to_vec()).unwrap(), Vec::<u8>::new());
+        assert!(key_of(&[0x0a, 0x05, b'x']).is_err());
     }
 }

@@ -160,6 +160,7 @@ impl KeyIndex {
     }
 
     /// Pushes every revision that compaction at `at` removes, with whether it is a tombstone.
+    #[cfg(test)]
     ///
     /// Compaction keeps, per key, the newest revision at or below `at`, even when it is a
     /// tombstone at exactly `at`: a watch resumed at the compaction revision must still see that
@@ -362,11 +363,19 @@ impl TreeIndex {
         self.map.values().filter_map(|ki| ki.kept(at)).collect()
     }
 
+    /// Whether `key`'s history holds `rev` (a compaction removes from the backend exactly the
+    /// revisions it drops from the index).
+    pub fn contains(&self, key: &[u8], rev: Rev) -> bool {
+        self.map.get(key).is_some_and(|ki| {
+            ki.generations
+                .iter()
+                .any(|g| g.revs.binary_search(&rev).is_ok())
+        })
+    }
+
     /// Compacts the index at `at` (etcd's `Compact`) for at most `max_keys` keys after `after`
-    /// (from the first key when `None`), dropping keys left without history; pushes every
-    /// backend revision the compaction removes, oldest first per key, with its tombstone flag.
-    /// Returns the last key visited, to pass as `after` next time, or `None` once the walk
-    /// reached the end of the index.
+    /// (from the first key when `None`), dropping keys left without history. Returns the last
+    /// key visited, to pass as `after` next time, or `None` once the walk reached the end.
     ///
     /// Keys added or taken back between two calls need no compaction at `at`: their revisions
     /// are newer than `at`, which is at most the published store revision.
@@ -375,7 +384,6 @@ impl TreeIndex {
         at: i64,
         after: Option<&[u8]>,
         max_keys: usize,
-        garbage: &mut Vec<(Rev, bool)>,
     ) -> Option<Box<[u8]>> {
         let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
         let mut last = None;
@@ -385,7 +393,6 @@ impl TreeIndex {
             if visited == max_keys {
                 break;
             }
-            ki.garbage(at, garbage);
             ki.compact(at);
             if ki.is_empty() {
                 emptied.push(key.clone());
@@ -552,14 +559,13 @@ mod tests {
         assert_eq!(t.count(KeyRange::new(b"a", b"c"), 2), 1);
     }
 
-    /// Compacts the whole index in chunks of `chunk` keys; returns the removed revisions.
-    fn compact_all(t: &mut TreeIndex, at: i64, chunk: usize) -> Vec<(Rev, bool)> {
-        let mut garbage = Vec::new();
+    /// Compacts the whole index in chunks of `chunk` keys.
+    fn compact_all(t: &mut TreeIndex, at: i64, chunk: usize) {
         let mut after = None;
         loop {
-            after = t.compact_chunk(at, after.as_deref(), chunk, &mut garbage);
+            after = t.compact_chunk(at, after.as_deref(), chunk);
             if after.is_none() {
-                return garbage;
+                return;
             }
         }
     }
@@ -571,11 +577,14 @@ mod tests {
         t.tombstone(b"a", r(3));
         t.put(b"b", r(4));
         // A tombstone at exactly the compaction revision stays, so a watch from there sees it.
-        assert_eq!(compact_all(&mut t, 3, 10), vec![(r(2), false)]);
-        assert!(t.key_index(b"a").is_some());
+        compact_all(&mut t, 3, 10);
+        assert!(!t.contains(b"a", r(2)));
+        assert!(t.contains(b"a", r(3)));
         assert!(t.get(b"a", 3).is_none());
-        assert_eq!(compact_all(&mut t, 4, 10), vec![(r(3), true)]);
+        compact_all(&mut t, 4, 10);
         assert!(t.key_index(b"a").is_none());
+        assert!(!t.contains(b"a", r(3)));
+        assert!(t.contains(b"b", r(4)));
         assert_eq!(t.len(), 1);
         assert_eq!(t.keep(4), [r(4)].into_iter().collect());
     }
@@ -598,25 +607,30 @@ mod tests {
             }
             t
         };
-        let mut whole = build();
-        let expect = compact_all(&mut whole, 20, usize::MAX);
-        for chunk in 1..9 {
-            let mut t = build();
-            let mut got = compact_all(&mut t, 20, chunk);
-            got.sort();
-            let mut want = expect.clone();
-            want.sort();
-            assert_eq!(got, want, "chunk {chunk}");
-            assert_eq!(t.map, whole.map, "chunk {chunk}");
+        for at in [10, 20, 40] {
+            let mut whole = build();
+            compact_all(&mut whole, at, usize::MAX);
+            // What the index keeps is exactly what the garbage of each key leaves.
+            let before = build();
+            for (key, ki) in &before.map {
+                let mut garbage = Vec::new();
+                ki.garbage(at, &mut garbage);
+                for g in ki.generations.iter().flat_map(|g| g.revs.iter()) {
+                    let dropped = garbage.iter().any(|(rev, _)| rev == g);
+                    assert_eq!(whole.contains(key, *g), !dropped, "at {at} {key:?} {g:?}");
+                }
+            }
+            for chunk in 1..9 {
+                let mut t = build();
+                compact_all(&mut t, at, chunk);
+                assert_eq!(t.map, whole.map, "at {at} chunk {chunk}");
+            }
         }
         // Removing a key that emptied does not lose the walk's place.
         let mut t = build();
-        let first = t.compact_chunk(40, None, 2, &mut Vec::new());
+        let first = t.compact_chunk(40, None, 2);
         assert!(first.is_some());
-        assert!(
-            t.compact_chunk(40, first.as_deref(), 100, &mut Vec::new())
-                .is_none()
-        );
+        assert!(t.compact_chunk(40, first.as_deref(), 100).is_none());
         let mut one = build();
         compact_all(&mut one, 40, usize::MAX);
         assert_eq!(t.map, one.map);

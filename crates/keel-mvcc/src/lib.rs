@@ -37,9 +37,9 @@
 //!    the redb commit, so from then on no reader resolves a revision that compaction removes.
 //! 3. Only after the redb commit returns does `commit` take the index write lock to publish the
 //!    new current revision and `applied_index`, and hand the compaction to the compactor.
-//! 4. The compactor compacts the index a few keys per hold of the index write lock and removes
-//!    the dropped revisions from redb in transactions of its own, only for compactions whose
-//!    batch committed (3). It removes only revisions that no read at or above the compact
+//! 4. The compactor compacts the index a few keys per hold of the index write lock, then scans
+//!    redb in revision order and removes the revisions the index dropped, in transactions of
+//!    its own, only for compactions whose batch committed (3). It removes only revisions that no read at or above the compact
 //!    revision resolves, so compacted and not yet compacted keys answer such reads alike
 //!    (the argument is in `compaction`).
 //! 5. A reader takes the index read lock, checks its revision against the published current and

@@ -208,13 +208,15 @@ fn a_compaction_cut_short_finishes_after_reopen() {
             let m = manual(&path, 10);
             many_revisions(&m);
             compact(&m, revision, 1000);
-            for _ in 0..3 {
-                assert!(matches!(
-                    m.compaction_step().unwrap(),
-                    CompactionStep::Progress { removed: 10, .. }
-                ));
+            let mut removed = 0;
+            for _ in 0..5 {
+                match m.compaction_step().unwrap() {
+                    CompactionStep::Progress { removed: r, .. } => removed += r,
+                    other => panic!("compaction over too soon: {other:?}"),
+                }
             }
-            // The durable state: the Compact and three removal batches, nothing more.
+            assert!(removed > 0);
+            // The durable state: the Compact and five removal batches, nothing more.
             m.sync().unwrap();
         }
         let m = if background {

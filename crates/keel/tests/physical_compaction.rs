@@ -50,7 +50,7 @@ async fn a_physical_compaction_is_answered_after_its_removals() {
     })
     .await
     .expect("compact");
-    let mut maintenance = MaintenanceClient::new(channel);
+    let maintenance = MaintenanceClient::new(channel);
     let hash = || {
         let mut m = maintenance.clone();
         async move {
