@@ -14,8 +14,6 @@
 //! [`ApplyBatch::commit`] writes everything plus `applied_index` and the revisions in one redb
 //! transaction and then publishes (see the crate docs for the ordering argument).
 
-use std::collections::HashMap;
-
 use keel_proto::etcdserverpb::request_op::Request;
 use keel_proto::etcdserverpb::response_op::Response;
 use keel_proto::etcdserverpb::{
@@ -27,7 +25,7 @@ use keel_proto::mvccpb::event::EventType;
 use keel_proto::mvccpb::{Event, KeyValue};
 use parking_lot::MutexGuard;
 use prost::Message;
-use redb::{Durability, ReadOnlyTable, ReadableDatabase, ReadableTable};
+use redb::{Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, WriteTransaction};
 
 use crate::backend::{
     APP_META, KEY, META, META_APPLIED_INDEX, META_COMPACT_REV, META_CURRENT_REV,
@@ -80,13 +78,12 @@ impl Op {
 /// The batch's view of values: its own staged writes, then the committed snapshot.
 struct BatchValues<'b> {
     writes: &'b [PendingWrite],
-    by_rev: &'b HashMap<Rev, usize>,
     committed: Option<&'b KeyTable>,
 }
 
 impl ValueSource for BatchValues<'_> {
     fn value(&self, rev: Rev) -> Result<KeyValue, MvccError> {
-        if let Some(&i) = self.by_rev.get(&rev) {
+        if let Ok(i) = self.writes.binary_search_by_key(&rev, |w| w.rev) {
             return Ok(self.writes[i].kv.clone());
         }
         let table = self
@@ -118,7 +115,6 @@ pub struct ApplyBatch<'a> {
     rev: i64,
     compact_rev: i64,
     writes: Vec<PendingWrite>,
-    by_rev: HashMap<Rev, usize>,
     undo: Vec<(Box<[u8]>, bool)>,
     compactions: Vec<i64>,
     /// Metadata changes in call order: a value to store, or `None` to remove the name.
@@ -144,7 +140,6 @@ impl<'a> ApplyBatch<'a> {
             rev,
             compact_rev,
             writes: Vec::new(),
-            by_rev: HashMap::new(),
             undo: Vec::new(),
             compactions: Vec::new(),
             meta: Vec::new(),
@@ -242,35 +237,7 @@ impl<'a> ApplyBatch<'a> {
         let db = mvcc.core.db.read();
         let mut w = db.begin_write()?;
         w.set_durability(Durability::None)?;
-        {
-            let mut keys = w.open_table(KEY)?;
-            for pw in &self.writes {
-                keys.insert(
-                    pw.rev.to_key(pw.tombstone).as_bytes(),
-                    pw.kv.encode_to_vec().as_slice(),
-                )?;
-            }
-            let mut meta = w.open_table(META)?;
-            meta.insert(META_APPLIED_INDEX, applied_index.to_be_bytes().as_slice())?;
-            meta.insert(META_CURRENT_REV, self.rev.to_be_bytes().as_slice())?;
-            meta.insert(META_COMPACT_REV, self.compact_rev.to_be_bytes().as_slice())?;
-            if !self.compactions.is_empty() && meta.get(META_FINISHED_COMPACT_REV)?.is_none() {
-                // Until now every compaction of this backend finished in its own batch.
-                let finished = mvcc.core.state.read().finished_compact_rev;
-                meta.insert(META_FINISHED_COMPACT_REV, finished.to_be_bytes().as_slice())?;
-            }
-            let mut app = w.open_table(APP_META)?;
-            for (k, v) in &self.meta {
-                match v {
-                    Some(v) => {
-                        app.insert(k.as_str(), v.as_slice())?;
-                    }
-                    None => {
-                        app.remove(k.as_str())?;
-                    }
-                }
-            }
-        }
+        self.write_tables(&w, applied_index)?;
         // Readers stop resolving revisions below the new compact revision before the
         // compactor may remove any (it starts only once `scheduled_compact_rev` moved, below).
         let old_compact = if self.compactions.is_empty() {
@@ -306,6 +273,48 @@ impl<'a> ApplyBatch<'a> {
 
     // ---- internals ----
 
+    /// Writes the batch's rows and metadata into the write transaction `w`.
+    fn write_tables(&self, w: &WriteTransaction, applied_index: u64) -> Result<(), MvccError> {
+        let mut keys = w.open_table(KEY)?;
+        let mut value = Vec::new();
+        for pw in &self.writes {
+            value.clear();
+            pw.kv.encode_raw(&mut value);
+            keys.insert(pw.rev.to_key(pw.tombstone).as_bytes(), value.as_slice())?;
+        }
+        // Only what changed: the revision moves only with writes, the compact revision
+        // only with a compaction.
+        let mut meta = w.open_table(META)?;
+        meta.insert(META_APPLIED_INDEX, applied_index.to_be_bytes().as_slice())?;
+        if !self.writes.is_empty() {
+            meta.insert(META_CURRENT_REV, self.rev.to_be_bytes().as_slice())?;
+        }
+        if !self.compactions.is_empty() {
+            meta.insert(META_COMPACT_REV, self.compact_rev.to_be_bytes().as_slice())?;
+            if meta.get(META_FINISHED_COMPACT_REV)?.is_none() {
+                // Until now every compaction of this backend finished in its own batch.
+                let finished = self.mvcc.core.state.read().finished_compact_rev;
+                meta.insert(META_FINISHED_COMPACT_REV, finished.to_be_bytes().as_slice())?;
+            }
+        }
+        if self.meta.is_empty() {
+            return Ok(());
+        }
+        let mut app = w.open_table(APP_META)?;
+        for (k, v) in &self.meta {
+            match v {
+                Some(v) => {
+                    app.insert(k.as_str(), v.as_slice())?;
+                }
+                None => {
+                    app.remove(k.as_str())?;
+                }
+            }
+        }
+
+        Ok(())
+    }
+
     fn ensure_snapshot(&mut self) -> Result<(), MvccError> {
         if self.committed.is_none() {
             let db = self.mvcc.core.db.read();
@@ -317,7 +326,6 @@ impl<'a> ApplyBatch<'a> {
     fn values(&self) -> BatchValues<'_> {
         BatchValues {
             writes: &self.writes,
-            by_rev: &self.by_rev,
             committed: self.committed.as_ref(),
         }
     }
@@ -337,9 +345,7 @@ impl<'a> ApplyBatch<'a> {
                 s.index.undo(&key, tomb);
             }
         }
-        for pw in self.writes.drain(mark.writes..) {
-            self.by_rev.remove(&pw.rev);
-        }
+        self.writes.truncate(mark.writes);
         self.events.truncate(mark.events);
     }
 
@@ -368,7 +374,8 @@ impl<'a> ApplyBatch<'a> {
     }
 
     fn stage(&mut self, rev: Rev, tombstone: bool, kv: KeyValue) {
-        self.by_rev.insert(rev, self.writes.len());
+        // Revisions only grow within a batch, so `writes` stays sorted for lookups.
+        debug_assert!(self.writes.last().is_none_or(|w| w.rev < rev));
         self.writes.push(PendingWrite { rev, tombstone, kv });
     }
 
@@ -387,7 +394,10 @@ impl<'a> ApplyBatch<'a> {
 
     fn put_op(&mut self, req: &PutRequest, op: &mut Op) -> Result<PutResponse, MvccError> {
         let rev = op.begin + 1;
-        let found = self.mvcc.core.state.read().index.get(&req.key, rev);
+        let idx_rev = Rev::new(rev, op.changes);
+        // The index entry goes in first (one lookup); an error below takes it back with the op.
+        let found = self.mvcc.core.state.write().index.put(&req.key, idx_rev);
+        self.undo.push((req.key.as_slice().into(), false));
         let needs_prev =
             self.events_with_prev || req.prev_kv || req.ignore_value || req.ignore_lease;
         let prev = if needs_prev {
@@ -415,10 +425,7 @@ impl<'a> ApplyBatch<'a> {
             value,
             lease,
         };
-        let idx_rev = Rev::new(rev, op.changes);
         self.stage(idx_rev, false, kv.clone());
-        self.mvcc.core.state.write().index.put(&req.key, idx_rev);
-        self.undo.push((req.key.as_slice().into(), false));
         op.changes += 1;
         let prev_kv = if req.prev_kv { prev.clone() } else { None };
         self.events.push(Event {

@@ -263,14 +263,18 @@ impl TreeIndex {
         self.map.get(key)
     }
 
-    /// Records a put of `key` at `rev`.
-    pub fn put(&mut self, key: &[u8], rev: Rev) {
+    /// Records a put of `key` at `rev`; returns the key's state at `rev.main` before it (one
+    /// lookup for both).
+    pub fn put(&mut self, key: &[u8], rev: Rev) -> Option<Found> {
         if let Some(ki) = self.map.get_mut(key) {
+            let before = ki.get(rev.main);
             ki.put(rev);
+            before
         } else {
             let mut ki = KeyIndex::default();
             ki.put(rev);
             self.map.insert(key.into(), ki);
+            None
         }
     }
 
