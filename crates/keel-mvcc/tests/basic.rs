@@ -677,3 +677,39 @@ fn tombstone_at_compaction_revision_survives_reopen() {
     );
     assert_eq!(m.hash_kv(0).unwrap(), before);
 }
+
+/// Batches that write no key (metadata only, or only a compaction) keep the store revision
+/// across a reopen, and a compaction-only batch keeps its compact revision.
+#[test]
+fn batches_without_writes_keep_the_revisions_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let m = Mvcc::open(&path).unwrap();
+        let mut b = m.begin_apply(&no_leases);
+        b.put(&put("a", "1")).unwrap();
+        b.put(&put("a", "2")).unwrap();
+        b.commit(1).unwrap();
+        let mut b = m.begin_apply(&no_leases);
+        b.set_meta("alarm", b"x");
+        b.commit(2).unwrap();
+        let mut b = m.begin_apply(&no_leases);
+        b.compact(&CompactionRequest {
+            revision: 2,
+            physical: false,
+        })
+        .unwrap();
+        b.commit(3).unwrap();
+        let b = m.begin_apply(&no_leases);
+        b.commit(4).unwrap();
+        compacted(&m);
+        m.sync().unwrap();
+    }
+    let m = Mvcc::open(&path).unwrap();
+    assert_eq!(m.applied_index(), 4);
+    assert_eq!(m.current_revision(), 3);
+    assert_eq!(m.compact_revision(), 2);
+    assert_eq!(m.finished_compact_revision(), 2);
+    assert_eq!(m.meta("alarm").unwrap(), Some(b"x".to_vec()));
+    assert_eq!(get(&m, "a").unwrap().value, b"2");
+}
