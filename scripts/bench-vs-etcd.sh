@@ -16,19 +16,29 @@
 #                   flags, election timeout 1 s): put and txn-put (same conns/clients, spread over
 #                   the members; followers forward to the leader), then kill -9 the leader and
 #                   time until a put through a survivor succeeds (failover)
-# Prints a markdown table (test | etcd | keel | keel/etcd) ready to paste into a README.
+#   compact       : fresh servers (8 GiB quota); COMPACT_KEYS keys x COMPACT_REVS revisions of
+#                   64-byte values written by txns of 100 puts, then `keel bench compact`: puts
+#                   and single-key ranges (same conns/clients, half each) for 5 s, then one
+#                   physical Compact to the latest revision under that load; p99 of each during
+#                   the compaction, and how long the compaction took
+# Every row also gets the server's CPU per request: utime + stime of the server process (all
+# members for the cluster rows) from /proc/PID/stat over the benchmark, divided by the requests
+# it answered (events delivered for watch), in µs; independent of the load generator's speed.
+# Prints a markdown table (test | etcd | keel | keel/etcd | CPU/request etcd | keel | keel/etcd)
+# ready to paste into a README.
 #
 # Usage: scripts/bench-vs-etcd.sh [--quick] [--runs N] [--only LIST] [--skip-keel] [--no-build] [--keep]
 #   --quick      totals 10x smaller (smoke run; the watch test puts 500 times instead of 2,000)
 #   --only LIST  run only these groups, comma separated: kv (put, txn-put, range), memory, watch,
-#                lease, cluster (default: all); e.g. --only watch,lease
+#                lease, cluster, compact (default: all); e.g. --only watch,lease
 #   --runs N     repeat everything N times and report medians (default 1)
 #   --skip-keel  benchmark etcd only (also: SKIP_KEEL=1)
 #   --no-build   use the binaries already in target/release
 #   --keep       keep the temporary folder (server logs, raw results)
 # Environment: ETCD_EXTRA_ARGS / KEEL_EXTRA_ARGS are appended to each server's command line;
 # CONNS / CLIENTS override 8 / 64; WATCH_STREAMS / WATCH_PER_STREAM / WATCH_RATE / WATCH_PUTS /
-# WATCH_PUT_CLIENTS override 100 / 100 / 1000 / 2000 (500 with --quick) / CLIENTS; KEEL_SERVER replaces the `target/release/keel store` command
+# WATCH_PUT_CLIENTS override 100 / 100 / 1000 / 2000 (500 with --quick) / CLIENTS; COMPACT_KEYS /
+# COMPACT_REVS override 2,000,000 (200,000 with --quick) / 5; KEEL_SERVER replaces the `target/release/keel store` command
 # in the keel column (e.g. another etcd-compatible server, or an etcd to check this script).
 set -euo pipefail
 
@@ -39,7 +49,7 @@ BUILD=1
 KEEP=0
 CONNS=${CONNS:-8}
 CLIENTS=${CLIENTS:-64}
-ONLY=kv,memory,watch,lease,cluster
+ONLY=kv,memory,watch,lease,cluster,compact
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "bench-vs-etcd: $*" >&2; exit 1; }
@@ -50,7 +60,7 @@ while [[ $# -gt 0 ]]; do
         --quick) QUICK=1 ;;
         --runs) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number"; RUNS=$2; shift ;;
         --runs=*) RUNS=${1#--runs=}; [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number" ;;
-        --only) [[ $# -ge 2 ]] || die "--only needs a list (kv,memory,watch,lease,cluster)"; ONLY=$2; shift ;;
+        --only) [[ $# -ge 2 ]] || die "--only needs a list (kv,memory,watch,lease,cluster,compact)"; ONLY=$2; shift ;;
         --only=*) ONLY=${1#--only=} ;;
         --skip-keel) SKIP_KEEL=1 ;;
         --no-build) BUILD=0 ;;
@@ -63,8 +73,8 @@ done
 
 for group in ${ONLY//,/ }; do
     case "$group" in
-        kv|memory|watch|lease|cluster) ;;
-        *) die "--only: unknown group '$group' (expected kv, memory, watch, lease, cluster)" ;;
+        kv|memory|watch|lease|cluster|compact) ;;
+        *) die "--only: unknown group '$group' (expected kv, memory, watch, lease, cluster, compact)" ;;
     esac
 done
 # wants GROUP : whether --only selected GROUP.
@@ -73,10 +83,13 @@ wants() { [[ ",$ONLY," == *",$1,"* ]]; }
 TOTAL=100000
 LOAD=1000000
 WATCH_PUTS=${WATCH_PUTS:-2000}
+COMPACT_KEYS=${COMPACT_KEYS:-2000000}
+COMPACT_REVS=${COMPACT_REVS:-5}
 if [[ $QUICK == 1 ]]; then
     TOTAL=$((TOTAL / 10))
     LOAD=$((LOAD / 10))
     WATCH_PUTS=${WATCH_PUTS_QUICK:-500}
+    COMPACT_KEYS=$((COMPACT_KEYS / 10))
 fi
 WATCH_STREAMS=${WATCH_STREAMS:-100}
 WATCH_PER_STREAM=${WATCH_PER_STREAM:-100}
@@ -284,12 +297,42 @@ stop_all() {
 
 record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$RESULTS"; }
 
+CLK_TCK=$(getconf CLK_TCK)
+# cpu_ticks SERVER : utime + stime (clock ticks) of a server's process, or of every member of
+# a cluster named SERVER; fields 14 and 15 of /proc/PID/stat, counted after the ")" of comm.
+cpu_ticks() {
+    local name=$1 pids=() pid total=0 ticks
+    if [[ -n "${PID[$name]:-}" ]]; then
+        pids=("${PID[$name]}")
+    else
+        for pid in 0 1 2; do [[ -n "${PID[$name-$pid]:-}" ]] && pids+=("${PID[$name-$pid]}"); done
+    fi
+    for pid in "${pids[@]}"; do
+        ticks=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}') || ticks=0
+        total=$((total + ${ticks:-0}))
+    done
+    echo "$total"
+}
+
+# record_cpu TEST SERVER TICKS_BEFORE REQUESTS : the server's CPU per request since
+# TICKS_BEFORE, in µs, as the metric cpu_us.
+record_cpu() {
+    local test=$1 server=$2 before=$3 requests=$4 after
+    after=$(cpu_ticks "$server")
+    [[ "$requests" =~ ^[0-9]+$ && "$requests" -gt 0 ]] || return 0
+    record "$test" "$server" cpu_us "$(python3 -c "print(($after - $before) / $CLK_TCK * 1e6 / $requests)")"
+}
+
+# requests JSON : the requests a `keel bench --json` report counts (all phases for compact).
+requests() { python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print(int(r.get("requests_all", r.get("total", 0))))' "$1"; }
+
 # bench RUN TEST SERVER ARGS... : one `keel bench` run, throughput and p99 into the results.
 bench() {
     local run=$1 test=$2 server=$3
     shift 3
-    local out rc=0
+    local out rc=0 ticks
     say "run $run: $test against $server"
+    ticks=$(cpu_ticks "$server")
     out=$(timeout 1800 "${BENCH[@]}" --endpoints "${EP[$server]}" --json "$@" \
         2>>"$WORK/bench-stderr.log") || rc=$?
     if [[ $rc != 0 || -z "$out" ]]; then
@@ -298,6 +341,7 @@ bench() {
         record "$test" "$server" p99 fail
         return 0
     fi
+    record_cpu "$test" "$server" "$ticks" "$(requests "$out")"
     echo "$out" >>"$WORK/bench.jsonl"
     python3 - "$out" "$test" "$server" "$RESULTS" <<'PY'
 import json, sys
@@ -316,15 +360,17 @@ PY
 bench_fields() {
     local run=$1 test=$2 server=$3 fields=$4
     shift 4
-    local out rc=0 field
+    local out rc=0 field ticks
     say "run $run: $test against $server"
-    out=$(timeout 1800 "${BENCH[@]}" --endpoints "${EP[$server]}" --json "$@" \
+    ticks=$(cpu_ticks "$server")
+    out=$(timeout 3600 "${BENCH[@]}" --endpoints "${EP[$server]}" --json "$@" \
         2>>"$WORK/bench-stderr.log") || rc=$?
     if [[ "$out" != "{"* ]]; then
         say "  failed (exit $rc): $(tail -n 3 "$WORK/bench-stderr.log" | tr '\n' ' ')"
         for field in $fields; do record "$test" "$server" "$field" fail; done
         return 0
     fi
+    record_cpu "$test" "$server" "$ticks" "$(requests "$out")"
     [[ $rc == 0 ]] || say "  exit $rc: $(tail -n 1 "$WORK/bench-stderr.log")"
     echo "$out" >>"$WORK/bench.jsonl"
     python3 - "$out" "$test" "$server" "$RESULTS" $fields <<'PY'
@@ -356,6 +402,7 @@ COMMON=(--conns "$CONNS" --clients "$CLIENTS")
 WRITE=(--total "$TOTAL" --key-size 8 --val-size 256 --key-space-size 100000)
 
 WATCH_FIELDS="lost duplicates p99_ms p50_ms throughput put_throughput errors"
+COMPACT_FIELDS="compaction_s put_p99_ms range_p99_ms baseline_put_p99_ms baseline_range_p99_ms put_throughput range_throughput errors"
 WATCH_SHAPE=(--streams "$WATCH_STREAMS" --watch-per-stream "$WATCH_PER_STREAM")
 
 for run in $(seq "$RUNS"); do
@@ -430,6 +477,27 @@ for run in $(seq "$RUNS"); do
             stop_cluster "$server"
         done
     fi
+
+    # Compaction: fresh servers with a large history, compacted in one go under load.
+    if wants compact; then
+        ETCD_EXTRA_ARGS_SAVED=${ETCD_EXTRA_ARGS:-}
+        KEEL_EXTRA_ARGS_SAVED=${KEEL_EXTRA_ARGS:-}
+        ETCD_EXTRA_ARGS="$ETCD_EXTRA_ARGS_SAVED --quota-backend-bytes 8589934592"
+        KEEL_EXTRA_ARGS="$KEEL_EXTRA_ARGS_SAVED --quota-backend-bytes 8589934592"
+        start_all "compact$run"
+        ETCD_EXTRA_ARGS=$ETCD_EXTRA_ARGS_SAVED
+        KEEL_EXTRA_ARGS=$KEEL_EXTRA_ARGS_SAVED
+        for server in $(order "$run"); do
+            bench "$run" compact-load "$server" "${COMMON[@]}" txn-put --txn-ops 100 \
+                --key-size 8 --val-size 64 --key-space-size "$COMPACT_KEYS" \
+                --total $((COMPACT_KEYS * COMPACT_REVS / 100))
+        done
+        for server in $(order "$run"); do
+            bench_fields "$run" compact "$server" "$COMPACT_FIELDS" "${COMMON[@]}" compact \
+                --key-size 8 --val-size 64 --key-space-size "$COMPACT_KEYS" --baseline 5s
+        done
+        stop_all
+    fi
 done
 
 # --- table ----------------------------------------------------------------------------------
@@ -437,11 +505,12 @@ CPU=$(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)
 FS=$(df -T "$WORK" | awk 'NR == 2 {print $1 " (" $2 ")"}')
 KEEL_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 python3 - "$RESULTS" "$RUNS" "$TOTAL" "$LOAD" "$CONNS" "$CLIENTS" "$ETCD_VERSION" "$KEEL_REV" \
-    "$(nproc)" "$CPU" "$FS" "$WATCH_STREAMS" "$WATCH_PER_STREAM" "$WATCH_RATE" "$WATCH_PUTS" <<'PY'
+    "$(nproc)" "$CPU" "$FS" "$WATCH_STREAMS" "$WATCH_PER_STREAM" "$WATCH_RATE" "$WATCH_PUTS" \
+    "$COMPACT_KEYS" "$COMPACT_REVS" <<'PY'
 import statistics, sys
 from collections import defaultdict
 path, runs, total, load, conns, clients, etcd_version, keel_rev, cores, cpu, fs = sys.argv[1:12]
-w_streams, w_per, w_rate, w_puts = (int(x) for x in sys.argv[12:16])
+w_streams, w_per, w_rate, w_puts, c_keys, c_revs = (int(x) for x in sys.argv[12:18])
 cells = defaultdict(list)
 errors = defaultdict(int)
 for line in open(path):
@@ -489,6 +558,17 @@ rows += [
     ("cluster-txn-put", "p99", "3-member cluster: txn-put p99 (ms ↓)", 2),
     ("failover", "value", "3-member cluster: leader kill -9 → first write accepted, election timeout 1 s (s ↓)", 2),
 ]
+ck = f"{human(c_keys)} keys × {c_revs} revisions"
+rows += [
+    ("compact-load", "throughput", f"compaction: load {ck} in txns of 100 puts (txn/s ↑)", 0),
+    ("compact", "compaction_s", f"compaction: physical Compact of {ck} under put+range load (s ↓)", 1),
+    ("compact", "put_p99_ms", "compaction: put p99 during the compaction (ms ↓)", 2),
+    ("compact", "range_p99_ms", "compaction: range p99 during the compaction (ms ↓)", 2),
+    ("compact", "baseline_put_p99_ms", "compaction: put p99 before it, same load (ms ↓)", 2),
+    ("compact", "baseline_range_p99_ms", "compaction: range p99 before it, same load (ms ↓)", 2),
+    ("compact", "put_throughput", "compaction: puts during the compaction (req/s ↑)", 0),
+    ("compact", "range_throughput", "compaction: ranges during the compaction (req/s ↑)", 0),
+]
 
 def median(test, server, metric):
     values = cells.get((test, server, metric))
@@ -504,7 +584,7 @@ def show(value, digits, test, server):
     if value == "fail":
         return "fail"
     text = f"{value:,.{digits}f}"
-    if errors[(test, server)]:
+    if server is not None and errors[(test, server)]:
         text += f" ({errors[(test, server)]} errors)"
     return text
 
@@ -512,14 +592,25 @@ print(f"keel {keel_rev} vs etcd {etcd_version}, single member each (3 in the clu
       f"{cpu}, data on {fs}. `keel bench` with 8-byte keys, 256-byte values, "
       f"{human(total)} requests per test" + (f", medians of {runs} runs" if int(runs) > 1 else "") + ".")
 print()
-print("| test | etcd | keel | keel/etcd |")
-print("|---|---:|---:|---:|")
+print("Server CPU per request: utime + stime of the server (all members in the cluster rows) over the "
+      "benchmark, divided by the requests answered (events delivered for watch), in µs.")
+print()
+print("| test | etcd | keel | keel/etcd | CPU/request etcd (µs ↓) | keel | keel/etcd |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+
+def ratio(e, k):
+    if isinstance(e, float) and isinstance(k, float) and e > 0:
+        return f"{k / e:.2f}×"
+    return "n/a"
+
 for test, metric, label, digits in rows:
     e, k = median(test, "etcd", metric), median(test, "keel", metric)
     if e is None and k is None:
         continue
-    ratio = "n/a"
-    if isinstance(e, float) and isinstance(k, float) and e > 0:
-        ratio = f"{k / e:.2f}×"
-    print(f"| {label} | {show(e, digits, test, 'etcd')} | {show(k, digits, test, 'keel')} | {ratio} |")
+    ce, ck_ = median(test, "etcd", "cpu_us"), median(test, "keel", "cpu_us")
+    cpu_cells = "n/a | n/a | n/a"
+    if ce is not None or ck_ is not None:
+        cpu_cells = f"{show(ce, 1, test, None)} | {show(ck_, 1, test, None)} | {ratio(ce, ck_)}"
+    print(f"| {label} | {show(e, digits, test, 'etcd')} | {show(k, digits, test, 'keel')} | "
+          f"{ratio(e, k)} | {cpu_cells} |")
 PY

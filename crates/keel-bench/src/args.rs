@@ -91,6 +91,8 @@ pub enum BenchCommand {
     Watch(WatchArgs),
     /// Benchmark lease keepalive round trips on LeaseKeepAlive streams.
     LeaseKeepalive(LeaseKeepaliveArgs),
+    /// Benchmark put and range latency while the server compacts its history.
+    Compact(CompactArgs),
 }
 
 /// Flags of `keel bench put`.
@@ -219,6 +221,24 @@ pub struct LeaseKeepaliveArgs {
     /// benchmark does, instead of one stream per client.
     #[arg(long)]
     pub stream_per_request: bool,
+}
+
+/// Flags of `keel bench compact`.
+///
+/// Half of `--clients` put random keys of `--key-space-size`, the other half read one random
+/// key each. After `--baseline` of this load, one physical Compact to the store's revision is
+/// sent; the load stops when it is answered. Reports the latencies of the requests sent during
+/// the compaction (each kind alone and together), those of the baseline, and the compaction's
+/// duration.
+#[derive(Debug, Clone, Args)]
+pub struct CompactArgs {
+    /// Load before the compaction starts, measured as the baseline.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub baseline: Duration,
+
+    /// Linearizable (`l`) or serializable (`s`) reads.
+    #[arg(long, value_enum, default_value_t = Consistency::L)]
+    pub consistency: Consistency,
 }
 
 impl BenchArgs {

@@ -4,10 +4,12 @@
 //! connections, runs `--clients` concurrent clients over them until `--total` requests are
 //! answered, and prints etcd's report (or one JSON object with `--json`). `keel bench watch`
 //! opens many watchers, puts at a fixed rate and reports event delivery latency, lost and
-//! duplicate events and the server's memory per watcher.
+//! duplicate events and the server's memory per watcher. `keel bench compact` measures put and
+//! range latency while the server carries out one large compaction.
 
 mod args;
 mod client;
+mod compact;
 mod grpc;
 mod keys;
 mod lease;
@@ -20,10 +22,10 @@ mod watch;
 mod watch_wire;
 
 pub use args::{
-    BenchArgs, BenchCommand, Consistency, LeaseKeepaliveArgs, OutputFormat, PutArgs, RangeArgs,
-    TxnPutArgs, WatchArgs,
+    BenchArgs, BenchCommand, CompactArgs, Consistency, LeaseKeepaliveArgs, OutputFormat, PutArgs,
+    RangeArgs, TxnPutArgs, WatchArgs,
 };
-pub use report::{PERCENTILES, Report, RssSamples, Stats, WatchSummary};
+pub use report::{CompactionSummary, PERCENTILES, Report, RssSamples, Stats, WatchSummary};
 pub use watch::vmrss_kib;
 
 use anyhow::bail;
@@ -67,6 +69,7 @@ pub async fn execute(args: &BenchArgs) -> anyhow::Result<Report> {
     let (op, make) = match &args.command {
         BenchCommand::Watch(watch) => return watch::execute(args, watch).await,
         BenchCommand::LeaseKeepalive(lease) => return lease::execute(args, lease).await,
+        BenchCommand::Compact(compact) => return compact::execute(args, compact).await,
         BenchCommand::Put(put) => ("put", put::requests(args, put)?),
         BenchCommand::TxnPut(txn) => ("txn-put", txn_put::requests(args, txn)?),
         BenchCommand::Range(range) => {

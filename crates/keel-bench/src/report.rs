@@ -180,6 +180,39 @@ pub struct Report {
     pub stats: Stats,
     /// What only `watch` measures.
     pub watch: Option<WatchSummary>,
+    /// What only `compact` measures.
+    pub compaction: Option<CompactionSummary>,
+}
+
+/// What `keel bench compact` measures.
+#[derive(Debug, Clone, Default)]
+pub struct CompactionSummary {
+    /// The revision compacted to.
+    pub revision: i64,
+    /// From the Compact sent to its (physical) answer.
+    pub compaction: Duration,
+    /// Length of the baseline load before the Compact.
+    pub baseline: Duration,
+    /// Puts sent during the compaction.
+    pub put: Stats,
+    /// Ranges sent during the compaction.
+    pub range: Stats,
+    /// Puts sent during the baseline.
+    pub baseline_put: Stats,
+    /// Ranges sent during the baseline.
+    pub baseline_range: Stats,
+}
+
+impl CompactionSummary {
+    /// Each kind of request during the compaction and during the baseline, with its rate.
+    fn parts(&self) -> [(&'static str, &Stats, Duration); 4] {
+        [
+            ("put", &self.put, self.compaction),
+            ("range", &self.range, self.compaction),
+            ("baseline_put", &self.baseline_put, self.baseline),
+            ("baseline_range", &self.baseline_range, self.baseline),
+        ]
+    }
 }
 
 /// What `keel bench watch` measures besides the delivery latency of each event.
@@ -267,6 +300,24 @@ impl Report {
         if let Some(watch) = &self.watch {
             watch_text_tail(&mut out, watch);
         }
+        if let Some(c) = &self.compaction {
+            let _ = writeln!(
+                out,
+                "\nCompaction to revision {}: {:.3} secs.",
+                c.revision,
+                c.compaction.as_secs_f64()
+            );
+            for (name, stats, elapsed) in c.parts() {
+                let _ = writeln!(
+                    out,
+                    "  {name}:\t{:.1} req/s, p50 {:.2} ms, p99 {:.2} ms, {} errors",
+                    stats.per_second(elapsed),
+                    stats.percentile_secs(50.0) * 1e3,
+                    stats.percentile_secs(99.0) * 1e3,
+                    stats.failed()
+                );
+            }
+        }
         out
     }
 
@@ -331,6 +382,34 @@ impl Report {
         }
         if let Some(watch) = &self.watch {
             watch_json(&mut out, watch);
+        }
+        if let Some(c) = &self.compaction {
+            let _ = write!(out, ",\"compact_revision\":{}", c.revision);
+            let _ = write!(out, ",\"compaction_s\":{:.4}", c.compaction.as_secs_f64());
+            let all: u64 = c
+                .parts()
+                .iter()
+                .map(|(_, s, _)| s.succeeded() + s.failed())
+                .sum();
+            let _ = write!(out, ",\"requests_all\":{all}");
+            for (name, stats, elapsed) in c.parts() {
+                let _ = write!(
+                    out,
+                    ",\"{name}_throughput\":{:.2}",
+                    stats.per_second(elapsed)
+                );
+                let _ = write!(
+                    out,
+                    ",\"{name}_p50_ms\":{}",
+                    ms(stats.percentile_secs(50.0))
+                );
+                let _ = write!(
+                    out,
+                    ",\"{name}_p99_ms\":{}",
+                    ms(stats.percentile_secs(99.0))
+                );
+                let _ = write!(out, ",\"{name}_errors\":{}", stats.failed());
+            }
         }
         out.push_str(",\"error_kinds\":{");
         for (i, (message, n)) in stats.errors().iter().enumerate() {
@@ -494,6 +573,7 @@ mod tests {
             elapsed: Duration::from_secs(2),
             stats,
             watch: None,
+            compaction: None,
         }
     }
 
@@ -547,8 +627,39 @@ mod tests {
             elapsed: Duration::ZERO,
             stats: Stats::new(),
             watch: None,
+            compaction: None,
         };
         assert!(empty.to_json().contains("\"throughput\":0.00"));
         assert_eq!(empty.to_text(), "");
+    }
+
+    #[test]
+    fn compaction_fields() {
+        let mut r = report();
+        let mut put = Stats::new();
+        put.record(Duration::from_millis(4));
+        r.compaction = Some(CompactionSummary {
+            revision: 42,
+            compaction: Duration::from_secs(2),
+            baseline: Duration::from_secs(1),
+            put,
+            ..CompactionSummary::default()
+        });
+        let json = r.to_json();
+        for needle in [
+            "\"compact_revision\":42",
+            "\"compaction_s\":2.0000",
+            "\"put_throughput\":0.50",
+            "\"put_p99_ms\":4.0",
+            "\"range_p99_ms\":",
+            "\"baseline_put_errors\":0",
+            "\"requests_all\":1,",
+        ] {
+            assert!(json.contains(needle), "{needle:?} missing in {json}");
+        }
+        assert!(
+            r.to_text()
+                .contains("Compaction to revision 42: 2.000 secs.")
+        );
     }
 }

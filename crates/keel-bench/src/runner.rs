@@ -151,6 +151,7 @@ pub fn drive(op: &str, load: Load, make: MakeRequest) -> anyhow::Result<Report> 
         elapsed,
         stats,
         watch: None,
+        compaction: None,
     })
 }
 

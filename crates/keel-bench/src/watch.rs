@@ -426,6 +426,7 @@ pub async fn execute(args: &BenchArgs, watch: &WatchArgs) -> anyhow::Result<Repo
             elapsed: Duration::ZERO,
             stats: Stats::new(),
             watch: Some(summary),
+            compaction: None,
         });
     }
 
@@ -523,6 +524,7 @@ pub async fn execute(args: &BenchArgs, watch: &WatchArgs) -> anyhow::Result<Repo
         elapsed,
         stats,
         watch: Some(summary),
+        compaction: None,
     })
 }
 

@@ -7,13 +7,12 @@
 //!   op fails or the batch is dropped without commit;
 //! - new backend values are staged in memory (`writes`) and read from there by later ops of the
 //!   batch; older values come from a redb read snapshot taken at the start of the batch;
-//! - compaction computes the backend revisions it removes (`deletes`) and the batch's compact
-//!   revision moves at once; the index itself is compacted when the batch is published.
+//! - a Compact only moves the batch's compact revision (O(1)): the commit records it and the
+//!   store's compactor removes what it makes unreadable afterwards, in small steps (see
+//!   `compaction`).
 //!
 //! [`ApplyBatch::commit`] writes everything plus `applied_index` and the revisions in one redb
 //! transaction and then publishes (see the crate docs for the ordering argument).
-
-use std::collections::HashMap;
 
 use keel_proto::etcdserverpb::request_op::Request;
 use keel_proto::etcdserverpb::response_op::Response;
@@ -26,13 +25,16 @@ use keel_proto::mvccpb::event::EventType;
 use keel_proto::mvccpb::{Event, KeyValue};
 use parking_lot::MutexGuard;
 use prost::Message;
-use redb::{Durability, ReadOnlyTable, ReadableDatabase};
+use redb::{Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, WriteTransaction};
 
-use crate::backend::{APP_META, KEY, META, META_APPLIED_INDEX, META_COMPACT_REV, META_CURRENT_REV};
+use crate::backend::{
+    APP_META, KEY, META, META_APPLIED_INDEX, META_COMPACT_REV, META_CURRENT_REV,
+    META_FINISHED_COMPACT_REV,
+};
 use crate::error::MvccError;
 use crate::index::{Found, KeyRange};
 use crate::range::{self, ValueSource};
-use crate::revision::{Rev, RevKey};
+use crate::revision::Rev;
 use crate::store::Mvcc;
 use crate::txn;
 
@@ -76,13 +78,12 @@ impl Op {
 /// The batch's view of values: its own staged writes, then the committed snapshot.
 struct BatchValues<'b> {
     writes: &'b [PendingWrite],
-    by_rev: &'b HashMap<Rev, usize>,
     committed: Option<&'b KeyTable>,
 }
 
 impl ValueSource for BatchValues<'_> {
     fn value(&self, rev: Rev) -> Result<KeyValue, MvccError> {
-        if let Some(&i) = self.by_rev.get(&rev) {
+        if let Ok(i) = self.writes.binary_search_by_key(&rev, |w| w.rev) {
             return Ok(self.writes[i].kv.clone());
         }
         let table = self
@@ -115,8 +116,6 @@ pub struct ApplyBatch<'a> {
     rev: i64,
     compact_rev: i64,
     writes: Vec<PendingWrite>,
-    by_rev: HashMap<Rev, usize>,
-    deletes: Vec<RevKey>,
     undo: Vec<(Box<[u8]>, bool)>,
     compactions: Vec<i64>,
     /// Metadata changes in call order: a value to store, or `None` to remove the name.
@@ -156,8 +155,6 @@ impl<'a> ApplyBatch<'a> {
             rev,
             compact_rev,
             writes: Vec::new(),
-            by_rev: HashMap::new(),
-            deletes: Vec::new(),
             undo: Vec::new(),
             compactions: Vec::new(),
             meta: Vec::new(),
@@ -211,7 +208,9 @@ impl<'a> ApplyBatch<'a> {
         })
     }
 
-    /// Compacts the store at `req.revision`; removals happen in this batch's backend commit.
+    /// Compacts the store at `req.revision`: once the batch commits, reads below it fail and
+    /// the store's compactor removes the revisions it makes unreadable (etcd's
+    /// `scheduleCompaction`), in the background.
     pub fn compact(&mut self, req: &CompactionRequest) -> Result<CompactionResponse, MvccError> {
         let rev = req.revision;
         if rev <= self.compact_rev {
@@ -220,9 +219,6 @@ impl<'a> ApplyBatch<'a> {
         if rev > self.rev {
             return Err(MvccError::FutureRevision);
         }
-        let garbage = self.mvcc.state.read().index.garbage(rev);
-        self.deletes
-            .extend(garbage.into_iter().map(|(r, tomb)| r.to_key(tomb)));
         self.compact_rev = rev;
         self.compactions.push(rev);
         Ok(CompactionResponse {
@@ -248,75 +244,95 @@ impl<'a> ApplyBatch<'a> {
     }
 
     /// Commits the batch: one redb write transaction (without fsync) holding the new revisions,
-    /// the compaction removals, the metadata and `applied_index`; then publishes the new
-    /// revision to readers. Returns the batch's events in revision order.
+    /// the compaction revision, the metadata and `applied_index`; then publishes the new
+    /// revision to readers (and a compaction to the compactor). Returns the batch's events in
+    /// revision order.
     pub fn commit(mut self, applied_index: u64) -> Result<Vec<Event>, MvccError> {
         let mvcc = self.mvcc;
-        let db = mvcc.db.read();
+        let db = mvcc.core.db.read();
         let mut w = db.begin_write()?;
         w.set_durability(Durability::None)?;
-        {
-            let mut keys = w.open_table(KEY)?;
-            for pw in &self.writes {
-                keys.insert(
-                    pw.rev.to_key(pw.tombstone).as_bytes(),
-                    pw.kv.encode_to_vec().as_slice(),
-                )?;
-            }
-            for d in &self.deletes {
-                keys.remove(d.as_bytes())?;
-            }
-            let mut meta = w.open_table(META)?;
-            meta.insert(META_APPLIED_INDEX, applied_index.to_be_bytes().as_slice())?;
-            meta.insert(META_CURRENT_REV, self.rev.to_be_bytes().as_slice())?;
-            meta.insert(META_COMPACT_REV, self.compact_rev.to_be_bytes().as_slice())?;
-            let mut app = w.open_table(APP_META)?;
-            for (k, v) in &self.meta {
-                match v {
-                    Some(v) => {
-                        app.insert(k.as_str(), v.as_slice())?;
-                    }
-                    None => {
-                        app.remove(k.as_str())?;
-                    }
-                }
-            }
-        }
-        // Readers must stop resolving revisions below the new compact revision before the
-        // removals become visible in the backend.
+        self.write_tables(&w, applied_index)?;
+        // Readers stop resolving revisions below the new compact revision before the
+        // compactor may remove any (it starts only once `scheduled_compact_rev` moved, below).
         let old_compact = if self.compactions.is_empty() {
             None
         } else {
-            let mut s = mvcc.state.write();
+            let mut s = mvcc.core.state.write();
             let old = s.compact_rev;
             s.compact_rev = self.compact_rev;
             Some(old)
         };
         if let Err(e) = w.commit() {
             if let Some(old) = old_compact {
-                mvcc.state.write().compact_rev = old;
+                mvcc.core.state.write().compact_rev = old;
             }
             return Err(e.into());
         }
         {
-            let mut s = mvcc.state.write();
-            for &c in &self.compactions {
-                s.index.compact(c);
-            }
+            let mut s = mvcc.core.state.write();
             s.current_rev = self.rev;
             s.applied_index = applied_index;
+            if !self.compactions.is_empty() {
+                s.scheduled_compact_rev = self.compact_rev;
+            }
         }
         drop(db);
         mvcc.refresh_size();
+        if !self.compactions.is_empty() {
+            mvcc.core.compaction.wake();
+        }
         self.undo.clear();
         Ok(std::mem::take(&mut self.events))
     }
 
     // ---- internals ----
 
+    /// Writes the batch's rows and metadata into the write transaction `w`.
+    fn write_tables(&self, w: &WriteTransaction, applied_index: u64) -> Result<(), MvccError> {
+        let mut keys = w.open_table(KEY)?;
+        let mut value = Vec::new();
+        for pw in &self.writes {
+            value.clear();
+            pw.kv.encode_raw(&mut value);
+            keys.insert(pw.rev.to_key(pw.tombstone).as_bytes(), value.as_slice())?;
+        }
+        // Only what changed: the revision moves only with writes, the compact revision
+        // only with a compaction.
+        let mut meta = w.open_table(META)?;
+        meta.insert(META_APPLIED_INDEX, applied_index.to_be_bytes().as_slice())?;
+        if !self.writes.is_empty() {
+            meta.insert(META_CURRENT_REV, self.rev.to_be_bytes().as_slice())?;
+        }
+        if !self.compactions.is_empty() {
+            meta.insert(META_COMPACT_REV, self.compact_rev.to_be_bytes().as_slice())?;
+            if meta.get(META_FINISHED_COMPACT_REV)?.is_none() {
+                // Until now every compaction of this backend finished in its own batch.
+                let finished = self.mvcc.core.state.read().finished_compact_rev;
+                meta.insert(META_FINISHED_COMPACT_REV, finished.to_be_bytes().as_slice())?;
+            }
+        }
+        if self.meta.is_empty() {
+            return Ok(());
+        }
+        let mut app = w.open_table(APP_META)?;
+        for (k, v) in &self.meta {
+            match v {
+                Some(v) => {
+                    app.insert(k.as_str(), v.as_slice())?;
+                }
+                None => {
+                    app.remove(k.as_str())?;
+                }
+            }
+        }
+
+        Ok(())
+    }
+
     fn ensure_snapshot(&mut self) -> Result<(), MvccError> {
         if self.committed.is_none() {
-            let db = self.mvcc.db.read();
+            let db = self.mvcc.core.db.read();
             self.committed = Some(db.begin_read()?.open_table(KEY)?);
         }
         Ok(())
@@ -325,7 +341,6 @@ impl<'a> ApplyBatch<'a> {
     fn values(&self) -> BatchValues<'_> {
         BatchValues {
             writes: &self.writes,
-            by_rev: &self.by_rev,
             committed: self.committed.as_ref(),
         }
     }
@@ -340,14 +355,12 @@ impl<'a> ApplyBatch<'a> {
 
     fn rollback(&mut self, mark: Mark) {
         if self.undo.len() > mark.undo {
-            let mut s = self.mvcc.state.write();
+            let mut s = self.mvcc.core.state.write();
             for (key, tomb) in self.undo.drain(mark.undo..).rev() {
                 s.index.undo(&key, tomb);
             }
         }
-        for pw in self.writes.drain(mark.writes..) {
-            self.by_rev.remove(&pw.rev);
-        }
+        self.writes.truncate(mark.writes);
         self.events.truncate(mark.events);
     }
 
@@ -376,7 +389,8 @@ impl<'a> ApplyBatch<'a> {
     }
 
     fn stage(&mut self, rev: Rev, tombstone: bool, kv: KeyValue) {
-        self.by_rev.insert(rev, self.writes.len());
+        // Revisions only grow within a batch, so `writes` stays sorted for lookups.
+        debug_assert!(self.writes.last().is_none_or(|w| w.rev < rev));
         self.writes.push(PendingWrite { rev, tombstone, kv });
     }
 
@@ -387,7 +401,7 @@ impl<'a> ApplyBatch<'a> {
     fn range_op(&self, req: &RangeRequest, op: &Op) -> Result<RangeResponse, MvccError> {
         let cur = op.read_rev();
         let resolved = {
-            let s = self.mvcc.state.read();
+            let s = self.mvcc.core.state.read();
             // A read-only batch runs beside the writer: a compaction published since it began
             // counts (a write batch's own compaction is never behind the published one).
             range::resolve(&s.index, req, cur, self.compact_rev.max(s.compact_rev))?
@@ -397,7 +411,10 @@ impl<'a> ApplyBatch<'a> {
 
     fn put_op(&mut self, req: &PutRequest, op: &mut Op) -> Result<PutResponse, MvccError> {
         let rev = op.begin + 1;
-        let found = self.mvcc.state.read().index.get(&req.key, rev);
+        let idx_rev = Rev::new(rev, op.changes);
+        // The index entry goes in first (one lookup); an error below takes it back with the op.
+        let found = self.mvcc.core.state.write().index.put(&req.key, idx_rev);
+        self.undo.push((req.key.as_slice().into(), false));
         let needs_prev =
             self.events_with_prev || req.prev_kv || req.ignore_value || req.ignore_lease;
         let prev = if needs_prev {
@@ -425,10 +442,7 @@ impl<'a> ApplyBatch<'a> {
             value,
             lease,
         };
-        let idx_rev = Rev::new(rev, op.changes);
         self.stage(idx_rev, false, kv.clone());
-        self.mvcc.state.write().index.put(&req.key, idx_rev);
-        self.undo.push((req.key.as_slice().into(), false));
         op.changes += 1;
         let prev_kv = if req.prev_kv { prev.clone() } else { None };
         self.events.push(Event {
@@ -449,14 +463,14 @@ impl<'a> ApplyBatch<'a> {
     ) -> Result<DeleteRangeResponse, MvccError> {
         let at = op.read_rev();
         let mut targets: Vec<(Vec<u8>, Rev)> = Vec::new();
-        self.mvcc
-            .state
-            .read()
-            .index
-            .visit(KeyRange::new(&req.key, &req.range_end), at, |k, f| {
+        self.mvcc.core.state.read().index.visit(
+            KeyRange::new(&req.key, &req.range_end),
+            at,
+            |k, f| {
                 targets.push((k.to_vec(), f.modified));
                 true
-            });
+            },
+        );
         let rev = op.begin + 1;
         let mut prevs = Vec::with_capacity(targets.len());
         for (_, modified) in &targets {
@@ -474,7 +488,7 @@ impl<'a> ApplyBatch<'a> {
                     ..Default::default()
                 },
             );
-            if !self.mvcc.state.write().index.tombstone(&key, idx_rev) {
+            if !self.mvcc.core.state.write().index.tombstone(&key, idx_rev) {
                 return Err(MvccError::Corrupt(
                     "tombstone of a key that is not live".into(),
                 ));
@@ -509,6 +523,7 @@ impl<'a> ApplyBatch<'a> {
     fn apply_compare(&self, c: &Compare, at: i64) -> Result<bool, MvccError> {
         let mut hits: Vec<(Vec<u8>, Found)> = Vec::new();
         self.mvcc
+            .core
             .state
             .read()
             .index
@@ -575,7 +590,14 @@ impl<'a> ApplyBatch<'a> {
                 Some(Request::RequestTxn(t)) => self.check_requests(t, path, pos, puts)?,
                 Some(Request::RequestPut(p)) if puts => {
                     if (p.ignore_value || p.ignore_lease)
-                        && self.mvcc.state.read().index.get(&p.key, self.rev).is_none()
+                        && self
+                            .mvcc
+                            .core
+                            .state
+                            .read()
+                            .index
+                            .get(&p.key, self.rev)
+                            .is_none()
                     {
                         return Err(MvccError::KeyNotFound);
                     }
@@ -636,7 +658,7 @@ impl<'a> ApplyBatch<'a> {
 impl Drop for ApplyBatch<'_> {
     fn drop(&mut self) {
         if !self.undo.is_empty() {
-            let mut s = self.mvcc.state.write();
+            let mut s = self.mvcc.core.state.write();
             for (key, tomb) in self.undo.drain(..).rev() {
                 s.index.undo(&key, tomb);
             }

@@ -4,7 +4,15 @@
 //! - `key`: etcd's `key` bucket. Backend key = encoded [`Rev`] (18 bytes with `'t'` for a
 //!   tombstone), value = the protobuf-encoded `mvccpb.KeyValue` (just `{key}` for a tombstone).
 //! - `meta`: the store's own bookkeeping, written in the same transaction as the batch it
-//!   describes: `applied_index`, `current_rev`, `compact_rev` (8 bytes big-endian each).
+//!   describes: `applied_index`, `current_rev`, `compact_rev` and `finished_compact_rev`
+//!   (8 bytes big-endian each). `compact_rev` is the revision of the newest applied Compact
+//!   (etcd's `scheduledCompactRev`), written with the batch that applied it;
+//!   `finished_compact_rev` (etcd's `finishedCompactRev`) is written with the last removal of
+//!   that compaction. When the first is larger, a compaction was cut short and is finished
+//!   after opening (see `compaction`). The first batch that compacts a backend without
+//!   `finished_compact_rev` writes it; until then the key is absent only from a backend
+//!   whose compactions all removed everything in the Compact's own batch, so its
+//!   `compact_rev` is finished.
 //! - `app_meta`: values stored by the caller through `ApplyBatch::set_meta`.
 
 use prost::Message;
@@ -26,8 +34,10 @@ pub const APP_META: TableDefinition<&str, &[u8]> = TableDefinition::new("app_met
 pub const META_APPLIED_INDEX: &str = "applied_index";
 /// `meta` key of the store revision.
 pub const META_CURRENT_REV: &str = "current_rev";
-/// `meta` key of the compaction revision.
+/// `meta` key of the compaction revision (the newest scheduled one).
 pub const META_COMPACT_REV: &str = "compact_rev";
+/// `meta` key of the revision of the last compaction whose removals are all committed.
+pub const META_FINISHED_COMPACT_REV: &str = "finished_compact_rev";
 
 /// Bytes of page cache redb may use.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
@@ -55,6 +65,8 @@ pub struct Restored {
     pub current_rev: i64,
     /// The compaction revision (-1 when never compacted, like etcd).
     pub compact_rev: i64,
+    /// The revision of the last compaction that finished (at most `compact_rev`).
+    pub finished_compact_rev: i64,
     /// The Raft index of the last committed batch.
     pub applied_index: u64,
 }
@@ -90,6 +102,9 @@ pub fn applied_index(rtxn: &ReadTransaction) -> Result<u64, MvccError> {
 pub fn restore(rtxn: &ReadTransaction) -> Result<Restored, MvccError> {
     let meta = rtxn.open_table(META)?;
     let compact_rev = read_i64(&meta, META_COMPACT_REV)?.unwrap_or(-1);
+    let finished_compact_rev = read_i64(&meta, META_FINISHED_COMPACT_REV)?
+        .unwrap_or(compact_rev)
+        .min(compact_rev);
     let stored_rev = read_i64(&meta, META_CURRENT_REV)?;
     let applied_index = applied_index(rtxn)?;
 
@@ -125,6 +140,7 @@ pub fn restore(rtxn: &ReadTransaction) -> Result<Restored, MvccError> {
         index,
         current_rev,
         compact_rev,
+        finished_compact_rev,
         applied_index,
     })
 }

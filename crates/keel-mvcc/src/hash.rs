@@ -4,7 +4,9 @@
 //! and then, in revision order, every backend key and value with revision `<= rev`, where entries
 //! at or below the compact revision count only if they are in the compaction keep set at `rev`
 //! (when that set is non-empty). Because the backend uses etcd's key layout and the values are
-//! the same protobuf bytes, the same history hashes to the same value as on etcd.
+//! the same protobuf bytes, the same history hashes to the same value as on etcd. Revisions a
+//! running compaction has yet to remove lie below the compact revision and outside the keep
+//! set, so HashKV is the same before, during and after the removals (when anything is kept).
 
 use std::collections::HashSet;
 
@@ -29,9 +31,9 @@ pub struct HashKv {
 impl Mvcc {
     /// etcd's `HashByRev(revision)`; 0 hashes at the current revision.
     pub fn hash_kv(&self, revision: i64) -> Result<HashKv, MvccError> {
-        let db = self.db.read();
+        let db = self.core.db.read();
         let (rev, compact, keep, table) = {
-            let s = self.state.read();
+            let s = self.core.state.read();
             let (cur, compact) = (s.current_rev, s.compact_rev);
             if revision > 0 && revision <= compact {
                 return Err(MvccError::Compacted);
@@ -70,9 +72,11 @@ impl Mvcc {
     }
 
     /// A CRC-32C over the whole backend contents that replicas must agree on: the `key` table
-    /// and the caller's metadata (not the per-member `applied_index`).
+    /// and the caller's metadata (not the per-member `applied_index`). Like etcd's `Hash`, it
+    /// covers revisions a running compaction has not removed yet, so replicas agree on it once
+    /// their compactions finished ([`Mvcc::finish_compaction`]).
     pub fn hash(&self) -> Result<u32, MvccError> {
-        let db = self.db.read();
+        let db = self.core.db.read();
         let r = db.begin_read()?;
         let mut h = crc32c::crc32c(b"key");
         for e in r.open_table(KEY)?.iter()? {

@@ -69,12 +69,12 @@ impl Mvcc {
 
     /// One attempt; `None` when a compaction was published during the read.
     fn try_history(&self, req: &HistoryRequest<'_>) -> Result<Option<History>, MvccError> {
-        let db = self.db.read();
+        let db = self.core.db.read();
         // Keeps the backend open should `replace_with` swap it while this reads (declared
         // before the table, so dropped after it).
         let _backend = Arc::clone(&db);
         let (table, compact_rev, epoch) = {
-            let s = self.state.read();
+            let s = self.core.state.read();
             if req.from < s.compact_rev {
                 return Err(MvccError::Compacted);
             }
@@ -133,7 +133,7 @@ impl Mvcc {
         }
         // Resolve the previous revisions under one short index lock, then read them.
         let prev_revs: Vec<Option<Rev>> = {
-            let s = self.state.read();
+            let s = self.core.state.read();
             if s.compact_rev != compact_rev || s.backend_epoch != epoch {
                 return Ok(None);
             }

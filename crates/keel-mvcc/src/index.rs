@@ -160,6 +160,7 @@ impl KeyIndex {
     }
 
     /// Pushes every revision that compaction at `at` removes, with whether it is a tombstone.
+    #[cfg(test)]
     ///
     /// Compaction keeps, per key, the newest revision at or below `at`, even when it is a
     /// tombstone at exactly `at`: a watch resumed at the compaction revision must still see that
@@ -262,14 +263,18 @@ impl TreeIndex {
         self.map.get(key)
     }
 
-    /// Records a put of `key` at `rev`.
-    pub fn put(&mut self, key: &[u8], rev: Rev) {
+    /// Records a put of `key` at `rev`; returns the key's state at `rev.main` before it (one
+    /// lookup for both).
+    pub fn put(&mut self, key: &[u8], rev: Rev) -> Option<Found> {
         if let Some(ki) = self.map.get_mut(key) {
+            let before = ki.get(rev.main);
             ki.put(rev);
+            before
         } else {
             let mut ki = KeyIndex::default();
             ki.put(rev);
             self.map.insert(key.into(), ki);
+            None
         }
     }
 
@@ -362,21 +367,48 @@ impl TreeIndex {
         self.map.values().filter_map(|ki| ki.kept(at)).collect()
     }
 
-    /// Every revision compaction at `at` removes from the backend, with its tombstone flag.
-    pub fn garbage(&self, at: i64) -> Vec<(Rev, bool)> {
-        let mut out = Vec::new();
-        for ki in self.map.values() {
-            ki.garbage(at, &mut out);
-        }
-        out
+    /// Whether `key`'s history holds `rev` (a compaction removes from the backend exactly the
+    /// revisions it drops from the index).
+    pub fn contains(&self, key: &[u8], rev: Rev) -> bool {
+        self.map.get(key).is_some_and(|ki| {
+            ki.generations
+                .iter()
+                .any(|g| g.revs.binary_search(&rev).is_ok())
+        })
     }
 
-    /// Compacts the index at `at` (etcd's `Compact`), dropping keys left without history.
-    pub fn compact(&mut self, at: i64) {
-        self.map.retain(|_, ki| {
+    /// Compacts the index at `at` (etcd's `Compact`) for at most `max_keys` keys after `after`
+    /// (from the first key when `None`), dropping keys left without history. Returns the last
+    /// key visited, to pass as `after` next time, or `None` once the walk reached the end.
+    ///
+    /// Keys added or taken back between two calls need no compaction at `at`: their revisions
+    /// are newer than `at`, which is at most the published store revision.
+    pub fn compact_chunk(
+        &mut self,
+        at: i64,
+        after: Option<&[u8]>,
+        max_keys: usize,
+    ) -> Option<Box<[u8]>> {
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let mut last = None;
+        let mut emptied = Vec::new();
+        let mut visited = 0;
+        for (key, ki) in self.map.range_mut::<[u8], _>((lower, Bound::Unbounded)) {
+            if visited == max_keys {
+                break;
+            }
             ki.compact(at);
-            !ki.is_empty()
-        });
+            if ki.is_empty() {
+                emptied.push(key.clone());
+            }
+            last = Some(key);
+            visited += 1;
+        }
+        let last = last.cloned();
+        for key in emptied {
+            self.map.remove(&key);
+        }
+        last.filter(|_| visited == max_keys)
     }
 }
 
@@ -531,6 +563,17 @@ mod tests {
         assert_eq!(t.count(KeyRange::new(b"a", b"c"), 2), 1);
     }
 
+    /// Compacts the whole index in chunks of `chunk` keys.
+    fn compact_all(t: &mut TreeIndex, at: i64, chunk: usize) {
+        let mut after = None;
+        loop {
+            after = t.compact_chunk(at, after.as_deref(), chunk);
+            if after.is_none() {
+                return;
+            }
+        }
+    }
+
     #[test]
     fn compact_removes_dead_keys() {
         let mut t = TreeIndex::new();
@@ -538,13 +581,62 @@ mod tests {
         t.tombstone(b"a", r(3));
         t.put(b"b", r(4));
         // A tombstone at exactly the compaction revision stays, so a watch from there sees it.
-        assert_eq!(t.garbage(3), vec![(r(2), false)]);
-        t.compact(3);
-        assert!(t.key_index(b"a").is_some());
+        compact_all(&mut t, 3, 10);
+        assert!(!t.contains(b"a", r(2)));
+        assert!(t.contains(b"a", r(3)));
         assert!(t.get(b"a", 3).is_none());
-        t.compact(4);
+        compact_all(&mut t, 4, 10);
         assert!(t.key_index(b"a").is_none());
+        assert!(!t.contains(b"a", r(3)));
+        assert!(t.contains(b"b", r(4)));
         assert_eq!(t.len(), 1);
         assert_eq!(t.keep(4), [r(4)].into_iter().collect());
+    }
+
+    #[test]
+    fn chunked_compaction_equals_one_pass() {
+        let build = || {
+            let mut t = TreeIndex::new();
+            let mut rev = 2;
+            for round in 0..4 {
+                for k in 0..7u8 {
+                    let key = [b'k', k];
+                    if (k + round) % 3 == 0 {
+                        t.tombstone(&key, r(rev));
+                    } else {
+                        t.put(&key, r(rev));
+                    }
+                    rev += 1;
+                }
+            }
+            t
+        };
+        for at in [10, 20, 40] {
+            let mut whole = build();
+            compact_all(&mut whole, at, usize::MAX);
+            // What the index keeps is exactly what the garbage of each key leaves.
+            let before = build();
+            for (key, ki) in &before.map {
+                let mut garbage = Vec::new();
+                ki.garbage(at, &mut garbage);
+                for g in ki.generations.iter().flat_map(|g| g.revs.iter()) {
+                    let dropped = garbage.iter().any(|(rev, _)| rev == g);
+                    assert_eq!(whole.contains(key, *g), !dropped, "at {at} {key:?} {g:?}");
+                }
+            }
+            for chunk in 1..9 {
+                let mut t = build();
+                compact_all(&mut t, at, chunk);
+                assert_eq!(t.map, whole.map, "at {at} chunk {chunk}");
+            }
+        }
+        // Removing a key that emptied does not lose the walk's place.
+        let mut t = build();
+        let first = t.compact_chunk(40, None, 2);
+        assert!(first.is_some());
+        assert!(t.compact_chunk(40, first.as_deref(), 100).is_none());
+        let mut one = build();
+        compact_all(&mut one, 40, usize::MAX);
+        assert_eq!(t.map, one.map);
     }
 }

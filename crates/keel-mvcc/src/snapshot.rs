@@ -285,7 +285,7 @@ const COPY_CHUNK_BYTES: usize = 1 << 20;
 impl Mvcc {
     /// A consistent point-in-time view of the backend. Cheap: a redb read snapshot.
     pub fn view(&self) -> Result<BackendView, MvccError> {
-        let db = self.db.read();
+        let db = self.core.db.read();
         Ok(BackendView {
             txn: db.begin_read()?,
             _db: Arc::clone(&db),
@@ -314,7 +314,8 @@ impl Mvcc {
     /// `applied_index` are swapped in. If the rename fails the store is unchanged; if only
     /// the directory fsync after it fails, the new backend is in place but the error is
     /// returned. Views and reads begun before keep reading the old backend, whose handle
-    /// closes when the last of them ends.
+    /// closes when the last of them ends. A compaction under way on the old backend is
+    /// abandoned; one cut short in the new backend is finished.
     pub fn replace_with(&self, path: &Path) -> Result<(), MvccError> {
         // open_database would create a missing file: an empty store is no snapshot.
         std::fs::metadata(path)?;
@@ -322,23 +323,18 @@ impl Mvcc {
         let restored = backend::restore(&db.begin_read()?)?;
         let old = {
             let _writer = self.writer.lock();
-            let mut live = self.db.write();
-            std::fs::rename(path, &self.path)?;
-            let mut s = self.state.write();
-            let backend_epoch = s.backend_epoch.wrapping_add(1);
-            *s = State {
-                index: restored.index,
-                current_rev: restored.current_rev,
-                compact_rev: restored.compact_rev,
-                applied_index: restored.applied_index,
-                backend_epoch,
-            };
+            let mut live = self.core.db.write();
+            std::fs::rename(path, &self.core.path)?;
+            let mut s = self.core.state.write();
+            *s = State::restored(restored, s.backend_epoch.wrapping_add(1));
             std::mem::replace(&mut *live, Arc::new(db))
         };
         self.refresh_size();
+        // The new backend may hold a compaction that was cut short.
+        self.core.compaction.wake();
         // Closing the old backend may write to its (now unlinked) file: outside the locks.
         drop(old);
-        sync_parent_dir(&self.path)
+        sync_parent_dir(&self.core.path)
     }
 }
 

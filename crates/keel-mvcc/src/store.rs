@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use keel_proto::etcdserverpb::{RangeRequest, RangeResponse, TxnRequest, TxnResponse};
 use keel_proto::mvccpb::KeyValue;
@@ -10,7 +12,8 @@ use parking_lot::{Mutex, RwLock};
 use redb::{CompactionError, Database, Durability, ReadOnlyTable, ReadableDatabase};
 
 use crate::apply::{ApplyBatch, table_value};
-use crate::backend::{self, APP_META, DEFAULT_CACHE_BYTES, KEY};
+use crate::backend::{self, APP_META, DEFAULT_CACHE_BYTES, KEY, Restored};
+use crate::compaction::{self, CompactionControl, CompactionPass};
 use crate::error::MvccError;
 use crate::index::{KeyRange, TreeIndex};
 use crate::range::{self, ValueSource};
@@ -20,11 +23,35 @@ use crate::revision::Rev;
 pub(crate) struct State {
     pub(crate) index: TreeIndex,
     pub(crate) current_rev: i64,
+    /// Reads below this revision fail with [`MvccError::Compacted`]; it moves when a batch
+    /// that compacts commits (just before its redb commit).
     pub(crate) compact_rev: i64,
+    /// The newest compaction committed to the backend: the one the compactor works towards.
+    pub(crate) scheduled_compact_rev: i64,
+    /// The newest compaction whose removals are all committed.
+    pub(crate) finished_compact_rev: i64,
+    /// The compaction the compactor is carrying out, if any.
+    pub(crate) pass: Option<CompactionPass>,
     pub(crate) applied_index: u64,
     /// Bumped when [`Mvcc::replace_with`] swaps the backend, so a read that resolves
     /// revisions in two steps can tell it still reads the backend the index describes.
     pub(crate) backend_epoch: u64,
+}
+
+impl State {
+    /// The state of a freshly opened backend.
+    pub(crate) fn restored(restored: Restored, backend_epoch: u64) -> State {
+        State {
+            index: restored.index,
+            current_rev: restored.current_rev,
+            compact_rev: restored.compact_rev,
+            scheduled_compact_rev: restored.compact_rev,
+            finished_compact_rev: restored.finished_compact_rev,
+            pass: None,
+            applied_index: restored.applied_index,
+            backend_epoch,
+        }
+    }
 }
 
 /// Options for [`Mvcc::open_with`].
@@ -33,28 +60,64 @@ pub struct MvccOptions {
     /// Bytes of page cache the redb backend may use (default 64 MiB; the OS page cache serves
     /// the rest without counting against the process).
     pub cache_bytes: usize,
+    /// Backend revisions a compaction removes per redb transaction (etcd's
+    /// `compactionBatchLimit`, default 1000).
+    pub compaction_batch_limit: usize,
+    /// Pause between two such transactions (etcd's `compactionSleepInterval`, default 10 ms).
+    pub compaction_sleep_interval: Duration,
+    /// Run compactions on a background thread of the store (the default). Without it nothing
+    /// is removed until the caller drives [`Mvcc::compaction_step`].
+    pub background_compaction: bool,
 }
 
 impl Default for MvccOptions {
     fn default() -> Self {
         MvccOptions {
             cache_bytes: DEFAULT_CACHE_BYTES,
+            compaction_batch_limit: 1000,
+            compaction_sleep_interval: Duration::from_millis(10),
+            background_compaction: true,
         }
     }
 }
 
-/// The multi-version key-value store (see the crate docs).
-pub struct Mvcc {
+/// What the store shares with its compactor thread.
+pub(crate) struct Core {
     pub(crate) path: PathBuf,
-    /// The redb page cache size the backend was opened with.
-    pub(crate) cache_bytes: usize,
     /// Size of the backend file, refreshed after every commit (read on every write request).
     size: AtomicU64,
     /// The redb handle; reads that outlive the lock (views) hold a clone, which keeps the
     /// handle open after [`Mvcc::replace_with`] swapped in another one.
     pub(crate) db: RwLock<Arc<Database>>,
     pub(crate) state: RwLock<State>,
+    pub(crate) compaction: CompactionControl,
+}
+
+impl Core {
+    /// Re-reads the size of the backend file.
+    pub(crate) fn refresh_size(&self) {
+        let len = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
+        self.size.store(len, Ordering::Relaxed);
+    }
+}
+
+/// The multi-version key-value store (see the crate docs).
+pub struct Mvcc {
+    pub(crate) core: Arc<Core>,
+    /// The redb page cache size the backend was opened with.
+    pub(crate) cache_bytes: usize,
     pub(crate) writer: Mutex<()>,
+    /// The background compactor, stopped and joined on drop.
+    compactor: Option<JoinHandle<()>>,
+}
+
+impl Drop for Mvcc {
+    fn drop(&mut self) {
+        self.core.compaction.stop();
+        if let Some(thread) = self.compactor.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 struct TableValues(ReadOnlyTable<&'static [u8], &'static [u8]>);
@@ -71,59 +134,67 @@ impl Mvcc {
         Mvcc::open_with(path, &MvccOptions::default())
     }
 
-    /// [`Mvcc::open`] with explicit options.
+    /// [`Mvcc::open`] with explicit options. A compaction that was cut short (by a crash or
+    /// a close) is finished in the background, or by [`Mvcc::compaction_step`].
     pub fn open_with(path: &Path, options: &MvccOptions) -> Result<Mvcc, MvccError> {
         let db = backend::open_database(path, options.cache_bytes)?;
         let restored = backend::restore(&db.begin_read()?)?;
-        let mvcc = Mvcc {
+        let core = Arc::new(Core {
             path: path.to_path_buf(),
-            cache_bytes: options.cache_bytes,
             size: AtomicU64::new(0),
             db: RwLock::new(Arc::new(db)),
-            state: RwLock::new(State {
-                index: restored.index,
-                current_rev: restored.current_rev,
-                compact_rev: restored.compact_rev,
-                applied_index: restored.applied_index,
-                backend_epoch: 0,
-            }),
-            writer: Mutex::new(()),
+            state: RwLock::new(State::restored(restored, 0)),
+            compaction: CompactionControl::new(options),
+        });
+        core.refresh_size();
+        let compactor = if options.background_compaction {
+            Some(compaction::spawn(core.clone())?)
+        } else {
+            None
         };
-        mvcc.refresh_size();
-        Ok(mvcc)
+        Ok(Mvcc {
+            core,
+            cache_bytes: options.cache_bytes,
+            writer: Mutex::new(()),
+            compactor,
+        })
     }
 
     /// Re-reads the size of the backend file.
     pub(crate) fn refresh_size(&self) {
-        let len = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
-        self.size.store(len, Ordering::Relaxed);
+        self.core.refresh_size();
+    }
+
+    /// Whether a background thread carries out compactions.
+    pub(crate) fn background_compaction(&self) -> bool {
+        self.compactor.is_some()
     }
 
     /// The store revision (1 for a new store; etcd's first write gets revision 2).
     pub fn current_revision(&self) -> i64 {
-        self.state.read().current_rev
+        self.core.state.read().current_rev
     }
 
     /// The compaction revision; -1 when the store was never compacted (what etcd's HashKV reports).
     pub fn compact_revision(&self) -> i64 {
-        self.state.read().compact_rev
+        self.core.state.read().compact_rev
     }
 
     /// Raft log index of the last batch committed to the backend (0 for a new store).
     pub fn applied_index(&self) -> u64 {
-        self.state.read().applied_index
+        self.core.state.read().applied_index
     }
 
     /// Number of keys the in-memory index tracks (live keys plus deleted ones not yet compacted).
     pub fn indexed_keys(&self) -> usize {
-        self.state.read().index.len()
+        self.core.state.read().index.len()
     }
 
     /// A read of committed state. Never blocked by a running ApplyBatch except for an O(1) moment.
     pub fn range(&self, req: &RangeRequest) -> Result<RangeResponse, MvccError> {
-        let db = self.db.read();
+        let db = self.core.db.read();
         let (resolved, cur, table) = {
-            let s = self.state.read();
+            let s = self.core.state.read();
             let resolved = range::resolve(&s.index, req, s.current_rev, s.compact_rev)?;
             // The snapshot is taken under the index lock: it holds every revision the index
             // resolved (published only after their commit) and none that compaction removed
@@ -148,9 +219,9 @@ impl Mvcc {
         if !crate::is_txn_readonly(req) {
             return Err(MvccError::TxnWrites);
         }
-        let db = self.db.read();
+        let db = self.core.db.read();
         let (table, rev, compact) = {
-            let s = self.state.read();
+            let s = self.core.state.read();
             // Under the index lock, as in `range`: the snapshot holds every published revision.
             (
                 db.begin_read()?.open_table(KEY)?,
@@ -165,7 +236,7 @@ impl Mvcc {
     pub fn begin_apply<'a>(&'a self, lease_exists: &'a dyn Fn(i64) -> bool) -> ApplyBatch<'a> {
         let writer = self.writer.lock();
         let (rev, compact) = {
-            let s = self.state.read();
+            let s = self.core.state.read();
             (s.current_rev, s.compact_rev)
         };
         ApplyBatch::new(self, Some(writer), lease_exists, rev, compact)
@@ -173,12 +244,12 @@ impl Mvcc {
 
     /// Bytes of the backend file.
     pub fn db_size(&self) -> u64 {
-        self.size.load(Ordering::Relaxed)
+        self.core.size.load(Ordering::Relaxed)
     }
 
     /// Bytes of the backend file in use (allocated pages, from redb's stats).
     pub fn db_size_in_use(&self) -> u64 {
-        let db = self.db.read();
+        let db = self.core.db.read();
         let stats = db.begin_write().and_then(|w| {
             let stats = w.stats().map_err(redb::TransactionError::from);
             let _ = w.abort();
@@ -195,7 +266,7 @@ impl Mvcc {
     /// read is alive, as redb's compaction does.
     pub fn defragment(&self) -> Result<(), MvccError> {
         let _writer = self.writer.lock();
-        let mut guard = self.db.write();
+        let mut guard = self.core.db.write();
         let db = Arc::get_mut(&mut guard).ok_or(CompactionError::TransactionInProgress)?;
         // A non-durable tail must be made durable before redb compacts.
         let mut w = db.begin_write()?;
@@ -213,7 +284,7 @@ impl Mvcc {
 
     /// Makes every committed batch durable (fsync); batches themselves commit without fsync because the WAL is the truth.
     pub fn sync(&self) -> Result<(), MvccError> {
-        let db = self.db.read();
+        let db = self.core.db.read();
         let mut w = db.begin_write()?;
         w.set_durability(Durability::Immediate)?;
         w.commit()?;
@@ -222,14 +293,14 @@ impl Mvcc {
 
     /// Reads a value stored by ApplyBatch::set_meta (used for alarms, auth, leases).
     pub fn meta(&self, name: &str) -> Result<Option<Vec<u8>>, MvccError> {
-        let db = self.db.read();
+        let db = self.core.db.read();
         backend::app_meta(&db.begin_read()?, name)
     }
 
     /// Every value stored by ApplyBatch::set_meta under a name starting with `prefix`, in
     /// name order (e.g. one record per lease).
     pub fn meta_with_prefix(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, MvccError> {
-        let db = self.db.read();
+        let db = self.core.db.read();
         let t = db.begin_read()?.open_table(APP_META)?;
         let mut out = Vec::new();
         for entry in t.range(prefix..)? {
@@ -246,9 +317,9 @@ impl Mvcc {
     /// Every live key attached to a lease, with its lease, in key order (how a lessor
     /// rebuilds its key sets at start, as etcd's does from the key space).
     pub fn leased_keys(&self) -> Result<Vec<(i64, Vec<u8>)>, MvccError> {
-        let db = self.db.read();
+        let db = self.core.db.read();
         let (revs, table) = {
-            let s = self.state.read();
+            let s = self.core.state.read();
             let mut revs = Vec::new();
             s.index
                 .visit(KeyRange::new(&[0], &[0]), s.current_rev, |_, f| {

@@ -1,5 +1,7 @@
 //! Scenario tests of the public API against etcd 3.5's documented behaviour.
 
+use std::time::Duration;
+
 use keel_mvcc::{Mvcc, MvccError};
 use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use keel_proto::etcdserverpb::request_op::Request;
@@ -19,6 +21,11 @@ fn open() -> (tempfile::TempDir, Mvcc) {
 
 fn no_leases(_: i64) -> bool {
     false
+}
+
+/// Waits for the background compactor to finish what was applied.
+fn compacted(m: &Mvcc) {
+    assert!(m.finish_compaction(Duration::from_secs(60)).unwrap());
 }
 
 fn put(k: &str, v: &str) -> PutRequest {
@@ -450,6 +457,7 @@ fn compaction_rules() {
     ));
     b.commit(1).unwrap();
     assert_eq!(m.compact_revision(), 5);
+    compacted(&m);
     assert!(matches!(
         m.range(&RangeRequest {
             key: "a".into(),
@@ -568,6 +576,7 @@ fn restart_restores_state_and_applied_index() {
             b.set_meta("alarm", &[i as u8]);
             b.commit(10 + i).unwrap();
         }
+        compacted(&m);
         m.sync().unwrap();
         (m.hash().unwrap(), m.hash_kv(0).unwrap())
     };
@@ -610,6 +619,7 @@ fn maintenance() {
     })
     .unwrap();
     b.commit(2).unwrap();
+    compacted(&m);
     assert!(m.db_size() > 0);
     assert!(m.db_size_in_use() > 0);
     let before = m.hash().unwrap();
@@ -653,6 +663,7 @@ fn tombstone_at_compaction_revision_survives_reopen() {
     })
     .unwrap();
     b.commit(1).unwrap();
+    compacted(&m);
     let before = m.hash_kv(0).unwrap();
     let keys = m.indexed_keys();
     m.sync().unwrap();
@@ -729,4 +740,40 @@ fn read_only_txns_are_answered_as_a_batch_answers_them() {
     assert!(!keel_mvcc::is_txn_readonly(&writes));
     assert!(matches!(m.read_txn(&writes), Err(MvccError::TxnWrites)));
     assert_eq!(get(&m, "a").unwrap().mod_revision, 4);
+}
+
+/// Batches that write no key (metadata only, or only a compaction) keep the store revision
+/// across a reopen, and a compaction-only batch keeps its compact revision.
+#[test]
+fn batches_without_writes_keep_the_revisions_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    {
+        let m = Mvcc::open(&path).unwrap();
+        let mut b = m.begin_apply(&no_leases);
+        b.put(&put("a", "1")).unwrap();
+        b.put(&put("a", "2")).unwrap();
+        b.commit(1).unwrap();
+        let mut b = m.begin_apply(&no_leases);
+        b.set_meta("alarm", b"x");
+        b.commit(2).unwrap();
+        let mut b = m.begin_apply(&no_leases);
+        b.compact(&CompactionRequest {
+            revision: 2,
+            physical: false,
+        })
+        .unwrap();
+        b.commit(3).unwrap();
+        let b = m.begin_apply(&no_leases);
+        b.commit(4).unwrap();
+        compacted(&m);
+        m.sync().unwrap();
+    }
+    let m = Mvcc::open(&path).unwrap();
+    assert_eq!(m.applied_index(), 4);
+    assert_eq!(m.current_revision(), 3);
+    assert_eq!(m.compact_revision(), 2);
+    assert_eq!(m.finished_compact_revision(), 2);
+    assert_eq!(m.meta("alarm").unwrap(), Some(b"x".to_vec()));
+    assert_eq!(get(&m, "a").unwrap().value, b"2");
 }

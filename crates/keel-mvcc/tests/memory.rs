@@ -25,7 +25,10 @@ fn million_keys_memory() {
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .map_or(MvccOptions::default().cache_bytes, |mib| mib << 20);
-    let options = MvccOptions { cache_bytes };
+    let options = MvccOptions {
+        cache_bytes,
+        ..MvccOptions::default()
+    };
     let m = Mvcc::open_with(&dir.path().join("db"), &options).unwrap();
     let base = rss_kib();
     let value = vec![b'x'; 256];

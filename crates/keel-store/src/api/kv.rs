@@ -111,9 +111,15 @@ impl KvService {
         }
     }
 
+    /// A physical compaction is answered once this member removed what it compacted, as in
+    /// etcd; otherwise once it is applied (the removal runs in the background).
     async fn compact(&self, req: CompactionRequest) -> Result<CompactionResponse, EtcdError> {
+        let (revision, physical) = (req.revision, req.physical);
         match self.store.propose(ProposalOp::Compaction(req)).await? {
             Applied::Compaction(mut resp) => {
+                while physical && self.store.mvcc().finished_compact_revision() < revision {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
                 self.store.fill(&mut resp.header);
                 Ok(resp)
             }
