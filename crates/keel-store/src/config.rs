@@ -321,6 +321,12 @@ impl Config {
         self.peer_listen_addrs()?;
         self.initial_members()?;
         self.retention()?;
+        Ok(())
+    }
+
+    /// Logs, once at start, the flags whose value is replaced rather than refused (as etcd
+    /// does): a `--bcrypt-cost` outside bcrypt's range.
+    pub fn warn_replaced_values(&self) {
         if self.bcrypt_cost() != self.bcrypt_cost {
             let costs = crate::auth::BCRYPT_COSTS;
             tracing::warn!(
@@ -331,7 +337,6 @@ impl Config {
                 "use default bcrypt cost instead of the invalid given cost"
             );
         }
-        Ok(())
     }
 
     /// Checks that `--initial-cluster` names this member with its advertised peer URLs, as a

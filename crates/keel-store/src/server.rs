@@ -118,6 +118,7 @@ impl Store {
     /// it is: the `--initial-cluster*` flags count only when bootstrapping.
     pub async fn open(config: Config) -> Result<Arc<Store>, StartError> {
         config.validate()?;
+        config.warn_replaced_values();
         let storage = |source: Box<dyn std::error::Error + Send + Sync>| StartError::Storage {
             path: config.data_dir().display().to_string(),
             source,
