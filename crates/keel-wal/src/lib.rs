@@ -25,15 +25,27 @@
 //! The live segment is kept zero-filled ahead of the write position, a few MiB at a time, so
 //! an append overwrites blocks that already exist: its fdatasync then flushes data only, with
 //! no file-size or block-allocation metadata to journal (measured here: ~1.5x faster syncs).
-//! The zeros past the last batch read back as a torn tail and are trimmed on open; a segment
-//! is cut to its exact length before the next one starts.
+//! Each extension is made durable (written and fdatasynced) before any batch is written into
+//! it, and always reaches at least [`TAIL_ZEROS`] bytes past the batch, so on disk a live
+//! segment's file always extends past every write made to it. Hence a torn write can only
+//! leave zeros or a partial batch *inside* the file, and a last segment that ends within
+//! [`TAIL_ZEROS`] of its last complete batch, or inside a record, has been truncated after
+//! the fact: [`WalError::Corrupt`], as acknowledged batches may be gone. On open, a torn
+//! tail is overwritten with zeros (the file keeps its length). A new segment is created
+//! zero-filled; the finished one is cut to its exact length after that, so a crash between
+//! the two leaves zeros at the end of a non-last segment, which the CRC chain into the next
+//! segment shows to be harmless.
+//!
+//! Without zero-fill ([`WalOptions::zero_fill`] false) the file grows with each write, a
+//! torn write may also cut the file short, and the tail is trimmed on open; a truncation at a
+//! batch boundary then cannot be told from a clean end.
 
 pub mod dir;
 mod record;
 mod segment;
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Seek, SeekFrom, Write};
+use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -127,6 +139,9 @@ pub enum WalError {
 /// How far ahead of the write position the live segment is zero-filled.
 const ZERO_FILL_BYTES: u64 = 4 * 1024 * 1024;
 
+/// Zeros a zero-filled live segment always holds after its last batch (one record header).
+pub const TAIL_ZEROS: u64 = 8;
+
 /// A segmented write-ahead log open for appending.
 #[derive(Debug)]
 pub struct Wal {
@@ -160,11 +175,14 @@ impl Wal {
         let mut replay = Replay::default();
         let Some(last) = segments.last() else {
             let (header, crc) = header(0, 0, None);
-            let (seg, file) = segment::create(dir, 0, 1, &header)?;
-            let len = header.len();
-            return Ok(Self::assemble(dir, opts, vec![seg], file, len, crc, replay));
+            let len = header.len() as u64;
+            let alloc = opts.initial_allocation(len);
+            let (seg, file) = segment::create(dir, 0, 1, &header, alloc)?;
+            let wal = Self::assemble(dir, opts, vec![seg], file, len, alloc, crc, replay);
+            return Ok(wal);
         };
         let mut end = SegmentEnd { len: 0, crc: 0 };
+        let mut allocated = 0;
         for (i, seg) in segments.iter().enumerate() {
             let corrupt = |offset: usize| WalError::Corrupt {
                 segment: seg.path.clone(),
@@ -175,28 +193,33 @@ impl Wal {
             }
             let data = fs::read(&seg.path)?;
             let is_last = i + 1 == segments.len();
+            let tail = match (is_last, opts.zero_fill) {
+                (false, _) => Tail::Closed,
+                (true, true) => Tail::ZeroFilled,
+                (true, false) => Tail::Grown,
+            };
             end = replay
-                .segment(&data, (i > 0).then_some(end.crc), is_last)
+                .segment(&data, (i > 0).then_some(end.crc), tail)
                 .map_err(corrupt)?;
-            if is_last && end.len < data.len() {
-                let f = OpenOptions::new().write(true).open(&seg.path)?;
-                f.set_len(end.len as u64)?;
-                f.sync_all()?;
+            if is_last {
+                allocated = repair_tail(&seg.path, &data, end.len, opts.zero_fill)?;
             }
         }
-        let mut file = OpenOptions::new().read(true).write(true).open(&last.path)?;
-        file.seek(SeekFrom::Start(end.len as u64))?;
+        let file = OpenOptions::new().read(true).write(true).open(&last.path)?;
+        let offset = end.len as u64;
         Ok(Self::assemble(
-            dir, opts, segments, file, end.len, end.crc, replay,
+            dir, opts, segments, file, offset, allocated, end.crc, replay,
         ))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn assemble(
         dir: &Path,
         opts: WalOptions,
         segments: Vec<Segment>,
         file: File,
-        offset: usize,
+        offset: u64,
+        allocated: u64,
         crc: u32,
         replay: Replay,
     ) -> (Wal, Recovered) {
@@ -209,8 +232,8 @@ impl Wal {
             opts,
             segments,
             file,
-            offset: offset as u64,
-            allocated: offset as u64,
+            offset,
+            allocated,
             crc,
             range,
             purged: replay.purged,
@@ -345,7 +368,7 @@ impl Wal {
     fn write_buf(&mut self, crc: u32) -> Result<Duration, WalError> {
         let result = self
             .zero_fill_ahead()
-            .and_then(|()| self.file.write_all(&self.buf))
+            .and_then(|()| self.file.write_all_at(&self.buf, self.offset))
             .and_then(|()| {
                 let start = Instant::now();
                 self.file.sync_data().map(|()| start.elapsed())
@@ -363,16 +386,17 @@ impl Wal {
         }
     }
 
-    /// Extends the zero-filled region of the live segment to cover the pending write.
+    /// Extends the zero-filled region of the live segment, durably, to cover the pending
+    /// write and [`TAIL_ZEROS`] after it.
     fn zero_fill_ahead(&mut self) -> io::Result<()> {
-        let needed = self.offset + self.buf.len() as u64;
+        let needed = self.offset + self.buf.len() as u64 + TAIL_ZEROS;
         if !self.opts.zero_fill || needed <= self.allocated {
             return Ok(());
         }
-        let chunk = ZERO_FILL_BYTES.min(self.opts.segment_bytes.max(1));
-        let target = needed.max(self.allocated + chunk);
+        let target = needed.max(self.allocated + self.opts.zero_fill_chunk());
         let zeros = vec![0u8; (target - self.allocated) as usize];
         self.file.write_all_at(&zeros, self.allocated)?;
+        self.file.sync_data()?;
         self.allocated = target;
         Ok(())
     }
@@ -382,48 +406,97 @@ impl Wal {
         if self.offset < self.opts.segment_bytes {
             return Ok(());
         }
-        // A finished segment holds exactly its records: cut the zero-filled tail first.
-        if self.allocated > self.offset {
-            if let Err(e) = self
-                .file
-                .set_len(self.offset)
-                .and_then(|()| self.file.sync_all())
-            {
-                self.failed = true;
-                return Err(e.into());
-            }
-            self.allocated = self.offset;
-        }
         let seq = self.segments.last().map_or(0, |s| s.seq + 1);
         let first_index = self.last_index().saturating_add(1);
         let (header, crc) = header(self.crc, self.purged, self.state.as_deref());
-        match segment::create(&self.dir, seq, first_index, &header) {
-            Ok((seg, file)) => {
-                self.segments.push(seg);
-                self.file = file;
-                self.offset = header.len() as u64;
-                self.allocated = self.offset;
-                self.crc = crc;
-                Ok(())
-            }
+        let len = header.len() as u64;
+        let alloc = self.opts.initial_allocation(len);
+        let (seg, file) = match segment::create(&self.dir, seq, first_index, &header, alloc) {
+            Ok(created) => created,
             Err(e) => {
                 self.failed = true;
-                Err(e.into())
+                return Err(e.into());
             }
+        };
+        // The finished segment keeps exactly its records; a crash before this cut leaves
+        // zeros after them, which open accepts in a non-last segment.
+        let finished = std::mem::replace(&mut self.file, file);
+        if self.allocated > self.offset
+            && let Err(e) = finished
+                .set_len(self.offset)
+                .and_then(|()| finished.sync_all())
+        {
+            self.failed = true;
+            return Err(e.into());
+        }
+        self.segments.push(seg);
+        self.offset = len;
+        self.allocated = alloc;
+        self.crc = crc;
+        Ok(())
+    }
+}
+
+impl WalOptions {
+    /// How much a zero-filled segment grows at a time.
+    fn zero_fill_chunk(&self) -> u64 {
+        ZERO_FILL_BYTES.min(self.segment_bytes.max(1))
+    }
+
+    /// The length a new segment whose header is `header_len` bytes is created with.
+    fn initial_allocation(&self, header_len: u64) -> u64 {
+        if self.zero_fill {
+            header_len + self.zero_fill_chunk().max(TAIL_ZEROS)
+        } else {
+            header_len
         }
     }
 }
 
+/// How the end of a segment may look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tail {
+    /// A finished segment: its records, then possibly zeros (a crash before it was cut).
+    Closed,
+    /// The live, zero-filled segment: the file extends past every write made to it.
+    ZeroFilled,
+    /// The live segment without zero-fill: a torn write may also cut the file short.
+    Grown,
+}
+
 /// Whether the bad record at `off` of the last segment (the chain standing at `prev` before
-/// it) is a torn write: nothing valid follows it and it was cut short or holds a
-/// never-written (zeroed) sector, or only records that may be the rest of its own batch
-/// follow while the damage holds such a sector. A bit flip in a record written whole, or any
-/// valid later batch, is corruption.
-fn torn_tail(data: &[u8], off: usize, prev: u32) -> bool {
+/// it) is a torn write: nothing valid follows it and it holds a never-written (zeroed) sector
+/// or, only where the file grows with its writes, was cut short by the end of the file; or
+/// only records that may be the rest of its own batch follow while the damage holds such a
+/// sector. A bit flip in a record written whole, or any valid later batch, is corruption.
+fn torn_tail(data: &[u8], off: usize, prev: u32, tail: Tail) -> bool {
     match record::scan_after_damage(data, off, prev) {
-        record::AfterDamage::Nothing => record::cut_short(data, off),
+        record::AfterDamage::Nothing => match tail {
+            Tail::Grown => record::cut_short(data, off),
+            _ => !record::runs_past_end(data, off) && record::cut_short(data, off),
+        },
         record::AfterDamage::SameBatch(next) => record::zeroed_sector(data, off, next),
         record::AfterDamage::LaterBatch => false,
+    }
+}
+
+/// Makes the last segment's bytes after its last complete batch (`end`) safe to append to,
+/// durably, and returns the file's length. Zero-filled, the tail is overwritten with zeros
+/// (the file keeps its length); otherwise the file is cut at `end`.
+fn repair_tail(path: &Path, data: &[u8], end: usize, zero_fill: bool) -> Result<u64, WalError> {
+    let tail = &data[end..];
+    if tail.iter().all(|&b| b == 0) {
+        return Ok(data.len() as u64);
+    }
+    let f = OpenOptions::new().write(true).open(path)?;
+    if zero_fill {
+        f.write_all_at(&vec![0; tail.len()], end as u64)?;
+        f.sync_data()?;
+        Ok(data.len() as u64)
+    } else {
+        f.set_len(end as u64)?;
+        f.sync_all()?;
+        Ok(end as u64)
     }
 }
 
@@ -470,7 +543,7 @@ impl Replay {
     /// Verifies and applies one segment. `seed` is the expected chain seed (the previous
     /// segment's last CRC) when the previous segment is present. Returns the end of its valid
     /// part, or the offset of the corruption.
-    fn segment(&mut self, data: &[u8], seed: Option<u32>, last: bool) -> Result<SegmentEnd, usize> {
+    fn segment(&mut self, data: &[u8], seed: Option<u32>, tail: Tail) -> Result<SegmentEnd, usize> {
         let own_seed = record::peek_seed(data);
         if seed.is_some_and(|s| s != own_seed) {
             return Err(0);
@@ -483,7 +556,11 @@ impl Replay {
         let mut pending = Vec::new();
         while off < data.len() {
             let Some(d) = record::decode(data, off, prev) else {
-                if !last || good.len == 0 || !torn_tail(data, off, prev) {
+                let ok = match tail {
+                    Tail::Closed => off == good.len && data[off..].iter().all(|&b| b == 0),
+                    _ => good.len > 0 && torn_tail(data, off, prev, tail),
+                };
+                if !ok {
                     return Err(off);
                 }
                 break;
@@ -504,8 +581,15 @@ impl Replay {
             }
         }
         // An incomplete batch at the very end is torn only in the last segment, and only after
-        // a complete header.
-        if good.len == 0 || (!last && good.len != data.len()) {
+        // a complete header. A zero-filled live segment's records never run to the end of the
+        // file: at least TAIL_ZEROS zeros follow (a shorter rest fails to decode above and is
+        // not a torn write).
+        let short = match tail {
+            Tail::Closed => good.len != off,
+            Tail::ZeroFilled => off >= data.len(),
+            Tail::Grown => false,
+        };
+        if good.len == 0 || short {
             return Err(good.len);
         }
         Ok(good)

@@ -286,15 +286,25 @@ pub(crate) fn scan_after_damage(data: &[u8], off: usize, prev: u32) -> AfterDama
 /// all there with no such gap has been damaged after it was written: corruption (etcd's
 /// `isTornEntry` draws the same line).
 pub(crate) fn cut_short(data: &[u8], off: usize) -> bool {
-    let Some(hdr) = data.get(off..off + HEADER) else {
-        return true;
-    };
-    let body_len =
-        (u32::from_le_bytes(hdr[..4].try_into().expect("4 bytes")) & !END_OF_BATCH) as usize;
-    match padded(body_len).and_then(|n| off.checked_add(n)) {
-        Some(end) if end <= data.len() => zeroed_sector(data, off, end),
-        _ => true,
+    match record_end(data, off) {
+        Some(end) => zeroed_sector(data, off, end),
+        None => true,
     }
+}
+
+/// Whether the record whose header is at `off` claims, by its length field, to run past the
+/// end of `data` (or its header does not fit).
+pub(crate) fn runs_past_end(data: &[u8], off: usize) -> bool {
+    record_end(data, off).is_none()
+}
+
+/// Where the record whose header is at `off` ends by its length field, if that is inside
+/// `data`.
+fn record_end(data: &[u8], off: usize) -> Option<usize> {
+    let hdr = data.get(off..off.checked_add(HEADER)?)?;
+    let body_len = (u32::from_le_bytes(hdr[..4].try_into().ok()?) & !END_OF_BATCH) as usize;
+    off.checked_add(padded(body_len)?)
+        .filter(|&end| end <= data.len())
 }
 
 /// Whether `data[from..to]` holds a whole never-written sector: a piece between two sector

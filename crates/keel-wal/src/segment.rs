@@ -61,12 +61,14 @@ pub(crate) fn list(dir: &Path) -> io::Result<Vec<Segment>> {
     Ok(segments)
 }
 
-/// Creates segment `seq` holding `header`, durably, and returns it open for appending.
+/// Creates segment `seq` holding `header` followed by zeros up to `len` bytes, durably, and
+/// returns it open for appending.
 pub(crate) fn create(
     dir: &Path,
     seq: u64,
     first_index: u64,
     header: &[u8],
+    len: u64,
 ) -> io::Result<(Segment, File)> {
     let path = dir.join(file_name(seq, first_index));
     let tmp = path.with_extension("wal.tmp");
@@ -77,6 +79,9 @@ pub(crate) fn create(
         .truncate(true)
         .open(&tmp)?;
     file.write_all(header)?;
+    if let Some(zeros) = (len as usize).checked_sub(header.len()).filter(|&n| n > 0) {
+        file.write_all(&vec![0; zeros])?;
+    }
     file.sync_all()?;
     fs::rename(&tmp, &path)?;
     crate::dir::sync(dir)?;

@@ -348,7 +348,7 @@ fn missing_segment_or_damaged_header_is_corruption() {
 }
 
 #[test]
-fn zero_filled_tail_is_trimmed_and_segments_close_exact() {
+fn zero_filled_tail_is_kept_and_segments_close_exact() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let (mut wal, _) = open_zero_filled(tmp.path(), 8 * 1024).expect("open");
     write(&mut wal, 1..=40, 700);
@@ -357,12 +357,16 @@ fn zero_filled_tail_is_trimmed_and_segments_close_exact() {
     let live = segs.last().expect("live segment");
     let live_len = len(live);
     drop(wal);
-    // Closed segments hold exactly their records, or reopening would call them corrupt.
     let (mut wal, rec) = open_zero_filled(tmp.path(), 8 * 1024).expect("reopen");
     assert_eq!(rec.entries.len(), 40);
     assert_eq!(rec.state.as_deref(), Some(&b"s40"[..]));
-    assert!(len(live) <= live_len, "zero tail trimmed on open");
-    // A torn, never-acknowledged write inside the zero-filled region is dropped.
+    assert_eq!(len(live), live_len, "the zero tail is kept on open");
+    for seg in &segs[..segs.len() - 1] {
+        let data = fs::read(seg).expect("read closed segment");
+        assert!(!data.ends_with(&[0; 8]), "{seg:?} is cut to its records");
+    }
+    // A torn, never-acknowledged write inside the zero-filled region is dropped, and the
+    // zeros written over it keep a later, shorter batch from reading as damaged.
     write(&mut wal, 41..=41, 700);
     drop(wal);
     let live = segments(tmp.path()).last().expect("live").clone();
@@ -372,13 +376,76 @@ fn zero_filled_tail_is_trimmed_and_segments_close_exact() {
         used < data.len() as u64,
         "the live segment has a zero-filled tail"
     );
+    // A torn write of the next batch: the rest of its first 512-byte sector reached the disk,
+    // the later sectors did not (zeros). Its bytes are those of batch 41 (an entry record of 720 bytes and a state
+    // record of 16), whose CRCs do not continue the chain.
+    let end = used.next_multiple_of(8);
+    let batch = (end - 736) as usize;
     let f = OpenOptions::new()
         .write(true)
         .open(&live)
         .expect("open live");
-    f.write_all_at(&[0x33; 100], used.next_multiple_of(8))
+    let first_sector = (end / 512 + 1) * 512 - end;
+    f.write_all_at(&data[batch..batch + first_sector as usize], end)
         .expect("torn write");
-    let (_, rec) = open_zero_filled(tmp.path(), 8 * 1024).expect("reopen after torn write");
+    let (mut wal, rec) = open_zero_filled(tmp.path(), 8 * 1024).expect("reopen after torn write");
     assert_eq!(rec.entries.len(), 41);
     assert_eq!(rec.state.as_deref(), Some(&b"s41"[..]));
+    write(&mut wal, 42..=42, 10);
+    drop(wal);
+    let (_, rec) = open_zero_filled(tmp.path(), 8 * 1024).expect("reopen after a short batch");
+    assert_eq!(rec.entries.len(), 42);
+}
+
+/// The file of a zero-filled live segment always extends past its last batch, so one cut
+/// anywhere before that (at a record boundary, inside a record, or just after the last batch)
+/// was truncated after the fact and may have lost acknowledged batches: corruption. A cut in
+/// the zeros beyond loses nothing.
+#[test]
+fn a_truncated_live_segment_is_corruption() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut wal, _) = open_zero_filled(tmp.path(), 1 << 20).expect("open");
+    write(&mut wal, 1..=10, 20);
+    drop(wal);
+    let seg = &segments(tmp.path())[0];
+    let pristine = fs::read(seg).expect("read");
+    let used = pristine.iter().rposition(|&b| b != 0).expect("records") + 1;
+    let used = used.next_multiple_of(8);
+    for cut in 0..used + keel_wal::TAIL_ZEROS as usize {
+        fs::write(seg, &pristine[..cut]).expect("restore + cut");
+        match open_zero_filled(tmp.path(), 1 << 20) {
+            Err(WalError::Corrupt { segment, .. }) => assert_eq!(&segment, seg),
+            other => panic!("cut at {cut} of {used}: expected corruption, got {other:?}"),
+        }
+    }
+    for cut in [
+        used + keel_wal::TAIL_ZEROS as usize,
+        used + 100,
+        pristine.len(),
+    ] {
+        fs::write(seg, &pristine[..cut]).expect("restore + cut");
+        let (_, rec) = open_zero_filled(tmp.path(), 1 << 20).expect("a cut in the zeros");
+        assert_eq!(rec.entries.len(), 10, "cut at {cut}");
+    }
+}
+
+/// A crash after the next segment is created but before the finished one is cut leaves zeros
+/// after its records: harmless, as the CRC chain into the next segment shows nothing is
+/// missing. Anything else there is still corruption.
+#[test]
+fn zeros_after_a_finished_segment_are_harmless() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut wal, _) = open_zero_filled(tmp.path(), 4096).expect("open");
+    write(&mut wal, 1..=30, 300);
+    drop(wal);
+    let segs = segments(tmp.path());
+    assert!(segs.len() > 2, "rolled over: {segs:?}");
+    let closed = &segs[0];
+    let exact = len(closed);
+    let f = OpenOptions::new().write(true).open(closed).expect("open");
+    f.set_len(exact + 4096).expect("extend with zeros");
+    let (_, rec) = open_zero_filled(tmp.path(), 4096).expect("zeros after records");
+    assert_eq!(rec.entries.len(), 30);
+    xor_byte(closed, exact + 100, 0x01);
+    assert_corrupt(tmp.path(), true, closed, exact, "a byte after the records");
 }

@@ -4,6 +4,10 @@
 //! - A flipped bit in the length field of a record in the middle of the live segment, with
 //!   acknowledged batches after it: the member exits non-zero naming the corrupt segment, and
 //!   the segment is left untouched (no "torn tail" truncation).
+//! - The live segment cut at a record boundary half-way through, as a file system that lost
+//!   its tail would leave it: the commit point is lost with the tail, but the live segment's
+//!   file always extends past its last write (zero-filled ahead), so the member exits non-zero
+//!   naming the truncated segment instead of starting at an older revision.
 //! - A log that ends before the persisted commit point (here the last entries removed with a
 //!   Truncate record, which is what any undetected loss of the tail looks like): the member
 //!   exits non-zero saying acknowledged entries are missing.
@@ -87,6 +91,26 @@ async fn flipped_length_bit_mid_segment_stops_the_member() {
         fs::read(&seg).expect("read segment"),
         data,
         "nothing truncated"
+    );
+}
+
+#[tokio::test]
+async fn live_segment_cut_at_a_record_boundary_stops_the_member() {
+    let mut server = started_with_writes().await;
+    server.kill();
+    let seg = live_segment(&server);
+    let data = fs::read(&seg).expect("read segment");
+    let offsets = record_offsets(&data);
+    assert!(offsets.len() > PUTS, "{} records", offsets.len());
+    let at = offsets[offsets.len() / 2];
+    fs::write(&seg, &data[..at]).expect("cut the segment");
+
+    let err = assert_refuses_to_start(&mut server);
+    assert!(err.contains("wal corrupt"), "{err}");
+    assert_eq!(
+        fs::read(&seg).expect("read segment").len(),
+        at,
+        "nothing changed"
     );
 }
 
