@@ -27,15 +27,11 @@ pub struct StoreHandle {
 
 impl StoreHandle {
     /// Opens the store and serves gRPC and HTTP on every `--listen-client-urls` address.
+    ///
+    /// The flags are checked by [`Store::open`]; the client URLs, needed first, are the first
+    /// thing it checks, so a bad flag is reported as it would be there.
     pub async fn start(config: Config) -> Result<StoreHandle, StartError> {
-        config.validate()?;
-        let mut listeners = Vec::new();
-        for addr in config.client_listen_addrs()? {
-            let listener = TcpListener::bind(addr)
-                .await
-                .map_err(|source| StartError::Listen { addr, source })?;
-            listeners.push(listener);
-        }
+        let listeners = bind(config.client_listen_addrs()?).await?;
         let store = Store::open(config).await?;
         let routes = tonic::service::Routes::from(crate::api::router(store.clone()));
         let mut tasks = JoinSet::new();
@@ -125,6 +121,18 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Binds a listener on each of `addrs`, in order; fails on the first that cannot be bound.
+pub(crate) async fn bind(addrs: Vec<SocketAddr>) -> Result<Vec<TcpListener>, StartError> {
+    let mut listeners = Vec::with_capacity(addrs.len());
+    for addr in addrs {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Listen { addr, source })?;
+        listeners.push(listener);
+    }
+    Ok(listeners)
 }
 
 /// Serves the Raft peer service on every `--listen-peer-urls` listener, refusing messages

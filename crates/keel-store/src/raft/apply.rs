@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use keel_mvcc::{ApplyBatch, Mvcc};
@@ -59,7 +60,11 @@ pub struct Applier {
     pub(super) lessor: Mutex<Lessor>,
     /// The watchers fed by every committed batch.
     pub watch: Arc<WatchHub>,
+    /// The last applied log id and the membership applied with it; written through
+    /// [`Applier::set_applied`].
     pub(super) applied: RwLock<(Option<LogId>, StoredMembership)>,
+    /// The index of `applied`'s log id (0: none), read on every write without the lock.
+    applied_index: AtomicU64,
     min_lease_ttl: i64,
     pub(super) metrics: Arc<Metrics>,
 }
@@ -167,6 +172,7 @@ impl Applier {
             removed: RwLock::new(state.removed),
             auth: RwLock::new(state.auth),
             lessor: Mutex::new(state.lessor),
+            applied_index: AtomicU64::new(index(state.applied)),
             applied: RwLock::new((state.applied, state.membership)),
             min_lease_ttl,
             metrics,
@@ -186,7 +192,7 @@ impl Applier {
         *self.removed.write() = state.removed;
         *self.auth.write() = state.auth;
         *self.lessor.lock() = state.lessor;
-        *self.applied.write() = (state.applied, state.membership);
+        self.set_applied(state.applied, Some(state.membership));
         self.watch.restore(self.mvcc.current_revision());
         Ok(())
     }
@@ -245,6 +251,22 @@ impl Applier {
     /// The last applied log id.
     pub fn applied(&self) -> Option<LogId> {
         self.applied.read().0
+    }
+
+    /// The index of the last applied entry (0: none), without taking a lock.
+    pub fn applied_index(&self) -> u64 {
+        self.applied_index.load(Ordering::Acquire)
+    }
+
+    /// Records `last` as applied, with the membership applied along with it if it changed.
+    pub(super) fn set_applied(&self, last: Option<LogId>, membership: Option<StoredMembership>) {
+        let mut applied = self.applied.write();
+        applied.0 = last;
+        if let Some(m) = membership {
+            applied.1 = m;
+        }
+        // Released after what was applied, so a reader that sees the index sees its effects.
+        self.applied_index.store(index(last), Ordering::Release);
     }
 
     pub(super) fn apply_proposal(&self, batch: &mut ApplyBatch<'_>, proposal: Proposal) -> Applied {
@@ -445,4 +467,9 @@ fn persist_members(batch: &mut ApplyBatch<'_>, members: &BTreeMap<u64, Member>) 
         ..Default::default()
     };
     batch.set_meta(META_MEMBERS, &stored.encode_to_vec());
+}
+
+/// The index of an applied log id, 0 for none.
+fn index(id: Option<LogId>) -> u64 {
+    id.map_or(0, |id| id.index)
 }

@@ -240,13 +240,7 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
         applier
             .watch
             .notify(events, applier.mvcc.current_revision());
-        {
-            let mut applied = applier.applied.write();
-            applied.0 = Some(last);
-            if let Some(m) = membership {
-                applied.1 = m;
-            }
-        }
+        applier.set_applied(Some(last), membership);
         applier.metrics.proposals_applied.set(last.index as i64);
         for (responder, applied) in replies {
             responder.send(applied);
