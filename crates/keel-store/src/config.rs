@@ -93,6 +93,11 @@ pub struct Config {
     /// Maximum number of operations permitted in a transaction.
     #[arg(long, env = "ETCD_MAX_TXN_OPS", default_value_t = 128)]
     pub max_txn_ops: u32,
+    /// Maximum concurrent streams that each client can open at a time (HTTP/2's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS on every client connection; 0 and the default, 2^32-1,
+    /// set no limit, as in etcd and grpc-go).
+    #[arg(long, env = "ETCD_MAX_CONCURRENT_STREAMS", default_value_t = u32::MAX)]
+    pub max_concurrent_streams: u32,
     /// Interpretation of --auto-compaction-retention: `periodic` or `revision`.
     #[arg(
         long,

@@ -36,6 +36,8 @@ impl StoreHandle {
         let routes = tonic::service::Routes::from(crate::api::router(store.clone()));
         let mut tasks = JoinSet::new();
         let mut addrs = Vec::new();
+        let max_streams =
+            Some(store.config().max_concurrent_streams).filter(|&n| n != 0 && n != u32::MAX);
         for listener in listeners {
             let addr = listener.local_addr().map_err(|source| StartError::Listen {
                 addr: SocketAddr::from(([0, 0, 0, 0], 0)),
@@ -49,6 +51,7 @@ impl StoreHandle {
             let server = tonic::transport::Server::builder()
                 .accept_http1(true)
                 .http2_adaptive_window(Some(true))
+                .max_concurrent_streams(max_streams)
                 .add_routes(routes.clone());
             tasks.spawn(async move {
                 server

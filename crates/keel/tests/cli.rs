@@ -14,8 +14,11 @@ use keel_proto::etcdserverpb::cluster_client::ClusterClient;
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::request_op::Request;
+use keel_proto::etcdserverpb::watch_client::WatchClient;
+use keel_proto::etcdserverpb::watch_request::RequestUnion;
 use keel_proto::etcdserverpb::{
-    MemberListRequest, PutRequest, RequestOp, StatusRequest, TxnRequest,
+    MemberListRequest, PutRequest, RangeRequest, RequestOp, StatusRequest, TxnRequest,
+    WatchCreateRequest, WatchRequest,
 };
 use keel_testkit::{Flavor, Server, ServerOpts, http_get, keel_bin, store_command, target_flavor};
 
@@ -130,6 +133,7 @@ fn keel_store_help_lists_etcd_flags() {
         "--quota-backend-bytes",
         "--max-request-bytes",
         "--max-txn-ops",
+        "--max-concurrent-streams",
         "--auto-compaction-mode",
         "--auto-compaction-retention",
         "--snapshot-count",
@@ -223,6 +227,62 @@ async fn settings_from_flags_are_honoured() {
         },
     );
     check_settings(&server, "default").await;
+}
+
+/// `--max-concurrent-streams` bounds the streams one client connection holds open at once:
+/// with a limit of 1, a call on a connection whose one stream is an open Watch waits until
+/// the watch ends (the client queues it, as HTTP/2 asks), then succeeds. etcd has the flag
+/// since 3.5.5 and the tests' etcd is 3.5.1, so this runs against keel only.
+#[tokio::test]
+async fn max_concurrent_streams_bounds_the_streams_of_a_connection() {
+    let server = Server::start_with(
+        Flavor::Keel,
+        ServerOpts {
+            args: vec!["--max-concurrent-streams=1".into()],
+            ..Default::default()
+        },
+    );
+    let channel = server.channel().await;
+    let (watch_tx, watch_rx) = tokio::sync::mpsc::channel(1);
+    let create = WatchRequest {
+        request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
+            key: b"a".to_vec(),
+            ..Default::default()
+        })),
+    };
+    watch_tx.send(create).await.unwrap();
+    let mut watch = WatchClient::new(channel.clone())
+        .watch(tokio_stream::wrappers::ReceiverStream::new(watch_rx))
+        .await
+        .expect("watch")
+        .into_inner();
+    let created = watch
+        .message()
+        .await
+        .expect("watch response")
+        .expect("created");
+    assert!(created.created, "{created:?}");
+
+    let mut kv = KvClient::new(channel);
+    let range = tokio::spawn(async move {
+        kv.range(RangeRequest {
+            key: b"a".to_vec(),
+            ..Default::default()
+        })
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(
+        !range.is_finished(),
+        "a second stream was opened beyond the limit of 1"
+    );
+    drop(watch_tx);
+    drop(watch);
+    let answered = tokio::time::timeout(Duration::from_secs(10), range)
+        .await
+        .expect("the range is served once the watch stream ended")
+        .unwrap();
+    answered.expect("range");
 }
 
 #[tokio::test]
