@@ -28,9 +28,11 @@ pub struct StoreHandle {
 impl StoreHandle {
     /// Opens the store and serves gRPC and HTTP on every `--listen-client-urls` address.
     ///
-    /// The flags are checked by [`Store::open`]; the client URLs, needed first, are the first
-    /// thing it checks, so a bad flag is reported as it would be there.
+    /// The flags are checked before the client ports are bound (and again by
+    /// [`Store::open`], which embedders call directly), so a bad flag is reported as such
+    /// even when a port is taken.
     pub async fn start(config: Config) -> Result<StoreHandle, StartError> {
+        config.validate()?;
         let listeners = bind(config.client_listen_addrs()?).await?;
         let store = Store::open(config).await?;
         let routes = tonic::service::Routes::from(crate::api::router(store.clone()));

@@ -167,6 +167,12 @@ pub struct Wal {
 }
 
 impl Wal {
+    /// Whether `dir` holds a log: at least one segment. [`Wal::open`] starts an empty log
+    /// where there is none, so a caller that knows a log was created before checks this first.
+    pub fn exists(dir: &Path) -> Result<bool, WalError> {
+        Ok(segment::any(dir)?)
+    }
+
     /// Opens (creating `dir`, durably, and a first segment if missing) the log in `dir`,
     /// repairing a torn tail, and returns it with everything it holds.
     pub fn open(dir: &Path, opts: WalOptions) -> Result<(Wal, Recovered), WalError> {
@@ -203,7 +209,23 @@ impl Wal {
                 .map_err(corrupt)?;
             if is_last {
                 allocated = repair_tail(&seg.path, &data, end.len, opts.zero_fill)?;
+            } else if end.len < data.len() {
+                // Finish a cut a crash interrupted (only zeros follow `end`): a finished
+                // segment ends at its records, so losing the segments after it later is
+                // still seen as corruption rather than as a clean end.
+                let f = OpenOptions::new().write(true).open(&seg.path)?;
+                f.set_len(end.len as u64)?;
+                f.sync_all()?;
             }
+        }
+        // A first segment other than seq 0 exists only because purge removed the ones before
+        // it, which it does only up to the durable purge point: missing oldest segments.
+        let first = &segments[0];
+        if first.seq != 0 && first.first_index.saturating_sub(1) > replay.purged {
+            return Err(WalError::Corrupt {
+                segment: first.path.clone(),
+                offset: 0,
+            });
         }
         let file = OpenOptions::new().read(true).write(true).open(&last.path)?;
         let offset = end.len as u64;

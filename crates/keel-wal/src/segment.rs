@@ -35,6 +35,21 @@ fn parse_name(name: &str) -> Option<(u64, u64)> {
     Some((hex(seq)?, hex(first)?))
 }
 
+/// Whether `dir` holds at least one segment (a missing `dir` holds none). Changes nothing.
+pub(crate) fn any(dir: &Path) -> io::Result<bool> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    for dent in entries {
+        if dent?.file_name().to_str().and_then(parse_name).is_some() {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// Lists the segments in `dir` by ascending sequence number, removing leftover `.tmp` files.
 pub(crate) fn list(dir: &Path) -> io::Result<Vec<Segment>> {
     let mut segments = Vec::new();

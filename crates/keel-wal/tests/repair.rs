@@ -431,21 +431,52 @@ fn a_truncated_live_segment_is_corruption() {
 
 /// A crash after the next segment is created but before the finished one is cut leaves zeros
 /// after its records: harmless, as the CRC chain into the next segment shows nothing is
-/// missing. Anything else there is still corruption.
+/// missing, and open finishes the cut, so losing the segments after it later is still seen.
+/// Anything but zeros there is corruption.
 #[test]
-fn zeros_after_a_finished_segment_are_harmless() {
+fn zeros_after_a_finished_segment_are_harmless_and_cut_on_open() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let (mut wal, _) = open_zero_filled(tmp.path(), 4096).expect("open");
     write(&mut wal, 1..=30, 300);
     drop(wal);
     let segs = segments(tmp.path());
     assert!(segs.len() > 2, "rolled over: {segs:?}");
-    let closed = &segs[0];
+    let closed = &segs[segs.len() - 2];
     let exact = len(closed);
     let f = OpenOptions::new().write(true).open(closed).expect("open");
     f.set_len(exact + 4096).expect("extend with zeros");
-    let (_, rec) = open_zero_filled(tmp.path(), 4096).expect("zeros after records");
-    assert_eq!(rec.entries.len(), 30);
     xor_byte(closed, exact + 100, 0x01);
     assert_corrupt(tmp.path(), true, closed, exact, "a byte after the records");
+    xor_byte(closed, exact + 100, 0x01);
+
+    let (_, rec) = open_zero_filled(tmp.path(), 4096).expect("zeros after records");
+    assert_eq!(rec.entries.len(), 30);
+    assert_eq!(len(closed), exact, "open finished the cut");
+    fs::remove_file(segs.last().expect("last")).expect("lose the last segment");
+    match open_zero_filled(tmp.path(), 4096) {
+        Err(WalError::Corrupt { segment, .. }) => assert_eq!(&segment, closed),
+        other => panic!("a lost last segment must be corruption, got {other:?}"),
+    }
+}
+
+/// The oldest segments go only with a purge past them: missing ones are corruption, while
+/// every segment a purge removed is accounted for by the durable purge point.
+#[test]
+fn missing_oldest_segments_are_corruption() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut wal, _) = open(tmp.path(), 128).expect("open");
+    write(&mut wal, 1..=20, 20);
+    let before = segments(tmp.path());
+    wal.purge(6).expect("purge");
+    drop(wal);
+    let after = segments(tmp.path());
+    assert!(after.len() < before.len(), "the purge removed segments");
+    let (_, rec) = open(tmp.path(), 128).expect("purged segments are accounted for");
+    assert_eq!(rec.entries.first().map(|e| e.0), Some(7));
+
+    fs::remove_file(&after[0]).expect("remove the oldest segment");
+    assert!(matches!(
+        open(tmp.path(), 128),
+        Err(WalError::Corrupt { segment, offset: 0 }) if segment == after[1]
+    ));
 }

@@ -271,7 +271,17 @@ async fn max_concurrent_streams_bounds_the_streams_of_a_connection() {
         })
         .await
     });
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The control: the same range on a connection of its own is served meanwhile.
+    let mut other = KvClient::new(server.channel().await);
+    let control = other.range(RangeRequest {
+        key: b"a".to_vec(),
+        ..Default::default()
+    });
+    tokio::time::timeout(Duration::from_secs(10), control)
+        .await
+        .expect("a range on another connection is served")
+        .expect("range");
+    tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         !range.is_finished(),
         "a second stream was opened beyond the limit of 1"

@@ -8,6 +8,9 @@
 //!   its tail would leave it: the commit point is lost with the tail, but the live segment's
 //!   file always extends past its last write (zero-filled ahead), so the member exits non-zero
 //!   naming the truncated segment instead of starting at an older revision.
+//! - Every WAL segment gone (a data folder of one segment, the usual case, that lost it):
+//!   the member exits non-zero saying its log is lost, instead of starting an empty log
+//!   under its old identity (forgetting acknowledged writes and its vote).
 //! - A log that ends before the persisted commit point (here the last entries removed with a
 //!   Truncate record, which is what any undetected loss of the tail looks like): the member
 //!   exits non-zero saying acknowledged entries are missing.
@@ -112,6 +115,25 @@ async fn live_segment_cut_at_a_record_boundary_stops_the_member() {
         at,
         "nothing changed"
     );
+}
+
+#[tokio::test]
+async fn a_lost_wal_stops_the_member() {
+    let mut server = started_with_writes().await;
+    server.kill();
+    let seg = live_segment(&server);
+    fs::remove_file(&seg).expect("lose the only segment");
+    assert!(
+        !fs::read_dir(seg.parent().unwrap()).unwrap().any(|d| d
+            .unwrap()
+            .path()
+            .extension()
+            .is_some_and(|e| e == "wal")),
+        "one segment only"
+    );
+
+    let err = assert_refuses_to_start(&mut server);
+    assert!(err.contains("this member's log is lost"), "{err}");
 }
 
 #[tokio::test]

@@ -71,8 +71,8 @@ impl Store {
     /// served before a restart. A data directory that holds a log or a vote is restarted as
     /// it is: the `--initial-cluster*` flags count only when bootstrapping.
     ///
-    /// The one place the flags are checked: [`crate::StoreHandle::start`] and embedders
-    /// alike come through here.
+    /// The flags are checked here, where every start comes through ([`crate::StoreHandle::start`]
+    /// checks them once more before it binds the client ports).
     pub async fn open(config: Config) -> Result<Arc<Store>, StartError> {
         config.validate()?;
         config.warn_replaced_values();
@@ -84,6 +84,20 @@ impl Store {
         let dir = data.member();
         let metrics = Arc::new(Metrics::new());
         let mvcc = Arc::new(Mvcc::open(&data.backend()).map_err(|e| storage(e.into()))?);
+        // The identity is written only once the WAL exists durably: with an identity but no
+        // WAL, the log was lost, and starting an empty one would forget acknowledged writes
+        // and this member's vote.
+        let wal_exists = keel_wal::Wal::exists(&data.wal()).map_err(|e| storage(e.into()))?;
+        if data.identity().exists() && !wal_exists {
+            return Err(storage(
+                format!(
+                    "{} exists but the WAL in {} is gone: this member's log is lost, refusing                      to start with an empty one; restore the data directory from a backup, or                      remove the member from its cluster and add it again with a new one",
+                    data.identity().display(),
+                    data.wal().display()
+                )
+                .into(),
+            ));
+        }
         let log = LogStore::open(&data.wal(), config.wal_segment_bytes, metrics.clone())
             .map_err(|e| storage(e.into()))?;
         // The backend and WAL files just created must survive a power cut.
