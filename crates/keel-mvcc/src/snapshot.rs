@@ -310,12 +310,15 @@ impl Mvcc {
     /// The file is opened and its key index rebuilt first, without any lock: if that fails,
     /// the error is returned and the store is unchanged (the file stays at `path`). Then,
     /// holding the writer lock and the backend exclusively (no batch, read or view can start),
-    /// the file is renamed over the backend file and the handle, key index, revisions and
-    /// `applied_index` are swapped in. If the rename fails the store is unchanged; if only
-    /// the directory fsync after it fails, the new backend is in place but the error is
-    /// returned. Views and reads begun before keep reading the old backend, whose handle
-    /// closes when the last of them ends. A compaction under way on the old backend is
-    /// abandoned; one cut short in the new backend is finished.
+    /// the file is renamed over the backend file, the rename made durable (its directory
+    /// fsynced), and only then the handle, key index, revisions and `applied_index` swapped
+    /// in: no read sees a backend that a power cut could still take back, so a member never
+    /// answers at a revision it would come back below after a restart. If the rename or the
+    /// fsync fails the error is returned and the store still serves the old backend (after
+    /// a failed fsync, its file may be gone from the path already). Views and reads begun
+    /// before keep reading the old backend, whose handle closes when the last of them ends.
+    /// A compaction under way on the old backend is abandoned; one cut short in the new
+    /// backend is finished.
     pub fn replace_with(&self, path: &Path) -> Result<(), MvccError> {
         // open_database would create a missing file: an empty store is no snapshot.
         std::fs::metadata(path)?;
@@ -325,6 +328,7 @@ impl Mvcc {
             let _writer = self.writer.lock();
             let mut live = self.core.db.write();
             std::fs::rename(path, &self.core.path)?;
+            sync_parent_dir(&self.core.path)?;
             let mut s = self.core.state.write();
             *s = State::restored(restored, s.backend_epoch.wrapping_add(1));
             std::mem::replace(&mut *live, Arc::new(db))
@@ -334,7 +338,7 @@ impl Mvcc {
         self.core.compaction.wake();
         // Closing the old backend may write to its (now unlinked) file: outside the locks.
         drop(old);
-        sync_parent_dir(&self.core.path)
+        Ok(())
     }
 }
 

@@ -2,6 +2,7 @@
 //! holds each of them: the crash and power-loss tests.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,24 +19,30 @@ pub type Acked = BTreeMap<String, (String, i64)>;
 const WRITER_STOP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Concurrent writers, each putting unique keys `<prefix>r<round>/w<writer>/<n>` until its
-/// first error (an unknown outcome, not recorded).
+/// first error (an unknown outcome, not recorded) or [`Writers::stop`].
 pub struct Writers {
     acked: Arc<Mutex<Acked>>,
     tasks: Vec<JoinHandle<()>>,
     round: usize,
+    stop: Arc<AtomicBool>,
 }
 
 impl Writers {
     /// Starts `n` writers against `server`.
     pub async fn start(server: &Server, prefix: &str, round: usize, n: usize) -> Writers {
         let acked = Arc::new(Mutex::new(Acked::new()));
+        let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
         for w in 0..n {
             let mut kv = KvClient::new(server.channel().await);
             let acked = acked.clone();
+            let stop = stop.clone();
             let prefix = prefix.to_string();
             tasks.push(tokio::spawn(async move {
                 for i in 0u64.. {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
                     let key = format!("{prefix}r{round}/w{w}/{i:08}");
                     let value = format!("v{round}-{w}-{i}");
                     let req = PutRequest {
@@ -61,6 +68,7 @@ impl Writers {
             acked,
             tasks,
             round,
+            stop,
         }
     }
 
@@ -75,6 +83,13 @@ impl Writers {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// Stops the writers after their puts in flight and returns what they saw acknowledged
+    /// (for a server that stays up).
+    pub async fn stop(self) -> Acked {
+        self.stop.store(true, Ordering::Relaxed);
+        self.finish().await
     }
 
     /// Waits until every writer stopped (the server must be gone) and returns what they saw
@@ -112,11 +127,25 @@ pub async fn verify(
     min_rev: i64,
     context: &str,
 ) -> i64 {
+    verify_read(server, prefix, acked, min_rev, false, context).await
+}
+
+/// [`verify`] with a read that is `serializable` (served by `server` from its own state, a
+/// follower's included) or linearizable.
+pub async fn verify_read(
+    server: &mut Server,
+    prefix: &str,
+    acked: &Acked,
+    min_rev: i64,
+    serializable: bool,
+    context: &str,
+) -> i64 {
     let mut kv = KvClient::new(server.channel().await).max_decoding_message_size(256 << 20);
     let resp = match kv
         .range(RangeRequest {
             key: prefix.as_bytes().to_vec(),
             range_end: prefix_end(prefix),
+            serializable,
             ..Default::default()
         })
         .await

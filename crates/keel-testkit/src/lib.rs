@@ -9,6 +9,7 @@
 //!   (SIGKILL) when dropped. If a test panics, the server's log tail is printed.
 //! - [`etcdctl`]: runs the real etcdctl 3.4 or 3.5 binary against an endpoint.
 //! - [`Rng`]: a small seeded PRNG so randomized tests are reproducible from a printed seed.
+//! - [`disk::Disk`]: a data folder on a `keel-lazyfs` mount, whose power a test can cut.
 //!
 //! Binaries are found through environment variables, with the standard install locations as a
 //! fallback; a missing binary is a test failure with a message saying how to install it:
@@ -20,6 +21,7 @@
 //! | `KEEL_TEST_ETCDCTL34` | `/usr/bin/etcdctl` (Debian `etcd-client`, 3.4.23) |
 
 pub mod acked;
+pub mod disk;
 pub mod kv;
 pub mod linearizable;
 pub mod netns;
@@ -451,6 +453,11 @@ impl Server {
         None
     }
 
+    /// Sets the environment variable `name` to `value` for the starts from now on.
+    pub fn set_env(&mut self, name: &str, value: &str) {
+        self.opts.env.push((name.to_string(), value.to_string()));
+    }
+
     /// Stops the process, moves its peer URL to `url` (`http://host:port`, in
     /// `--listen-peer-urls`, `--initial-advertise-peer-urls` and its own `--initial-cluster`
     /// entry) and starts it again on the same data dir.
@@ -600,7 +607,7 @@ impl Cluster {
     }
 
     /// Starts every member and waits until each serves clients.
-    fn spawn_all(&mut self) {
+    pub fn spawn_all(&mut self) {
         for m in &mut self.members {
             m.spawn().unwrap_or_else(|e| panic!("{e}"));
         }
@@ -610,7 +617,7 @@ impl Cluster {
     }
 
     /// `n` members of `flavor` on 127.0.0.1 set up as [`Cluster::start`] does, none started:
-    /// start each with [`Server::spawn`].
+    /// start each with [`Server::spawn`], or all with [`Cluster::spawn_all`].
     pub fn unstarted(flavor: Flavor, n: usize, args: &[&str]) -> Cluster {
         // Two ports per member, all distinct (a port just probed free can be handed out again).
         let mut ports: Vec<u16> = Vec::new();

@@ -20,12 +20,12 @@
 //! seeded PRNG whose seed is printed, replayable with `KEEL_TEST_SEED`. Needs FUSE (root and
 //! `/dev/fuse`, as CI has); elsewhere it is skipped, saying so, and in CI a skip is a failure.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use keel_lazyfs::LazyFs;
 use keel_testkit::acked::{Acked, Writers, put_after_restart, verify};
-use keel_testkit::{Flavor, Rng, SeedReport, Server, ServerOpts, base_seed, target_flavor};
+use keel_testkit::disk::power_test;
+use keel_testkit::{Flavor, Rng, Server, ServerOpts, target_flavor};
 
 /// Concurrent writers per round.
 const WRITERS: usize = 4;
@@ -35,47 +35,6 @@ const PREFIX: &str = "pl/";
 const SNAPSHOT_COUNT: &str = "--snapshot-count=40";
 /// A WAL segment size (keel only) that makes purges delete segments every few snapshots.
 const WAL_SEGMENT_BYTES: &str = "--wal-segment-bytes=4096";
-
-/// A backing folder, the mountpoint the store's data dir lives under, and the mount.
-struct Disk {
-    backing: PathBuf,
-    mnt: PathBuf,
-    fs: Option<LazyFs>,
-}
-
-impl Disk {
-    /// Mounts an empty lazy filesystem in `dir`; why not, if this machine cannot.
-    fn new(dir: &Path) -> Result<Disk, String> {
-        let (backing, mnt) = (dir.join("backing"), dir.join("mnt"));
-        for d in [&backing, &mnt] {
-            std::fs::create_dir(d).map_err(|e| format!("create {}: {e}", d.display()))?;
-        }
-        let fs = keel_lazyfs::mount(&backing, &mnt).map_err(|e| {
-            format!("cannot mount a FUSE filesystem (needs /dev/fuse and root): {e}")
-        })?;
-        Ok(Disk {
-            backing,
-            mnt,
-            fs: Some(fs),
-        })
-    }
-
-    /// Cuts the power: from now on the store's filesystem calls fail with EIO.
-    fn cut(&self) {
-        self.fs.as_ref().expect("mounted").cut_power();
-    }
-
-    /// Unmounts (the store must be gone) and mounts the durable state again.
-    fn remount(&mut self) {
-        self.fs
-            .take()
-            .expect("mounted")
-            .unmount()
-            .expect("unmount the lazy filesystem");
-        let fs = keel_lazyfs::mount(&self.backing, &self.mnt).expect("mount the durable state");
-        self.fs = Some(fs);
-    }
-}
 
 /// The names of the WAL segment files in `data_dir` (their sequence numbers tell how many
 /// rolls there were; the missing ones were purged).
@@ -92,23 +51,10 @@ fn wal_segments(data_dir: &Path) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_writes_survive_power_cuts() {
-    let tmp = tempfile::Builder::new()
-        .prefix("keel-power-loss-")
-        .tempdir()
-        .expect("create tempdir");
-    let mut disk = match Disk::new(tmp.path()) {
-        Ok(disk) => disk,
-        Err(e) => return keel_testkit::skip("power_loss", &e),
+    let Some((mut disk, cuts, guard)) = power_test("power_loss", "KEEL_POWER_CUTS", 80) else {
+        return;
     };
-    let cuts: usize = std::env::var("KEEL_POWER_CUTS")
-        .map(|s| s.parse().expect("KEEL_POWER_CUTS must be a number"))
-        .unwrap_or(80);
-    let seed = base_seed();
-    let guard = SeedReport {
-        test: "power_loss",
-        seed,
-    };
-    eprintln!("power_loss: {cuts} cuts, seed {seed}");
+    let seed = guard.seed;
     let mut rng = Rng::new(seed);
     let flavor = target_flavor();
     let opts = ServerOpts {
