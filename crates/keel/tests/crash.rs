@@ -4,16 +4,18 @@
 //! (key, value, revision), kills the server with SIGKILL at a random moment, restarts it on the
 //! same data dir, and then checks that every write acknowledged in any round so far is read back
 //! with its value and acknowledged mod_revision, and that the store revision never went
-//! backwards. The torn-write variant also writes a partial or garbage record right after the
-//! last record of the live WAL segment (`<data-dir>/member/wal/*.wal`, the highest name; the
-//! segment may be zero-filled ahead) before restarting, as a write cut short by the crash.
+//! backwards. The torn-write variant also writes a partial record right after the last record
+//! of the live WAL segment (`<data-dir>/member/wal/*.wal`, the highest name; zero-filled ahead
+//! in both keel and etcd) before restarting, as a write cut short by the crash leaves it when
+//! sectors are written whole or not at all: a record header claiming more than one sector,
+//! random bytes up to the end of the header's sector, and the record's later sectors never
+//! written (zeros). Random bytes with a random length field are not a torn write under that
+//! model but damage, which keel and etcd both refuse to start on (`--test wal_damage`).
 //!
 //! Run against etcd 3.5.1 (`KEEL_TEST_TARGET=etcd`) these tests can fail, and that is etcd's
 //! bug, not the test's: its consistent index is not saved atomically with the data, so a kill
 //! can drop an acknowledged write and shift every later revision down by one
-//! (etcd-io/etcd#13766, fixed in 3.5.3). And etcd refuses to start on a tail of random bytes
-//! (`wal: max entry size limit exceeded`), so against etcd only the partial-record form of the
-//! torn write is used; keel must repair both forms.
+//! (etcd-io/etcd#13766, fixed in 3.5.3).
 //!
 //! The kill moment comes from a seeded PRNG; the seed is printed on failure and can be replayed
 //! with `KEEL_TEST_SEED`.
@@ -91,27 +93,27 @@ fn logical_end(flavor: Flavor, bytes: &[u8]) -> usize {
 }
 
 /// Writes a torn record right after the last record of `path` (where the next write would
-/// have gone): random bytes (keel only, see the file docs), or a plausible record header
-/// claiming more bytes than follow. Returns a description for failure messages.
+/// have gone), as a write cut short at a sector boundary leaves it (see the file docs).
+/// Returns a description for failure messages.
 fn write_torn_record(flavor: Flavor, path: &Path, rng: &mut Rng) -> String {
+    const SECTOR: usize = 512;
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let at = logical_end(flavor, &bytes);
-    let mut torn = Vec::new();
-    let kind = if flavor == Flavor::Keel && rng.chance(1, 2) {
-        let len = 1 + rng.below(64) as usize;
-        torn.extend((0..len).map(|_| rng.next_u64() as u8));
-        format!("{len} random bytes")
-    } else {
-        let claimed = 64 + rng.below(4096);
-        torn.extend_from_slice(&claimed.to_le_bytes());
-        let have = rng.below(claimed / 2) as usize;
-        torn.extend((0..have).map(|_| rng.next_u64() as u8));
-        format!("a header claiming {claimed} bytes followed by {have}")
-    };
+    // The sector holding the header was written; the record runs at least one sector past it.
+    let written = (at + 8).next_multiple_of(SECTOR) - at;
+    let claimed = (written + SECTOR) as u64 + rng.below(4096);
+    let mut torn = claimed.to_le_bytes().to_vec();
+    torn.extend((8..written).map(|_| rng.next_u64() as u8));
+    let kind = format!("a header claiming {claimed} bytes written up to its sector's end");
     let mut f = OpenOptions::new()
         .write(true)
         .open(path)
         .unwrap_or_else(|e| panic!("open {}: {e}", path.display()));
+    // The zero-filled region covers every write (the server extends it before writing).
+    let end = (at as u64 + 8 + claimed).next_multiple_of(8);
+    if end > bytes.len() as u64 {
+        f.set_len(end).expect("extend the zero-filled region");
+    }
     f.seek(SeekFrom::Start(at as u64))
         .expect("seek to the end of the records");
     f.write_all(&torn).expect("write torn record");
