@@ -1,11 +1,18 @@
-//! Small client calls the cluster tests share: who leads, a put, the `k/` keys, and whether
-//! every member holds the same data.
+//! Small client calls the cluster tests share: who leads, a put, the `k/` keys, a watch
+//! stream, and whether every member holds the same data.
 
 use std::time::{Duration, Instant};
 
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
-use keel_proto::etcdserverpb::{HashKvRequest, PutRequest, RangeRequest, StatusRequest};
+use keel_proto::etcdserverpb::watch_client::WatchClient;
+use keel_proto::etcdserverpb::watch_request::RequestUnion;
+use keel_proto::etcdserverpb::{
+    HashKvRequest, PutRequest, RangeRequest, StatusRequest, WatchCreateRequest, WatchRequest,
+    WatchResponse,
+};
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
 
 use super::{Cluster, Server};
 
@@ -28,6 +35,28 @@ pub async fn put(m: &Server, key: &str) -> Result<i64, tonic::Status> {
         .await?
         .into_inner();
     Ok(resp.header.expect("put header").revision)
+}
+
+/// Opens a Watch stream on `channel` whose first request is `create`, with etcd's
+/// `hasleader` metadata if `require_leader`. Returns the sender of further requests (the
+/// client's side of the stream ends when it is dropped) and the responses.
+pub async fn watch(
+    channel: Channel,
+    create: WatchCreateRequest,
+    require_leader: bool,
+) -> Result<(mpsc::Sender<WatchRequest>, tonic::Streaming<WatchResponse>), tonic::Status> {
+    let (tx, rx) = mpsc::channel(4);
+    let create = WatchRequest {
+        request_union: Some(RequestUnion::CreateRequest(create)),
+    };
+    tx.send(create).await.expect("the receiver is alive");
+    let mut req = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+    if require_leader {
+        req.metadata_mut()
+            .insert("hasleader", "true".parse().expect("ascii"));
+    }
+    let stream = WatchClient::new(channel).watch(req).await?.into_inner();
+    Ok((tx, stream))
 }
 
 /// Every key under `k/` as `(key, value)`, read on `m`.

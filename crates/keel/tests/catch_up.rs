@@ -8,10 +8,8 @@
 
 use std::time::{Duration, Instant};
 
-use keel_proto::etcdserverpb::watch_client::WatchClient;
-use keel_proto::etcdserverpb::watch_request::RequestUnion;
-use keel_proto::etcdserverpb::{WatchCreateRequest, WatchRequest};
-use keel_testkit::kv::{assert_same_hashkv, keys, leader_of, put};
+use keel_proto::etcdserverpb::WatchCreateRequest;
+use keel_testkit::kv::{assert_same_hashkv, keys, leader_of, put, watch};
 use keel_testkit::{Cluster, Flavor, Server, target_flavor};
 use tokio_stream::StreamExt;
 
@@ -35,21 +33,14 @@ async fn a_follower_behind_the_purged_log_catches_up_and_its_watcher_misses_noth
     let (l, f): (&Server, &Server) = (&cluster.members[leader], &cluster.members[follower]);
 
     // A watcher on the follower, on every key under k/.
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    tx.send(WatchRequest {
-        request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
-            key: b"k/".to_vec(),
-            range_end: b"k0".to_vec(),
-            ..Default::default()
-        })),
-    })
-    .await
-    .unwrap();
-    let mut watch = WatchClient::new(f.channel().await)
-        .watch(tokio_stream::wrappers::ReceiverStream::new(rx))
+    let create = WatchCreateRequest {
+        key: b"k/".to_vec(),
+        range_end: b"k0".to_vec(),
+        ..Default::default()
+    };
+    let (tx, mut watch) = watch(f.channel().await, create, false)
         .await
-        .expect("watch on the follower")
-        .into_inner();
+        .expect("watch on the follower");
     let created = watch.next().await.unwrap().unwrap();
     assert!(created.created);
 

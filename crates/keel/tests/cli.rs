@@ -14,12 +14,11 @@ use keel_proto::etcdserverpb::cluster_client::ClusterClient;
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::request_op::Request;
-use keel_proto::etcdserverpb::watch_client::WatchClient;
-use keel_proto::etcdserverpb::watch_request::RequestUnion;
 use keel_proto::etcdserverpb::{
     MemberListRequest, PutRequest, RangeRequest, RequestOp, StatusRequest, TxnRequest,
-    WatchCreateRequest, WatchRequest,
+    WatchCreateRequest,
 };
+use keel_testkit::kv::watch;
 use keel_testkit::{Flavor, Server, ServerOpts, http_get, keel_bin, store_command, target_flavor};
 
 /// How long a rejected command line may take to exit.
@@ -243,19 +242,11 @@ async fn max_concurrent_streams_bounds_the_streams_of_a_connection() {
         },
     );
     let channel = server.channel().await;
-    let (watch_tx, watch_rx) = tokio::sync::mpsc::channel(1);
-    let create = WatchRequest {
-        request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
-            key: b"a".to_vec(),
-            ..Default::default()
-        })),
+    let create = WatchCreateRequest {
+        key: b"a".to_vec(),
+        ..Default::default()
     };
-    watch_tx.send(create).await.unwrap();
-    let mut watch = WatchClient::new(channel.clone())
-        .watch(tokio_stream::wrappers::ReceiverStream::new(watch_rx))
-        .await
-        .expect("watch")
-        .into_inner();
+    let (watch_tx, mut watch) = watch(channel.clone(), create, false).await.expect("watch");
     let created = watch
         .message()
         .await

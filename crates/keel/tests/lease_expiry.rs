@@ -26,14 +26,13 @@ use std::time::{Duration, Instant};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
 use keel_proto::etcdserverpb::request_op::Request;
-use keel_proto::etcdserverpb::watch_client::WatchClient;
-use keel_proto::etcdserverpb::watch_request::RequestUnion;
 use keel_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseKeepAliveRequest, LeaseLeasesRequest, LeaseTimeToLiveRequest,
-    PutRequest, RangeRequest, RequestOp, TxnRequest, WatchCreateRequest, WatchRequest,
+    PutRequest, RangeRequest, RequestOp, TxnRequest, WatchCreateRequest,
 };
 use keel_proto::mvccpb::KeyValue;
 use keel_proto::mvccpb::event::EventType;
+use keel_testkit::kv::watch;
 use keel_testkit::{Rng, SeedReport, Server, target_flavor};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
@@ -104,23 +103,14 @@ async fn expiry_under_load(seed: u64) {
         + 1;
 
     // The watch sees everything under lease/ from before the first grant.
-    let (wtx, wrx) = mpsc::channel(4);
-    wtx.send(WatchRequest {
-        request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
-            key: b"lease/".to_vec(),
-            range_end: b"lease0".to_vec(),
-            start_revision: start_rev,
-            prev_kv: true,
-            ..Default::default()
-        })),
-    })
-    .await
-    .unwrap();
-    let mut wstream = WatchClient::new(ch.clone())
-        .watch(ReceiverStream::new(wrx))
-        .await
-        .expect("Watch RPC")
-        .into_inner();
+    let create = WatchCreateRequest {
+        key: b"lease/".to_vec(),
+        range_end: b"lease0".to_vec(),
+        start_revision: start_rev,
+        prev_kv: true,
+        ..Default::default()
+    };
+    let (wtx, mut wstream) = watch(ch.clone(), create, false).await.expect("Watch RPC");
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let watch_error: Arc<Mutex<Option<String>>> = Arc::default();
     let watcher = {

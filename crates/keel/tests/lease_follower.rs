@@ -19,13 +19,11 @@ use std::time::{Duration, Instant};
 
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
-use keel_proto::etcdserverpb::watch_client::WatchClient;
-use keel_proto::etcdserverpb::watch_request::RequestUnion;
 use keel_proto::etcdserverpb::{
     LeaseGrantRequest, LeaseKeepAliveRequest, LeaseLeasesRequest, LeaseTimeToLiveRequest,
-    PutRequest, RangeRequest, WatchCreateRequest, WatchRequest,
+    PutRequest, RangeRequest, WatchCreateRequest,
 };
-use keel_testkit::kv::agreed_leader;
+use keel_testkit::kv::{agreed_leader, watch};
 use keel_testkit::{Cluster, CtlVersion, Server, etcdctl, etcdctl_command, target_flavor};
 use tokio_stream::StreamExt;
 
@@ -301,24 +299,14 @@ async fn without_a_leader_hasleader_watches_and_keepalives_end_with_no_leader() 
     let f = (leader + 1) % 3;
     let follower = &cluster.members[f];
     // A watch that requires a leader, open while there is one.
-    let (tx, rx) = tokio::sync::mpsc::channel(4);
-    tx.send(WatchRequest {
-        request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
-            key: b"k/".to_vec(),
-            range_end: b"k0".to_vec(),
-            ..Default::default()
-        })),
-    })
-    .await
-    .unwrap();
-    let mut req = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
-    req.metadata_mut()
-        .insert("hasleader", "true".parse().unwrap());
-    let mut watch = WatchClient::new(follower.channel().await)
-        .watch(req)
+    let create = WatchCreateRequest {
+        key: b"k/".to_vec(),
+        range_end: b"k0".to_vec(),
+        ..Default::default()
+    };
+    let (tx, mut watch) = watch(follower.channel().await, create, true)
         .await
-        .expect("a hasleader watch while there is a leader")
-        .into_inner();
+        .expect("a hasleader watch while there is a leader");
     let created = watch.next().await.expect("created").expect("created");
     assert!(created.created);
 
