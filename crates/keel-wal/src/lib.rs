@@ -213,9 +213,10 @@ impl Wal {
                 // Finish a cut a crash interrupted (only zeros follow `end`): a finished
                 // segment ends at its records, so losing the segments after it later is
                 // still seen as corruption rather than as a clean end.
-                let f = OpenOptions::new().write(true).open(&seg.path)?;
-                f.set_len(end.len as u64)?;
-                f.sync_all()?;
+                cut(
+                    &OpenOptions::new().write(true).open(&seg.path)?,
+                    end.len as u64,
+                )?;
             }
         }
         // A first segment other than seq 0 exists only because purge removed the ones before
@@ -444,9 +445,7 @@ impl Wal {
         // zeros after them, which open accepts in a non-last segment.
         let finished = std::mem::replace(&mut self.file, file);
         if self.allocated > self.offset
-            && let Err(e) = finished
-                .set_len(self.offset)
-                .and_then(|()| finished.sync_all())
+            && let Err(e) = cut(&finished, self.offset)
         {
             self.failed = true;
             return Err(e.into());
@@ -493,10 +492,7 @@ enum Tail {
 /// sector. A bit flip in a record written whole, or any valid later batch, is corruption.
 fn torn_tail(data: &[u8], off: usize, prev: u32, tail: Tail) -> bool {
     match record::scan_after_damage(data, off, prev) {
-        record::AfterDamage::Nothing => match tail {
-            Tail::Grown => record::cut_short(data, off),
-            _ => !record::runs_past_end(data, off) && record::cut_short(data, off),
-        },
+        record::AfterDamage::Nothing => record::torn_record(data, off, tail == Tail::Grown),
         record::AfterDamage::SameBatch(next) => record::zeroed_sector(data, off, next),
         record::AfterDamage::LaterBatch => false,
     }
@@ -516,10 +512,15 @@ fn repair_tail(path: &Path, data: &[u8], end: usize, zero_fill: bool) -> Result<
         f.sync_data()?;
         Ok(data.len() as u64)
     } else {
-        f.set_len(end as u64)?;
-        f.sync_all()?;
+        cut(&f, end as u64)?;
         Ok(end as u64)
     }
+}
+
+/// Cuts `file` to `len` bytes, durably (its size is metadata: `sync_all`).
+fn cut(file: &File, len: u64) -> io::Result<()> {
+    file.set_len(len)?;
+    file.sync_all()
 }
 
 fn check_size(rec: &Record<'_>) -> Result<(), WalError> {

@@ -281,21 +281,15 @@ pub(crate) fn scan_after_damage(data: &[u8], off: usize, prev: u32) -> AfterDama
 }
 
 /// Whether the bad record at `off`, with nothing valid after it, is what a torn write leaves:
-/// it runs past the end of the data by its own length field (the write was cut short), or
-/// part of it was never written (a zeroed sector, see [`zeroed_sector`]). A record that is
-/// all there with no such gap has been damaged after it was written: corruption (etcd's
-/// `isTornEntry` draws the same line).
-pub(crate) fn cut_short(data: &[u8], off: usize) -> bool {
+/// part of it was never written (a zeroed sector, see [`zeroed_sector`]) or, only where the
+/// file grows with its writes (`may_end_early`), it runs past the end of the data by its own
+/// length field (the write was cut short). A record that is all there with no such gap has
+/// been damaged after it was written: corruption (etcd's `isTornEntry` draws the same line).
+pub(crate) fn torn_record(data: &[u8], off: usize, may_end_early: bool) -> bool {
     match record_end(data, off) {
         Some(end) => zeroed_sector(data, off, end),
-        None => true,
+        None => may_end_early,
     }
-}
-
-/// Whether the record whose header is at `off` claims, by its length field, to run past the
-/// end of `data` (or its header does not fit).
-pub(crate) fn runs_past_end(data: &[u8], off: usize) -> bool {
-    record_end(data, off).is_none()
 }
 
 /// Where the record whose header is at `off` ends by its length field, if that is inside
