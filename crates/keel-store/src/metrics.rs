@@ -113,6 +113,25 @@ impl Metrics {
         self.peer_sent.get_or_create(&label).inc_by(bytes as u64);
     }
 
+    /// Sends `req` to member `to` with `call` (a peer RPC), counting the bytes of the request
+    /// and, when it is answered, of the response.
+    pub async fn exchange<Req, Resp, Fut>(
+        &self,
+        to: u64,
+        req: Req,
+        call: impl FnOnce(Req) -> Fut,
+    ) -> Result<Resp, tonic::Status>
+    where
+        Req: prost::Message,
+        Resp: prost::Message,
+        Fut: std::future::Future<Output = Result<tonic::Response<Resp>, tonic::Status>>,
+    {
+        self.sent_to(to, req.encoded_len());
+        let resp = call(req).await?.into_inner();
+        self.received_from(to, resp.encoded_len());
+        Ok(resp)
+    }
+
     /// Counts a message of `bytes` received from member `from`.
     pub fn received_from(&self, from: u64, bytes: usize) {
         let label = PeerFrom {

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 
 use keel_proto::etcdserverpb::LeaseTimeToLiveResponse;
 use keel_proto::raftpb::{self, LeaseRefusal, lease_renew_response, lease_time_to_live_response};
-use prost::Message;
 
 use super::{LeaseError, Lessor};
 use crate::error::EtcdError;
@@ -55,13 +54,11 @@ pub async fn renew(store: &Store, id: i64) -> Result<i64, EtcdError> {
                     header: Some(header),
                     id,
                 };
-                store.metrics().sent_to(header.to, req.encoded_len());
-                let resp = client
-                    .lease_renew(req)
+                let resp = store
+                    .metrics()
+                    .exchange(header.to, req, |r| client.lease_renew(r))
                     .await
-                    .map_err(|_| LeaseError::NotPrimary)?
-                    .into_inner();
-                store.metrics().received_from(header.to, resp.encoded_len());
+                    .map_err(|_| LeaseError::NotPrimary)?;
                 match resp.result {
                     Some(lease_renew_response::Result::Ttl(ttl)) => Ok(ttl),
                     Some(lease_renew_response::Result::Refused(r)) => Err(refusal_from(r)),
@@ -96,13 +93,11 @@ pub async fn time_to_live(
                     id,
                     keys,
                 };
-                store.metrics().sent_to(header.to, req.encoded_len());
-                let resp = client
-                    .lease_time_to_live(req)
+                let resp = store
+                    .metrics()
+                    .exchange(header.to, req, |r| client.lease_time_to_live(r))
                     .await
-                    .map_err(|_| LeaseError::NotPrimary)?
-                    .into_inner();
-                store.metrics().received_from(header.to, resp.encoded_len());
+                    .map_err(|_| LeaseError::NotPrimary)?;
                 match resp.result {
                     Some(lease_time_to_live_response::Result::Found(found)) => Ok(found),
                     Some(lease_time_to_live_response::Result::Refused(r)) => Err(refusal_from(r)),

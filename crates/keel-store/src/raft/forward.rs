@@ -341,14 +341,11 @@ async fn send_batch(
         header: Some(header),
         proposals,
     };
-    metrics.sent_to(header.to, req.encoded_len());
     let every =
         |error: &dyn Fn() -> EtcdError| (0..n).map(|_| (Applied::Rejected(error()), 0)).collect();
-    let results: Vec<Forwarded> = match tokio::time::timeout_at(deadline, client.propose(req)).await
-    {
+    let call = metrics.exchange(header.to, req, |r| client.propose(r));
+    let results: Vec<Forwarded> = match tokio::time::timeout_at(deadline, call).await {
         Ok(Ok(resp)) => {
-            let resp = resp.into_inner();
-            metrics.received_from(header.to, resp.encoded_len());
             if resp.outcomes.len() == n {
                 resp.outcomes.into_iter().map(wire::applied_from).collect()
             } else {
