@@ -62,6 +62,13 @@ fn entry(reply: ReplyEntry, r: Result<Attr>) {
     }
 }
 
+fn attr(reply: ReplyAttr, r: Result<Attr>) {
+    match r {
+        Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
 fn empty(reply: ReplyEmpty, r: Result<()>) {
     match r {
         Ok(()) => reply.ok(),
@@ -83,10 +90,7 @@ impl Filesystem for LazyFuse {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.tree.lock().attr(ino.0) {
-            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
-            Err(e) => reply.error(errno(e)),
-        }
+        attr(reply, self.tree.lock().attr(ino.0));
     }
 
     fn setattr(
@@ -115,10 +119,7 @@ impl Filesystem for LazyFuse {
             atime: atime.map(time),
             mtime: mtime.map(time),
         };
-        match self.tree.lock().setattr(ino.0, set) {
-            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
-            Err(e) => reply.error(errno(e)),
-        }
+        attr(reply, self.tree.lock().setattr(ino.0, set));
     }
 
     fn mkdir(
