@@ -15,8 +15,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
-use tonic::transport::server::{Connected, TcpConnectInfo};
 
 /// A connection whose writes are deferred by one turn of the scheduler (see the module docs).
 #[derive(Debug)]
@@ -87,14 +85,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Coalesced<T> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-impl Connected for Coalesced<TcpStream> {
-    type ConnectInfo = TcpConnectInfo;
-
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.inner.connect_info()
     }
 }
 

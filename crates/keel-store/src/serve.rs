@@ -6,12 +6,14 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::TryStreamExt;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
 use keel_proto::raftpb::peer_server::PeerServer;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tonic::transport::server::TcpIncoming;
 
+use crate::api::Dispatch;
 use crate::coalesce::Coalesced;
 use crate::config::Config;
 use crate::raft::membership;
@@ -35,32 +37,21 @@ impl StoreHandle {
         config.validate()?;
         let listeners = bind(config.client_listen_addrs()?).await?;
         let store = Store::open(config).await?;
-        let routes = tonic::service::Routes::from(crate::api::router(store.clone()));
+        let dispatch = Dispatch::new(store.clone());
         let mut tasks = JoinSet::new();
         let mut addrs = Vec::new();
-        let max_streams =
-            Some(store.config().max_concurrent_streams).filter(|&n| n != 0 && n != u32::MAX);
+        let connections = connection_builder(store.config().max_concurrent_streams);
         for listener in listeners {
             let addr = listener.local_addr().map_err(|source| StartError::Listen {
                 addr: SocketAddr::from(([0, 0, 0, 0], 0)),
                 source,
             })?;
             addrs.push(addr);
-            let incoming = TcpIncoming::from(listener)
-                .with_nodelay(Some(true))
-                .map_ok(Coalesced::new);
-            // HTTP/1.1 for /health, /version and /metrics; HTTP/2 for gRPC, on the same port.
-            let server = tonic::transport::Server::builder()
-                .accept_http1(true)
-                .http2_adaptive_window(Some(true))
-                .max_concurrent_streams(max_streams)
-                .add_routes(routes.clone());
-            tasks.spawn(async move {
-                server
-                    .serve_with_incoming(incoming)
-                    .await
-                    .map_err(std::io::Error::other)
-            });
+            tasks.spawn(serve_clients(
+                listener,
+                dispatch.clone(),
+                connections.clone(),
+            ));
         }
         tokio::spawn(crate::compactor::run(store.clone()));
         tracing::info!(
@@ -126,6 +117,60 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// How client connections are served: HTTP/1.1 (for `/health`, `/version` and `/metrics`)
+/// and HTTP/2 (gRPC) on the same port, with at most `max_streams` concurrent streams per
+/// connection (`--max-concurrent-streams`; 0 or 2^32-1 set no limit).
+fn connection_builder(max_streams: u32) -> ConnectionBuilder<TokioExecutor> {
+    let mut builder = ConnectionBuilder::new(TokioExecutor::new());
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .adaptive_window(true)
+        .max_concurrent_streams(Some(max_streams).filter(|&n| n != 0 && n != u32::MAX));
+    // hyper enforces its HTTP/1.1 header read timeout only with a timer.
+    builder.http1().timer(TokioTimer::new());
+    builder
+}
+
+/// Accepts client connections on `listener` and serves each in its own task with
+/// `dispatch`; returns only when accepting fails for good.
+async fn serve_clients(
+    listener: TcpListener,
+    dispatch: Dispatch,
+    connections: ConnectionBuilder<TokioExecutor>,
+) -> std::io::Result<()> {
+    loop {
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            // The peer went away before it was accepted: nothing to serve.
+            Err(e) if is_connection_error(&e) => continue,
+            // Out of file descriptors or memory: wait for some to be freed, as Go's server does.
+            Err(e) => {
+                tracing::warn!(error = %e, "accepting a client connection failed; retrying");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let io = TokioIo::new(Coalesced::new(tcp));
+        let (dispatch, connections) = (dispatch.clone(), connections.clone());
+        tokio::spawn(async move {
+            if let Err(e) = connections.serve_connection(io, dispatch).await {
+                tracing::debug!(error = %e, "client connection ended with an error");
+            }
+        });
+    }
+}
+
+/// Errors of one connection being accepted, not of the listener.
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    )
 }
 
 /// Binds a listener on each of `addrs`, in order; fails on the first that cannot be bound.

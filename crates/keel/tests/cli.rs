@@ -18,6 +18,8 @@ use keel_proto::etcdserverpb::{
     MemberListRequest, PutRequest, RangeRequest, RequestOp, StatusRequest, TxnRequest,
     WatchCreateRequest,
 };
+use keel_proto::raftpb::MembersRequest;
+use keel_proto::raftpb::peer_client::PeerClient;
 use keel_testkit::kv::watch;
 use keel_testkit::{Flavor, Server, ServerOpts, http_get, keel_bin, store_command, target_flavor};
 
@@ -330,4 +332,21 @@ fn http_health_version_and_metrics() {
     ] {
         assert!(body.contains(metric), "/metrics lacks {metric}");
     }
+
+    let (code, body) = http_get(&server.endpoint, "/no/such/path");
+    assert_eq!((code, body.as_str()), (404, "404 page not found\n"));
+}
+
+/// A gRPC service the server does not have is refused as grpc-go refuses it (here keel's
+/// own peer service, which listens on the peer URL only).
+#[tokio::test]
+async fn an_unknown_grpc_service_is_unimplemented() {
+    let server = Server::start(target_flavor());
+    let mut peer = PeerClient::new(server.channel().await);
+    let err = peer
+        .members(MembersRequest::default())
+        .await
+        .expect_err("the client URL serves no peer service");
+    assert_eq!(err.code(), tonic::Code::Unimplemented, "{err:?}");
+    assert_eq!(err.message(), "unknown service keelraftpb.Peer");
 }

@@ -15,6 +15,7 @@ pub fn router(store: Arc<Store>) -> Router {
         .route("/health", get(health))
         .route("/version", get(version))
         .route("/metrics", get(metrics))
+        .fallback(not_found)
         .with_state(store)
 }
 
@@ -58,6 +59,18 @@ async fn version(axum::extract::State(store): State) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/json")],
         body.to_string(),
+    )
+}
+
+/// Any other path: Go's `http.NotFound`, as etcd answers it.
+async fn not_found() -> impl IntoResponse {
+    (
+        StatusCode::NOT_FOUND,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        "404 page not found\n",
     )
 }
 

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod cluster;
+pub mod dispatch;
 pub mod http;
 pub mod kv;
 pub mod lease;
@@ -11,84 +12,17 @@ pub mod require_leader;
 pub mod watch;
 
 use std::future::Future;
-use std::sync::Arc;
 
-use keel_proto::etcdserverpb::{
-    auth_server::AuthServer, cluster_server::ClusterServer, kv_server::KvServer,
-    maintenance_server::MaintenanceServer,
-};
 use tonic::{Response, Status};
 
 use crate::error::{self, EtcdError};
 use crate::metrics::GrpcLabels;
 use crate::server::Store;
 
+pub use dispatch::Dispatch;
+
 /// gRPC's own framing overhead allowed on top of `--max-request-bytes`, as etcd allows.
 pub(crate) const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
-
-/// One router serving every gRPC service and the HTTP endpoints on the same port.
-pub fn router(store: Arc<Store>) -> axum::Router {
-    let limit = store.config().max_request_bytes as usize + GRPC_OVERHEAD_BYTES;
-    let grpc = tonic::service::Routes::new(
-        KvServer::new(kv::KvService::new(store.clone()))
-            .max_decoding_message_size(limit)
-            .max_encoding_message_size(usize::MAX),
-    )
-    .add_service(
-        MaintenanceServer::new(maintenance::MaintenanceService::new(store.clone()))
-            .max_decoding_message_size(limit)
-            .max_encoding_message_size(usize::MAX),
-    )
-    .add_service(
-        ClusterServer::new(cluster::ClusterService::new(store.clone()))
-            .max_decoding_message_size(limit),
-    )
-    .add_service(
-        keel_proto::encoded::watch_server::WatchServer::new(watch::WatchService::new(
-            store.clone(),
-        ))
-        .max_decoding_message_size(limit)
-        .max_encoding_message_size(usize::MAX),
-    )
-    .add_service(
-        AuthServer::new(auth::AuthService::new(store.clone())).max_decoding_message_size(limit),
-    )
-    .add_service(
-        keel_proto::etcdserverpb::lease_server::LeaseServer::new(lease::LeaseService::new(
-            store.clone(),
-        ))
-        .max_decoding_message_size(limit),
-    );
-    let gate = store.clone();
-    grpc.into_axum_router()
-        .layer(axum::middleware::from_fn(move |req, next| {
-            learner_gate(gate.clone(), req, next)
-        }))
-        .merge(http::router(store))
-}
-
-/// The gRPC methods a learner serves, as etcd's interceptors allow (a Range only when
-/// serializable, which [`kv`] checks).
-const LEARNER_METHODS: [&str; 3] = [
-    "/etcdserverpb.Maintenance/Status",
-    "/etcdserverpb.Maintenance/Snapshot",
-    "/etcdserverpb.KV/Range",
-];
-
-/// Refuses, on a learner, every gRPC method etcd's learners refuse.
-async fn learner_gate(
-    store: Arc<Store>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    if store.is_learner() && !LEARNER_METHODS.contains(&req.uri().path()) {
-        let (parts, body) = Status::from(EtcdError::NotSupportedForLearner)
-            .into_http::<tonic::body::Body>()
-            .into_parts();
-        return axum::response::Response::from_parts(parts, axum::body::Body::new(body));
-    }
-    next.run(req).await
-}
 
 /// Runs one unary call: counts it in `grpc_server_handled_total` and turns its error into
 /// etcd's status.
