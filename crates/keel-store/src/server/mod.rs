@@ -61,8 +61,6 @@ pub struct Store {
     member_id: u64,
     cluster_id: u64,
     term: AtomicU64,
-    /// The commit index as openraft last reported it.
-    committed: AtomicU64,
     /// The leader as etcd reports it (0: none); see [`Leadership`].
     leader: AtomicU64,
     leadership: Arc<Leadership>,

@@ -12,7 +12,6 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use keel_mvcc::Mvcc;
-use openraft::async_runtime::WatchReceiver;
 use openraft::impls::BasicNode;
 use openraft::{Config as RaftConfig, SnapshotPolicy};
 
@@ -231,7 +230,6 @@ impl Store {
             member_id,
             cluster_id,
             term: AtomicU64::new(0),
-            committed: AtomicU64::new(0),
             leader: AtomicU64::new(0),
             leadership,
             voters: AtomicU64::new(0),
@@ -243,7 +241,7 @@ impl Store {
         });
         store.wait_until_caught_up(start).await?;
         // Known now, before any request or the lease loop looks at them.
-        store.mirror_raft_metrics(&store.raft.metrics().borrow_and_update());
+        store.mirror_raft_metrics();
         if store.leader() == member_id {
             // This member leads with its log applied: leases resume from their checkpoints.
             store

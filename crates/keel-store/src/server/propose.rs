@@ -6,7 +6,6 @@
 //! leader (see [`crate::raft::forward`]) and answers once it has applied it too, so its
 //! client reads it here next.
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use keel_proto::etcdserverpb::{AlarmRequest, AlarmType, alarm_request::AlarmAction};
@@ -37,8 +36,7 @@ impl Store {
             self.metrics.proposals_failed.inc();
             return Err(EtcdError::NoLeader);
         }
-        // Both indexes are atomics: the check takes no lock.
-        if self.committed.load(Ordering::Relaxed) > self.applied_index() + MAX_APPLY_GAP {
+        if self.committed_index() > self.applied_index() + MAX_APPLY_GAP {
             return Err(EtcdError::TooManyRequests);
         }
         let _pending = Pending::new(&self.metrics.proposals_pending);

@@ -1,7 +1,9 @@
 //! The store's view of Raft, mirrored from openraft's metrics: term, leader (with etcd's
 //! check-quorum rules, see [`crate::raft::leadership`]), voters, whether this member is a
-//! learner or was removed, the peers' URLs, the commit index and a stopped Raft core, with
-//! the matching gauges; refreshed on every change and every heartbeat interval.
+//! learner or was removed, the peers' URLs and a stopped Raft core, with the matching gauges;
+//! refreshed when openraft's server state (term, leader, membership) changes, when its core
+//! stops, and every heartbeat interval. Progress (log, commit and apply indexes) changes with
+//! every write and is read where it is needed instead ([`Store::committed_index`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,10 +18,18 @@ use crate::raft::leadership::RaftView;
 impl Store {
     /// Copies openraft's view of term and leader (with etcd's check-quorum rules, see
     /// [`crate::raft::leadership`]) into the store and its gauges.
-    pub(super) fn mirror_raft_metrics(&self, m: &openraft::RaftMetrics<crate::raft::KeelRaft>) {
-        if let Err(fatal @ (Fatal::StorageError(_) | Fatal::Panicked)) = &m.running_state {
+    ///
+    /// openraft publishes its data metrics, then its server metrics, then the whole: read in
+    /// the other order, the data read here is at least as new as the server state.
+    pub(super) fn mirror_raft_metrics(&self) {
+        if let Err(fatal @ (Fatal::StorageError(_) | Fatal::Panicked)) =
+            &self.raft.metrics().borrow_watched().running_state
+        {
             self.fail(fatal.to_string());
         }
+        let server = self.raft.server_metrics();
+        let m = server.borrow_watched();
+        let quorum_acked = self.raft.data_metrics().borrow_watched().last_quorum_acked;
         self.peer_urls.update(&m.membership_config);
         let membership = m.membership_config.membership();
         let voters = membership.voter_ids().count();
@@ -30,17 +40,18 @@ impl Store {
         if self.applier.is_removed(self.member_id) {
             self.removal.signal();
         }
-        self.term.store(m.current_term, Ordering::Relaxed);
+        let term = m.vote.leader_id.term;
+        self.term.store(term, Ordering::Relaxed);
         let now = Instant::now();
         let view = RaftView {
             leader: m.current_leader,
-            term: m.current_term,
+            term,
             voters,
-            quorum_acked: m
-                .last_quorum_acked
+            quorum_acked: quorum_acked
                 .as_ref()
                 .and_then(|t| now.checked_sub(openraft::Instant::elapsed(&**t))),
         };
+        drop(m);
         let leader = self.leadership.leader(view, now).unwrap_or(0);
         let before = self.leader.swap(leader, Ordering::Relaxed);
         self.link.set_leader(leader);
@@ -51,23 +62,34 @@ impl Store {
         self.metrics
             .is_leader
             .set(i64::from(leader == self.member_id));
-        if let Some(committed) = m.cluster_committed {
-            self.committed.store(committed.index, Ordering::Relaxed);
-            self.metrics.proposals_committed.set(committed.index as i64);
-        }
+    }
+
+    /// The log index a quorum has committed, as this member knows it.
+    pub fn committed_index(&self) -> u64 {
+        let data = self.raft.data_metrics();
+        let committed = data.borrow_watched().cluster_committed.map(|c| c.index);
+        committed.unwrap_or(0)
     }
 }
 
 /// Keeps the store's term/leader and Prometheus gauges in step with openraft's metrics, and
 /// re-checks the leader every heartbeat interval (a lost quorum changes no metric).
+///
+/// It wakes on changes of openraft's server state only, not on each write's progress (which
+/// would wake it several times per write batch, for nothing it mirrors).
 pub(super) async fn track_raft_metrics(store: Arc<Store>) {
-    let mut rx = store.raft.metrics();
+    let mut server = store.raft.server_metrics();
     let mut tick = tokio::time::interval(Duration::from_millis(store.config.heartbeat_interval));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        store.mirror_raft_metrics(&rx.borrow_and_update());
+        server.borrow_and_update();
+        store.mirror_raft_metrics();
         tokio::select! {
-            changed = rx.changed() => if changed.is_err() { return },
+            changed = server.changed() => if changed.is_err() {
+                // The Raft core stopped: its last metrics say why.
+                store.mirror_raft_metrics();
+                return;
+            },
             _ = tick.tick() => {}
         }
     }
