@@ -181,7 +181,7 @@ async fn a_lease_kept_alive_through_a_follower_lives_3_ttls() {
     }
     let printed = kept.stop();
     assert!(
-        printed.contains(&format!("lease {id:x} keepalived with TTL({TTL})")),
+        printed.contains(&format!("lease {id:016x} keepalived with TTL({TTL})")),
         "{printed}"
     );
     assert!(!printed.contains("no leader"), "{printed}");
