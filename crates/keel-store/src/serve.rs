@@ -77,7 +77,7 @@ impl StoreHandle {
         &self.addrs
     }
 
-    /// Serves until a listener fails, the process receives Ctrl-C / SIGTERM, the member is
+    /// Serves until the process receives Ctrl-C / SIGTERM, the member is
     /// removed from the cluster (then, as etcd, it serves one more second, so the answer to
     /// its own removal goes out, and stops without error), or its storage fails (then it
     /// stops with an error after a second (`FAILURE_GRACE`), so the process exits non-zero and a
@@ -135,24 +135,30 @@ fn connection_builder(max_streams: u32) -> ConnectionBuilder<TokioExecutor> {
 }
 
 /// Accepts client connections on `listener` and serves each in its own task with
-/// `dispatch`; returns only when accepting fails for good.
+/// `dispatch`, for as long as the process runs.
 async fn serve_clients(
     listener: TcpListener,
     dispatch: Dispatch,
     connections: ConnectionBuilder<TokioExecutor>,
 ) -> std::io::Result<()> {
+    let mut backoff = Duration::ZERO;
     loop {
         let tcp = match listener.accept().await {
             Ok((tcp, _)) => tcp,
             // The peer went away before it was accepted: nothing to serve.
             Err(e) if is_connection_error(&e) => continue,
-            // Out of file descriptors or memory: wait for some to be freed, as Go's server does.
+            // Out of file descriptors or memory: wait for some to be freed, longer each time
+            // (5 ms to 1 s, as Go's server waits), saying so once per failing stretch.
             Err(e) => {
-                tracing::warn!(error = %e, "accepting a client connection failed; retrying");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                if backoff.is_zero() {
+                    tracing::warn!(error = %e, "accepting a client connection failed; retrying");
+                }
+                backoff = (backoff * 2).clamp(Duration::from_millis(5), Duration::from_secs(1));
+                tokio::time::sleep(backoff).await;
                 continue;
             }
         };
+        backoff = Duration::ZERO;
         let _ = tcp.set_nodelay(true);
         let io = TokioIo::new(Coalesced::new(tcp));
         let (dispatch, connections) = (dispatch.clone(), connections.clone());

@@ -88,6 +88,18 @@ impl Dispatch {
         B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
     {
+        const SERVICES: [&str; 6] = [
+            "etcdserverpb.KV",
+            "etcdserverpb.Watch",
+            "etcdserverpb.Lease",
+            "etcdserverpb.Cluster",
+            "etcdserverpb.Maintenance",
+            "etcdserverpb.Auth",
+        ];
+        if !SERVICES.contains(&service) {
+            // grpc-go's answer for a service it does not know (before any interceptor).
+            return refuse(Status::unimplemented(format!("unknown service {service}")));
+        }
         if self.store.is_learner() && !LEARNER_METHODS.contains(&req.uri().path()) {
             return refuse(Status::from(EtcdError::NotSupportedForLearner));
         }
@@ -98,9 +110,7 @@ impl Dispatch {
             "etcdserverpb.Lease" => self.lease.clone().call(req),
             "etcdserverpb.Cluster" => self.cluster.clone().call(req),
             "etcdserverpb.Maintenance" => self.maintenance.clone().call(req),
-            "etcdserverpb.Auth" => self.auth.clone().call(req),
-            // grpc-go's answer for a service it does not know.
-            other => return refuse(Status::unimplemented(format!("unknown service {other}"))),
+            _ => self.auth.clone().call(req),
         };
         match timeout {
             None => answer,

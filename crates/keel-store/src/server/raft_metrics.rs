@@ -2,7 +2,8 @@
 //! check-quorum rules, see [`crate::raft::leadership`]), voters, whether this member is a
 //! learner or was removed, the peers' URLs and a stopped Raft core, with the matching gauges;
 //! refreshed when openraft's server state (term, leader, membership) changes, when its core
-//! stops, and every heartbeat interval. Progress (log, commit and apply indexes) changes with
+//! stops, and every heartbeat interval (so a member notices its own removal, once applied,
+//! within a heartbeat interval). Progress (log, commit and apply indexes) changes with
 //! every write and is read where it is needed instead ([`Store::committed_index`]).
 
 use std::sync::Arc;
@@ -22,9 +23,12 @@ impl Store {
     /// openraft publishes its data metrics, then its server metrics, then the whole: read in
     /// the other order, the data read here is at least as new as the server state.
     pub(super) fn mirror_raft_metrics(&self) {
-        if let Err(fatal @ (Fatal::StorageError(_) | Fatal::Panicked)) =
-            &self.raft.metrics().borrow_watched().running_state
-        {
+        let whole = self.raft.metrics();
+        let (running, current_term) = {
+            let m = whole.borrow_watched();
+            (m.running_state.clone(), m.current_term)
+        };
+        if let Err(fatal @ (Fatal::StorageError(_) | Fatal::Panicked)) = &running {
             self.fail(fatal.to_string());
         }
         let server = self.raft.server_metrics();
@@ -40,7 +44,9 @@ impl Store {
         if self.applier.is_removed(self.member_id) {
             self.removal.signal();
         }
-        let term = m.vote.leader_id.term;
+        // The server metrics carry the flushed vote, whose term trails openraft's own by an
+        // fsync after an election; the whole metrics carry that term, one round late at worst.
+        let term = m.vote.leader_id.term.max(current_term);
         self.term.store(term, Ordering::Relaxed);
         let now = Instant::now();
         let view = RaftView {
