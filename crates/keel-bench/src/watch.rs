@@ -28,10 +28,10 @@ use crate::args::{BenchArgs, WatchArgs};
 use crate::client::{connect, status_message};
 use crate::grpc::{GrpcConn, GrpcStream};
 use crate::keys::{KeyMaker, Rng};
-use crate::range::prefix_end;
 use crate::report::{Report, RssSamples, Stats, WatchSummary};
 use crate::runner::{Limiter, PUT};
 use crate::watch_wire::WatchAnswer;
+use keel_proto::prefix_end;
 
 /// The gRPC path of the Watch method.
 const WATCH: &str = "/etcdserverpb.Watch/Watch";

@@ -30,3 +30,28 @@ pub mod etcdserverpb {
 }
 
 pub mod encoded;
+
+/// The range end that selects every key starting with `prefix` (etcd's
+/// `clientv3.GetPrefixRangeEnd`): the prefix with its last byte below 0xff incremented and
+/// what follows dropped; `[0]` (to the end of the key space) when there is none.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn prefix_end_is_the_first_key_after_the_prefix() {
+        assert_eq!(super::prefix_end(b"foo"), b"fop");
+        assert_eq!(super::prefix_end(b"a\xff"), b"b");
+        assert_eq!(super::prefix_end(b"\xff\xff"), vec![0]);
+        assert_eq!(super::prefix_end(b""), vec![0]);
+    }
+}

@@ -111,13 +111,6 @@ impl Writers {
     }
 }
 
-/// The end of the range of keys starting with `prefix`.
-fn prefix_end(prefix: &str) -> Vec<u8> {
-    let mut end = prefix.as_bytes().to_vec();
-    *end.last_mut().expect("a non-empty prefix") += 1;
-    end
-}
-
 /// Reads back every key under `prefix` and checks each acknowledged write (value and
 /// mod_revision); returns the store revision, which must be at least `min_rev`.
 pub async fn verify(
@@ -144,7 +137,7 @@ pub async fn verify_read(
     let resp = match kv
         .range(RangeRequest {
             key: prefix.as_bytes().to_vec(),
-            range_end: prefix_end(prefix),
+            range_end: keel_proto::prefix_end(prefix.as_bytes()),
             serializable,
             ..Default::default()
         })

@@ -29,6 +29,7 @@ use keel_proto::etcdserverpb::{
     CompactionRequest, Compare, DeleteRangeRequest, LeaseGrantRequest, LeaseRevokeRequest,
     PutRequest, RangeRequest, RequestOp, ResponseHeader, TxnRequest,
 };
+use keel_proto::prefix_end;
 use keel_testkit::{Flavor, Rng, Server, base_seed, target_flavor};
 use tonic::transport::Channel;
 
@@ -176,18 +177,6 @@ struct Gen {
 
 const SUFFIXES: &[&str] = &["a", "ab", "abc", "b", "ba", "c", "d", "e/1", "e/2", "e/3"];
 const VALUES: &[&str] = &["", "v1", "v2", "x", "yy", "zzz", "a"];
-
-/// The key just after every key with prefix `k`.
-fn prefix_end(k: &[u8]) -> Vec<u8> {
-    let mut end = k.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
 
 impl Gen {
     fn key(&mut self) -> Vec<u8> {

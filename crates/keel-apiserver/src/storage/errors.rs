@@ -1,0 +1,291 @@
+//! The one table of Kubernetes errors: [`StorageError`] (what went wrong, in storage terms)
+//! and [`Status`] (the `Status` object a client gets: code, reason, message and details worded
+//! exactly as kube-apiserver words them, because clients match on reason and code).
+
+use serde::Serialize;
+
+/// What an error is about: the object's group, resource and name, for the messages.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Target {
+    /// API group ("" for core).
+    pub group: String,
+    /// Resource, plural (`configmaps`).
+    pub resource: String,
+    /// Object name.
+    pub name: String,
+}
+
+impl Target {
+    /// `configmaps` or `leases.coordination.k8s.io`, as Kubernetes names a group's resource.
+    fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+/// A storage failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StorageError {
+    /// No object at the key.
+    #[error("key not found: {key}")]
+    NotFound {
+        /// The key.
+        key: String,
+    },
+    /// A create found an object at the key.
+    #[error("key exists: {key}")]
+    KeyExists {
+        /// The key.
+        key: String,
+    },
+    /// The object changed since the caller read it (a resourceVersion or uid precondition).
+    #[error("the object at {key} has been modified")]
+    Conflict {
+        /// The key.
+        key: String,
+    },
+    /// A read asked for a revision newer than the store's.
+    #[error("too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion {
+        /// The revision asked for.
+        requested: i64,
+        /// The store's revision.
+        current: i64,
+    },
+    /// A read at a revision the store compacted.
+    #[error("the resourceVersion for the provided {of} is too old")]
+    Expired {
+        /// `list` or `watch`.
+        of: &'static str,
+    },
+    /// A request the caller got wrong (a bad continue token, a resourceVersion with one).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The store failed or could not be reached.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// A Kubernetes `Status` object (`kind: Status, apiVersion: v1`), as every error is answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// Always `Status`.
+    pub kind: &'static str,
+    /// Always `v1`.
+    pub api_version: &'static str,
+    /// Always empty.
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// `Failure` (or `Success` for a delete answered with a Status).
+    pub status: &'static str,
+    /// The human-readable message, Kubernetes' wording.
+    pub message: String,
+    /// The machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, ...).
+    pub reason: &'static str,
+    /// The object and causes, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Details>,
+    /// The HTTP status code.
+    pub code: u16,
+}
+
+/// `Status.details`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Details {
+    /// The object's name.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// The object's group.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub group: String,
+    /// The object's resource (Kubernetes calls the field `kind`).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// Field-level causes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<Cause>,
+    /// When to retry, in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after_seconds: Option<u32>,
+}
+
+/// One `Status.details.causes` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cause {
+    /// The cause type (`FieldValueInvalid`, `ResourceVersionTooLarge`, ...).
+    #[serde(rename = "reason")]
+    pub kind: String,
+    /// What is wrong.
+    pub message: String,
+    /// The field, if any.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub field: String,
+}
+
+impl Status {
+    /// A failure with no details.
+    pub fn failure(code: u16, reason: &'static str, message: String) -> Status {
+        Status {
+            kind: "Status",
+            api_version: "v1",
+            metadata: serde_json::Map::new(),
+            status: "Failure",
+            message,
+            reason,
+            details: None,
+            code,
+        }
+    }
+
+    /// A failure about `target`.
+    fn about(code: u16, reason: &'static str, message: String, target: &Target) -> Status {
+        Status {
+            details: Some(Details {
+                name: target.name.clone(),
+                group: target.group.clone(),
+                kind: target.resource.clone(),
+                ..Details::default()
+            }),
+            ..Status::failure(code, reason, message)
+        }
+    }
+
+    /// The Status answering `error` for a request about `target`.
+    pub fn from_storage(error: &StorageError, target: &Target) -> Status {
+        let (resource, name) = (target.qualified(), &target.name);
+        match error {
+            StorageError::NotFound { .. } => Status::about(
+                404,
+                "NotFound",
+                format!("{resource} \"{name}\" not found"),
+                target,
+            ),
+            StorageError::KeyExists { .. } => Status::about(
+                409,
+                "AlreadyExists",
+                format!("{resource} \"{name}\" already exists"),
+                target,
+            ),
+            StorageError::Conflict { .. } => Status::about(
+                409,
+                "Conflict",
+                format!(
+                    "Operation cannot be fulfilled on {resource} \"{name}\": the object has been \
+                     modified; please apply your changes to the latest version and try again"
+                ),
+                target,
+            ),
+            StorageError::TooLargeResourceVersion { requested, current } => Status {
+                details: Some(Details {
+                    causes: vec![Cause {
+                        kind: "ResourceVersionTooLarge".to_string(),
+                        message: "Too large resource version".to_string(),
+                        field: String::new(),
+                    }],
+                    retry_after_seconds: Some(1),
+                    ..Details::default()
+                }),
+                ..Status::failure(
+                    504,
+                    "Timeout",
+                    format!("Too large resource version: {requested}, current: {current}"),
+                )
+            },
+            StorageError::Expired { of } => Status::failure(
+                410,
+                "Expired",
+                format!("The resourceVersion for the provided {of} is too old."),
+            ),
+            StorageError::BadRequest(message) => {
+                Status::failure(400, "BadRequest", message.clone())
+            }
+            StorageError::Internal(message) => Status {
+                details: Some(Details {
+                    causes: vec![Cause {
+                        kind: String::new(),
+                        message: message.clone(),
+                        field: String::new(),
+                    }],
+                    ..Details::default()
+                }),
+                ..Status::failure(
+                    500,
+                    "InternalError",
+                    format!("Internal error occurred: {message}"),
+                )
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(name: &str) -> Target {
+        Target {
+            group: String::new(),
+            resource: "configmaps".to_string(),
+            name: name.to_string(),
+        }
+    }
+
+    #[test]
+    fn statuses_are_worded_as_kubernetes_words_them() {
+        let key = String::from("/registry/configmaps/default/x");
+        let s = Status::from_storage(&StorageError::NotFound { key: key.clone() }, &cm("x"));
+        assert_eq!(
+            serde_json::to_value(&s).unwrap(),
+            serde_json::json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "configmaps \"x\" not found", "reason": "NotFound",
+                "details": { "name": "x", "kind": "configmaps" }, "code": 404
+            })
+        );
+        let lease = Target {
+            group: "coordination.k8s.io".to_string(),
+            resource: "leases".to_string(),
+            name: "n1".to_string(),
+        };
+        let s = Status::from_storage(&StorageError::KeyExists { key: key.clone() }, &lease);
+        assert_eq!(
+            (s.code, s.reason, s.message.as_str()),
+            (
+                409,
+                "AlreadyExists",
+                "leases.coordination.k8s.io \"n1\" already exists"
+            )
+        );
+        let s = Status::from_storage(&StorageError::Conflict { key }, &cm("x"));
+        assert_eq!(
+            s.message,
+            "Operation cannot be fulfilled on configmaps \"x\": the object has been modified; \
+             please apply your changes to the latest version and try again"
+        );
+        let s = Status::from_storage(&StorageError::Expired { of: "list" }, &cm(""));
+        assert_eq!(
+            (s.code, s.reason, s.message.as_str()),
+            (
+                410,
+                "Expired",
+                "The resourceVersion for the provided list is too old."
+            )
+        );
+        let too_large = StorageError::TooLargeResourceVersion {
+            requested: 10,
+            current: 7,
+        };
+        let s = serde_json::to_value(Status::from_storage(&too_large, &cm(""))).unwrap();
+        assert_eq!(s["code"], 504);
+        assert_eq!(s["message"], "Too large resource version: 10, current: 7");
+        assert_eq!(s["details"]["retryAfterSeconds"], 1);
+        assert_eq!(
+            s["details"]["causes"][0]["reason"],
+            "ResourceVersionTooLarge"
+        );
+    }
+}

@@ -1,0 +1,423 @@
+//! [`Etcd3`]: objects in an etcd v3 store, read and written as kube-apiserver's etcd3 store
+//! does it.
+//!
+//! - get: one Range; a resourceVersion asked for is a minimum ("not older than").
+//! - create: `Txn(if mod_revision(key) == 0 then Put)`: a create never overwrites.
+//! - update ([`Etcd3::guaranteed_update`]): read, let the caller compute the new value, then
+//!   `Txn(if mod_revision(key) == read revision then Put else Range)`; when another writer
+//!   got there first, the Range answers the newer object and the caller computes again from
+//!   it. A value equal to the stored one is not written (the resourceVersion stays).
+//! - delete: the same loop with `DeleteRange` (the caller's preconditions are checked against
+//!   every object read).
+//! - list: Range over the collection's prefix with a limit, every page read at the first
+//!   page's revision and continued by a token (see [`super::continue_token`]); with a filter,
+//!   the Range limit doubles (up to 10,000) until a page is full, as kube-apiserver pages.
+
+use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
+use keel_proto::etcdserverpb::kv_client::KvClient;
+use keel_proto::etcdserverpb::request_op::Request;
+use keel_proto::etcdserverpb::response_op::Response;
+use keel_proto::etcdserverpb::{
+    Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest, TxnResponse,
+};
+use keel_proto::mvccpb::KeyValue;
+use keel_proto::prefix_end;
+use tonic::transport::Channel;
+
+use super::StorageError;
+use super::continue_token;
+
+/// The most a filtered list asks the store for in one Range (kube-apiserver's `maxLimit`).
+const MAX_LIMIT: i64 = 10_000;
+
+/// One stored object: its key, its encoded value and its resourceVersion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Object {
+    /// The key.
+    pub key: String,
+    /// The encoded object.
+    pub value: Vec<u8>,
+    /// The resourceVersion: the revision that last wrote it (for a deleted object, the
+    /// revision of its deletion).
+    pub mod_revision: i64,
+}
+
+impl Object {
+    fn from_kv(kv: KeyValue) -> Object {
+        Object {
+            key: String::from_utf8_lossy(&kv.key).into_owned(),
+            value: kv.value,
+            mod_revision: kv.mod_revision,
+        }
+    }
+}
+
+/// Which revision a list reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAt {
+    /// The latest (resourceVersion unset, or "0" without a watch cache).
+    Latest,
+    /// The latest, which must be at least this revision (else 504 "Too large resource
+    /// version").
+    NotOlderThan(i64),
+    /// Exactly this revision (410 Expired once compacted).
+    Exact(i64),
+}
+
+/// How to list a collection.
+#[derive(Clone, Copy)]
+pub struct ListOptions<'a> {
+    /// The revision to read (must be [`ReadAt::Latest`] with a continue token).
+    pub read: ReadAt,
+    /// At most this many objects (0: all).
+    pub limit: i64,
+    /// The token of the previous page.
+    pub continue_token: Option<&'a str>,
+    /// Only objects this accepts (label and field selectors).
+    pub filter: Option<&'a (dyn Fn(&Object) -> bool + Sync)>,
+}
+
+impl Default for ListOptions<'_> {
+    fn default() -> Self {
+        ListOptions {
+            read: ReadAt::Latest,
+            limit: 0,
+            continue_token: None,
+            filter: None,
+        }
+    }
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListPage {
+    /// The objects, in key order.
+    pub items: Vec<Object>,
+    /// The revision the list was read at (its resourceVersion).
+    pub revision: i64,
+    /// The token for the next page, if there is more.
+    pub continue_token: Option<String>,
+    /// How many objects follow this page (only without a filter, as Kubernetes reports it).
+    pub remaining_item_count: Option<i64>,
+}
+
+/// An etcd v3 store holding Kubernetes objects.
+#[derive(Debug, Clone)]
+pub struct Etcd3 {
+    kv: KvClient<Channel>,
+}
+
+impl Etcd3 {
+    /// Objects in the store behind `channel` (keel store or any etcd v3 endpoint).
+    pub fn new(channel: Channel) -> Etcd3 {
+        Etcd3 {
+            kv: KvClient::new(channel).max_decoding_message_size(usize::MAX),
+        }
+    }
+
+    /// The object at `key` (or None) and the store's revision; fails with 504 "Too large
+    /// resource version" when the store is older than `min_revision` (0: any).
+    pub async fn get(
+        &self,
+        key: &str,
+        min_revision: i64,
+    ) -> Result<(Option<Object>, i64), StorageError> {
+        let resp = self
+            .kv
+            .clone()
+            .range(RangeRequest {
+                key: key.as_bytes().to_vec(),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| from_etcd(e, "get"))?
+            .into_inner();
+        let revision = header_revision(resp.header.as_ref());
+        if min_revision > revision {
+            return Err(StorageError::TooLargeResourceVersion {
+                requested: min_revision,
+                current: revision,
+            });
+        }
+        Ok((resp.kvs.into_iter().next().map(Object::from_kv), revision))
+    }
+
+    /// Creates the object at `key`; its resourceVersion. Fails with [`StorageError::KeyExists`]
+    /// when an object is there.
+    pub async fn create(&self, key: &str, value: Vec<u8>) -> Result<i64, StorageError> {
+        let resp = self
+            .txn(mod_revision_is(key, 0), put(key, value), None)
+            .await?;
+        if !resp.succeeded {
+            return Err(StorageError::KeyExists {
+                key: key.to_string(),
+            });
+        }
+        Ok(header_revision(resp.header.as_ref()))
+    }
+
+    /// Replaces the object at `key` with what `update` makes of it, retrying with the newer
+    /// object when another writer changed it in between; the object as stored. `update` fails
+    /// the whole update with its error (e.g. a resourceVersion precondition's
+    /// [`StorageError::Conflict`]); a result equal to the stored value writes nothing.
+    pub async fn guaranteed_update(
+        &self,
+        key: &str,
+        mut update: impl FnMut(&Object) -> Result<Vec<u8>, StorageError>,
+    ) -> Result<Object, StorageError> {
+        let mut current = self.current(key).await?;
+        loop {
+            let value = update(&current)?;
+            if value == current.value {
+                return Ok(current);
+            }
+            let resp = self
+                .txn(
+                    mod_revision_is(key, current.mod_revision),
+                    put(key, value.clone()),
+                    Some(key),
+                )
+                .await?;
+            if resp.succeeded {
+                return Ok(Object {
+                    key: key.to_string(),
+                    value,
+                    mod_revision: header_revision(resp.header.as_ref()),
+                });
+            }
+            current = else_object(key, resp)?;
+        }
+    }
+
+    /// Deletes the object at `key` once `check` accepts it (retrying with the newer object
+    /// when another writer changed it in between); the deleted object, its resourceVersion
+    /// the revision of the deletion.
+    pub async fn delete(
+        &self,
+        key: &str,
+        mut check: impl FnMut(&Object) -> Result<(), StorageError>,
+    ) -> Result<Object, StorageError> {
+        let mut current = self.current(key).await?;
+        loop {
+            check(&current)?;
+            let delete = Request::RequestDeleteRange(DeleteRangeRequest {
+                key: key.as_bytes().to_vec(),
+                ..Default::default()
+            });
+            let resp = self
+                .txn(
+                    mod_revision_is(key, current.mod_revision),
+                    delete,
+                    Some(key),
+                )
+                .await?;
+            if resp.succeeded {
+                return Ok(Object {
+                    mod_revision: header_revision(resp.header.as_ref()),
+                    ..current
+                });
+            }
+            current = else_object(key, resp)?;
+        }
+    }
+
+    /// One page of the objects under `prefix` (a collection's key prefix, ending in `/`).
+    pub async fn list(
+        &self,
+        prefix: &str,
+        opts: ListOptions<'_>,
+    ) -> Result<ListPage, StorageError> {
+        let (mut from, read) = match opts.continue_token {
+            None => (prefix.to_string(), opts.read),
+            Some(_) if opts.read != ReadAt::Latest => {
+                return Err(StorageError::BadRequest(
+                    "specifying resource version is not allowed when using continue".into(),
+                ));
+            }
+            Some(token) => {
+                let c = continue_token::decode(token, prefix).map_err(|e| {
+                    StorageError::BadRequest(format!("invalid continue token: {e}"))
+                })?;
+                let read = if c.revision > 0 {
+                    ReadAt::Exact(c.revision)
+                } else {
+                    ReadAt::Latest
+                };
+                (c.from_key, read)
+            }
+        };
+        let mut revision = match read {
+            ReadAt::Exact(rev) => rev,
+            _ => 0,
+        };
+        let mut limit = opts.limit.max(0);
+        let mut items = Vec::new();
+        let mut last_key = None;
+        let (more, count) = loop {
+            let resp = self
+                .kv
+                .clone()
+                .range(RangeRequest {
+                    key: from.as_bytes().to_vec(),
+                    range_end: prefix_end(prefix.as_bytes()),
+                    limit,
+                    revision,
+                    ..Default::default()
+                })
+                .await;
+            let resp = match resp {
+                Ok(resp) => resp.into_inner(),
+                Err(e) => return Err(self.list_error(e, revision).await),
+            };
+            let header = header_revision(resp.header.as_ref());
+            if revision == 0 {
+                if let ReadAt::NotOlderThan(min) = read
+                    && min > header
+                {
+                    return Err(StorageError::TooLargeResourceVersion {
+                        requested: min,
+                        current: header,
+                    });
+                }
+                // Every later Range of this list reads the same revision.
+                revision = header;
+            }
+            let mut more = resp.more;
+            for kv in resp.kvs {
+                if opts.limit > 0 && items.len() as i64 >= opts.limit {
+                    more = true;
+                    break;
+                }
+                let object = Object::from_kv(kv);
+                last_key = Some(object.key.clone());
+                if opts.filter.is_none_or(|f| f(&object)) {
+                    items.push(object);
+                }
+            }
+            if !more || opts.limit == 0 || items.len() as i64 >= opts.limit {
+                break (more, resp.count);
+            }
+            // A filter left the page short: go on after the last key, asking for more.
+            from = format!("{}\0", last_key.as_deref().unwrap_or(prefix));
+            limit = (limit * 2).min(MAX_LIMIT);
+        };
+        let continue_token = match (&last_key, more) {
+            (Some(key), true) => Some(continue_token::encode(key, prefix, revision)),
+            _ => None,
+        };
+        let remaining_item_count = (more && opts.filter.is_none()).then(|| count - opts.limit);
+        Ok(ListPage {
+            items,
+            revision,
+            continue_token,
+            remaining_item_count,
+        })
+    }
+
+    // ---- internals ----
+
+    /// The object at `key`, or [`StorageError::NotFound`].
+    async fn current(&self, key: &str) -> Result<Object, StorageError> {
+        match self.get(key, 0).await? {
+            (Some(object), _) => Ok(object),
+            (None, _) => Err(StorageError::NotFound {
+                key: key.to_string(),
+            }),
+        }
+    }
+
+    /// `Txn(if compare then success else [Range(else_get)])`.
+    async fn txn(
+        &self,
+        compare: Compare,
+        success: Request,
+        else_get: Option<&str>,
+    ) -> Result<TxnResponse, StorageError> {
+        let failure = else_get.map(|key| RequestOp {
+            request: Some(Request::RequestRange(RangeRequest {
+                key: key.as_bytes().to_vec(),
+                ..Default::default()
+            })),
+        });
+        let req = TxnRequest {
+            compare: vec![compare],
+            success: vec![RequestOp {
+                request: Some(success),
+            }],
+            failure: failure.into_iter().collect(),
+        };
+        self.kv
+            .clone()
+            .txn(req)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|e| from_etcd(e, "txn"))
+    }
+
+    /// A list's etcd error: 410 for a compacted revision, 504 for a future one.
+    async fn list_error(&self, e: tonic::Status, revision: i64) -> StorageError {
+        if e.message().contains("future revision") {
+            let current = match self.get("\0", 0).await {
+                Ok((_, current)) => current,
+                Err(e) => return e,
+            };
+            return StorageError::TooLargeResourceVersion {
+                requested: revision,
+                current,
+            };
+        }
+        from_etcd(e, "list")
+    }
+}
+
+/// The object a failed Txn's else-branch Range read, or NotFound if it is gone.
+fn else_object(key: &str, resp: TxnResponse) -> Result<Object, StorageError> {
+    let range = resp
+        .responses
+        .into_iter()
+        .next()
+        .and_then(|r| match r.response {
+            Some(Response::ResponseRange(range)) => Some(range),
+            _ => None,
+        });
+    range
+        .and_then(|r| r.kvs.into_iter().next())
+        .map(Object::from_kv)
+        .ok_or_else(|| StorageError::NotFound {
+            key: key.to_string(),
+        })
+}
+
+/// `mod_revision(key) == revision`.
+fn mod_revision_is(key: &str, revision: i64) -> Compare {
+    Compare {
+        result: CompareResult::Equal as i32,
+        target: CompareTarget::Mod as i32,
+        key: key.as_bytes().to_vec(),
+        range_end: Vec::new(),
+        target_union: Some(TargetUnion::ModRevision(revision)),
+    }
+}
+
+/// `Put(key, value)`.
+fn put(key: &str, value: Vec<u8>) -> Request {
+    Request::RequestPut(PutRequest {
+        key: key.as_bytes().to_vec(),
+        value,
+        ..Default::default()
+    })
+}
+
+/// The revision in a response header (0 if the store sent none).
+fn header_revision(header: Option<&keel_proto::etcdserverpb::ResponseHeader>) -> i64 {
+    header.map_or(0, |h| h.revision)
+}
+
+/// An etcd error of a `what` request: a compacted revision is 410 Expired, anything else an
+/// internal error naming the store's message.
+fn from_etcd(e: tonic::Status, what: &'static str) -> StorageError {
+    if e.message().contains("required revision has been compacted") {
+        return StorageError::Expired { of: "list" };
+    }
+    StorageError::Internal(format!("etcd {what}: {}", e.message()))
+}

@@ -1,0 +1,16 @@
+//! The etcd3 storage layer, as kube-apiserver's `storage/etcd3` package: every object is one
+//! key (see [`key`]), its resourceVersion is the key's mod_revision, and every write is a Txn
+//! that compares that revision, so concurrent writers never overwrite each other unseen.
+//!
+//! Values are opaque bytes here (the registry encodes objects as JSON with apiVersion and
+//! kind); errors are [`StorageError`]s, which [`errors`] turns into Kubernetes `Status`
+//! objects.
+
+pub mod continue_token;
+pub mod errors;
+pub mod etcd3;
+pub mod key;
+
+pub use errors::{Status, StorageError, Target};
+pub use etcd3::{Etcd3, ListOptions, ListPage, Object, ReadAt};
+pub use key::KeyLayout;

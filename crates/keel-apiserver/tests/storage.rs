@@ -1,0 +1,336 @@
+//! The etcd3 storage layer against keel store and a real etcd 3.5.1: the same requests give
+//! the same answers (revisions included) on both, and each answer is the one kube-apiserver's
+//! storage layer gives.
+
+use keel_apiserver::storage::{Etcd3, KeyLayout, ListOptions, Object, ReadAt, StorageError};
+use keel_proto::etcdserverpb::CompactionRequest;
+use keel_proto::etcdserverpb::kv_client::KvClient;
+use keel_testkit::{Flavor, Server};
+
+/// Runs `scenario` against keel and against etcd; both transcripts must be equal. Returns
+/// keel's.
+async fn on_both<F, Fut>(scenario: F) -> Vec<String>
+where
+    F: Fn(Etcd3, KvClient<tonic::transport::Channel>) -> Fut,
+    Fut: std::future::Future<Output = Vec<String>>,
+{
+    let mut transcripts = Vec::new();
+    for flavor in [Flavor::Keel, Flavor::Etcd] {
+        let server = Server::start(flavor);
+        let channel = server.channel().await;
+        transcripts.push(scenario(Etcd3::new(channel.clone()), KvClient::new(channel)).await);
+    }
+    assert_eq!(
+        transcripts[0], transcripts[1],
+        "keel (left) and etcd (right) differ"
+    );
+    transcripts.swap_remove(0)
+}
+
+fn show<T: std::fmt::Debug>(r: &Result<T, StorageError>) -> String {
+    match r {
+        Ok(v) => format!("ok {v:?}"),
+        Err(e) => format!("err {e:?}"),
+    }
+}
+
+fn names(items: &[Object]) -> Vec<&str> {
+    items
+        .iter()
+        .map(|o| o.key.rsplit('/').next().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_update_and_delete_compare_the_resource_version() {
+    let t = on_both(|s, _| async move {
+        let key = KeyLayout::default().object("configmaps", Some("default"), "x");
+        let mut t = Vec::new();
+        let created = s.create(&key, b"v1".to_vec()).await;
+        t.push(show(&created));
+        let rv = created.unwrap();
+        t.push(show(&s.create(&key, b"again".to_vec()).await));
+        let (got, revision) = s.get(&key, 0).await.unwrap();
+        assert_eq!(got.as_ref().unwrap().mod_revision, rv);
+        t.push(format!("get {got:?} at {revision}"));
+        t.push(show(&s.get(&key, revision + 5).await));
+
+        // An update that changes nothing writes nothing.
+        let same = s
+            .guaranteed_update(&key, |o| Ok(o.value.clone()))
+            .await
+            .unwrap();
+        assert_eq!(same.mod_revision, rv);
+        assert_eq!(s.get(&key, 0).await.unwrap().1, revision);
+
+        // A writer that read before another one's write computes again from the newer object.
+        let mut seen = Vec::new();
+        let other = s.clone();
+        let k2 = key.clone();
+        let updated = s
+            .guaranteed_update(&key, |o| {
+                seen.push(String::from_utf8_lossy(&o.value).into_owned());
+                if seen.len() == 1 {
+                    // Someone else writes between this read and the Txn.
+                    let theirs = other.guaranteed_update(&k2, |_| Ok(b"theirs".to_vec()));
+                    let handle = tokio::runtime::Handle::current();
+                    tokio::task::block_in_place(|| handle.block_on(theirs)).unwrap();
+                }
+                Ok([o.value.as_slice(), b"+mine"].concat())
+            })
+            .await;
+        t.push(show(&updated));
+        t.push(format!("update saw {seen:?}"));
+        assert!(updated.unwrap().mod_revision > rv + 1);
+
+        // A precondition refusing the object fails the update and writes nothing.
+        let refused = s
+            .guaranteed_update(&key, |o| Err(StorageError::Conflict { key: o.key.clone() }))
+            .await;
+        t.push(show(&refused));
+
+        let missing = KeyLayout::default().object("configmaps", Some("default"), "nope");
+        t.push(show(
+            &s.guaranteed_update(&missing, |o| Ok(o.value.clone())).await,
+        ));
+        t.push(show(&s.delete(&missing, |_| Ok(())).await));
+        t.push(show(
+            &s.delete(&key, |o| Err(StorageError::Conflict { key: o.key.clone() }))
+                .await,
+        ));
+        let deleted = s.delete(&key, |_| Ok(())).await;
+        t.push(show(&deleted));
+        let (gone, after) = s.get(&key, 0).await.unwrap();
+        assert!(gone.is_none());
+        assert_eq!(
+            deleted.unwrap().mod_revision,
+            after,
+            "a deleted object's RV is its deletion"
+        );
+        t
+    })
+    .await;
+    assert!(t[1].starts_with("err KeyExists"), "{t:?}");
+    assert!(t[3].starts_with("err TooLargeResourceVersion"), "{t:?}");
+    assert_eq!(t[5], r#"update saw ["v1", "theirs"]"#);
+    assert!(t[6].starts_with("err Conflict"), "{t:?}");
+    assert!(
+        t[7].starts_with("err NotFound") && t[8].starts_with("err NotFound"),
+        "{t:?}"
+    );
+}
+
+#[tokio::test]
+async fn lists_page_at_the_first_pages_revision() {
+    let t = on_both(|s, _| async move {
+        let layout = KeyLayout::default();
+        let mut t = Vec::new();
+        for i in 0..25 {
+            let key = layout.object("configmaps", Some("ns"), &format!("c{i:02}"));
+            s.create(&key, format!("{i}").into_bytes()).await.unwrap();
+        }
+        // Another namespace and another resource stay out of the list.
+        s.create(&layout.object("configmaps", Some("nt"), "z"), vec![])
+            .await
+            .unwrap();
+        s.create(&layout.object("secrets", Some("ns"), "s"), vec![])
+            .await
+            .unwrap();
+        let prefix = layout.collection("configmaps", Some("ns"));
+        let mut page = s
+            .list(
+                &prefix,
+                ListOptions {
+                    limit: 10,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        let first_revision = page.revision;
+        t.push(format!(
+            "{:?} rest {:?}",
+            names(&page.items),
+            page.remaining_item_count
+        ));
+        // A write after the first page is not in the later pages: they read its revision.
+        s.create(&layout.object("configmaps", Some("ns"), "c99"), vec![])
+            .await
+            .unwrap();
+        while let Some(token) = page.continue_token.clone() {
+            let opts = ListOptions {
+                limit: 10,
+                continue_token: Some(&token),
+                ..Default::default()
+            };
+            page = s.list(&prefix, opts).await.unwrap();
+            assert_eq!(page.revision, first_revision);
+            t.push(format!(
+                "{:?} rest {:?}",
+                names(&page.items),
+                page.remaining_item_count
+            ));
+        }
+        let all = s.list(&prefix, ListOptions::default()).await.unwrap();
+        t.push(format!(
+            "all {} at {}",
+            all.items.len(),
+            all.revision - first_revision
+        ));
+
+        // With a filter, pages are full of matching objects and carry no remaining count.
+        // Values are the objects' numbers: keep those whose first digit is 0, 3, 6 or 9.
+        let every_third = |o: &Object| {
+            o.value
+                .first()
+                .is_some_and(|d| (d - b'0').is_multiple_of(3))
+        };
+        let opts = ListOptions {
+            limit: 3,
+            filter: Some(&every_third),
+            ..Default::default()
+        };
+        let filtered = s.list(&prefix, opts).await.unwrap();
+        t.push(format!(
+            "filtered {:?} rest {:?} more {}",
+            names(&filtered.items),
+            filtered.remaining_item_count,
+            filtered.continue_token.is_some()
+        ));
+
+        // An exact revision reads the past; a future one is too large.
+        let past = s
+            .list(
+                &prefix,
+                ListOptions {
+                    read: ReadAt::Exact(first_revision - 20),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        t.push(format!("past {:?}", names(&past.items)));
+        let future = ListOptions {
+            read: ReadAt::Exact(all.revision + 10),
+            ..Default::default()
+        };
+        t.push(show(&s.list(&prefix, future).await.map(|p| p.revision)));
+        let newer = ListOptions {
+            read: ReadAt::NotOlderThan(all.revision + 1),
+            ..Default::default()
+        };
+        t.push(show(&s.list(&prefix, newer).await.map(|p| p.revision)));
+        // A resourceVersion with a continue token, or a bad token, is a bad request.
+        let token = s
+            .list(
+                &prefix,
+                ListOptions {
+                    limit: 1,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap()
+            .continue_token
+            .unwrap();
+        let both = ListOptions {
+            read: ReadAt::Exact(3),
+            continue_token: Some(&token),
+            ..Default::default()
+        };
+        t.push(show(&s.list(&prefix, both).await.map(|p| p.revision)));
+        let bad = ListOptions {
+            continue_token: Some("bad!"),
+            ..Default::default()
+        };
+        t.push(show(&s.list(&prefix, bad).await.map(|p| p.revision)));
+        t
+    })
+    .await;
+    assert_eq!(
+        t[..4],
+        [
+            r#"["c00", "c01", "c02", "c03", "c04", "c05", "c06", "c07", "c08", "c09"] rest Some(15)"#,
+            r#"["c10", "c11", "c12", "c13", "c14", "c15", "c16", "c17", "c18", "c19"] rest Some(5)"#,
+            r#"["c20", "c21", "c22", "c23", "c24"] rest None"#,
+            "all 26 at 1",
+        ]
+    );
+    assert_eq!(
+        t[4],
+        r#"filtered ["c00", "c03", "c06"] rest None more true"#
+    );
+    // Revision 8: the first 7 creates (revision 1 is the empty store's).
+    assert_eq!(
+        t[5],
+        r#"past ["c00", "c01", "c02", "c03", "c04", "c05", "c06"]"#
+    );
+    assert!(t[6].starts_with("err TooLargeResourceVersion"), "{t:?}");
+    assert!(t[7].starts_with("err TooLargeResourceVersion"), "{t:?}");
+    assert_eq!(
+        t[8],
+        r#"err BadRequest("specifying resource version is not allowed when using continue")"#
+    );
+    assert!(
+        t[9].starts_with(r#"err BadRequest("invalid continue token: continue key is not valid: "#)
+    );
+}
+
+#[tokio::test]
+async fn a_compacted_revision_is_expired() {
+    let t = on_both(|s, mut kv| async move {
+        let layout = KeyLayout::default();
+        let prefix = layout.collection("pods", None);
+        for i in 0..4 {
+            s.create(&layout.object("pods", Some("ns"), &format!("p{i}")), vec![])
+                .await
+                .unwrap();
+        }
+        let first = s
+            .list(
+                &prefix,
+                ListOptions {
+                    limit: 2,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        s.create(&layout.object("pods", Some("ns"), "p9"), vec![])
+            .await
+            .unwrap();
+        let latest = s
+            .list(&prefix, ListOptions::default())
+            .await
+            .unwrap()
+            .revision;
+        kv.compact(CompactionRequest {
+            revision: latest,
+            physical: true,
+        })
+        .await
+        .unwrap();
+        let token = first.continue_token.unwrap();
+        let next = ListOptions {
+            limit: 2,
+            continue_token: Some(&token),
+            ..Default::default()
+        };
+        let exact = ListOptions {
+            read: ReadAt::Exact(first.revision),
+            ..Default::default()
+        };
+        vec![
+            show(&s.list(&prefix, next).await.map(|p| p.revision)),
+            show(&s.list(&prefix, exact).await.map(|p| p.revision)),
+        ]
+    })
+    .await;
+    assert_eq!(
+        t,
+        [
+            r#"err Expired { of: "list" }"#,
+            r#"err Expired { of: "list" }"#
+        ]
+    );
+}
