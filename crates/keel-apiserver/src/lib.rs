@@ -5,6 +5,7 @@
 //! crates: an embedded keel store is reached through the same client code as a remote etcd.
 //!
 //! - [`storage`]: the etcd3 layer (key layout, create/update/delete by Txn on mod_revision,
-//!   paginated lists with continue tokens, and the one table of Kubernetes `Status` errors).
+//!   paginated lists with continue tokens, resourceVersion rules, watches, and the one table of
+//!   Kubernetes `Status` errors).
 
 pub mod storage;

@@ -2,7 +2,7 @@
 //! the same answers (revisions included) on both, and each answer is the one kube-apiserver's
 //! storage layer gives.
 
-use keel_apiserver::storage::{Etcd3, KeyLayout, ListOptions, Object, ReadAt, StorageError};
+use keel_apiserver::storage::{Etcd3, Event, KeyLayout, ListOptions, Object, StorageError};
 use keel_proto::etcdserverpb::CompactionRequest;
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_testkit::{Flavor, Server};
@@ -50,10 +50,11 @@ async fn create_update_and_delete_compare_the_resource_version() {
         t.push(show(&created));
         let rv = created.unwrap();
         t.push(show(&s.create(&key, b"again".to_vec()).await));
-        let (got, revision) = s.get(&key, 0).await.unwrap();
+        let (got, revision) = s.get(&key, "").await.unwrap();
         assert_eq!(got.as_ref().unwrap().mod_revision, rv);
         t.push(format!("get {got:?} at {revision}"));
-        t.push(show(&s.get(&key, revision + 5).await));
+        t.push(show(&s.get(&key, &(revision + 5).to_string()).await));
+        t.push(show(&s.get(&key, "x1").await.map(|(_, rev)| rev)));
 
         // An update that changes nothing writes nothing.
         let same = s
@@ -61,7 +62,7 @@ async fn create_update_and_delete_compare_the_resource_version() {
             .await
             .unwrap();
         assert_eq!(same.mod_revision, rv);
-        assert_eq!(s.get(&key, 0).await.unwrap().1, revision);
+        assert_eq!(s.get(&key, "").await.unwrap().1, revision);
 
         // A writer that read before another one's write computes again from the newer object.
         let mut seen = Vec::new();
@@ -100,7 +101,7 @@ async fn create_update_and_delete_compare_the_resource_version() {
         ));
         let deleted = s.delete(&key, |_| Ok(())).await;
         t.push(show(&deleted));
-        let (gone, after) = s.get(&key, 0).await.unwrap();
+        let (gone, after) = s.get(&key, "").await.unwrap();
         assert!(gone.is_none());
         assert_eq!(
             deleted.unwrap().mod_revision,
@@ -112,10 +113,16 @@ async fn create_update_and_delete_compare_the_resource_version() {
     .await;
     assert!(t[1].starts_with("err KeyExists"), "{t:?}");
     assert!(t[3].starts_with("err TooLargeResourceVersion"), "{t:?}");
-    assert_eq!(t[5], r#"update saw ["v1", "theirs"]"#);
-    assert!(t[6].starts_with("err Conflict"), "{t:?}");
     assert!(
-        t[7].starts_with("err NotFound") && t[8].starts_with("err NotFound"),
+        t[4].starts_with(
+            r#"err BadRequest("invalid resource version: resourceVersion: Invalid value: \"x1\""#
+        ),
+        "{t:?}"
+    );
+    assert_eq!(t[6], r#"update saw ["v1", "theirs"]"#);
+    assert!(t[7].starts_with("err Conflict"), "{t:?}");
+    assert!(
+        t[8].starts_with("err NotFound") && t[9].starts_with("err NotFound"),
         "{t:?}"
     );
 }
@@ -199,11 +206,17 @@ async fn lists_page_at_the_first_pages_revision() {
         ));
 
         // An exact revision reads the past; a future one is too large.
+        let (past_rv, future_rv, newer_rv) = (
+            (first_revision - 20).to_string(),
+            (all.revision + 10).to_string(),
+            (all.revision + 1).to_string(),
+        );
         let past = s
             .list(
                 &prefix,
                 ListOptions {
-                    read: ReadAt::Exact(first_revision - 20),
+                    resource_version: &past_rv,
+                    resource_version_match: "Exact",
                     ..Default::default()
                 },
             )
@@ -211,12 +224,14 @@ async fn lists_page_at_the_first_pages_revision() {
             .unwrap();
         t.push(format!("past {:?}", names(&past.items)));
         let future = ListOptions {
-            read: ReadAt::Exact(all.revision + 10),
+            resource_version: &future_rv,
+            resource_version_match: "Exact",
             ..Default::default()
         };
         t.push(show(&s.list(&prefix, future).await.map(|p| p.revision)));
         let newer = ListOptions {
-            read: ReadAt::NotOlderThan(all.revision + 1),
+            resource_version: &newer_rv,
+            resource_version_match: "NotOlderThan",
             ..Default::default()
         };
         t.push(show(&s.list(&prefix, newer).await.map(|p| p.revision)));
@@ -234,7 +249,7 @@ async fn lists_page_at_the_first_pages_revision() {
             .continue_token
             .unwrap();
         let both = ListOptions {
-            read: ReadAt::Exact(3),
+            resource_version: "3",
             continue_token: Some(&token),
             ..Default::default()
         };
@@ -316,8 +331,10 @@ async fn a_compacted_revision_is_expired() {
             continue_token: Some(&token),
             ..Default::default()
         };
+        let first_rv = first.revision.to_string();
         let exact = ListOptions {
-            read: ReadAt::Exact(first.revision),
+            resource_version: &first_rv,
+            resource_version_match: "Exact",
             ..Default::default()
         };
         vec![
@@ -332,5 +349,104 @@ async fn a_compacted_revision_is_expired() {
             r#"err Expired { of: "list" }"#,
             r#"err Expired { of: "list" }"#
         ]
+    );
+}
+
+/// One watch event as a transcript line.
+fn event_line(e: Option<Result<Event, StorageError>>) -> String {
+    match e {
+        Some(Ok(Event::Added(o))) => {
+            format!("ADDED {} {} {}", o.key, show_value(&o), o.mod_revision)
+        }
+        Some(Ok(Event::Modified(o))) => {
+            format!("MODIFIED {} {} {}", o.key, show_value(&o), o.mod_revision)
+        }
+        Some(Ok(Event::Deleted(o))) => {
+            format!("DELETED {} {} {}", o.key, show_value(&o), o.mod_revision)
+        }
+        Some(Err(e)) => format!("ERROR {e:?}"),
+        None => "END".to_string(),
+    }
+}
+
+fn show_value(o: &Object) -> String {
+    String::from_utf8_lossy(&o.value).into_owned()
+}
+
+#[tokio::test]
+async fn watches_start_from_a_state_or_a_resource_version() {
+    let t = on_both(|s, mut kv| async move {
+        let layout = KeyLayout::default();
+        let prefix = layout.collection("leases", Some("kube-node-lease"));
+        let (a, b) = (format!("{prefix}a"), format!("{prefix}b"));
+        let first = s.create(&a, b"a1".to_vec()).await.unwrap();
+        s.create(&b, b"b1".to_vec()).await.unwrap();
+        // Outside the collection: never seen.
+        s.create(&layout.object("leases", Some("other"), "x"), vec![])
+            .await
+            .unwrap();
+
+        let mut t = Vec::new();
+        let mut from_state = s.watch(&prefix, true, "").await.unwrap();
+        let mut from_first = s.watch(&prefix, true, &first.to_string()).await.unwrap();
+        let mut one_key = s.watch(&a, false, "0").await.unwrap();
+        s.guaranteed_update(&a, |_| Ok(b"a2".to_vec()))
+            .await
+            .unwrap();
+        s.delete(&b, |_| Ok(())).await.unwrap();
+        s.create(&format!("{prefix}c"), b"c1".to_vec())
+            .await
+            .unwrap();
+        for _ in 0..5 {
+            t.push(format!("state: {}", event_line(from_state.next().await)));
+        }
+        for _ in 0..4 {
+            t.push(format!(
+                "from {first}: {}",
+                event_line(from_first.next().await)
+            ));
+        }
+        for _ in 0..2 {
+            t.push(format!("one key: {}", event_line(one_key.next().await)));
+        }
+
+        // A start the store compacted is expired.
+        let latest = s.get(&a, "").await.unwrap().1;
+        kv.compact(CompactionRequest {
+            revision: latest,
+            physical: true,
+        })
+        .await
+        .unwrap();
+        // etcd creates the watch, then cancels it: the first event is the error.
+        t.push(match s.watch(&prefix, true, &first.to_string()).await {
+            Ok(mut w) => event_line(w.next().await),
+            Err(e) => format!("err {e:?}"),
+        });
+        t.push(show(&s.watch(&prefix, true, "x").await.map(|_| ())));
+        t
+    })
+    .await;
+    let p = "/registry/leases/kube-node-lease";
+    assert_eq!(
+        t[..11],
+        [
+            format!("state: ADDED {p}/a a1 2"),
+            format!("state: ADDED {p}/b b1 3"),
+            format!("state: MODIFIED {p}/a a2 5"),
+            format!("state: DELETED {p}/b b1 6"),
+            format!("state: ADDED {p}/c c1 7"),
+            format!("from 2: ADDED {p}/b b1 3"),
+            format!("from 2: MODIFIED {p}/a a2 5"),
+            format!("from 2: DELETED {p}/b b1 6"),
+            format!("from 2: ADDED {p}/c c1 7"),
+            format!("one key: ADDED {p}/a a1 2"),
+            format!("one key: MODIFIED {p}/a a2 5"),
+        ]
+    );
+    assert_eq!(t[11], r#"ERROR Expired { of: "watch" }"#);
+    assert!(
+        t[12].starts_with("err BadRequest(\"invalid resource version"),
+        "{t:?}"
     );
 }

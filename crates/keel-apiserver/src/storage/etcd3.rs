@@ -24,8 +24,8 @@ use keel_proto::mvccpb::KeyValue;
 use keel_proto::prefix_end;
 use tonic::transport::Channel;
 
-use super::StorageError;
-use super::continue_token;
+use super::resource_version::{self, ReadAt};
+use super::{StorageError, continue_token};
 
 /// The most a filtered list asks the store for in one Range (kube-apiserver's `maxLimit`).
 const MAX_LIMIT: i64 = 10_000;
@@ -52,40 +52,19 @@ impl Object {
     }
 }
 
-/// Which revision a list reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReadAt {
-    /// The latest (resourceVersion unset, or "0" without a watch cache).
-    Latest,
-    /// The latest, which must be at least this revision (else 504 "Too large resource
-    /// version").
-    NotOlderThan(i64),
-    /// Exactly this revision (410 Expired once compacted).
-    Exact(i64),
-}
-
 /// How to list a collection.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 pub struct ListOptions<'a> {
-    /// The revision to read (must be [`ReadAt::Latest`] with a continue token).
-    pub read: ReadAt,
+    /// The request's resourceVersion ("" if unset); see [`super::resource_version`].
+    pub resource_version: &'a str,
+    /// The request's resourceVersionMatch ("" if unset).
+    pub resource_version_match: &'a str,
     /// At most this many objects (0: all).
     pub limit: i64,
     /// The token of the previous page.
     pub continue_token: Option<&'a str>,
     /// Only objects this accepts (label and field selectors).
     pub filter: Option<&'a (dyn Fn(&Object) -> bool + Sync)>,
-}
-
-impl Default for ListOptions<'_> {
-    fn default() -> Self {
-        ListOptions {
-            read: ReadAt::Latest,
-            limit: 0,
-            continue_token: None,
-            filter: None,
-        }
-    }
 }
 
 /// One page of a list.
@@ -104,6 +83,7 @@ pub struct ListPage {
 /// An etcd v3 store holding Kubernetes objects.
 #[derive(Debug, Clone)]
 pub struct Etcd3 {
+    channel: Channel,
     kv: KvClient<Channel>,
 }
 
@@ -111,17 +91,24 @@ impl Etcd3 {
     /// Objects in the store behind `channel` (keel store or any etcd v3 endpoint).
     pub fn new(channel: Channel) -> Etcd3 {
         Etcd3 {
-            kv: KvClient::new(channel).max_decoding_message_size(usize::MAX),
+            kv: KvClient::new(channel.clone()).max_decoding_message_size(usize::MAX),
+            channel,
         }
     }
 
-    /// The object at `key` (or None) and the store's revision; fails with 504 "Too large
-    /// resource version" when the store is older than `min_revision` (0: any).
+    /// The channel to the store, for the other services (Watch, Lease).
+    pub(super) fn channel(&self) -> Channel {
+        self.channel.clone()
+    }
+
+    /// The object at `key` (or None) and the store's revision. A `resource_version` ("" or
+    /// "0": any) is a minimum: an older store answers 504 "Too large resource version".
     pub async fn get(
         &self,
         key: &str,
-        min_revision: i64,
+        resource_version: &str,
     ) -> Result<(Option<Object>, i64), StorageError> {
+        let min_revision = resource_version::parse(resource_version)?;
         let resp = self
             .kv
             .clone()
@@ -227,17 +214,25 @@ impl Etcd3 {
         prefix: &str,
         opts: ListOptions<'_>,
     ) -> Result<ListPage, StorageError> {
+        // In kube-apiserver's order: the token, then the resourceVersion beside it.
         let (mut from, read) = match opts.continue_token {
-            None => (prefix.to_string(), opts.read),
-            Some(_) if opts.read != ReadAt::Latest => {
-                return Err(StorageError::BadRequest(
-                    "specifying resource version is not allowed when using continue".into(),
-                ));
-            }
+            None => (
+                prefix.to_string(),
+                resource_version::list_read(
+                    opts.resource_version,
+                    opts.resource_version_match,
+                    opts.limit,
+                )?,
+            ),
             Some(token) => {
                 let c = continue_token::decode(token, prefix).map_err(|e| {
                     StorageError::BadRequest(format!("invalid continue token: {e}"))
                 })?;
+                if !["", "0"].contains(&opts.resource_version) {
+                    return Err(StorageError::BadRequest(
+                        "specifying resource version is not allowed when using continue".into(),
+                    ));
+                }
                 let read = if c.revision > 0 {
                     ReadAt::Exact(c.revision)
                 } else {
@@ -318,7 +313,7 @@ impl Etcd3 {
 
     /// The object at `key`, or [`StorageError::NotFound`].
     async fn current(&self, key: &str) -> Result<Object, StorageError> {
-        match self.get(key, 0).await? {
+        match self.get(key, "").await? {
             (Some(object), _) => Ok(object),
             (None, _) => Err(StorageError::NotFound {
                 key: key.to_string(),
@@ -357,7 +352,7 @@ impl Etcd3 {
     /// A list's etcd error: 410 for a compacted revision, 504 for a future one.
     async fn list_error(&self, e: tonic::Status, revision: i64) -> StorageError {
         if e.message().contains("future revision") {
-            let current = match self.get("\0", 0).await {
+            let current = match self.get("\0", "").await {
                 Ok((_, current)) => current,
                 Err(e) => return e,
             };

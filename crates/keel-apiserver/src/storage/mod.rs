@@ -10,7 +10,11 @@ pub mod continue_token;
 pub mod errors;
 pub mod etcd3;
 pub mod key;
+pub mod resource_version;
+pub mod watch;
 
 pub use errors::{Status, StorageError, Target};
-pub use etcd3::{Etcd3, ListOptions, ListPage, Object, ReadAt};
+pub use etcd3::{Etcd3, ListOptions, ListPage, Object};
 pub use key::KeyLayout;
+pub use resource_version::ReadAt;
+pub use watch::{Event, Watch};

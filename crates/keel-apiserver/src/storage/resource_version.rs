@@ -1,0 +1,128 @@
+//! resourceVersion as the storage layer reads it: the revision a get or a list reads, from
+//! the request's `resourceVersion`, `resourceVersionMatch` and `limit`, by the table of the
+//! Kubernetes API concepts page (and kube-apiserver's `ValidateListOptions`):
+//!
+//! | resourceVersionMatch | limit | RV unset | RV "0" | RV "n" |
+//! |---|---|---|---|---|
+//! | unset | unset | latest | any (latest) | not older than n |
+//! | unset | set | latest | any (latest) | exactly n |
+//! | NotOlderThan | either | (refused by validation) | any (latest) | not older than n |
+//! | Exact | either | (refused by validation) | (refused by validation) | exactly n |
+//!
+//! Without a watch cache, "any" is served as "latest". A list with a continue token reads the
+//! token's revision instead (see [`super::etcd3::Etcd3::list`]).
+
+use super::StorageError;
+
+/// Which revision a read is served at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadAt {
+    /// The latest.
+    Latest,
+    /// The latest, which must be at least this revision (else 504 "Too large resource
+    /// version").
+    NotOlderThan(i64),
+    /// Exactly this revision (410 Expired once compacted).
+    Exact(i64),
+}
+
+/// Parses a resourceVersion ("" and "0" are 0), worded as kube-apiserver refuses a bad one.
+pub fn parse(resource_version: &str) -> Result<i64, StorageError> {
+    if resource_version.is_empty() {
+        return Ok(0);
+    }
+    let invalid = |why: &str| {
+        StorageError::BadRequest(format!(
+            "invalid resource version: resourceVersion: Invalid value: \"{resource_version}\": \
+             strconv.ParseUint: parsing \"{resource_version}\": {why}"
+        ))
+    };
+    if !resource_version.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid("invalid syntax"));
+    }
+    let n: u64 = resource_version
+        .parse()
+        .map_err(|_| invalid("value out of range"))?;
+    // Revisions are int64 in etcd: a larger one is simply newer than any store.
+    Ok(i64::try_from(n).unwrap_or(i64::MAX))
+}
+
+/// The revision a list without a continue token reads.
+pub fn list_read(
+    resource_version: &str,
+    resource_version_match: &str,
+    limit: i64,
+) -> Result<ReadAt, StorageError> {
+    if resource_version.is_empty() {
+        return Ok(ReadAt::Latest);
+    }
+    let rv = parse(resource_version)?;
+    Ok(match resource_version_match {
+        "NotOlderThan" => ReadAt::NotOlderThan(rv),
+        "Exact" if rv > 0 => ReadAt::Exact(rv),
+        "Exact" => ReadAt::Latest,
+        "" if limit > 0 && rv > 0 => ReadAt::Exact(rv),
+        "" => ReadAt::NotOlderThan(rv),
+        other => {
+            return Err(StorageError::Internal(format!(
+                "unknown ResourceVersionMatch value: {other}"
+            )));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_read_what_the_table_says() {
+        use ReadAt::*;
+        let cases = [
+            ("", "", 0, Latest),
+            ("0", "", 0, NotOlderThan(0)),
+            ("7", "", 0, NotOlderThan(7)),
+            ("", "", 5, Latest),
+            ("0", "", 5, NotOlderThan(0)),
+            ("7", "", 5, Exact(7)),
+            ("0", "NotOlderThan", 5, NotOlderThan(0)),
+            ("7", "NotOlderThan", 5, NotOlderThan(7)),
+            ("7", "Exact", 0, Exact(7)),
+            ("7", "Exact", 5, Exact(7)),
+        ];
+        for (rv, m, limit, want) in cases {
+            assert_eq!(
+                list_read(rv, m, limit).unwrap(),
+                want,
+                "rv {rv:?} match {m:?} limit {limit}"
+            );
+        }
+        assert_eq!(
+            list_read("7", "Newest", 0).unwrap_err(),
+            StorageError::Internal("unknown ResourceVersionMatch value: Newest".into())
+        );
+    }
+
+    #[test]
+    fn bad_resource_versions_are_worded_as_kubernetes_words_them() {
+        assert_eq!(parse("").unwrap(), 0);
+        assert_eq!(parse("0").unwrap(), 0);
+        assert_eq!(parse("18446744073709551615").unwrap(), i64::MAX);
+        assert_eq!(
+            parse("abc").unwrap_err(),
+            StorageError::BadRequest(
+                "invalid resource version: resourceVersion: Invalid value: \"abc\": \
+                 strconv.ParseUint: parsing \"abc\": invalid syntax"
+                    .into()
+            )
+        );
+        for bad in ["-1", "1.5", " 1"] {
+            assert!(
+                matches!(parse(bad), Err(StorageError::BadRequest(m)) if m.ends_with("invalid syntax"))
+            );
+        }
+        assert!(
+            matches!(parse("18446744073709551616"), Err(StorageError::BadRequest(m)) if m.ends_with("value out of range"))
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! Watching a key or a collection as kube-apiserver's etcd3 watcher does: one etcd Watch
+//! from resourceVersion + 1 with `prev_kv` and `hasleader`, each event told apart as
+//! ADDED (created at its revision), MODIFIED or DELETED (the last value, its resourceVersion
+//! the revision of the deletion). A watch from resourceVersion "" or "0" first lists the
+//! current objects as ADDED events ("get state and start at most recent") and then watches
+//! from the revision of that list. A start the store has compacted ends the watch with
+//! [`StorageError::Expired`] (the HTTP layer sends it as an ERROR event with a 410 Status).
+
+use std::collections::VecDeque;
+
+use futures::StreamExt;
+use keel_proto::etcdserverpb::watch_client::WatchClient;
+use keel_proto::etcdserverpb::watch_request::RequestUnion;
+use keel_proto::etcdserverpb::{WatchCreateRequest, WatchRequest, WatchResponse};
+use keel_proto::mvccpb::event::EventType;
+use keel_proto::prefix_end;
+use tonic::Streaming;
+
+use super::etcd3::{Etcd3, ListOptions, Object};
+use super::{StorageError, resource_version};
+
+/// One change seen by a watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The object was created (or was there when a watch from "0" started).
+    Added(Object),
+    /// The object was updated.
+    Modified(Object),
+    /// The object was deleted: its last value, with the deletion's revision.
+    Deleted(Object),
+}
+
+/// A running watch; [`Watch::next`] gives its events in revision order.
+pub struct Watch {
+    /// Events known but not handed out yet (the initial list, the rest of a response).
+    ready: VecDeque<Event>,
+    responses: Streaming<WatchResponse>,
+    /// The watch ended (an error was handed out, or the store closed the stream).
+    ended: bool,
+}
+
+impl Watch {
+    /// The next event; None once the store ends the watch, an error once for why.
+    pub async fn next(&mut self) -> Option<Result<Event, StorageError>> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(Ok(event));
+            }
+            if self.ended {
+                return None;
+            }
+            let resp = match self.responses.next().await {
+                Some(Ok(resp)) => resp,
+                Some(Err(e)) => return self.end(StorageError::Internal(e.message().to_string())),
+                None => {
+                    self.ended = true;
+                    return None;
+                }
+            };
+            if resp.compact_revision > 0 {
+                return self.end(StorageError::Expired { of: "watch" });
+            }
+            if resp.canceled {
+                return self.end(StorageError::Internal(resp.cancel_reason));
+            }
+            for e in resp.events {
+                let Some(kv) = e.kv else { continue };
+                let event = if e.r#type == EventType::Delete as i32 {
+                    let prev = e.prev_kv.map(|p| p.value).unwrap_or_default();
+                    Event::Deleted(Object {
+                        key: String::from_utf8_lossy(&kv.key).into_owned(),
+                        value: prev,
+                        mod_revision: kv.mod_revision,
+                    })
+                } else if kv.create_revision == kv.mod_revision {
+                    Event::Added(object(kv))
+                } else {
+                    Event::Modified(object(kv))
+                };
+                self.ready.push_back(event);
+            }
+        }
+    }
+
+    fn end(&mut self, error: StorageError) -> Option<Result<Event, StorageError>> {
+        self.ended = true;
+        self.ready.clear();
+        Some(Err(error))
+    }
+}
+
+fn object(kv: keel_proto::mvccpb::KeyValue) -> Object {
+    Object {
+        key: String::from_utf8_lossy(&kv.key).into_owned(),
+        value: kv.value,
+        mod_revision: kv.mod_revision,
+    }
+}
+
+impl Etcd3 {
+    /// Watches the object at `key`, or with `recursive` every object under the prefix `key`
+    /// (ending in `/`), from `resource_version` (see the module docs).
+    pub async fn watch(
+        &self,
+        key: &str,
+        recursive: bool,
+        resource_version: &str,
+    ) -> Result<Watch, StorageError> {
+        let rv = resource_version::parse(resource_version)?;
+        let (ready, start) = if rv > 0 {
+            (VecDeque::new(), rv + 1)
+        } else if recursive {
+            let all = self.list(key, ListOptions::default()).await?;
+            (
+                all.items.into_iter().map(Event::Added).collect(),
+                all.revision + 1,
+            )
+        } else {
+            let (found, revision) = self.get(key, "").await?;
+            (found.into_iter().map(Event::Added).collect(), revision + 1)
+        };
+        let create = WatchRequest {
+            request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
+                key: key.as_bytes().to_vec(),
+                range_end: if recursive {
+                    prefix_end(key.as_bytes())
+                } else {
+                    Vec::new()
+                },
+                start_revision: start,
+                prev_kv: true,
+                ..Default::default()
+            })),
+        };
+        // The request stream stays open for as long as the watch runs.
+        let requests = futures::stream::once(async { create }).chain(futures::stream::pending());
+        let mut request = tonic::Request::new(requests);
+        // etcd's `WithRequireLeader`: a member without a leader ends the watch.
+        request.metadata_mut().insert(
+            "hasleader",
+            tonic::metadata::MetadataValue::from_static("true"),
+        );
+        let mut responses = WatchClient::new(self.channel())
+            .max_decoding_message_size(usize::MAX)
+            .watch(request)
+            .await
+            .map_err(|e| StorageError::Internal(format!("etcd watch: {}", e.message())))?
+            .into_inner();
+        // The first answer says whether the watch was created (or why not).
+        let first = match responses.next().await {
+            Some(Ok(first)) => first,
+            Some(Err(e)) => {
+                return Err(StorageError::Internal(format!(
+                    "etcd watch: {}",
+                    e.message()
+                )));
+            }
+            None => {
+                return Err(StorageError::Internal(
+                    "etcd watch: the stream ended".into(),
+                ));
+            }
+        };
+        if first.compact_revision > 0 {
+            return Err(StorageError::Expired { of: "watch" });
+        }
+        if first.canceled {
+            return Err(StorageError::Internal(format!(
+                "etcd watch: {}",
+                first.cancel_reason
+            )));
+        }
+        Ok(Watch {
+            ready,
+            responses,
+            ended: false,
+        })
+    }
+}
