@@ -2,7 +2,9 @@
 //! the same answers (revisions included) on both, and each answer is the one kube-apiserver's
 //! storage layer gives.
 
-use keel_apiserver::storage::{Etcd3, Event, KeyLayout, ListOptions, Object, StorageError};
+use keel_apiserver::storage::{
+    Compactor, Etcd3, Event, KeyLayout, ListOptions, Object, StorageError,
+};
 use keel_proto::etcdserverpb::CompactionRequest;
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_testkit::{Flavor, Server};
@@ -448,5 +450,58 @@ async fn watches_start_from_a_state_or_a_resource_version() {
     assert!(
         t[12].starts_with("err BadRequest(\"invalid resource version"),
         "{t:?}"
+    );
+}
+
+/// Two apiservers' compactors on one store: one compaction per round between them, to the
+/// revision seen a round earlier.
+#[tokio::test]
+async fn apiservers_sharing_a_store_compact_once_per_round() {
+    let t = on_both(|s, mut kv| async move {
+        let (mut a, mut b) = (Compactor::new(&s), Compactor::new(&s));
+        let key = KeyLayout::default().object("configmaps", Some("default"), "x");
+        let mut t = Vec::new();
+        s.create(&key, b"0".to_vec()).await.unwrap();
+        for round in 1..=4 {
+            let mut revs = Vec::new();
+            for _ in 0..3 {
+                let o = s.guaranteed_update(&key, |o| Ok([o.value.as_slice(), b"+"].concat()));
+                revs.push(o.await.unwrap().mod_revision);
+            }
+            t.push(format!("round {round}: a {}", show(&a.round().await)));
+            t.push(format!("round {round}: b {}", show(&b.round().await)));
+        }
+        let marker = kv
+            .range(keel_proto::etcdserverpb::RangeRequest {
+                key: b"compact_rev_key".to_vec(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let marker = &marker.kvs[0];
+        t.push(format!(
+            "compact_rev_key {} version {}",
+            String::from_utf8_lossy(&marker.value),
+            marker.version
+        ));
+        t
+    })
+    .await;
+    assert_eq!(
+        t,
+        [
+            // Start-up: a records, b learns a's version.
+            "round 1: a ok None",
+            "round 1: b ok None",
+            // a compacts to what it saw a round ago; b, a step behind, only learns.
+            "round 2: a ok Some(6)",
+            "round 2: b ok None",
+            "round 3: a ok Some(10)",
+            "round 3: b ok None",
+            "round 4: a ok Some(14)",
+            "round 4: b ok None",
+            "compact_rev_key 14 version 4",
+        ]
     );
 }

@@ -6,6 +6,7 @@
 //! kind); errors are [`StorageError`]s, which [`errors`] turns into Kubernetes `Status`
 //! objects.
 
+pub mod compactor;
 pub mod continue_token;
 pub mod errors;
 pub mod etcd3;
@@ -13,6 +14,7 @@ pub mod key;
 pub mod resource_version;
 pub mod watch;
 
+pub use compactor::Compactor;
 pub use errors::{Status, StorageError, Target};
 pub use etcd3::{Etcd3, ListOptions, ListPage, Object};
 pub use key::KeyLayout;
