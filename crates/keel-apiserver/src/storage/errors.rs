@@ -1,8 +1,10 @@
-//! The one table of Kubernetes errors: [`StorageError`] (what went wrong, in storage terms)
-//! and [`Status`] (the `Status` object a client gets: code, reason, message and details worded
+//! The one table of Kubernetes errors: [`StorageError`] (what went wrong, in storage terms),
+//! field errors made one 422 Invalid ([`Status::invalid`]), and [`Status`] (the `Status` object a client gets: code, reason, message and details worded
 //! exactly as kube-apiserver words them, because clients match on reason and code).
 
 use serde::Serialize;
+
+use super::field::{FieldError, aggregate, go_quote};
 
 /// What an error is about: the object's group, resource and name, for the messages.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -151,6 +153,43 @@ impl Status {
                 ..Details::default()
             }),
             ..Status::failure(code, reason, message)
+        }
+    }
+
+    /// 422 Invalid: `<Kind>[.<group>] "<name>" is invalid: <errors>`, one cause per error,
+    /// as apimachinery's `NewInvalid` words it.
+    pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Status {
+        let qualified = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
+        let message = if errors.is_empty() {
+            format!("{qualified} {} is invalid", go_quote(name))
+        } else {
+            format!(
+                "{qualified} {} is invalid: {}",
+                go_quote(name),
+                aggregate(errors)
+            )
+        };
+        let causes = errors
+            .iter()
+            .map(|e| Cause {
+                kind: e.kind.cause_type().to_string(),
+                message: e.body(),
+                field: e.field.clone(),
+            })
+            .collect();
+        Status {
+            details: Some(Details {
+                name: name.to_string(),
+                group: group.to_string(),
+                kind: kind.to_string(),
+                causes,
+                retry_after_seconds: None,
+            }),
+            ..Status::failure(422, "Invalid", message)
         }
     }
 

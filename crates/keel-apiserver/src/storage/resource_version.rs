@@ -13,6 +13,53 @@
 //! token's revision instead (see [`super::etcd3::Etcd3::list`]).
 
 use super::StorageError;
+use super::field::FieldError;
+
+/// What apimachinery's `ValidateListOptions` finds wrong with a list's options (not a
+/// watch's); the caller answers them as a 422 on `ListOptions.meta.k8s.io ""`.
+pub fn validate_list_options(
+    resource_version: &str,
+    resource_version_match: &str,
+    continue_token: &str,
+    send_initial_events: bool,
+) -> Vec<FieldError> {
+    const FIELD: &str = "resourceVersionMatch";
+    let mut errors = Vec::new();
+    if !resource_version_match.is_empty() {
+        if resource_version.is_empty() {
+            errors.push(FieldError::forbidden(
+                FIELD,
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if !continue_token.is_empty() {
+            errors.push(FieldError::forbidden(
+                FIELD,
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+        if !["Exact", "NotOlderThan"].contains(&resource_version_match) {
+            errors.push(FieldError::not_supported(
+                FIELD,
+                resource_version_match,
+                &["Exact", "NotOlderThan", ""],
+            ));
+        }
+        if resource_version_match == "Exact" && resource_version == "0" {
+            errors.push(FieldError::forbidden(
+                FIELD,
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    if send_initial_events {
+        errors.push(FieldError::forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for list",
+        ));
+    }
+    errors
+}
 
 /// Which revision a read is served at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,6 +147,51 @@ mod tests {
         assert_eq!(
             list_read("7", "Newest", 0).unwrap_err(),
             StorageError::Internal("unknown ResourceVersionMatch value: Newest".into())
+        );
+    }
+
+    #[test]
+    fn list_options_are_validated_as_apimachinery_validates_them() {
+        use crate::storage::Status;
+        let message = |rv, m, c, sie| {
+            let errors = validate_list_options(rv, m, c, sie);
+            Status::invalid("meta.k8s.io", "ListOptions", "", &errors).message
+        };
+        assert!(validate_list_options("", "", "", false).is_empty());
+        assert!(validate_list_options("5", "Exact", "", false).is_empty());
+        assert_eq!(
+            message("", "Exact", "", false),
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: \
+             resourceVersionMatch is forbidden unless resourceVersion is provided"
+        );
+        assert_eq!(
+            message("0", "Exact", "", false),
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: \
+             resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""
+        );
+        assert_eq!(
+            message("5", "Newest", "tok", true),
+            "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: \
+             resourceVersionMatch is forbidden when continue is provided, resourceVersionMatch: \
+             Unsupported value: \"Newest\": supported values: \"Exact\", \"NotOlderThan\", \"\", \
+             sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list]"
+        );
+        let s = Status::invalid(
+            "meta.k8s.io",
+            "ListOptions",
+            "",
+            &validate_list_options("", "Exact", "", false),
+        );
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["code"], 422);
+        assert_eq!(v["reason"], "Invalid");
+        assert_eq!(v["details"]["kind"], "ListOptions");
+        assert_eq!(v["details"]["group"], "meta.k8s.io");
+        assert_eq!(v["details"]["causes"][0]["reason"], "FieldValueForbidden");
+        assert_eq!(v["details"]["causes"][0]["field"], "resourceVersionMatch");
+        assert_eq!(
+            v["details"]["causes"][0]["message"],
+            "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
         );
     }
 
