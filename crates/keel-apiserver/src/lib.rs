@@ -7,5 +7,7 @@
 //! - [`storage`]: the etcd3 layer (key layout, create/update/delete by Txn on mod_revision,
 //!   paginated lists with continue tokens, resourceVersion rules, watches, and the one table of
 //!   Kubernetes `Status` errors).
+//! - [`registry`]: what each resource kind is; so far the name rules every kind shares.
 
+pub mod registry;
 pub mod storage;
