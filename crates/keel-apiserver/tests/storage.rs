@@ -505,3 +505,96 @@ async fn apiservers_sharing_a_store_compact_once_per_round() {
         ]
     );
 }
+
+/// The lease of each key under `prefix`, by name.
+async fn leases_of(
+    kv: &mut KvClient<tonic::transport::Channel>,
+    prefix: &str,
+) -> Vec<(String, i64)> {
+    let resp = kv
+        .range(keel_proto::etcdserverpb::RangeRequest {
+            key: prefix.as_bytes().to_vec(),
+            range_end: keel_proto::prefix_end(prefix.as_bytes()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    resp.kvs
+        .into_iter()
+        .map(|kv| {
+            (
+                String::from_utf8_lossy(&kv.key)
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+                kv.lease,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn ttl_writes_share_a_lease_and_expire() {
+    let t = on_both(|s, mut kv| async move {
+        let layout = KeyLayout::default();
+        let prefix = layout.collection("events", Some("default"));
+        let mut t = Vec::new();
+        // TTL 20 s: a lease is reused for 5 % of it, 1 s.
+        for name in ["a", "b"] {
+            s.create_with_ttl(&format!("{prefix}{name}"), b"e".to_vec(), 20)
+                .await
+                .unwrap();
+        }
+        s.create(&format!("{prefix}c"), b"kept".to_vec())
+            .await
+            .unwrap();
+        let before = leases_of(&mut kv, &prefix).await;
+        t.push(format!(
+            "a and b share a lease: {}, c has none: {}",
+            before[0].1 != 0 && before[0].1 == before[1].1,
+            before[2].1 == 0
+        ));
+        s.guaranteed_update(&format!("{prefix}a"), |_| Ok(b"e2".to_vec()))
+            .await
+            .unwrap();
+        let after = leases_of(&mut kv, &prefix).await;
+        t.push(format!(
+            "an update keeps the lease: {}",
+            after[0].1 == before[0].1
+        ));
+        // TTL 2 s: no reuse window (5 % rounds down to 0), a lease of its own.
+        s.create_with_ttl(&format!("{prefix}d"), b"short".to_vec(), 2)
+            .await
+            .unwrap();
+        let with_d = leases_of(&mut kv, &prefix).await;
+        t.push(format!(
+            "d has its own lease: {}",
+            ![0, before[0].1].contains(&with_d[3].1)
+        ));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        let left = loop {
+            let left = leases_of(&mut kv, &prefix).await;
+            if left.len() == 3 || std::time::Instant::now() > deadline {
+                break left;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        };
+        t.push(format!(
+            "after d's TTL: {:?}",
+            left.iter().map(|(n, _)| n).collect::<Vec<_>>()
+        ));
+        t
+    })
+    .await;
+    assert_eq!(
+        t,
+        [
+            "a and b share a lease: true, c has none: true",
+            "an update keeps the lease: true",
+            "d has its own lease: true",
+            r#"after d's TTL: ["a", "b", "c"]"#,
+        ]
+    );
+}

@@ -6,24 +6,31 @@
 //! - update ([`Etcd3::guaranteed_update`]): read, let the caller compute the new value, then
 //!   `Txn(if mod_revision(key) == read revision then Put else Range)`; when another writer
 //!   got there first, the Range answers the newer object and the caller computes again from
-//!   it. A value equal to the stored one is not written (the resourceVersion stays).
+//!   it. A value equal to the stored one is not written (the resourceVersion stays); an
+//!   object keeps its lease (its TTL) across updates.
 //! - delete: the same loop with `DeleteRange` (the caller's preconditions are checked against
 //!   every object read).
 //! - list: Range over the collection's prefix with a limit, every page read at the first
 //!   page's revision and continued by a token (see [`super::continue_token`]); with a filter,
 //!   the Range limit doubles (up to 10,000) until a page is full, as kube-apiserver pages.
 
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
 use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use keel_proto::etcdserverpb::kv_client::KvClient;
+use keel_proto::etcdserverpb::lease_client::LeaseClient;
 use keel_proto::etcdserverpb::request_op::Request;
 use keel_proto::etcdserverpb::response_op::Response;
 use keel_proto::etcdserverpb::{
-    Compare, DeleteRangeRequest, PutRequest, RangeRequest, RequestOp, TxnRequest, TxnResponse,
+    Compare, DeleteRangeRequest, LeaseGrantRequest, PutRequest, RangeRequest, RequestOp,
+    TxnRequest, TxnResponse,
 };
 use keel_proto::mvccpb::KeyValue;
 use keel_proto::prefix_end;
 use tonic::transport::Channel;
 
+use super::lease_reuse::{LeaseFor, LeaseReuse};
 use super::resource_version::{self, ReadAt};
 use super::{StorageError, continue_token};
 
@@ -85,6 +92,8 @@ pub struct ListPage {
 pub struct Etcd3 {
     channel: Channel,
     kv: KvClient<Channel>,
+    /// The lease TTL writes reuse (see [`super::lease_reuse`]).
+    leases: Arc<Mutex<LeaseReuse>>,
 }
 
 impl Etcd3 {
@@ -93,6 +102,7 @@ impl Etcd3 {
         Etcd3 {
             kv: KvClient::new(channel.clone()).max_decoding_message_size(usize::MAX),
             channel,
+            leases: Arc::default(),
         }
     }
 
@@ -132,8 +142,20 @@ impl Etcd3 {
     /// Creates the object at `key`; its resourceVersion. Fails with [`StorageError::KeyExists`]
     /// when an object is there.
     pub async fn create(&self, key: &str, value: Vec<u8>) -> Result<i64, StorageError> {
+        self.create_with_ttl(key, value, 0).await
+    }
+
+    /// [`Etcd3::create`] of an object the store deletes after `ttl` seconds (0: never), on a
+    /// lease shared with other TTL writes of the same window.
+    pub async fn create_with_ttl(
+        &self,
+        key: &str,
+        value: Vec<u8>,
+        ttl: i64,
+    ) -> Result<i64, StorageError> {
+        let lease = if ttl > 0 { self.lease(ttl).await? } else { 0 };
         let resp = self
-            .txn(mod_revision_is(key, 0), put(key, value), None)
+            .txn(mod_revision_is(key, 0), put(key, value, lease), None)
             .await?;
         if !resp.succeeded {
             return Err(StorageError::KeyExists {
@@ -161,7 +183,7 @@ impl Etcd3 {
             let resp = self
                 .txn(
                     mod_revision_is(key, current.mod_revision),
-                    put(key, value.clone()),
+                    keep_lease(put(key, value.clone(), 0)),
                     Some(key),
                 )
                 .await?;
@@ -311,6 +333,29 @@ impl Etcd3 {
 
     // ---- internals ----
 
+    /// The lease for a write with `ttl` seconds: the previous one or a new grant.
+    async fn lease(&self, ttl: i64) -> Result<i64, StorageError> {
+        let now = Instant::now();
+        let wanted = self.leases.lock().expect("lease state").lease_for(ttl, now);
+        let seconds = match wanted {
+            LeaseFor::Reuse(id) => return Ok(id),
+            LeaseFor::Grant(seconds) => seconds,
+        };
+        let granted = LeaseClient::new(self.channel())
+            .lease_grant(LeaseGrantRequest {
+                ttl: seconds,
+                id: 0,
+            })
+            .await
+            .map_err(|e| from_etcd(e, "lease grant"))?
+            .into_inner();
+        self.leases
+            .lock()
+            .expect("lease state")
+            .granted(granted.id, seconds, now);
+        Ok(granted.id)
+    }
+
     /// The object at `key`, or [`StorageError::NotFound`].
     async fn current(&self, key: &str) -> Result<Object, StorageError> {
         match self.get(key, "").await? {
@@ -394,13 +439,26 @@ fn mod_revision_is(key: &str, revision: i64) -> Compare {
     }
 }
 
-/// `Put(key, value)`.
-fn put(key: &str, value: Vec<u8>) -> Request {
+/// `Put(key, value)`, on `lease` (0: none).
+fn put(key: &str, value: Vec<u8>, lease: i64) -> Request {
     Request::RequestPut(PutRequest {
         key: key.as_bytes().to_vec(),
         value,
+        lease,
         ..Default::default()
     })
+}
+
+/// The same Put, keeping the key's lease (etcd's `ignore_lease`): an object written with a
+/// TTL keeps it across updates.
+fn keep_lease(put: Request) -> Request {
+    match put {
+        Request::RequestPut(p) => Request::RequestPut(PutRequest {
+            ignore_lease: true,
+            ..p
+        }),
+        other => other,
+    }
 }
 
 /// The revision in a response header (0 if the store sent none).

@@ -12,6 +12,7 @@ pub mod errors;
 pub mod etcd3;
 pub mod field;
 pub mod key;
+pub mod lease_reuse;
 pub mod resource_version;
 pub mod watch;
 
