@@ -25,6 +25,7 @@ pub struct StoreHandle {
     store: Arc<Store>,
     addrs: Vec<SocketAddr>,
     tasks: JoinSet<std::io::Result<()>>,
+    in_process: InProcess,
 }
 
 impl StoreHandle {
@@ -64,7 +65,19 @@ impl StoreHandle {
             store,
             addrs,
             tasks,
+            in_process: InProcess {
+                dispatch,
+                connections,
+            },
         })
+    }
+
+    /// A gRPC channel to this store that never leaves the process: each connection is an
+    /// in-memory pipe served by the same code as a client port, so an embedder (`keel up`'s
+    /// apiserver) talks to it exactly as to a remote etcd.
+    pub fn in_process_channel(&self) -> tonic::transport::Channel {
+        tonic::transport::Endpoint::from_static("http://in-process.keel")
+            .connect_with_connector_lazy(self.in_process.clone())
     }
 
     /// The store behind this handle.
@@ -167,6 +180,43 @@ async fn serve_clients(
                 tracing::debug!(error = %e, "client connection ended with an error");
             }
         });
+    }
+}
+
+/// Connections to the store made in memory (see [`StoreHandle::in_process_channel`]).
+#[derive(Clone)]
+struct InProcess {
+    dispatch: Dispatch,
+    connections: ConnectionBuilder<TokioExecutor>,
+}
+
+/// The size of an in-process connection's pipe, each way.
+const IN_PROCESS_PIPE: usize = 1 << 20;
+
+impl tower::Service<http::Uri> for InProcess {
+    type Response = TokioIo<tokio::io::DuplexStream>;
+    type Error = std::io::Error;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Uri) -> Self::Future {
+        let (client, server) = tokio::io::duplex(IN_PROCESS_PIPE);
+        let (dispatch, connections) = (self.dispatch.clone(), self.connections.clone());
+        tokio::spawn(async move {
+            if let Err(e) = connections
+                .serve_connection(TokioIo::new(server), dispatch)
+                .await
+            {
+                tracing::debug!(error = %e, "in-process connection ended with an error");
+            }
+        });
+        std::future::ready(Ok(TokioIo::new(client)))
     }
 }
 
