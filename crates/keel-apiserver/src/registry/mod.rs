@@ -1,5 +1,205 @@
 //! The registry: what each resource kind is (scope, validation, defaulting, table columns,
-//! field selectors, subresources), one file per kind behind one trait. It starts with the
-//! rules every kind shares: [`names`].
+//! field selectors, subresources), one file per kind behind one trait, [`Strategy`] (named
+//! after kube-apiserver's `rest.RESTCreateStrategy` and friends). The rules every kind shares
+//! live beside them: [`names`] (object names), [`time`] (timestamps and ages).
 
+pub mod configmaps;
+pub mod endpoints;
+pub mod events;
+pub mod events_k8s_io;
+pub mod leases;
+pub mod meta;
 pub mod names;
+pub mod namespaces;
+pub mod nodes;
+pub mod pods;
+pub mod secrets;
+pub mod selector;
+pub mod serviceaccounts;
+pub mod services;
+pub mod store;
+pub mod time;
+
+use serde_json::Value;
+
+use crate::storage::FieldError;
+use names::NameRule;
+use time::Time;
+
+/// What a resource kind is, as discovery and URL paths name it.
+#[derive(Debug)]
+pub struct ResourceInfo {
+    /// API group ("" for core).
+    pub group: &'static str,
+    /// API version (`v1`).
+    pub version: &'static str,
+    /// Kind (`ConfigMap`).
+    pub kind: &'static str,
+    /// Resource, plural, as in URLs (`configmaps`).
+    pub resource: &'static str,
+    /// Singular name (`configmap`).
+    pub singular: &'static str,
+    /// Short names (`cm`).
+    pub short_names: &'static [&'static str],
+    /// Categories (`all`).
+    pub categories: &'static [&'static str],
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// The rule object names follow.
+    pub name_rule: NameRule,
+    /// Whether the kind has a `status` subresource (then an update of the object keeps the
+    /// stored status and an update of `status` keeps everything else).
+    pub status: bool,
+}
+
+impl ResourceInfo {
+    /// `v1` or `coordination.k8s.io/v1`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+/// One column of a kind's Table (`meta.k8s.io/v1` `TableColumnDefinition`).
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    /// Header (`Name`, `Age`, ...).
+    pub name: &'static str,
+    /// OpenAPI type (`string`, `integer`, `date`).
+    pub kind: &'static str,
+    /// OpenAPI format (`name`, ...), or "".
+    pub format: &'static str,
+    /// What the column shows.
+    pub description: &'static str,
+    /// 0: always shown; above 0: only with `-o wide`.
+    pub priority: i32,
+}
+
+/// How one resource kind is created, updated, validated and shown.
+pub trait Strategy: Send + Sync {
+    /// What the kind is.
+    fn info(&self) -> &'static ResourceInfo;
+
+    /// Sets what a new object gets before it is validated and stored (defaults, a status
+    /// a client may not set).
+    fn prepare_for_create(&self, _obj: &mut Value) {}
+
+    /// Carries over from the stored object what an update may not change.
+    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
+
+    /// The kind's own validation of an object about to be stored (names and metadata are
+    /// validated for every kind).
+    fn validate(&self, _obj: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
+    /// Validation of an update; by default the same as [`Strategy::validate`].
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        self.validate(new)
+    }
+
+    /// The Table columns, `Name` first, as kube-apiserver's printers define them.
+    fn columns(&self) -> &'static [Column];
+
+    /// One Table row for `obj`, one cell per column; `now` is for ages.
+    fn cells(&self, obj: &Value, now: Time) -> Vec<Value>;
+
+    /// Fields a field selector may name besides `metadata.name` and `metadata.namespace`.
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The value of a selectable field of `obj` ("" when unset).
+    fn field(&self, _obj: &Value, _field: &str) -> String {
+        String::new()
+    }
+
+    /// Whether `metadata.generation` counts changes of everything but metadata and status.
+    fn tracks_generation(&self) -> bool {
+        false
+    }
+
+    /// Whether a delete answers the object (as pods and namespaces do) rather than a
+    /// `Success` Status.
+    fn returns_deleted_object(&self) -> bool {
+        false
+    }
+
+    /// Whether an update of a missing object creates it.
+    fn allow_create_on_update(&self) -> bool {
+        false
+    }
+
+    /// How a delete of `obj` waits, if it does: the object marked for deletion (with a
+    /// deletionTimestamp) while finalizers remain, None to delete it at once. Kinds with a
+    /// grace period (pods) or their own finalizers (namespaces) refine this.
+    fn graceful_deletion(
+        &self,
+        obj: &Value,
+        _grace_seconds: Option<i64>,
+        now: Time,
+    ) -> Option<Value> {
+        meta::mark_for_finalizers(obj, now)
+    }
+}
+
+/// `obj.metadata.<field>` as a string ("" when unset).
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj.pointer(&format!("/metadata/{field}"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The `Name` column every kind starts with.
+pub const NAME_COLUMN: Column = Column {
+    name: "Name",
+    kind: "string",
+    format: "name",
+    description: "Name must be unique within a namespace. Is required when creating resources, \
+        although some resources may allow a client to request the generation of an appropriate \
+        name automatically. Name is primarily intended for creation idempotence and \
+        configuration definition. Cannot be updated. More info: \
+        https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
+    priority: 0,
+};
+
+/// The `Age` column (`metadata.creationTimestamp`, shown as kubectl shows ages).
+pub const AGE_COLUMN: Column = Column {
+    name: "Age",
+    kind: "string",
+    format: "",
+    description: "CreationTimestamp is a timestamp representing the server time when this object \
+        was created. It is not guaranteed to be set in happens-before order across separate \
+        operations. Clients may not set this value. It is represented in RFC3339 form and is in \
+        UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: \
+        https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+    priority: 0,
+};
+
+/// The `Age` cell of `obj`.
+pub fn age(obj: &Value, now: Time) -> Value {
+    match Time::parse(meta_str(obj, "creationTimestamp")) {
+        Some(created) => Value::from(time::human_duration(now.since(created))),
+        None => Value::from("<unknown>"),
+    }
+}
+
+/// Every kind this apiserver serves, in discovery order.
+pub fn kinds() -> Vec<&'static dyn Strategy> {
+    vec![
+        &configmaps::ConfigMaps,
+        &endpoints::Endpoints,
+        &events::Events,
+        &namespaces::Namespaces,
+        &nodes::Nodes,
+        &pods::Pods,
+        &secrets::Secrets,
+        &serviceaccounts::ServiceAccounts,
+        &services::Services,
+        &leases::Leases,
+        &events_k8s_io::EventsK8sIo,
+    ]
+}

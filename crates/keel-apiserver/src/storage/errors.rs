@@ -69,6 +69,10 @@ pub enum StorageError {
     /// The store failed or could not be reached.
     #[error("{0}")]
     Internal(String),
+    /// The caller's update refused the change with this Status (a validation failure, a
+    /// precondition), answered as it is.
+    #[error("{}", .0.message)]
+    Rejected(Box<Status>),
 }
 
 /// A Kubernetes `Status` object (`kind: Status, apiVersion: v1`), as every error is answered.
@@ -80,18 +84,30 @@ pub struct Status {
     /// Always `v1`.
     pub api_version: &'static str,
     /// Always empty.
-    pub metadata: serde_json::Map<String, serde_json::Value>,
+    pub metadata: EmptyMeta,
     /// `Failure` (or `Success` for a delete answered with a Status).
     pub status: &'static str,
     /// The human-readable message, Kubernetes' wording.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub message: String,
-    /// The machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, ...).
+    /// The machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, ...; empty
+    /// for a Success).
+    #[serde(skip_serializing_if = "str::is_empty")]
     pub reason: &'static str,
     /// The object and causes, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub details: Option<Details>,
-    /// The HTTP status code.
+    pub details: Option<Box<Details>>,
+    /// The HTTP status code (0, left out, for a Success answered with 200).
+    #[serde(skip_serializing_if = "is_zero")]
     pub code: u16,
+}
+
+/// A Status's `metadata`: always `{}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct EmptyMeta {}
+
+fn is_zero(code: &u16) -> bool {
+    *code == 0
 }
 
 /// `Status.details`.
@@ -110,6 +126,9 @@ pub struct Details {
     /// Field-level causes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<Cause>,
+    /// The object's uid (in the Status of a finished delete).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub uid: String,
     /// When to retry, in seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after_seconds: Option<u32>,
@@ -134,7 +153,7 @@ impl Status {
         Status {
             kind: "Status",
             api_version: "v1",
-            metadata: serde_json::Map::new(),
+            metadata: EmptyMeta {},
             status: "Failure",
             message,
             reason,
@@ -143,15 +162,73 @@ impl Status {
         }
     }
 
+    /// 500 InternalError: `Internal error occurred: <message>`.
+    pub fn internal(message: String) -> Status {
+        Status::from_storage(&StorageError::Internal(message), &Target::default())
+    }
+
+    /// 409 Conflict: `Operation cannot be fulfilled on <resource> "<name>": <why>`.
+    pub fn conflict(target: &Target, why: &str) -> Status {
+        Status::about(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} {}: {why}",
+                target.qualified(),
+                go_quote(&target.name)
+            ),
+            target,
+        )
+    }
+
+    /// 403 Forbidden for a create in a namespace being deleted, as the NamespaceLifecycle
+    /// admission plugin words it.
+    pub fn namespace_terminating(target: &Target, namespace: &str) -> Status {
+        let mut status = Status::about(
+            403,
+            "Forbidden",
+            format!(
+                "{} {} is forbidden: unable to create new content in namespace {namespace} \
+                 because it is being terminated",
+                target.qualified(),
+                go_quote(&target.name)
+            ),
+            target,
+        );
+        if let Some(details) = status.details.as_mut() {
+            details.causes.push(Cause {
+                kind: "NamespaceTerminating".into(),
+                message: format!("namespace {namespace} is being terminated"),
+                field: "metadata.namespace".into(),
+            });
+        }
+        status
+    }
+
+    /// A `Success` Status for a finished delete (`details` name, kind, uid).
+    pub fn deleted(target: &Target, uid: &str) -> Status {
+        let mut status = Status::about(0, "", String::new(), target);
+        status.status = "Success";
+        if let Some(details) = status.details.as_mut() {
+            details.uid = uid.to_string();
+        }
+        status
+    }
+
     /// A failure about `target`.
-    fn about(code: u16, reason: &'static str, message: String, target: &Target) -> Status {
+    pub(crate) fn about(
+        code: u16,
+        reason: &'static str,
+        message: String,
+        target: &Target,
+    ) -> Status {
         Status {
-            details: Some(Details {
+            details: Some(Box::new(Details {
                 name: target.name.clone(),
                 group: target.group.clone(),
                 kind: target.resource.clone(),
                 ..Details::default()
-            }),
+            })),
             ..Status::failure(code, reason, message)
         }
     }
@@ -182,13 +259,13 @@ impl Status {
             })
             .collect();
         Status {
-            details: Some(Details {
+            details: Some(Box::new(Details {
                 name: name.to_string(),
                 group: group.to_string(),
                 kind: kind.to_string(),
                 causes,
-                retry_after_seconds: None,
-            }),
+                ..Details::default()
+            })),
             ..Status::failure(422, "Invalid", message)
         }
     }
@@ -219,7 +296,7 @@ impl Status {
                 target,
             ),
             StorageError::TooLargeResourceVersion { requested, current } => Status {
-                details: Some(Details {
+                details: Some(Box::new(Details {
                     causes: vec![Cause {
                         kind: "ResourceVersionTooLarge".to_string(),
                         message: "Too large resource version".to_string(),
@@ -227,7 +304,7 @@ impl Status {
                     }],
                     retry_after_seconds: Some(1),
                     ..Details::default()
-                }),
+                })),
                 ..Status::failure(
                     504,
                     "Timeout",
@@ -242,15 +319,16 @@ impl Status {
             StorageError::BadRequest(message) => {
                 Status::failure(400, "BadRequest", message.clone())
             }
+            StorageError::Rejected(status) => (**status).clone(),
             StorageError::Internal(message) => Status {
-                details: Some(Details {
+                details: Some(Box::new(Details {
                     causes: vec![Cause {
                         kind: String::new(),
                         message: message.clone(),
                         field: String::new(),
                     }],
                     ..Details::default()
-                }),
+                })),
                 ..Status::failure(
                     500,
                     "InternalError",

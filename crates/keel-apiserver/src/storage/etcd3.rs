@@ -331,6 +331,23 @@ impl Etcd3 {
         })
     }
 
+    /// How many objects are under `prefix` (a count-only Range).
+    pub async fn count(&self, prefix: &str) -> Result<i64, StorageError> {
+        let resp = self
+            .kv
+            .clone()
+            .range(RangeRequest {
+                key: prefix.as_bytes().to_vec(),
+                range_end: prefix_end(prefix.as_bytes()),
+                count_only: true,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| from_etcd(e, "count"))?
+            .into_inner();
+        Ok(resp.count)
+    }
+
     // ---- internals ----
 
     /// The lease for a write with `ttl` seconds: the previous one or a new grant.

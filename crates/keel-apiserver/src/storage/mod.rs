@@ -17,7 +17,7 @@ pub mod resource_version;
 pub mod watch;
 
 pub use compactor::Compactor;
-pub use errors::{Status, StorageError, Target};
+pub use errors::{Details, Status, StorageError, Target};
 pub use etcd3::{Etcd3, ListOptions, ListPage, Object};
 pub use field::FieldError;
 pub use key::KeyLayout;

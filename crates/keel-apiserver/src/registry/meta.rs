@@ -1,0 +1,343 @@
+//! `metadata` as every kind's create and update treat it (apimachinery's
+//! `rest.BeforeCreate` / `rest.BeforeUpdate` and `ValidateObjectMeta`): the system fields
+//! (uid, creationTimestamp, generation, resourceVersion) are the server's, names follow the
+//! kind's rule, and an update may not change what identifies the object.
+
+use serde_json::{Map, Value, json};
+
+use super::names;
+use super::time::Time;
+use super::{ResourceInfo, meta_str};
+use crate::storage::FieldError;
+
+/// The characters a generated name's suffix is drawn from (apimachinery's
+/// `utilrand.String`: no vowels, no confusable digits).
+const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// The length of a generated name's random suffix.
+const SUFFIX_LEN: usize = 5;
+
+/// A generated name's prefix is cut to leave room for the suffix (`maxGeneratedNameLength`).
+const MAX_GENERATED_PREFIX: usize = 63 - SUFFIX_LEN;
+
+/// `obj.metadata`, created if missing (an object that is not a JSON object is replaced by
+/// the caller's checks before this runs).
+pub fn metadata(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.get("metadata").is_some_and(Value::is_object) {
+        obj["metadata"] = json!({});
+    }
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata was just made an object")
+}
+
+/// A random name from `prefix`, as `generateName` asks.
+pub fn generate_name(prefix: &str) -> String {
+    let prefix = if prefix.len() > MAX_GENERATED_PREFIX {
+        &prefix[..MAX_GENERATED_PREFIX]
+    } else {
+        prefix
+    };
+    let random = uuid::Uuid::new_v4();
+    let suffix: String = random.as_bytes()[..SUFFIX_LEN]
+        .iter()
+        .map(|b| SUFFIX_ALPHABET[*b as usize % SUFFIX_ALPHABET.len()] as char)
+        .collect();
+    format!("{prefix}{suffix}")
+}
+
+/// Sets the system fields of a new object: a fresh uid, the creation time, generation 1 for
+/// kinds that count it, and clears what a client may not set on create (resourceVersion,
+/// deletion fields, selfLink).
+pub fn prepare_create(obj: &mut Value, tracks_generation: bool, now: Time) {
+    let meta = metadata(obj);
+    if meta_field(meta, "name").is_empty()
+        && let Some(prefix) = meta.get("generateName").and_then(Value::as_str)
+        && !prefix.is_empty()
+    {
+        let name = generate_name(prefix);
+        meta.insert("name".into(), name.into());
+    }
+    meta.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
+    meta.insert("creationTimestamp".into(), now.rfc3339().into());
+    for field in [
+        "resourceVersion",
+        "selfLink",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ] {
+        meta.remove(field);
+    }
+    if tracks_generation {
+        meta.insert("generation".into(), 1.into());
+    } else {
+        meta.remove("generation");
+    }
+}
+
+/// Carries over from `old` the fields an update never changes: the uid when none is given,
+/// the creation time, the deletion fields and the generation (the caller bumps it).
+pub fn prepare_update(new: &mut Value, old: &Value) {
+    let old_meta = old.get("metadata").and_then(Value::as_object);
+    let meta = metadata(new);
+    meta.remove("selfLink");
+    let carried = |field: &str| old_meta.and_then(|m| m.get(field)).cloned();
+    if meta_field(meta, "uid").is_empty()
+        && let Some(uid) = carried("uid")
+    {
+        meta.insert("uid".into(), uid);
+    }
+    for field in [
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "generation",
+    ] {
+        match carried(field) {
+            Some(value) => meta.insert(field.into(), value),
+            None => meta.remove(field),
+        };
+    }
+}
+
+/// Bumps `metadata.generation` when anything but metadata and status changed.
+pub fn bump_generation(new: &mut Value, old: &Value) {
+    let spec_of = |v: &Value| -> Map<String, Value> {
+        v.as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(k, _)| {
+                        !["metadata", "status", "apiVersion", "kind"].contains(&k.as_str())
+                    })
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if spec_of(new) != spec_of(old) {
+        let next = old
+            .pointer("/metadata/generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            + 1;
+        metadata(new).insert("generation".into(), next.into());
+    }
+}
+
+/// An object with finalizers marked for deletion (`deletionTimestamp` now, grace period 0,
+/// unless it is marked already); None when it has no finalizers and can go at once.
+pub fn mark_for_finalizers(obj: &Value, now: Time) -> Option<Value> {
+    let finalizers = obj
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array);
+    if finalizers.is_none_or(|f| f.is_empty()) {
+        return None;
+    }
+    let mut marked = obj.clone();
+    let meta = metadata(&mut marked);
+    if !meta.contains_key("deletionTimestamp") {
+        meta.insert("deletionTimestamp".into(), now.rfc3339().into());
+        meta.insert("deletionGracePeriodSeconds".into(), 0.into());
+    }
+    Some(marked)
+}
+
+/// kube's `shouldDeleteDuringUpdate`: an update that removes the last finalizer of an
+/// object marked for deletion (with no grace period left) deletes it.
+pub fn should_delete_during_update(new: &Value, old: &Value) -> bool {
+    let none = |path: &str| {
+        new.pointer(path)
+            .and_then(Value::as_array)
+            .is_none_or(|f| f.is_empty())
+    };
+    // A namespace also waits for its own finalizers (`spec.finalizers`).
+    none("/metadata/finalizers")
+        && none("/spec/finalizers")
+        && !meta_str(old, "deletionTimestamp").is_empty()
+        && old
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .is_none_or(|g| g == 0)
+}
+
+fn meta_field<'a>(meta: &'a Map<String, Value>, field: &str) -> &'a str {
+    meta.get(field).and_then(Value::as_str).unwrap_or("")
+}
+
+/// `ValidateObjectMeta`: the name, the namespace against the kind's scope, labels and
+/// annotations.
+pub fn validate(obj: &Value, info: &ResourceInfo) -> Vec<FieldError> {
+    let mut errors = names::validate(
+        meta_str(obj, "name"),
+        meta_str(obj, "generateName"),
+        info.name_rule,
+    );
+    let namespace = meta_str(obj, "namespace");
+    if info.namespaced {
+        if namespace.is_empty() {
+            errors.push(FieldError::required("metadata.namespace", ""));
+        }
+    } else if !namespace.is_empty() {
+        errors.push(FieldError::forbidden(
+            "metadata.namespace",
+            "not allowed on this type",
+        ));
+    }
+    for (field, value_rule) in [("labels", true), ("annotations", false)] {
+        let Some(map) = obj.pointer(&format!("/metadata/{field}")) else {
+            continue;
+        };
+        let Some(map) = map.as_object() else {
+            errors.push(FieldError::invalid(
+                &format!("metadata.{field}"),
+                map.clone(),
+                "must be a map of strings",
+            ));
+            continue;
+        };
+        for (key, value) in map {
+            let path = format!("metadata.{field}");
+            for problem in qualified_name_problems(key) {
+                errors.push(FieldError::invalid(&path, key.as_str(), &problem));
+            }
+            match value.as_str() {
+                Some(v) if value_rule => {
+                    for problem in label_value_problems(v) {
+                        errors.push(FieldError::invalid(&path, v, &problem));
+                    }
+                }
+                Some(_) => {}
+                None => errors.push(FieldError::invalid(
+                    &format!("{path}.{key}"),
+                    value.clone(),
+                    "must be a string",
+                )),
+            }
+        }
+    }
+    errors
+}
+
+/// `ValidateObjectMetaUpdate`: what identifies an object may not change.
+pub fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for field in ["name", "namespace", "uid"] {
+        let (now, was) = (meta_str(new, field), meta_str(old, field));
+        if now != was {
+            errors.push(FieldError::invalid(
+                &format!("metadata.{field}"),
+                now,
+                "field is immutable",
+            ));
+        }
+    }
+    errors
+}
+
+const QUALIFIED_NAME_MESSAGE: &str = "name part must consist of alphanumeric characters, '-', \
+    '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or \
+    'my.name',  or '123-abc', regex used for validation is \
+    '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// apimachinery's `IsQualifiedName` (label and annotation keys: `[prefix/]name`).
+fn qualified_name_problems(key: &str) -> Vec<String> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let mut problems = Vec::new();
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            problems.push("prefix part must be non-empty".to_string());
+        } else {
+            for p in names::NameRule::Subdomain.check(prefix, false) {
+                problems.push(format!("prefix part {p}"));
+            }
+        }
+    }
+    if name.is_empty() {
+        problems.push("name part must be non-empty".to_string());
+    } else {
+        if name.len() > 63 {
+            problems.push("name part must be no more than 63 characters".to_string());
+        }
+        if !is_qualified_part(name) {
+            problems.push(QUALIFIED_NAME_MESSAGE.to_string());
+        }
+    }
+    problems
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
+fn is_qualified_part(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+}
+
+/// apimachinery's `IsValidLabelValue`.
+fn label_value_problems(value: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if value.len() > 63 {
+        problems.push("must be no more than 63 characters".to_string());
+    }
+    if !value.is_empty() && !is_qualified_part(value) {
+        problems.push(
+            "a valid label must be an empty string or consist of alphanumeric characters, '-', \
+             '_' or '.', and must start and end with an alphanumeric character (e.g. \
+             'MyValue',  or 'my_value',  or '12345', regex used for validation is \
+             '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+                .to_string(),
+        );
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_names_keep_the_prefix_and_add_five_characters() {
+        let name = generate_name("web-");
+        assert_eq!(name.len(), 9);
+        assert!(name.starts_with("web-"));
+        assert!(name[4..].bytes().all(|c| SUFFIX_ALPHABET.contains(&c)));
+        assert_eq!(generate_name(&"a".repeat(100)).len(), 63);
+    }
+
+    #[test]
+    fn updates_keep_the_system_fields() {
+        let old = json!({"metadata": {"name": "a", "uid": "u1", "creationTimestamp": "t", "generation": 3}});
+        let mut new =
+            json!({"metadata": {"name": "a", "creationTimestamp": "other"}, "spec": {"x": 1}});
+        prepare_update(&mut new, &old);
+        assert_eq!(new["metadata"]["uid"], "u1");
+        assert_eq!(new["metadata"]["creationTimestamp"], "t");
+        bump_generation(&mut new, &old);
+        assert_eq!(new["metadata"]["generation"], 4);
+        let mut same = old.clone();
+        bump_generation(&mut same, &old);
+        assert_eq!(same["metadata"]["generation"], 3);
+    }
+
+    #[test]
+    fn label_keys_and_values_are_checked() {
+        let info = crate::registry::configmaps::ConfigMaps;
+        let info = crate::registry::Strategy::info(&info);
+        let obj = json!({"metadata": {"name": "a", "namespace": "d", "labels": {"app": "web", "bad key": "x", "k": "-v"}}});
+        let errors = validate(&obj, info);
+        let text: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(errors.len(), 2, "{text:?}");
+        assert!(
+            text[0]
+                .starts_with("metadata.labels: Invalid value: \"bad key\": name part must consist")
+        );
+        assert!(
+            text[1].starts_with("metadata.labels: Invalid value: \"-v\": a valid label must be")
+        );
+    }
+}

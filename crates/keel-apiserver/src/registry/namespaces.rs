@@ -1,0 +1,210 @@
+//! core/v1 Namespaces (cluster-scoped, names are DNS labels): NAME, STATUS, AGE. A new
+//! namespace is `Active` with the `kubernetes` finalizer, carries the
+//! `kubernetes.io/metadata.name` label, and keeps its finalizers on updates (they change
+//! only through the `finalize` subresource).
+
+use serde_json::{Map, Value, json};
+
+use super::names::NameRule;
+use super::time::Time;
+use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::storage::FieldError;
+
+/// The Namespace strategy.
+pub struct Namespaces;
+
+static INFO: ResourceInfo = ResourceInfo {
+    group: "",
+    version: "v1",
+    kind: "Namespace",
+    resource: "namespaces",
+    singular: "namespace",
+    short_names: &["ns"],
+    categories: &[],
+    namespaced: false,
+    name_rule: NameRule::Label,
+    status: true,
+};
+
+static COLUMNS: [Column; 3] = [
+    NAME_COLUMN,
+    Column {
+        name: "Status",
+        kind: "string",
+        format: "",
+        description: "The status of the namespace",
+        priority: 0,
+    },
+    AGE_COLUMN,
+];
+
+/// The label every namespace carries, its own name (`v1.LabelMetadataName`).
+pub const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// The finalizer the namespace controller removes once the namespace is empty.
+pub const KUBERNETES_FINALIZER: &str = "kubernetes";
+
+/// `SetDefaults_Namespace`: the `kubernetes.io/metadata.name` label is the name.
+fn default_label(obj: &mut Value) {
+    let name = super::meta_str(obj, "name").to_string();
+    if name.is_empty() {
+        return;
+    }
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !labels.is_object() {
+        *labels = Value::Object(Map::new());
+    }
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(METADATA_NAME_LABEL.into(), Value::from(name));
+    }
+}
+
+impl Strategy for Namespaces {
+    fn info(&self) -> &'static ResourceInfo {
+        &INFO
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        default_label(obj);
+        let Some(o) = obj.as_object_mut() else {
+            return;
+        };
+        o.insert("status".into(), json!({"phase": "Active"}));
+        let spec = o.entry("spec").or_insert_with(|| json!({}));
+        if !spec.is_object() {
+            *spec = json!({});
+        }
+        if let Some(spec) = spec.as_object_mut() {
+            let finalizers = spec.entry("finalizers").or_insert_with(|| json!([]));
+            if !finalizers.is_array() {
+                *finalizers = json!([]);
+            }
+            if let Some(list) = finalizers.as_array_mut()
+                && !list.iter().any(|f| f == KUBERNETES_FINALIZER)
+            {
+                list.push(Value::from(KUBERNETES_FINALIZER));
+            }
+        }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        default_label(new);
+        let finalizers = old.pointer("/spec/finalizers").cloned();
+        let Some(o) = new.as_object_mut() else {
+            return;
+        };
+        let spec = o.entry("spec").or_insert_with(|| json!({}));
+        if !spec.is_object() {
+            *spec = json!({});
+        }
+        if let Some(spec) = spec.as_object_mut() {
+            match finalizers {
+                Some(f) => spec.insert("finalizers".into(), f),
+                None => spec.remove("finalizers"),
+            };
+        }
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let finalizers = obj.pointer("/spec/finalizers").and_then(Value::as_array);
+        for (i, f) in finalizers.into_iter().flatten().enumerate() {
+            let name = f.as_str().unwrap_or("");
+            if name != KUBERNETES_FINALIZER && !name.contains('/') {
+                errors.push(FieldError::invalid(
+                    &format!("spec.finalizers[{i}]"),
+                    name,
+                    "name is neither a standard finalizer name nor is it fully qualified",
+                ));
+            }
+        }
+        errors
+    }
+
+    fn columns(&self) -> &'static [Column] {
+        &COLUMNS
+    }
+
+    fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
+        vec![
+            Value::from(super::meta_str(obj, "name")),
+            Value::from(
+                obj.pointer("/status/phase")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+            ),
+            super::age(obj, now),
+        ]
+    }
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["status.phase"]
+    }
+
+    fn field(&self, obj: &Value, field: &str) -> String {
+        match field {
+            "status.phase" => obj
+                .pointer("/status/phase")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+            _ => String::new(),
+        }
+    }
+
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_namespace_is_active_with_the_kubernetes_finalizer_and_name_label() {
+        let mut ns = json!({"metadata": {"name": "team-a"}, "status": {"phase": "Terminating"}});
+        Namespaces.prepare_for_create(&mut ns);
+        assert_eq!(
+            ns,
+            json!({"metadata": {"name": "team-a", "labels": {"kubernetes.io/metadata.name": "team-a"}},
+                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+        );
+        let mut update = json!({"metadata": {"name": "team-a", "labels": {"x": "y"}}, "spec": {}});
+        Namespaces.prepare_for_update(&mut update, &ns);
+        assert_eq!(update["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(
+            update["metadata"]["labels"],
+            json!({"x": "y", "kubernetes.io/metadata.name": "team-a"})
+        );
+        let stored = json!({"metadata": {"name": "team-a", "creationTimestamp": "2026-05-25T20:26:40Z"},
+            "status": {"phase": "Active"}});
+        assert_eq!(
+            Namespaces.cells(&stored, Time(1_780_000_000)),
+            vec![json!("team-a"), json!("Active"), json!("3d")]
+        );
+        assert_eq!(Namespaces.field(&stored, "status.phase"), "Active");
+    }
+
+    #[test]
+    fn finalizers_must_be_standard_or_qualified() {
+        let ns = json!({"spec": {"finalizers": ["kubernetes", "example.com/x", "bad"]}});
+        let errors: Vec<String> = Namespaces
+            .validate(&ns)
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(
+            errors,
+            vec![
+                "spec.finalizers[2]: Invalid value: \"bad\": name is neither a standard finalizer \
+                 name nor is it fully qualified"
+            ]
+        );
+    }
+}

@@ -1,0 +1,731 @@
+//! core/v1 Services: NAME, TYPE, CLUSTER-IP, EXTERNAL-IP, PORT(S), AGE and, wide, SELECTOR.
+//! Defaults as `SetDefaults_Service` sets them (type ClusterIP, sessionAffinity None, port
+//! protocol TCP, targetPort the port, traffic policies Cluster), `clusterIPs` from
+//! `clusterIP`, a new service's status `{loadBalancer: {}}`, and on update the allocated
+//! values a client left out (cluster IPs, IP families, node ports) carried over as kube's
+//! service REST patches them. Allocating cluster IPs and node ports is not done here.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use super::endpoints::{PORT_RANGE, PROTOCOLS};
+use super::names::NameRule;
+use super::time::Time;
+use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::storage::FieldError;
+
+/// The Service strategy.
+pub struct Services;
+
+static INFO: ResourceInfo = ResourceInfo {
+    group: "",
+    version: "v1",
+    kind: "Service",
+    resource: "services",
+    singular: "service",
+    short_names: &["svc"],
+    categories: &["all"],
+    namespaced: true,
+    name_rule: NameRule::Subdomain,
+    status: true,
+};
+
+static COLUMNS: [Column; 7] = [
+    NAME_COLUMN,
+    Column {
+        name: "Type",
+        kind: "string",
+        format: "",
+        description: "type determines how the Service is exposed. Defaults to ClusterIP. Valid \
+            options are ExternalName, ClusterIP, NodePort, and LoadBalancer. \"ClusterIP\" \
+            allocates a cluster-internal IP address for load-balancing to endpoints. Endpoints \
+            are determined by the selector or if that is not specified, by manual construction \
+            of an Endpoints object or EndpointSlice objects. If clusterIP is \"None\", no \
+            virtual IP is allocated and the endpoints are published as a set of endpoints \
+            rather than a virtual IP. \"NodePort\" builds on ClusterIP and allocates a port on \
+            every node which routes to the same endpoints as the clusterIP. \"LoadBalancer\" \
+            builds on NodePort and creates an external load-balancer (if supported in the \
+            current cloud) which routes to the same endpoints as the clusterIP. \
+            \"ExternalName\" aliases this service to the specified externalName. Several other \
+            fields do not apply to ExternalName services. More info: \
+            https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types",
+        priority: 0,
+    },
+    Column {
+        name: "Cluster-IP",
+        kind: "string",
+        format: "",
+        description: "clusterIP is the IP address of the service and is usually assigned \
+            randomly. If an address is specified manually, is in-range (as per system \
+            configuration), and is not in use, it will be allocated to the service; otherwise \
+            creation of the service will fail. This field may not be changed through updates \
+            unless the type field is also being changed to ExternalName (which requires this \
+            field to be blank) or the type field is being changed from ExternalName (in which \
+            case this field may optionally be specified, as describe above).  Valid values are \
+            \"None\", empty string (\"\"), or a valid IP address. Setting this to \"None\" \
+            makes a \"headless service\" (no virtual IP), which is useful when direct endpoint \
+            connections are preferred and proxying is not required.  Only applies to types \
+            ClusterIP, NodePort, and LoadBalancer. If this field is specified when creating a \
+            Service of type ExternalName, creation will fail. This field will be wiped when \
+            updating a Service to type ExternalName. More info: \
+            https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
+        priority: 0,
+    },
+    Column {
+        name: "External-IP",
+        kind: "string",
+        format: "",
+        description: "externalIPs is a list of IP addresses for which nodes in the cluster will \
+            also accept traffic for this service.  These IPs are not managed by Kubernetes.  The \
+            user is responsible for ensuring that traffic arrives at a node with this IP.  A \
+            common example is external load-balancers that are not part of the Kubernetes \
+            system.",
+        priority: 0,
+    },
+    Column {
+        name: "Port(s)",
+        kind: "string",
+        format: "",
+        description: "The list of ports that are exposed by this service. More info: \
+            https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
+        priority: 0,
+    },
+    AGE_COLUMN,
+    Column {
+        name: "Selector",
+        kind: "string",
+        format: "",
+        description: "Route service traffic to pods with label keys and values matching this \
+            selector. If empty or not present, the service is assumed to have an external \
+            process managing its endpoints, which Kubernetes will not modify. Only applies to \
+            types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More \
+            info: https://kubernetes.io/docs/concepts/services-networking/service/",
+        priority: 1,
+    },
+];
+
+const TYPES: [&str; 4] = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
+const AFFINITIES: [&str; 2] = ["ClientIP", "None"];
+/// `v1.DefaultClientIPServiceAffinitySeconds`.
+const CLIENT_IP_TIMEOUT: i64 = 10800;
+
+fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn strings<'a>(obj: &'a Value, pointer: &str) -> Vec<&'a str> {
+    let list = obj.pointer(pointer).and_then(Value::as_array);
+    list.into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// apimachinery's `labels.FormatLabels`: `k=v` sorted by key, `<none>` when empty.
+pub fn format_labels(map: Option<&Map<String, Value>>) -> String {
+    let pairs: Vec<String> = map
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    if pairs.is_empty() {
+        "<none>".into()
+    } else {
+        pairs.join(",")
+    }
+}
+
+/// What is wrong with a named port (apimachinery's `IsValidPortName`).
+pub fn port_name_problems(name: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if name.len() > 15 {
+        problems.push("must be no more than 15 characters".to_string());
+    }
+    let b = name.as_bytes();
+    if b.is_empty()
+        || !b
+            .iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+    {
+        problems.push(
+            "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_string(),
+        );
+    }
+    if !b.iter().any(u8::is_ascii_lowercase) {
+        problems.push("must contain at least one letter (a-z)".to_string());
+    }
+    if name.contains("--") {
+        problems.push("must not contain consecutive hyphens".to_string());
+    }
+    if !b.is_empty() && (b[0] == b'-' || b[b.len() - 1] == b'-') {
+        problems.push("must not begin or end with a hyphen".to_string());
+    }
+    problems
+}
+
+/// `ValidatePortNumOrName` of an int-or-string port at `path`.
+pub fn validate_port_num_or_name(port: Option<&Value>, path: &str) -> Vec<FieldError> {
+    match port {
+        Some(Value::String(name)) => port_name_problems(name)
+            .iter()
+            .map(|p| FieldError::invalid(path, name.as_str(), p))
+            .collect(),
+        Some(v) => {
+            let n = v.as_i64().unwrap_or(0);
+            if (1..=65535).contains(&n) {
+                Vec::new()
+            } else {
+                vec![FieldError::invalid(path, n, PORT_RANGE)]
+            }
+        }
+        None => vec![FieldError::invalid(path, 0, PORT_RANGE)],
+    }
+}
+
+fn spec_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
+    let o = obj.as_object_mut()?;
+    let spec = o.entry("spec").or_insert_with(|| json!({}));
+    if !spec.is_object() {
+        *spec = json!({});
+    }
+    spec.as_object_mut()
+}
+
+/// `SetDefaults_Service`, and `clusterIPs` (and `ipFamilies`, `ipFamilyPolicy`) from
+/// `clusterIP`.
+fn set_defaults(obj: &mut Value) {
+    let Some(spec) = spec_mut(obj) else {
+        return;
+    };
+    let get = |spec: &Map<String, Value>, k: &str| {
+        spec.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    if get(spec, "sessionAffinity").is_empty() {
+        spec.insert("sessionAffinity".into(), json!("None"));
+    }
+    match get(spec, "sessionAffinity").as_str() {
+        "None" => {
+            spec.remove("sessionAffinityConfig");
+        }
+        "ClientIP" => {
+            let has_timeout = spec
+                .get("sessionAffinityConfig")
+                .and_then(|c| c.pointer("/clientIP/timeoutSeconds"))
+                .is_some_and(|t| !t.is_null());
+            if !has_timeout {
+                spec.insert(
+                    "sessionAffinityConfig".into(),
+                    json!({"clientIP": {"timeoutSeconds": CLIENT_IP_TIMEOUT}}),
+                );
+            }
+        }
+        _ => {}
+    }
+    if get(spec, "type").is_empty() {
+        spec.insert("type".into(), json!("ClusterIP"));
+    }
+    let kind = get(spec, "type");
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            if p.get("protocol")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+            {
+                p.insert("protocol".into(), json!("TCP"));
+            }
+            let unset = match p.get("targetPort") {
+                None | Some(Value::Null) => true,
+                Some(Value::String(s)) => s.is_empty(),
+                Some(v) => v.as_i64() == Some(0),
+            };
+            if unset {
+                let port = p.get("port").cloned().unwrap_or(json!(0));
+                p.insert("targetPort".into(), port);
+            }
+        }
+    }
+    let external_ips = spec
+        .get("externalIPs")
+        .and_then(Value::as_array)
+        .is_some_and(|l| !l.is_empty());
+    let externally_accessible =
+        kind == "LoadBalancer" || kind == "NodePort" || (kind == "ClusterIP" && external_ips);
+    if externally_accessible && get(spec, "externalTrafficPolicy").is_empty() {
+        spec.insert("externalTrafficPolicy".into(), json!("Cluster"));
+    }
+    let unset = |spec: &Map<String, Value>, k: &str| spec.get(k).is_none_or(Value::is_null);
+    if matches!(kind.as_str(), "NodePort" | "LoadBalancer" | "ClusterIP")
+        && unset(spec, "internalTrafficPolicy")
+    {
+        spec.insert("internalTrafficPolicy".into(), json!("Cluster"));
+    }
+    if kind == "LoadBalancer" && unset(spec, "allocateLoadBalancerNodePorts") {
+        spec.insert("allocateLoadBalancerNodePorts".into(), json!(true));
+    }
+    let cluster_ip = get(spec, "clusterIP");
+    let no_ips = spec
+        .get("clusterIPs")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty);
+    if no_ips && !cluster_ip.is_empty() {
+        spec.insert("clusterIPs".into(), json!([cluster_ip]));
+    }
+    if kind != "ExternalName" {
+        if unset(spec, "ipFamilyPolicy") {
+            spec.insert("ipFamilyPolicy".into(), json!("SingleStack"));
+        }
+        let no_families = spec
+            .get("ipFamilies")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+        let families: Vec<&str> = spec
+            .get("clusterIPs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .filter_map(|ip| match ip.parse::<std::net::IpAddr>() {
+                Ok(std::net::IpAddr::V4(_)) => Some("IPv4"),
+                Ok(std::net::IpAddr::V6(_)) => Some("IPv6"),
+                Err(_) => None,
+            })
+            .collect();
+        if no_families && !families.is_empty() {
+            spec.insert("ipFamilies".into(), json!(families));
+        }
+    }
+}
+
+/// kube's service REST `patchAllocatedValues`: what the client left out of an update but
+/// was allocated before is carried over.
+fn patch_allocated_values(new: &mut Value, old: &Value) {
+    let old_type = text(old, "/spec/type").to_string();
+    let Some(spec) = spec_mut(new) else {
+        return;
+    };
+    let new_type = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_string();
+    let empty = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => true,
+        Some(Value::String(s)) => s.is_empty(),
+        Some(Value::Array(a)) => a.is_empty(),
+        _ => false,
+    };
+    if old_type != "ExternalName" && new_type != "ExternalName" {
+        for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            if empty(spec.get(key))
+                && let Some(v) = old.pointer(&format!("/spec/{key}"))
+            {
+                spec.insert(key.into(), v.clone());
+            }
+        }
+    }
+    let needs_node_port = |t: &str| t == "NodePort" || t == "LoadBalancer";
+    if needs_node_port(&old_type) && needs_node_port(&new_type) {
+        let node_ports = |ports: Option<&Value>| -> BTreeSet<i64> {
+            ports
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
+                .filter(|n| *n != 0)
+                .collect()
+        };
+        let old_ports = old.pointer("/spec/ports");
+        let used: BTreeSet<i64> = node_ports(old_ports)
+            .intersection(&node_ports(spec.get("ports")))
+            .copied()
+            .collect();
+        let by_name: Map<String, Value> = old_ports
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|p| {
+                let name = p.get("name").and_then(Value::as_str).unwrap_or("");
+                (
+                    name.to_string(),
+                    p.get("nodePort").cloned().unwrap_or(json!(0)),
+                )
+            })
+            .collect();
+        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                if p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
+                    continue;
+                }
+                let name = p.get("name").and_then(Value::as_str).unwrap_or("");
+                if let Some(old_value) = by_name.get(name).and_then(Value::as_i64)
+                    && old_value != 0
+                    && !used.contains(&old_value)
+                {
+                    p.insert("nodePort".into(), json!(old_value));
+                }
+            }
+        }
+    }
+}
+
+/// `getServiceExternalIP` of kube's printers (wide).
+fn external_ip(obj: &Value) -> String {
+    let external = strings(obj, "/spec/externalIPs");
+    match text(obj, "/spec/type") {
+        "ClusterIP" | "NodePort" => {
+            if external.is_empty() {
+                "<none>".into()
+            } else {
+                external.join(",")
+            }
+        }
+        "LoadBalancer" => {
+            let mut lb: Vec<&str> = Vec::new();
+            let ingress = obj
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array);
+            for i in ingress.into_iter().flatten() {
+                let ip = i.get("ip").and_then(Value::as_str).unwrap_or("");
+                let host = i.get("hostname").and_then(Value::as_str).unwrap_or("");
+                let v = if !ip.is_empty() { ip } else { host };
+                if !v.is_empty() && !lb.contains(&v) {
+                    lb.push(v);
+                }
+            }
+            lb.extend(external);
+            if lb.is_empty() {
+                "<pending>".into()
+            } else {
+                lb.join(",")
+            }
+        }
+        "ExternalName" => text(obj, "/spec/externalName").into(),
+        _ => "<unknown>".into(),
+    }
+}
+
+/// `makePortString`: `80/TCP`, `80:30080/TCP`.
+fn port_string(obj: &Value) -> String {
+    let ports = obj.pointer("/spec/ports").and_then(Value::as_array);
+    let pieces: Vec<String> = ports
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+            let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("");
+            match p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) {
+                n if n > 0 => format!("{port}:{n}/{protocol}"),
+                _ => format!("{port}/{protocol}"),
+            }
+        })
+        .collect();
+    if pieces.is_empty() {
+        "<none>".into()
+    } else {
+        pieces.join(",")
+    }
+}
+
+impl Strategy for Services {
+    fn info(&self) -> &'static ResourceInfo {
+        &INFO
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        set_defaults(obj);
+        if let Some(o) = obj.as_object_mut() {
+            o.insert("status".into(), json!({"loadBalancer": {}}));
+        }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        patch_allocated_values(new, old);
+        set_defaults(new);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let kind = text(obj, "/spec/type");
+        let headless = text(obj, "/spec/clusterIP") == "None";
+        let ports = obj.pointer("/spec/ports").and_then(Value::as_array);
+        let ports: Vec<&Value> = ports.into_iter().flatten().collect();
+        if kind == "ExternalName" {
+            if !strings(obj, "/spec/clusterIPs").is_empty() {
+                errors.push(FieldError::forbidden(
+                    "spec.clusterIPs",
+                    "may not be set for ExternalName services",
+                ));
+            }
+            if !strings(obj, "/spec/ipFamilies").is_empty() {
+                errors.push(FieldError::forbidden(
+                    "spec.ipFamilies",
+                    "may not be set for ExternalName services",
+                ));
+            }
+            if obj
+                .pointer("/spec/ipFamilyPolicy")
+                .is_some_and(|v| !v.is_null())
+            {
+                errors.push(FieldError::forbidden(
+                    "spec.ipFamilyPolicy",
+                    "may not be set for ExternalName services",
+                ));
+            }
+            let cname = text(obj, "/spec/externalName");
+            let cname = cname.strip_suffix('.').unwrap_or(cname);
+            if cname.is_empty() {
+                errors.push(FieldError::required("spec.externalName", ""));
+            } else {
+                for problem in NameRule::Subdomain.check(cname, false) {
+                    errors.push(FieldError::invalid("spec.externalName", cname, &problem));
+                }
+            }
+        }
+        if ports.is_empty() && !headless && kind != "ExternalName" {
+            errors.push(FieldError::required("spec.ports", ""));
+        }
+        let mut names = BTreeSet::new();
+        for (i, p) in ports.iter().enumerate() {
+            let at = format!("spec.ports[{i}]");
+            let name = p.get("name").and_then(Value::as_str).unwrap_or("");
+            if ports.len() > 1 && name.is_empty() {
+                errors.push(FieldError::required(&format!("{at}.name"), ""));
+            } else if !name.is_empty() {
+                for problem in NameRule::Label.check(name, false) {
+                    errors.push(FieldError::invalid(&format!("{at}.name"), name, &problem));
+                }
+                if !names.insert(name) {
+                    errors.push(FieldError::duplicate(&format!("{at}.name"), name));
+                }
+            }
+            let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+            if !(1..=65535).contains(&port) {
+                errors.push(FieldError::invalid(&format!("{at}.port"), port, PORT_RANGE));
+            }
+            let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("");
+            if protocol.is_empty() {
+                errors.push(FieldError::required(&format!("{at}.protocol"), ""));
+            } else if !PROTOCOLS.contains(&protocol) {
+                errors.push(FieldError::not_supported(
+                    &format!("{at}.protocol"),
+                    protocol,
+                    &PROTOCOLS,
+                ));
+            }
+            errors.extend(validate_port_num_or_name(
+                p.get("targetPort"),
+                &format!("{at}.targetPort"),
+            ));
+        }
+        let affinity = text(obj, "/spec/sessionAffinity");
+        if !AFFINITIES.contains(&affinity) {
+            errors.push(FieldError::not_supported(
+                "spec.sessionAffinity",
+                affinity,
+                &AFFINITIES,
+            ));
+        }
+        if !TYPES.contains(&kind) {
+            errors.push(FieldError::not_supported("spec.type", kind, &TYPES));
+        }
+        for (i, p) in ports.iter().enumerate() {
+            let node_port = p.get("nodePort").and_then(Value::as_i64).unwrap_or(0);
+            let at = format!("spec.ports[{i}].nodePort");
+            if kind == "ClusterIP" && node_port != 0 {
+                errors.push(FieldError::forbidden(
+                    &at,
+                    "may not be used when `type` is 'ClusterIP'",
+                ));
+            } else if node_port != 0 && !(1..=65535).contains(&node_port) {
+                errors.push(FieldError::invalid(&at, node_port, PORT_RANGE));
+            }
+        }
+        errors
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errors = self.validate(new);
+        let both_need_ip =
+            text(old, "/spec/type") != "ExternalName" && text(new, "/spec/type") != "ExternalName";
+        let old_ips = strings(old, "/spec/clusterIPs");
+        let new_ips = strings(new, "/spec/clusterIPs");
+        if both_need_ip
+            && let (Some(o), Some(n)) = (old_ips.first(), new_ips.first())
+            && o != n
+        {
+            errors.push(FieldError::invalid(
+                "spec.clusterIPs[0]",
+                *n,
+                "may not change once set",
+            ));
+        }
+        errors
+    }
+
+    fn columns(&self) -> &'static [Column] {
+        &COLUMNS
+    }
+
+    fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
+        let ips = strings(obj, "/spec/clusterIPs");
+        vec![
+            Value::from(super::meta_str(obj, "name")),
+            Value::from(text(obj, "/spec/type")),
+            Value::from(ips.first().copied().unwrap_or("<none>")),
+            Value::from(external_ip(obj)),
+            Value::from(port_string(obj)),
+            super::age(obj, now),
+            Value::from(format_labels(
+                obj.pointer("/spec/selector").and_then(Value::as_object),
+            )),
+        ]
+    }
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["spec.clusterIP", "spec.type"]
+    }
+
+    fn field(&self, obj: &Value, field: &str) -> String {
+        match field {
+            "spec.clusterIP" => text(obj, "/spec/clusterIP").into(),
+            "spec.type" => text(obj, "/spec/type").into(),
+            _ => String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(errors: &[FieldError]) -> Vec<String> {
+        errors.iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn defaults_are_set_as_set_defaults_service_sets_them() {
+        let mut svc = json!({"metadata": {"name": "web"}, "spec": {"clusterIP": "10.96.0.10",
+            "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 0}, {"port": 53, "targetPort": "dns"}]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}});
+        Services.prepare_for_create(&mut svc);
+        assert_eq!(
+            svc["spec"],
+            json!({"clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"], "type": "ClusterIP",
+                "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
+                "ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv4"], "selector": {"app": "web"},
+                "ports": [{"port": 80, "targetPort": 80, "protocol": "TCP"},
+                    {"port": 53, "targetPort": "dns", "protocol": "TCP"}]})
+        );
+        assert_eq!(svc["status"], json!({"loadBalancer": {}}));
+        let mut lb = json!({"spec": {"type": "LoadBalancer", "sessionAffinity": "ClientIP",
+            "ports": [{"port": 443}]}});
+        Services.prepare_for_create(&mut lb);
+        assert_eq!(lb["spec"]["externalTrafficPolicy"], json!("Cluster"));
+        assert_eq!(lb["spec"]["allocateLoadBalancerNodePorts"], json!(true));
+        assert_eq!(
+            lb["spec"]["sessionAffinityConfig"],
+            json!({"clientIP": {"timeoutSeconds": 10800}})
+        );
+    }
+
+    #[test]
+    fn cells_show_type_ips_ports_and_selector() {
+        let now = Time(1_780_000_000);
+        let svc = json!({"metadata": {"name": "web", "creationTimestamp": "2026-05-28T20:00:00Z"},
+            "spec": {"type": "NodePort", "clusterIPs": ["10.96.0.10"], "selector": {"b": "2", "a": "1"},
+                "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}]}});
+        assert_eq!(
+            Services.cells(&svc, now),
+            vec![
+                json!("web"),
+                json!("NodePort"),
+                json!("10.96.0.10"),
+                json!("<none>"),
+                json!("80:30080/TCP,53/UDP"),
+                json!("26m"),
+                json!("a=1,b=2")
+            ]
+        );
+        let lb = json!({"spec": {"type": "LoadBalancer", "externalIPs": ["5.6.7.8"]},
+            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}, {"hostname": "lb.example.com"}]}}});
+        let cells = Services.cells(&lb, now);
+        assert_eq!(cells[2], json!("<none>"));
+        assert_eq!(cells[3], json!("1.2.3.4,lb.example.com,5.6.7.8"));
+        assert_eq!(cells[4], json!("<none>"));
+        assert_eq!(cells[6], json!("<none>"));
+        let pending = json!({"spec": {"type": "LoadBalancer"}});
+        assert_eq!(Services.cells(&pending, now)[3], json!("<pending>"));
+        let ext = json!({"spec": {"type": "ExternalName", "externalName": "db.example.com"}});
+        assert_eq!(Services.cells(&ext, now)[3], json!("db.example.com"));
+        assert_eq!(Services.field(&svc, "spec.type"), "NodePort");
+    }
+
+    #[test]
+    fn updates_keep_allocated_values_the_client_left_out() {
+        let old = json!({"spec": {"type": "NodePort", "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"],
+            "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+            "ports": [{"name": "http", "port": 80, "nodePort": 30080, "protocol": "TCP"}]}});
+        let mut new =
+            json!({"spec": {"type": "NodePort", "ports": [{"name": "http", "port": 8080}]}});
+        Services.prepare_for_update(&mut new, &old);
+        assert_eq!(new["spec"]["clusterIPs"], json!(["10.96.0.10"]));
+        assert_eq!(new["spec"]["ports"][0]["nodePort"], json!(30080));
+        let mut moved = new.clone();
+        moved["spec"]["clusterIPs"] = json!(["10.96.0.11"]);
+        assert_eq!(
+            messages(&Services.validate_update(&moved, &old)),
+            vec!["spec.clusterIPs[0]: Invalid value: \"10.96.0.11\": may not change once set"]
+        );
+    }
+
+    #[test]
+    fn specs_are_validated_as_kube_words_it() {
+        let mut no_ports = json!({"spec": {}});
+        Services.prepare_for_create(&mut no_ports);
+        assert_eq!(
+            messages(&Services.validate(&no_ports)),
+            vec!["spec.ports: Required value"]
+        );
+        let mut headless = json!({"spec": {"clusterIP": "None"}});
+        Services.prepare_for_create(&mut headless);
+        assert!(Services.validate(&headless).is_empty());
+        let bad = json!({"spec": {"type": "Magic", "sessionAffinity": "Sticky", "ports": [
+            {"name": "http", "port": 0, "protocol": "ICMP", "targetPort": 70000},
+            {"name": "http", "port": 80, "protocol": "TCP", "targetPort": "Bad_Name"},
+            {"port": 81, "protocol": "TCP", "targetPort": 81}]}});
+        assert_eq!(
+            messages(&Services.validate(&bad)),
+            vec![
+                "spec.ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive",
+                "spec.ports[0].protocol: Unsupported value: \"ICMP\": supported values: \"SCTP\", \
+                 \"TCP\", \"UDP\"",
+                "spec.ports[0].targetPort: Invalid value: 70000: must be between 1 and 65535, \
+                 inclusive",
+                "spec.ports[1].name: Duplicate value: \"http\"",
+                "spec.ports[1].targetPort: Invalid value: \"Bad_Name\": must contain only \
+                 alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                "spec.ports[2].name: Required value",
+                "spec.sessionAffinity: Unsupported value: \"Sticky\": supported values: \
+                 \"ClientIP\", \"None\"",
+                "spec.type: Unsupported value: \"Magic\": supported values: \"ClusterIP\", \
+                 \"ExternalName\", \"LoadBalancer\", \"NodePort\"",
+            ]
+        );
+        let node_port = json!({"spec": {"type": "ClusterIP", "sessionAffinity": "None",
+            "ports": [{"port": 80, "protocol": "TCP", "targetPort": 80, "nodePort": 30000}]}});
+        assert_eq!(
+            messages(&Services.validate(&node_port)),
+            vec!["spec.ports[0].nodePort: Forbidden: may not be used when `type` is 'ClusterIP'"]
+        );
+        let ext = json!({"spec": {"type": "ExternalName", "sessionAffinity": "None"}});
+        assert_eq!(
+            messages(&Services.validate(&ext)),
+            vec!["spec.externalName: Required value"]
+        );
+    }
+}

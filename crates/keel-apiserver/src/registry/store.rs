@@ -1,0 +1,715 @@
+//! [`Registry`]: the generic store every kind goes through, as kube-apiserver's
+//! `genericregistry.Store`: it turns API verbs on objects (`serde_json::Value`s) into
+//! [`Etcd3`] calls on their keys, running the kind's [`Strategy`] and the metadata rules of
+//! [`super::meta`] on the way, and answers every failure as a Kubernetes [`Status`].
+//!
+//! Objects are stored as JSON with apiVersion and kind and without resourceVersion (the key's
+//! mod_revision is the resourceVersion, set on every object read), as kube-apiserver stores
+//! them, so the two can share a store.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::metrics::Metrics;
+
+use super::time::Time;
+use super::{ResourceInfo, Strategy, meta, meta_str};
+use crate::storage::{
+    Etcd3, Event, FieldError, KeyLayout, ListOptions, Object, Status, StorageError, Target, Watch,
+};
+
+/// The update that marks an object for deletion (an internal subresource name no request
+/// path can carry).
+const MARK_FOR_DELETION: &str = "(mark for deletion)";
+
+/// Which objects a list or a watch wants (label and field selectors, already parsed).
+pub type Filter = dyn Fn(&Value) -> bool + Send + Sync;
+
+/// A list request.
+#[derive(Default)]
+pub struct ListQuery<'a> {
+    /// `resourceVersion` ("" when unset).
+    pub resource_version: &'a str,
+    /// `resourceVersionMatch` ("" when unset).
+    pub resource_version_match: &'a str,
+    /// `limit` (0: all).
+    pub limit: i64,
+    /// `continue`.
+    pub continue_token: Option<&'a str>,
+    /// Only the objects this accepts.
+    pub filter: Option<&'a Filter>,
+}
+
+/// How a delete is asked for (`DeleteOptions`).
+#[derive(Debug, Default, Clone)]
+pub struct DeleteOptions {
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `gracePeriodSeconds`.
+    pub grace_period_seconds: Option<i64>,
+    /// `dryRun: [All]`.
+    pub dry_run: bool,
+}
+
+/// What a delete did.
+#[derive(Debug)]
+pub struct Deleted {
+    /// The object: as it was when it was removed, or as it now is while it waits for its
+    /// finalizers or its grace period.
+    pub object: Value,
+    /// Whether it is gone from the store.
+    pub finished: bool,
+}
+
+/// One watch event as the API sends it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WatchEvent {
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub kind: &'static str,
+    /// The object (for DELETED its last state, at the deletion's resourceVersion).
+    pub object: Value,
+}
+
+/// The objects of every kind, in one store.
+pub struct Registry {
+    storage: Etcd3,
+    keys: KeyLayout,
+    kinds: Vec<&'static dyn Strategy>,
+    /// `--event-ttl`, in seconds: how long events are kept.
+    event_ttl: i64,
+    metrics: Arc<Metrics>,
+}
+
+impl Registry {
+    /// A registry of `kinds` keeping its objects in `storage` under `keys`.
+    pub fn new(
+        storage: Etcd3,
+        keys: KeyLayout,
+        kinds: Vec<&'static dyn Strategy>,
+        event_ttl: std::time::Duration,
+        metrics: Arc<Metrics>,
+    ) -> Registry {
+        Registry {
+            storage,
+            keys,
+            kinds,
+            event_ttl: event_ttl.as_secs() as i64,
+            metrics,
+        }
+    }
+
+    /// The storage layer (for the compactor and health checks).
+    pub fn storage(&self) -> &Etcd3 {
+        &self.storage
+    }
+
+    /// Every kind served.
+    pub fn kinds(&self) -> &[&'static dyn Strategy] {
+        &self.kinds
+    }
+
+    /// The kind served at `group`/`version` as `resource`.
+    pub fn kind(
+        &self,
+        group: &str,
+        version: &str,
+        resource: &str,
+    ) -> Option<&'static dyn Strategy> {
+        self.kinds.iter().copied().find(|k| {
+            let info = k.info();
+            info.group == group && info.version == version && info.resource == resource
+        })
+    }
+
+    /// The kind named `resource` in the core group.
+    pub fn core(&self, resource: &str) -> &'static dyn Strategy {
+        self.kind("", "v1", resource)
+            .unwrap_or_else(|| panic!("the core kind {resource} is registered"))
+    }
+
+    /// The object `name` (in `namespace`), at a resourceVersion not older than the one
+    /// asked for.
+    pub async fn get(
+        &self,
+        kind: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        resource_version: &str,
+    ) -> Result<Value, Status> {
+        let info = kind.info();
+        let key = self.key(info, namespace, name);
+        let target = target(info, name);
+        let (found, _) = self
+            .timed("get", info, self.storage.get(&key, resource_version))
+            .await
+            .map_err(|e| Status::from_storage(&e, &target))?;
+        let object =
+            found.ok_or_else(|| Status::from_storage(&StorageError::NotFound { key }, &target))?;
+        decode(info, &object)
+    }
+
+    /// A page of a collection (all namespaces when `namespace` is None): the `<Kind>List`
+    /// object, its items without apiVersion and kind, as kube-apiserver lists them.
+    pub async fn list(
+        &self,
+        kind: &dyn Strategy,
+        namespace: Option<&str>,
+        query: &ListQuery<'_>,
+    ) -> Result<Value, Status> {
+        let info = kind.info();
+        let prefix = self.keys.collection(info.resource, namespace);
+        let filter_object = |object: &Object| -> bool {
+            match (query.filter, decode(info, object)) {
+                (Some(f), Ok(value)) => f(&value),
+                (None, _) => true,
+                (Some(_), Err(_)) => false,
+            }
+        };
+        let options = ListOptions {
+            resource_version: query.resource_version,
+            resource_version_match: query.resource_version_match,
+            limit: query.limit,
+            continue_token: query.continue_token,
+            filter: query
+                .filter
+                .map(|_| &filter_object as &(dyn Fn(&Object) -> bool + Sync)),
+        };
+        let page = self
+            .timed("list", info, self.storage.list(&prefix, options))
+            .await
+            .map_err(|e| Status::from_storage(&e, &target(info, "")))?;
+        let mut items = Vec::with_capacity(page.items.len());
+        for object in &page.items {
+            let mut item = decode(info, object)?;
+            if let Some(map) = item.as_object_mut() {
+                map.remove("apiVersion");
+                map.remove("kind");
+            }
+            items.push(item);
+        }
+        let mut metadata = Map::new();
+        metadata.insert("resourceVersion".into(), page.revision.to_string().into());
+        if let Some(token) = page.continue_token {
+            metadata.insert("continue".into(), token.into());
+        }
+        if let Some(remaining) = page.remaining_item_count {
+            metadata.insert("remainingItemCount".into(), remaining.into());
+        }
+        Ok(json!({
+            "kind": format!("{}List", info.kind),
+            "apiVersion": info.api_version(),
+            "metadata": metadata,
+            "items": items,
+        }))
+    }
+
+    /// Creates `obj` (already checked to be of this kind and namespace); the object as
+    /// stored, or as it would be with `dry_run`.
+    pub async fn create(
+        &self,
+        kind: &dyn Strategy,
+        namespace: Option<&str>,
+        mut obj: Value,
+        dry_run: bool,
+    ) -> Result<Value, Status> {
+        let info = kind.info();
+        set_type(&mut obj, info);
+        if let Some(ns) = namespace {
+            meta::metadata(&mut obj).insert("namespace".into(), ns.into());
+        }
+        meta::prepare_create(&mut obj, kind.tracks_generation(), Time::now());
+        kind.prepare_for_create(&mut obj);
+        let name = meta_str(&obj, "name").to_string();
+        let mut errors = meta::validate(&obj, info);
+        errors.extend(kind.validate(&obj));
+        if !errors.is_empty() {
+            return Err(invalid(info, &name, &errors));
+        }
+        if let Some(ns) = namespace {
+            self.check_namespace_open(info, ns, &name).await?;
+        }
+        let key = self.key(info, namespace, &name);
+        if dry_run {
+            // A dry run still answers AlreadyExists for a taken name.
+            let (found, _) = self
+                .timed("get", info, self.storage.get(&key, ""))
+                .await
+                .map_err(|e| Status::from_storage(&e, &target(info, &name)))?;
+            if found.is_some() {
+                return Err(Status::from_storage(
+                    &StorageError::KeyExists { key },
+                    &target(info, &name),
+                ));
+            }
+            return Ok(obj);
+        }
+        let revision = self
+            .timed(
+                "create",
+                info,
+                self.storage
+                    .create_with_ttl(&key, encode(&obj), self.ttl(info)),
+            )
+            .await
+            .map_err(|e| Status::from_storage(&e, &target(info, &name)))?;
+        meta::metadata(&mut obj).insert("resourceVersion".into(), revision.to_string().into());
+        Ok(obj)
+    }
+
+    /// Replaces the object `name` (or, for `subresource` `status`, its status) with what
+    /// `make` makes of the stored one (None: there is none, and the kind creates on update).
+    /// `make` runs again on a newer object when another writer got there first; its result
+    /// is refused with 409 Conflict if it names a resourceVersion other than the stored
+    /// one. An update that changes nothing writes nothing. Returns the object and whether it
+    /// was created.
+    pub async fn update(
+        &self,
+        kind: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        dry_run: bool,
+        mut make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
+    ) -> Result<(Value, bool), Status> {
+        let info = kind.info();
+        let key = self.key(info, namespace, name);
+        let target = target(info, name);
+        let (found, _) = self
+            .timed("get", info, self.storage.get(&key, ""))
+            .await
+            .map_err(|e| Status::from_storage(&e, &target))?;
+        let Some(found) = found else {
+            if !kind.allow_create_on_update() || subresource.is_some() {
+                return Err(Status::from_storage(
+                    &StorageError::NotFound { key },
+                    &target,
+                ));
+            }
+            let obj = make(None)?;
+            return self
+                .create(kind, namespace, obj, dry_run)
+                .await
+                .map(|created| (created, true));
+        };
+        let now = Time::now();
+        let mut delete_after = false;
+        let mut step = |current: &Object| -> Result<Vec<u8>, StorageError> {
+            let old = decode(info, current).map_err(rejected)?;
+            let new = self
+                .updated(kind, &old, subresource, now, &mut make)
+                .map_err(rejected)?;
+            delete_after = meta::should_delete_during_update(&new, &old);
+            let unchanged = without_resource_version(&new) == without_resource_version(&old);
+            Ok(if unchanged {
+                current.value.clone()
+            } else {
+                encode(&new)
+            })
+        };
+        if dry_run {
+            let value = step(&found).map_err(|e| Status::from_storage(&e, &target))?;
+            let mut obj: Value = serde_json::from_slice(&value)
+                .map_err(|e| Status::internal(format!("decoding the updated object: {e}")))?;
+            meta::metadata(&mut obj).insert(
+                "resourceVersion".into(),
+                found.mod_revision.to_string().into(),
+            );
+            return Ok((obj, false));
+        }
+        let stored = self
+            .timed("update", info, self.storage.guaranteed_update(&key, step))
+            .await
+            .map_err(|e| Status::from_storage(&e, &target))?;
+        if delete_after {
+            // The last finalizer of an object marked for deletion is gone: so is the object.
+            let written = stored.mod_revision;
+            let deleted = self
+                .timed(
+                    "delete",
+                    info,
+                    self.storage.delete(&key, |now| {
+                        if now.mod_revision == written {
+                            Ok(())
+                        } else {
+                            Err(StorageError::Conflict { key: key.clone() })
+                        }
+                    }),
+                )
+                .await;
+            match deleted {
+                Ok(gone) => return Ok((decode(info, &gone)?, false)),
+                Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
+                Err(e) => return Err(Status::from_storage(&e, &target)),
+            }
+        }
+        Ok((decode(info, &stored)?, false))
+    }
+
+    /// The new state of `old` by `make`, with the update rules applied and validated.
+    fn updated(
+        &self,
+        kind: &dyn Strategy,
+        old: &Value,
+        subresource: Option<&str>,
+        _now: Time,
+        make: &mut impl FnMut(Option<&Value>) -> Result<Value, Status>,
+    ) -> Result<Value, Status> {
+        let info = kind.info();
+        let mut new = make(Some(old))?;
+        let name = meta_str(old, "name").to_string();
+        let asked = meta_str(&new, "resourceVersion");
+        if !asked.is_empty() && asked != meta_str(old, "resourceVersion") {
+            return Err(Status::from_storage(
+                &StorageError::Conflict { key: String::new() },
+                &target(info, &name),
+            ));
+        }
+        set_type(&mut new, info);
+        match subresource {
+            // A delete's mark is the server's own change: nothing to carry over.
+            Some(MARK_FOR_DELETION) => {}
+            Some("finalize") => new = finalized(old, &new),
+            _ => {
+                if info.status {
+                    carry_over(&mut new, old, subresource == Some("status"));
+                }
+                meta::prepare_update(&mut new, old);
+                if subresource.is_none() {
+                    kind.prepare_for_update(&mut new, old);
+                }
+            }
+        }
+        if kind.tracks_generation() {
+            meta::bump_generation(&mut new, old);
+        }
+        let mut errors = meta::validate_update(&new, old);
+        if errors.is_empty() {
+            errors.extend(meta::validate(&new, info));
+            errors.extend(kind.validate_update(&new, old));
+        }
+        if !errors.is_empty() {
+            return Err(invalid(info, &name, &errors));
+        }
+        Ok(new)
+    }
+
+    /// Deletes the object `name`: at once, or (with finalizers, or a pod's grace period)
+    /// by marking it with a deletionTimestamp.
+    pub async fn delete(
+        &self,
+        kind: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Deleted, Status> {
+        let info = kind.info();
+        let key = self.key(info, namespace, name);
+        let target = target(info, name);
+        let current = self.get(kind, namespace, name, "").await?;
+        check_preconditions(&current, options, info, name)?;
+        if let Some(marked) =
+            kind.graceful_deletion(&current, options.grace_period_seconds, Time::now())
+        {
+            let pending = marked != current;
+            if !pending || options.dry_run {
+                return Ok(Deleted {
+                    object: marked,
+                    finished: false,
+                });
+            }
+            let (object, _) = self
+                .update(
+                    kind,
+                    namespace,
+                    name,
+                    Some(MARK_FOR_DELETION),
+                    false,
+                    |now| {
+                        let now = now.cloned().unwrap_or_default();
+                        check_preconditions(&now, options, info, name)?;
+                        Ok(kind
+                            .graceful_deletion(&now, options.grace_period_seconds, Time::now())
+                            .unwrap_or(now))
+                    },
+                )
+                .await?;
+            return Ok(Deleted {
+                object,
+                finished: false,
+            });
+        }
+        if options.dry_run {
+            return Ok(Deleted {
+                object: current,
+                finished: true,
+            });
+        }
+        let deleted = self
+            .timed(
+                "delete",
+                info,
+                self.storage.delete(&key, |object| {
+                    let now = decode(info, object).map_err(rejected)?;
+                    check_preconditions(&now, options, info, name).map_err(rejected)
+                }),
+            )
+            .await
+            .map_err(|e| Status::from_storage(&e, &target))?;
+        Ok(Deleted {
+            object: decode(info, &deleted)?,
+            finished: true,
+        })
+    }
+
+    /// Watches a collection (or all namespaces) from `resource_version`, only the objects
+    /// `filter` accepts: an object that stops matching is sent as DELETED, one that starts
+    /// matching as ADDED, as kube-apiserver's watchers do.
+    pub async fn watch(
+        &self,
+        kind: &'static dyn Strategy,
+        namespace: Option<&str>,
+        resource_version: &str,
+        filter: Option<Box<Filter>>,
+    ) -> Result<Watching, Status> {
+        let info = kind.info();
+        let prefix = self.keys.collection(info.resource, namespace);
+        let watch = self
+            .timed(
+                "watch",
+                info,
+                self.storage.watch(&prefix, true, resource_version),
+            )
+            .await
+            .map_err(|e| Status::from_storage(&e, &target(info, "")))?;
+        Ok(Watching {
+            info,
+            watch,
+            filter,
+        })
+    }
+
+    /// How many objects of `kind` there are (all namespaces).
+    pub async fn count(&self, kind: &dyn Strategy) -> Result<i64, Status> {
+        let info = kind.info();
+        let prefix = self.keys.collection(info.resource, None);
+        self.timed("count", info, self.storage.count(&prefix))
+            .await
+            .map_err(|e| Status::from_storage(&e, &target(info, "")))
+    }
+
+    /// A namespaced object may be created only in a namespace that exists and is not being
+    /// deleted.
+    async fn check_namespace_open(
+        &self,
+        info: &ResourceInfo,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), Status> {
+        let ns = self
+            .get(self.core("namespaces"), None, namespace, "")
+            .await?;
+        if !meta_str(&ns, "deletionTimestamp").is_empty()
+            || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
+        {
+            return Err(Status::namespace_terminating(
+                &target(info, name),
+                namespace,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs a store request, timed in `etcd_request_duration_seconds`.
+    async fn timed<T>(
+        &self,
+        operation: &'static str,
+        info: &ResourceInfo,
+        request: impl std::future::Future<Output = T>,
+    ) -> T {
+        let started = std::time::Instant::now();
+        let out = request.await;
+        let resource = if info.group.is_empty() {
+            info.resource.to_string()
+        } else {
+            format!("{}.{}", info.resource, info.group)
+        };
+        self.metrics
+            .etcd_request(operation, &resource, started.elapsed());
+        out
+    }
+
+    /// The TTL of a new object of this kind (events: `--event-ttl`; others none).
+    fn ttl(&self, info: &ResourceInfo) -> i64 {
+        if info.resource == "events" {
+            self.event_ttl
+        } else {
+            0
+        }
+    }
+
+    fn key(&self, info: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
+        self.keys
+            .object(info.resource, namespace.filter(|_| info.namespaced), name)
+    }
+}
+
+/// A running watch of one kind.
+pub struct Watching {
+    info: &'static ResourceInfo,
+    watch: Watch,
+    filter: Option<Box<Filter>>,
+}
+
+impl Watching {
+    /// The next event the filter lets through; None when the store ends the watch.
+    pub async fn next(&mut self) -> Option<Result<WatchEvent, Status>> {
+        loop {
+            let event = match self.watch.next().await? {
+                Ok(event) => event,
+                Err(e) => return Some(Err(Status::from_storage(&e, &target(self.info, "")))),
+            };
+            let (kind, object) = match &event {
+                Event::Added(o) => ("ADDED", o),
+                Event::Modified(o) => ("MODIFIED", o),
+                Event::Deleted(o) => ("DELETED", o),
+            };
+            let object = match decode(self.info, object) {
+                Ok(object) => object,
+                Err(status) => return Some(Err(status)),
+            };
+            if self.filter.as_ref().is_none_or(|f| f(&object)) {
+                return Some(Ok(WatchEvent { kind, object }));
+            }
+        }
+    }
+}
+
+/// Keeps on `new` what its update may not change: with `status_update` everything but the
+/// status (and metadata), otherwise the status.
+fn carry_over(new: &mut Value, old: &Value, status_update: bool) {
+    let (Some(new), Some(old)) = (new.as_object_mut(), old.as_object()) else {
+        return;
+    };
+    if status_update {
+        let status = new.remove("status");
+        let meta = new.remove("metadata");
+        new.clear();
+        for (k, v) in old {
+            if k != "status" && k != "metadata" {
+                new.insert(k.clone(), v.clone());
+            }
+        }
+        if let Some(meta) = meta {
+            new.insert("metadata".into(), meta);
+        }
+        if let Some(status) = status {
+            new.insert("status".into(), status);
+        }
+    } else {
+        match old.get("status") {
+            Some(status) => new.insert("status".into(), status.clone()),
+            None => new.remove("status"),
+        };
+    }
+}
+
+/// A namespace's `finalize` update: the stored namespace with the new `spec.finalizers`.
+fn finalized(old: &Value, new: &Value) -> Value {
+    let mut out = old.clone();
+    let finalizers = new
+        .pointer("/spec/finalizers")
+        .cloned()
+        .unwrap_or(json!([]));
+    if !out.get("spec").is_some_and(Value::is_object) {
+        out["spec"] = json!({});
+    }
+    out["spec"]["finalizers"] = finalizers;
+    out
+}
+
+fn check_preconditions(
+    current: &Value,
+    options: &DeleteOptions,
+    info: &ResourceInfo,
+    name: &str,
+) -> Result<(), Status> {
+    let checks = [
+        ("UID", options.uid.as_deref(), meta_str(current, "uid")),
+        (
+            "ResourceVersion",
+            options.resource_version.as_deref(),
+            meta_str(current, "resourceVersion"),
+        ),
+    ];
+    for (what, wanted, actual) in checks {
+        if let Some(wanted) = wanted
+            && wanted != actual
+        {
+            return Err(Status::conflict(
+                &target(info, name),
+                &format!(
+                    "Precondition failed: {what} in precondition: {wanted}, {what} in object meta: {actual}"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn target(info: &ResourceInfo, name: &str) -> Target {
+    Target {
+        group: info.group.to_string(),
+        resource: info.resource.to_string(),
+        name: name.to_string(),
+    }
+}
+
+fn invalid(info: &ResourceInfo, name: &str, errors: &[FieldError]) -> Status {
+    Status::invalid(info.group, info.kind, name, errors)
+}
+
+fn rejected(status: Status) -> StorageError {
+    StorageError::Rejected(Box::new(status))
+}
+
+fn set_type(obj: &mut Value, info: &ResourceInfo) {
+    obj["apiVersion"] = info.api_version().into();
+    obj["kind"] = info.kind.into();
+}
+
+/// The stored form: JSON without resourceVersion.
+fn encode(obj: &Value) -> Vec<u8> {
+    serde_json::to_vec(&without_resource_version(obj)).expect("a JSON value encodes")
+}
+
+fn without_resource_version(obj: &Value) -> Value {
+    let mut copy = obj.clone();
+    if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("resourceVersion");
+    }
+    copy
+}
+
+/// A stored object with its resourceVersion set.
+fn decode(info: &ResourceInfo, object: &Object) -> Result<Value, Status> {
+    let mut value: Value = serde_json::from_slice(&object.value).map_err(|e| {
+        Status::internal(format!(
+            "object at {} is not a JSON {}: {e}",
+            object.key, info.kind
+        ))
+    })?;
+    if !value.is_object() {
+        return Err(Status::internal(format!(
+            "object at {} is not a JSON object",
+            object.key
+        )));
+    }
+    meta::metadata(&mut value).insert(
+        "resourceVersion".into(),
+        object.mod_revision.to_string().into(),
+    );
+    Ok(value)
+}
