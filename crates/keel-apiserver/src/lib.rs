@@ -7,7 +7,21 @@
 //! - [`storage`]: the etcd3 layer (key layout, create/update/delete by Txn on mod_revision,
 //!   paginated lists with continue tokens, resourceVersion rules, watches, and the one table of
 //!   Kubernetes `Status` errors).
-//! - [`registry`]: what each resource kind is; so far the name rules every kind shares.
+//! - [`registry`]: what each resource kind is (one file per kind behind one trait), and the
+//!   generic store that runs every verb through it.
+//! - [`http`]: routes, content negotiation, Tables, watch streaming, patches, TLS and tokens.
+//! - [`controllers`]: the system namespaces and namespace deletion, through the registry.
+//! - [`server`]: start-up ([`ApiServer`]), with [`config`] (kube-apiserver's flags) and
+//!   [`metrics`] (kube-apiserver's metric names).
 
+pub mod config;
+pub mod controllers;
+pub mod http;
+pub mod kubeconfig;
+pub mod metrics;
 pub mod registry;
+pub mod server;
 pub mod storage;
+
+pub use config::Config;
+pub use server::{ApiServer, StartError};

@@ -1,5 +1,7 @@
 //! `keel`: the Kubernetes control-plane storage stack in one binary.
 
+mod up;
+
 use clap::{Parser, Subcommand};
 use tracing_subscriber::EnvFilter;
 
@@ -19,6 +21,10 @@ struct Cli {
 enum Command {
     /// Run an etcd-compatible store member (accepts etcd's flags and ETCD_* variables).
     Store(Box<keel_store::Config>),
+    /// Run a Kubernetes API server on etcd or keel store (kube-apiserver's flags).
+    Apiserver(Box<keel_apiserver::Config>),
+    /// Run keel store and the apiserver in one process, all state in one folder.
+    Up(Box<up::UpArgs>),
     /// Load-test any etcd v3 endpoint (flags as etcd's `benchmark`).
     Bench(Box<keel_bench::BenchArgs>),
 }
@@ -43,6 +49,8 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Store(config) => run_store(*config).await,
+            Command::Apiserver(config) => run_apiserver(*config).await,
+            Command::Up(args) => up::run(*args).await,
             Command::Bench(args) => keel_bench::run(*args).await,
         }
     });
@@ -63,5 +71,20 @@ async fn run_store(config: keel_store::Config) -> anyhow::Result<()> {
         );
     }
     handle.wait().await?;
+    Ok(())
+}
+
+async fn run_apiserver(config: keel_apiserver::Config) -> anyhow::Result<()> {
+    let channel = keel_apiserver::server::connect(&config.etcd_servers)?;
+    let server = keel_apiserver::ApiServer::start(config, channel, None).await?;
+    match &server.kubeconfig {
+        Some(path) => eprintln!(
+            "keel apiserver is serving on {}; try: kubectl --kubeconfig {} get namespaces",
+            server.url,
+            path.display()
+        ),
+        None => eprintln!("keel apiserver is serving on {}", server.url),
+    }
+    server.wait().await?;
     Ok(())
 }

@@ -1,0 +1,137 @@
+//! The flags of `keel apiserver`: kube-apiserver's names and defaults where it has them, so
+//! an operator's muscle memory and scripts carry over.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+/// Configuration of one apiserver.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// The etcd servers to connect to, comma-separated (`http://host:port`).
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub etcd_servers: Vec<String>,
+    /// The prefix of every key in etcd.
+    #[arg(long, default_value = "/registry")]
+    pub etcd_prefix: String,
+    /// How often the store is compacted (to the revision seen one interval earlier); 0
+    /// disables compaction by this server.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub etcd_compaction_interval: Duration,
+    /// The IP address to serve on.
+    #[arg(long, default_value = "0.0.0.0")]
+    pub bind_address: IpAddr,
+    /// The port to serve HTTPS on.
+    #[arg(long, default_value_t = 6443)]
+    pub secure_port: u16,
+    /// Where the generated CA and serving certificate are kept (ignored with
+    /// `--tls-cert-file`); the admin token and kubeconfig are written beside them.
+    #[arg(long, default_value = "/var/run/kubernetes")]
+    pub cert_dir: PathBuf,
+    /// The serving certificate (PEM, with its chain); a CA and certificate are generated in
+    /// `--cert-dir` when unset.
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Bearer tokens (`token,user,uid,"group1,group2"` per line); when unset an admin token
+    /// is generated into `--cert-dir`/tokens.csv at first start.
+    #[arg(long)]
+    pub token_auth_file: Option<PathBuf>,
+    /// How long events are kept.
+    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    pub event_ttl: Duration,
+    /// The most read-only requests served at once (0: no limit).
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: u32,
+    /// The most mutating requests served at once (0: no limit).
+    #[arg(long, default_value_t = 200)]
+    pub max_mutating_requests_inflight: u32,
+    /// How long a request may take before it is answered 504 (watches excepted).
+    #[arg(long, default_value = "1m0s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Serve plain HTTP instead of HTTPS, without authentication: only allowed on a loopback
+    /// `--bind-address`, for local experiments.
+    #[arg(long)]
+    pub plain_http: bool,
+}
+
+impl Config {
+    /// The checks clap cannot make.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.plain_http && !self.bind_address.is_loopback() {
+            return Err(format!(
+                "--plain-http serves without TLS or authentication and is only allowed on a \
+                 loopback --bind-address (127.0.0.1 or ::1), not {}",
+                self.bind_address
+            ));
+        }
+        for url in &self.etcd_servers {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!(
+                    "--etcd-servers: {url:?} is not a URL; give http://host:port"
+                ));
+            }
+        }
+        if self.request_timeout.is_zero() {
+            return Err("--request-timeout must be greater than 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// A Go duration (`5m`, `1h30m`, `90s`, `1.5h`, `300ms`; `0` alone is zero), as
+/// kube-apiserver's flags take them.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {s:?}: use a number with a unit, e.g. 5m, 1h30m, 90s");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let number: f64 = rest[..number_end].parse().map_err(|_| bad())?;
+        rest = &rest[number_end..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += number * scale;
+        rest = &rest[unit_end..];
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_are_read() {
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1m0s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

@@ -1,0 +1,168 @@
+//! Discovery, as kube-apiserver serves it without aggregation: `/api` (`APIVersions`),
+//! `/apis` (`APIGroupList`), `/apis/<group>` (`APIGroup`) and the `APIResourceList` of each
+//! group version, all made from the registry's kinds; and `/version`.
+
+use base64::Engine;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::registry::Strategy;
+
+/// The Kubernetes version this server speaks for.
+pub const KUBERNETES_VERSION: (&str, &str) = ("1", "34");
+
+/// The verbs of every resource.
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// `/api`.
+pub fn core_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    })
+}
+
+/// The named groups (not the core group), in the order their kinds are registered.
+fn groups(kinds: &[&'static dyn Strategy]) -> Vec<(&'static str, &'static str)> {
+    let mut groups: Vec<(&str, &str)> = Vec::new();
+    for kind in kinds {
+        let info = kind.info();
+        if !info.group.is_empty() && !groups.contains(&(info.group, info.version)) {
+            groups.push((info.group, info.version));
+        }
+    }
+    groups
+}
+
+fn group_json(name: &str, version: &str) -> Value {
+    let gv = json!({"groupVersion": format!("{name}/{version}"), "version": version});
+    json!({"name": name, "versions": [gv.clone()], "preferredVersion": gv})
+}
+
+/// `/apis`.
+pub fn group_list(kinds: &[&'static dyn Strategy]) -> Value {
+    let groups: Vec<Value> = groups(kinds)
+        .into_iter()
+        .map(|(g, v)| group_json(g, v))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/apis/<group>` (None: no such group).
+pub fn group(kinds: &[&'static dyn Strategy], name: &str) -> Option<Value> {
+    let (g, v) = groups(kinds).into_iter().find(|(g, _)| *g == name)?;
+    let mut group = group_json(g, v);
+    group["kind"] = "APIGroup".into();
+    group["apiVersion"] = "v1".into();
+    Some(group)
+}
+
+/// The `APIResourceList` of `group`/`version` (None: not served).
+pub fn resources(kinds: &[&'static dyn Strategy], group: &str, version: &str) -> Option<Value> {
+    let mut resources = Vec::new();
+    for kind in kinds {
+        let info = kind.info();
+        if info.group != group || info.version != version {
+            continue;
+        }
+        let mut resource = json!({
+            "name": info.resource,
+            "singularName": info.singular,
+            "namespaced": info.namespaced,
+            "kind": info.kind,
+            "verbs": VERBS,
+            "storageVersionHash": storage_version_hash(info.group, info.version, info.kind),
+        });
+        if !info.short_names.is_empty() {
+            resource["shortNames"] = json!(info.short_names);
+        }
+        if !info.categories.is_empty() {
+            resource["categories"] = json!(info.categories);
+        }
+        resources.push(resource);
+        let mut subresource = |name: &str, verbs: &[&str]| {
+            resources.push(json!({
+                "name": format!("{}/{name}", info.resource),
+                "singularName": "",
+                "namespaced": info.namespaced,
+                "kind": info.kind,
+                "verbs": verbs,
+            }));
+        };
+        if info.resource == "namespaces" {
+            subresource("finalize", &["update"]);
+        }
+        if info.status {
+            subresource("status", &["get", "patch", "update"]);
+        }
+    }
+    if resources.is_empty() {
+        return None;
+    }
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    let mut list =
+        json!({"kind": "APIResourceList", "groupVersion": group_version, "resources": resources});
+    if !group.is_empty() {
+        list["apiVersion"] = "v1".into();
+    }
+    Some(list)
+}
+
+/// kube-apiserver's `storageVersionHash`: the first 8 bytes of the SHA-256 of
+/// `<group>/<version>/<kind>`, base64.
+fn storage_version_hash(group: &str, version: &str, kind: &str) -> String {
+    let digest = Sha256::digest(format!("{group}/{version}/{kind}").as_bytes());
+    base64::engine::general_purpose::STANDARD.encode(&digest[..8])
+}
+
+/// `/version`.
+pub fn version() -> Value {
+    let (major, minor) = KUBERNETES_VERSION;
+    json!({
+        "major": major,
+        "minor": minor,
+        "emulationMajor": major,
+        "emulationMinor": minor,
+        "gitVersion": format!("v{major}.{minor}.0"),
+        "gitCommit": format!("keel-{}", env!("CARGO_PKG_VERSION")),
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
+    })
+}
+
+/// The architecture as Go names it.
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_version_hash_is_kube_apiservers() {
+        // kube-apiserver v1.3x lists configmaps with this hash.
+        assert_eq!(storage_version_hash("", "v1", "ConfigMap"), "qFsyl6wFWjQ=");
+    }
+}

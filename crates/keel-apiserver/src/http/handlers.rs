@@ -1,0 +1,532 @@
+//! The resource verbs (get, list, watch, create, update, patch, delete, deletecollection) on
+//! a [`ResourcePath`]: query parameters and bodies read and checked as kube-apiserver's
+//! `endpoints/handlers` do, the work done by the [`Registry`], the answer encoded in the
+//! negotiated form; every failure a `Status`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode, header};
+use serde_json::{Value, json};
+
+use super::negotiate::{self, Output};
+use super::patch;
+use super::request_info::ResourcePath;
+use super::table::{self, IncludeObject};
+use super::watch;
+use crate::registry::selector::{FieldSelector, LabelSelector};
+use crate::registry::store::{DeleteOptions, Filter, ListQuery, Registry};
+use crate::registry::{Strategy, meta_str};
+use crate::storage::resource_version::validate_list_options;
+use crate::storage::{FieldError, Status};
+
+/// The largest request body accepted (kube-apiserver's 3 MiB).
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// A request's query parameters (the last value of each).
+pub type Query = HashMap<String, String>;
+
+/// Answers `status` as kube-apiserver does: JSON, its code as the HTTP status.
+pub fn status_response(status: &Status) -> Response {
+    let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        negotiate::encode(status, Output::Json),
+    )
+        .into_response();
+    if let Some(seconds) = status.details.as_ref().and_then(|d| d.retry_after_seconds) {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, seconds.into());
+    }
+    response
+}
+
+/// A value answered in the negotiated form with `code`.
+pub fn value_response(code: StatusCode, value: &Value, output: Output) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, output.content_type())],
+        negotiate::encode(value, output),
+    )
+        .into_response()
+}
+
+/// 405 MethodNotAllowed.
+pub fn method_not_allowed() -> Status {
+    Status::failure(
+        405,
+        "MethodNotAllowed",
+        "the server does not allow this method on the requested resource".to_string(),
+    )
+}
+
+/// 404 for a resource or path this server does not serve.
+pub fn not_found() -> Status {
+    Status::failure(
+        404,
+        "NotFound",
+        "the server could not find the requested resource".to_string(),
+    )
+}
+
+/// A request about a resource, with everything the handlers need.
+pub struct ResourceRequest {
+    /// The method.
+    pub method: Method,
+    /// The path, read.
+    pub path: ResourcePath,
+    /// The query parameters.
+    pub query: Query,
+    /// The headers.
+    pub headers: HeaderMap,
+    /// The body (empty for reads).
+    pub body: Bytes,
+}
+
+impl ResourceRequest {
+    fn param(&self, name: &str) -> Option<&str> {
+        self.query.get(name).map(String::as_str)
+    }
+
+    fn flag(&self, name: &str) -> bool {
+        matches!(self.param(name), Some("true") | Some("1"))
+    }
+
+    fn dry_run(&self) -> Result<bool, Status> {
+        match self.param("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(Status::failure(
+                400,
+                "BadRequest",
+                format!("Invalid dryRun value {other:?}: only \"All\" is supported"),
+            )),
+        }
+    }
+
+    fn header(&self, name: header::HeaderName) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+/// Whether this request is a watch (a long-running request).
+pub fn is_watch(path: &ResourcePath, query: &Query) -> bool {
+    path.watch_path
+        || matches!(
+            query.get("watch").map(String::as_str),
+            Some("true") | Some("1")
+        )
+}
+
+/// Serves one resource request.
+pub async fn serve(registry: Arc<Registry>, req: ResourceRequest) -> Response {
+    match handle(registry, req).await {
+        Ok(response) => response,
+        Err(status) => status_response(&status),
+    }
+}
+
+async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Response, Status> {
+    let path = &req.path;
+    let kind = registry
+        .kind(&path.group, &path.version, &path.resource)
+        .ok_or_else(not_found)?;
+    let info = kind.info();
+    if path.namespace.is_some() && !info.namespaced {
+        return Err(not_found());
+    }
+    match path.subresource.as_deref() {
+        None => {}
+        Some("status") if info.status => {}
+        Some("finalize") if info.resource == "namespaces" && req.method == Method::PUT => {}
+        Some(_) if req.method == Method::POST || path.subresource.as_deref() == Some("binding") => {
+            return Err(method_not_allowed());
+        }
+        Some(_) => return Err(not_found()),
+    }
+    let namespace = path.namespace.as_deref();
+    let tables = !(req.method == Method::POST
+        || req.method == Method::PUT
+        || req.method == Method::PATCH
+        || req.method == Method::DELETE && path.name.is_some());
+    let output = negotiate::output(req.header(header::ACCEPT), tables)
+        .ok_or_else(negotiate::not_acceptable)?;
+    let include = IncludeObject::parse(req.param("includeObject"))?;
+    match (&req.method, path.name.as_deref()) {
+        (&Method::GET, None) if is_watch(path, &req.query) => {
+            let filter = filter(kind, &req)?;
+            let rv = req.param("resourceVersion").unwrap_or("");
+            let watching = registry.watch(kind, namespace, rv, filter).await?;
+            let timeout = watch::timeout(req.param("timeoutSeconds"))?;
+            Ok(watch::stream(kind, watching, output, include, timeout))
+        }
+        (&Method::GET, None) => {
+            let list = list(&registry, kind, namespace, &req).await?;
+            respond_list(kind, list, output, include)
+        }
+        (&Method::GET, Some(name)) => {
+            let rv = req.param("resourceVersion").unwrap_or("");
+            let obj = registry.get(kind, namespace, name, rv).await?;
+            respond_object(kind, StatusCode::OK, obj, output, include)
+        }
+        (&Method::POST, None) => {
+            let body = read_object(kind, &req, namespace, None)?;
+            let created = registry
+                .create(kind, namespace, body, req.dry_run()?)
+                .await?;
+            Ok(value_response(StatusCode::CREATED, &created, output))
+        }
+        (&Method::PUT, Some(name)) => {
+            let body = read_object(kind, &req, namespace, Some(name))?;
+            let (obj, created) = registry
+                .update(
+                    kind,
+                    namespace,
+                    name,
+                    path.subresource.as_deref(),
+                    req.dry_run()?,
+                    |_| Ok(body.clone()),
+                )
+                .await?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(value_response(code, &obj, output))
+        }
+        (&Method::PATCH, Some(name)) => {
+            let form = negotiate::body(req.header(header::CONTENT_TYPE), true)?;
+            let patch_doc = patch::read(form, &req.body)?;
+            let (obj, created) = registry
+                .update(
+                    kind,
+                    namespace,
+                    name,
+                    path.subresource.as_deref(),
+                    req.dry_run()?,
+                    |current| match current {
+                        Some(current) => patch::apply(kind, form, current, &patch_doc),
+                        None => Err(not_found_object(kind, name)),
+                    },
+                )
+                .await?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(value_response(code, &obj, output))
+        }
+        (&Method::DELETE, Some(name)) => {
+            let options = delete_options(&req)?;
+            let deleted = registry.delete(kind, namespace, name, &options).await?;
+            if !deleted.finished {
+                return Ok(value_response(
+                    StatusCode::ACCEPTED,
+                    &deleted.object,
+                    output,
+                ));
+            }
+            if kind.returns_deleted_object() {
+                return Ok(value_response(StatusCode::OK, &deleted.object, output));
+            }
+            let target = crate::storage::Target {
+                group: info.group.to_string(),
+                resource: info.resource.to_string(),
+                name: name.to_string(),
+            };
+            let status = Status::deleted(&target, meta_str(&deleted.object, "uid"));
+            Ok(value_response(
+                StatusCode::OK,
+                &serde_json::to_value(&status).unwrap_or_default(),
+                output,
+            ))
+        }
+        (&Method::DELETE, None) => {
+            let options = delete_options(&req)?;
+            let mut list = list(&registry, kind, namespace, &req).await?;
+            let mut deleted = Vec::new();
+            let items = list["items"].as_array().cloned().unwrap_or_default();
+            for item in items {
+                let ns = meta_str(&item, "namespace");
+                let ns = (!ns.is_empty()).then_some(ns);
+                match registry
+                    .delete(kind, ns, meta_str(&item, "name"), &options)
+                    .await
+                {
+                    Ok(gone) => deleted.push(gone.object),
+                    Err(status) if status.code == 404 => {}
+                    Err(status) => return Err(status),
+                }
+            }
+            list["items"] = Value::Array(deleted);
+            Ok(value_response(StatusCode::OK, &list, output.min_json()))
+        }
+        _ => Err(method_not_allowed()),
+    }
+}
+
+fn not_found_object(kind: &dyn Strategy, name: &str) -> Status {
+    let info = kind.info();
+    let target = crate::storage::Target {
+        group: info.group.to_string(),
+        resource: info.resource.to_string(),
+        name: name.to_string(),
+    };
+    Status::from_storage(
+        &crate::storage::StorageError::NotFound { key: String::new() },
+        &target,
+    )
+}
+
+impl Output {
+    /// Tables are for reads: anything else is answered in JSON.
+    fn min_json(self) -> Output {
+        match self {
+            Output::Table => Output::Json,
+            other => other,
+        }
+    }
+}
+
+async fn list(
+    registry: &Registry,
+    kind: &'static dyn Strategy,
+    namespace: Option<&str>,
+    req: &ResourceRequest,
+) -> Result<Value, Status> {
+    let rv = req.param("resourceVersion").unwrap_or("");
+    let rvm = req.param("resourceVersionMatch").unwrap_or("");
+    let token = req.param("continue").unwrap_or("");
+    let errors = validate_list_options(rv, rvm, token, req.flag("sendInitialEvents"));
+    if !errors.is_empty() {
+        return Err(Status::invalid("meta.k8s.io", "ListOptions", "", &errors));
+    }
+    let limit = match req.param("limit") {
+        None | Some("") => 0,
+        Some(l) => l.parse::<i64>().map_err(|_| bad_query("limit", l))?,
+    };
+    let filter = filter(kind, req)?;
+    let query = ListQuery {
+        resource_version: rv,
+        resource_version_match: rvm,
+        limit,
+        continue_token: (!token.is_empty()).then_some(token),
+        filter: filter.as_deref(),
+    };
+    registry.list(kind, namespace, &query).await
+}
+
+fn bad_query(name: &str, value: &str) -> Status {
+    Status::failure(
+        400,
+        "BadRequest",
+        format!("invalid value {value:?} for query parameter {name}"),
+    )
+}
+
+/// The label and field selectors of a list or watch, as one filter (None: everything).
+fn filter(
+    kind: &'static dyn Strategy,
+    req: &ResourceRequest,
+) -> Result<Option<Box<Filter>>, Status> {
+    let bad = |message: String| Status::failure(400, "BadRequest", message);
+    let labels = match req.param("labelSelector").filter(|s| !s.is_empty()) {
+        Some(s) => Some(LabelSelector::parse(s).map_err(bad)?),
+        None => None,
+    };
+    let fields = match req.param("fieldSelector").filter(|s| !s.is_empty()) {
+        Some(s) => {
+            let selector = FieldSelector::parse(s).map_err(bad)?;
+            selector
+                .check_supported(kind.selectable_fields())
+                .map_err(bad)?;
+            Some(selector)
+        }
+        None => None,
+    };
+    if labels.is_none() && fields.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(Box::new(move |obj: &Value| {
+        let empty = serde_json::Map::new();
+        let object_labels = obj
+            .pointer("/metadata/labels")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        labels.as_ref().is_none_or(|l| l.matches(object_labels))
+            && fields.as_ref().is_none_or(|f| {
+                f.matches(|field| match field {
+                    "metadata.name" => meta_str(obj, "name").to_string(),
+                    "metadata.namespace" => meta_str(obj, "namespace").to_string(),
+                    other => kind.field(obj, other),
+                })
+            })
+    })))
+}
+
+/// The body of a create or update: JSON or YAML, of this kind and version, in this
+/// namespace, with this name (for an update).
+fn read_object(
+    kind: &dyn Strategy,
+    req: &ResourceRequest,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> Result<Value, Status> {
+    let form = negotiate::body(req.header(header::CONTENT_TYPE), false)?;
+    let mut obj = negotiate::decode(&req.body, form == negotiate::Body::Yaml)?;
+    if !obj.is_object() {
+        return Err(Status::failure(
+            400,
+            "BadRequest",
+            "couldn't get version/kind; json parse error: the body is not a JSON object".into(),
+        ));
+    }
+    check_type(kind, &mut obj)?;
+    let info = kind.info();
+    let bad = |message: String| Status::failure(400, "BadRequest", message);
+    if info.namespaced {
+        let given = meta_str(&obj, "namespace");
+        if !given.is_empty() && Some(given) != namespace {
+            return Err(bad(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            ));
+        }
+    }
+    if let Some(name) = name {
+        let given = meta_str(&obj, "name");
+        if given != name {
+            return Err(bad(format!(
+                "the name of the object ({given}) does not match the name on the URL ({name})"
+            )));
+        }
+    }
+    Ok(obj)
+}
+
+/// A body's apiVersion and kind must be this kind's (or left out), as kube-apiserver's
+/// decoder requires.
+pub fn check_type(kind: &dyn Strategy, obj: &mut Value) -> Result<(), Status> {
+    let info = kind.info();
+    let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let body_kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    let expected = info.api_version();
+    if !api_version.is_empty() && api_version != expected {
+        return Err(Status::failure(
+            400,
+            "BadRequest",
+            format!(
+                "the API version in the data ({api_version}) does not match the expected API version ({expected})"
+            ),
+        ));
+    }
+    if !body_kind.is_empty() && body_kind != info.kind {
+        return Err(Status::failure(
+            400,
+            "BadRequest",
+            format!(
+                "the kind in the data ({body_kind}) does not match the expected kind ({})",
+                info.kind
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `DeleteOptions` from the body (JSON or YAML) and the query.
+fn delete_options(req: &ResourceRequest) -> Result<DeleteOptions, Status> {
+    let mut options = DeleteOptions {
+        dry_run: req.dry_run()?,
+        ..DeleteOptions::default()
+    };
+    if let Some(g) = req.param("gracePeriodSeconds") {
+        options.grace_period_seconds =
+            Some(g.parse().map_err(|_| bad_query("gracePeriodSeconds", g))?);
+    }
+    let propagation = req.param("propagationPolicy").map(str::to_string);
+    let mut policy = propagation;
+    if !req.body.is_empty() {
+        let body =
+            negotiate::decode(&req.body, false).or_else(|_| negotiate::decode(&req.body, true))?;
+        if let Some(p) = body.get("preconditions") {
+            options.uid = p.get("uid").and_then(Value::as_str).map(str::to_string);
+            options.resource_version = p
+                .get("resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+        }
+        if let Some(g) = body.get("gracePeriodSeconds").and_then(Value::as_i64) {
+            options.grace_period_seconds = Some(g);
+        }
+        if let Some(p) = body.get("propagationPolicy").and_then(Value::as_str) {
+            policy = Some(p.to_string());
+        }
+        if body
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|d| d.iter().any(|v| v == "All"))
+        {
+            options.dry_run = true;
+        }
+    }
+    if let Some(policy) = policy
+        && !["Orphan", "Background", "Foreground"].contains(&policy.as_str())
+    {
+        return Err(Status::invalid(
+            "",
+            "DeleteOptions",
+            "",
+            &[FieldError::not_supported(
+                "propagationPolicy",
+                &policy,
+                &["Foreground", "Background", "Orphan", "nil"],
+            )],
+        ));
+    }
+    Ok(options)
+}
+
+fn respond_object(
+    kind: &dyn Strategy,
+    code: StatusCode,
+    obj: Value,
+    output: Output,
+    include: IncludeObject,
+) -> Result<Response, Status> {
+    if output == Output::Table {
+        let metadata = json!({"resourceVersion": meta_str(&obj, "resourceVersion")});
+        let t = table::table(kind, std::slice::from_ref(&obj), metadata, include, true);
+        return Ok(value_response(code, &t, output));
+    }
+    Ok(value_response(code, &obj, output))
+}
+
+fn respond_list(
+    kind: &dyn Strategy,
+    list: Value,
+    output: Output,
+    include: IncludeObject,
+) -> Result<Response, Status> {
+    if output == Output::Table {
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let t = table::table(kind, &items, list["metadata"].clone(), include, true);
+        return Ok(value_response(StatusCode::OK, &t, output));
+    }
+    Ok(value_response(StatusCode::OK, &list, output))
+}
+
+/// A streamed body, for watches.
+pub fn streamed(output: Output, body: Body) -> Response {
+    let mut response = Response::new(body);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static(output.content_type()),
+    );
+    response
+}

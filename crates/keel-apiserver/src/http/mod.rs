@@ -1,0 +1,309 @@
+//! The HTTP side of the apiserver: one router for every path, in kube-apiserver's filter
+//! order: health and version (no authentication), then bearer-token authentication, the
+//! in-flight limits and the request timeout, then discovery, metrics and the resource verbs
+//! ([`handlers`]); every request is counted in [`crate::metrics`].
+
+pub mod auth;
+pub mod discovery;
+pub mod handlers;
+pub mod health;
+pub mod negotiate;
+pub mod patch;
+pub mod request_info;
+pub mod strategic_merge;
+pub mod table;
+pub mod tls;
+pub mod watch;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::{IntoResponse, Response};
+use http::{Method, StatusCode, header};
+use tokio::sync::Semaphore;
+
+use crate::metrics::{Labels, Metrics};
+use crate::registry::store::Registry;
+use crate::storage::{Details, Status};
+use auth::Tokens;
+use handlers::{ResourceRequest, is_watch, not_found, status_response, value_response};
+use negotiate::Output;
+use request_info::{Path, ResourcePath};
+
+/// Everything a request needs.
+pub struct App {
+    /// The objects.
+    pub registry: Arc<Registry>,
+    /// Who may call (None: everyone; only for plain HTTP on loopback).
+    pub tokens: Option<Tokens>,
+    /// This server's address as clients reach it (`host:port`), for `/api`.
+    pub server_address: String,
+    /// The metrics.
+    pub metrics: Arc<Metrics>,
+    /// `--max-requests-inflight`: read-only requests at once.
+    pub read_only: Arc<Semaphore>,
+    /// `--max-mutating-requests-inflight`: mutating requests at once.
+    pub mutating: Arc<Semaphore>,
+    /// `--request-timeout`.
+    pub request_timeout: Duration,
+    /// The system namespaces exist (what `/readyz` waits for).
+    pub started: std::sync::atomic::AtomicBool,
+}
+
+/// The router serving `app`.
+pub fn router(app: Arc<App>) -> axum::Router {
+    axum::Router::new().fallback(dispatch).with_state(app)
+}
+
+async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    if let Some(response) = health::serve(&app, &path, req.uri().query()).await {
+        return response;
+    }
+    if path == "/version" {
+        return value_response(StatusCode::OK, &discovery::version(), Output::Json);
+    }
+    if let Some(tokens) = &app.tokens {
+        let header = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if tokens.authenticate(header).is_none() {
+            return status_response(&Status::failure(401, "Unauthorized", "Unauthorized".into()));
+        }
+    }
+    if path == "/metrics" {
+        app.refresh_object_counts().await;
+        return (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            app.metrics.encode(),
+        )
+            .into_response();
+    }
+    let kinds = app.registry.kinds();
+    let discovered = match request_info::parse(&path) {
+        Path::CoreVersions => Some(discovery::core_versions(&app.server_address)),
+        Path::Groups => Some(discovery::group_list(kinds)),
+        Path::Group(group) => match discovery::group(kinds, &group) {
+            Some(group) => Some(group),
+            None => return status_response(&not_found()),
+        },
+        Path::Resources { group, version } => discovery::resources(kinds, &group, &version),
+        Path::Resource(resource) => return serve_resource(&app, resource, req).await,
+        Path::Other => None,
+    };
+    match discovered {
+        Some(value) if req.method() == Method::GET => {
+            value_response(StatusCode::OK, &value, Output::Json)
+        }
+        Some(_) => status_response(&handlers::method_not_allowed()),
+        None => (StatusCode::NOT_FOUND, "404 page not found\n").into_response(),
+    }
+}
+
+/// kube-apiserver's verb for a request (`LIST`, `WATCH`, `GET`, `POST`, `APPLY`, ...).
+fn verb(
+    method: &Method,
+    path: &ResourcePath,
+    query: &HashMap<String, String>,
+    apply: bool,
+) -> &'static str {
+    match (method, path.name.is_some()) {
+        (&Method::GET, false) if is_watch(path, query) => "WATCH",
+        (&Method::GET, false) => "LIST",
+        (&Method::GET, true) => "GET",
+        (&Method::POST, _) => "POST",
+        (&Method::PUT, _) => "PUT",
+        (&Method::PATCH, _) if apply => "APPLY",
+        (&Method::PATCH, _) => "PATCH",
+        (&Method::DELETE, false) => "DELETECOLLECTION",
+        (&Method::DELETE, true) => "DELETE",
+        _ => "UNKNOWN",
+    }
+}
+
+async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response {
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let query: HashMap<String, String> = parts
+        .uri
+        .query()
+        .map(|q| {
+            axum::extract::Query::<Vec<(String, String)>>::try_from_uri(&parts.uri)
+                .map(|axum::extract::Query(pairs)| pairs.into_iter().collect())
+                .unwrap_or_else(|_| {
+                    let _ = q;
+                    HashMap::new()
+                })
+        })
+        .unwrap_or_default();
+    let apply = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/apply-patch"));
+    let verb = verb(&parts.method, &path, &query, apply);
+    let scope = match (&path.name, &path.namespace) {
+        (Some(_), _) => "resource",
+        (None, Some(_)) => "namespace",
+        (None, None) => "cluster",
+    };
+    let labels: Labels = vec![
+        ("verb", verb.into()),
+        ("dry_run", query.get("dryRun").cloned().unwrap_or_default()),
+        ("group", path.group.clone()),
+        ("version", path.version.clone()),
+        ("resource", path.resource.clone()),
+        ("subresource", path.subresource.clone().unwrap_or_default()),
+        ("scope", scope.into()),
+    ];
+    let watch = verb == "WATCH";
+    let mutating = !matches!(verb, "GET" | "LIST" | "WATCH");
+    // Watches are long-running: not limited, not timed out, counted apart.
+    let _permit = if watch {
+        None
+    } else {
+        let (limit, kind) = if mutating {
+            (&app.mutating, "mutating")
+        } else {
+            (&app.read_only, "readOnly")
+        };
+        match limit.clone().try_acquire_owned() {
+            Ok(permit) => Some((permit, InflightGuard::new(app, kind))),
+            Err(_) => {
+                let status = too_many_requests();
+                app.metrics.request(&labels, status.code, started.elapsed());
+                return status_response(&status);
+            }
+        }
+    };
+    let body = match axum::body::to_bytes(body, handlers::MAX_BODY).await {
+        Ok(body) => body,
+        Err(_) => {
+            let status = Status::failure(
+                413,
+                "RequestEntityTooLarge",
+                format!("Request entity too large: limit is {}", handlers::MAX_BODY),
+            );
+            app.metrics.request(&labels, status.code, started.elapsed());
+            return status_response(&status);
+        }
+    };
+    let request = ResourceRequest {
+        method: parts.method,
+        path,
+        query,
+        headers: parts.headers,
+        body,
+    };
+    let registry = app.registry.clone();
+    let response = if watch {
+        let mut long = labels.clone();
+        long.push(("component", "apiserver".into()));
+        let gauge = app.metrics.longrunning.get_or_create(&long).clone();
+        gauge.inc();
+        let response = handlers::serve(registry, request).await;
+        let (parts, body) = response.into_parts();
+        let counted = CountedBody { inner: body, gauge };
+        Response::from_parts(parts, Body::new(counted))
+    } else {
+        match tokio::time::timeout(app.request_timeout, handlers::serve(registry, request)).await {
+            Ok(response) => response,
+            Err(_) => status_response(&Status::failure(
+                504,
+                "Timeout",
+                "Timeout: request did not complete within requested timeout - context deadline exceeded".into(),
+            )),
+        }
+    };
+    app.metrics
+        .request(&labels, response.status().as_u16(), started.elapsed());
+    response
+}
+
+/// 429 past the in-flight limits, with Retry-After, as kube-apiserver's max-in-flight
+/// filter answers.
+fn too_many_requests() -> Status {
+    Status {
+        details: Some(Box::new(Details {
+            retry_after_seconds: Some(1),
+            ..Details::default()
+        })),
+        ..Status::failure(
+            429,
+            "TooManyRequests",
+            "Too many requests, please try again later.".into(),
+        )
+    }
+}
+
+/// Counts a request in `apiserver_current_inflight_requests` while it runs.
+struct InflightGuard(prometheus_client::metrics::gauge::Gauge);
+
+impl InflightGuard {
+    fn new(app: &App, kind: &'static str) -> InflightGuard {
+        let gauge = app
+            .metrics
+            .inflight
+            .get_or_create(&vec![("request_kind", kind.to_string())])
+            .clone();
+        gauge.inc();
+        InflightGuard(gauge)
+    }
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// A watch's body, counted in `apiserver_longrunning_requests` until it ends.
+struct CountedBody {
+    inner: Body,
+    gauge: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Drop for CountedBody {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+impl http_body::Body for CountedBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+}
+
+impl App {
+    /// Refreshes `apiserver_storage_objects` from the store (one count-only Range per kind).
+    async fn refresh_object_counts(&self) {
+        for kind in self.registry.kinds() {
+            let info = kind.info();
+            if let Ok(count) = self.registry.count(*kind).await {
+                let resource = if info.group.is_empty() {
+                    info.resource.to_string()
+                } else {
+                    format!("{}.{}", info.resource, info.group)
+                };
+                self.metrics
+                    .objects
+                    .get_or_create(&vec![("resource", resource)])
+                    .set(count);
+            }
+        }
+    }
+}

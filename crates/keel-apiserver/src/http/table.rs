@@ -1,0 +1,97 @@
+//! `meta.k8s.io/v1` Tables, as kube-apiserver answers `Accept: application/json;as=Table`:
+//! the kind's columns, one row per object with the kind's cells, and the object itself as
+//! `PartialObjectMetadata` (or whole, or not at all, by `includeObject`).
+
+use serde_json::{Value, json};
+
+use crate::registry::Strategy;
+use crate::registry::time::Time;
+use crate::storage::Status;
+
+/// `includeObject`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// `None`.
+    Nothing,
+    /// `Metadata` (the default).
+    Metadata,
+    /// `Object`.
+    Object,
+}
+
+impl IncludeObject {
+    /// Reads the query parameter (400 for anything else, with kube-apiserver's words).
+    pub fn parse(value: Option<&str>) -> Result<IncludeObject, Status> {
+        match value.unwrap_or("") {
+            "" | "Metadata" => Ok(IncludeObject::Metadata),
+            "None" => Ok(IncludeObject::Nothing),
+            "Object" => Ok(IncludeObject::Object),
+            other => Err(Status::failure(
+                400,
+                "BadRequest",
+                format!("unrecognized includeObject value: \"{other}\""),
+            )),
+        }
+    }
+}
+
+/// The Table of `objects` (one object or a list's items); `list_metadata` is the list's
+/// metadata (resourceVersion, continue, remainingItemCount), and `headers` whether the
+/// column definitions are included (a watch sends them with its first event only).
+pub fn table(
+    kind: &dyn Strategy,
+    objects: &[Value],
+    list_metadata: Value,
+    include: IncludeObject,
+    headers: bool,
+) -> Value {
+    let now = Time::now();
+    let columns: Vec<Value> = if headers {
+        kind.columns()
+            .iter()
+            .map(|c| {
+                json!({
+                    "name": c.name,
+                    "type": c.kind,
+                    "format": c.format,
+                    "description": c.description,
+                    "priority": c.priority,
+                })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let info = kind.info();
+    let rows: Vec<Value> = objects
+        .iter()
+        .map(|obj| {
+            let mut row = json!({"cells": kind.cells(obj, now)});
+            let object = match include {
+                IncludeObject::Nothing => None,
+                IncludeObject::Metadata => Some(json!({
+                    "kind": "PartialObjectMetadata",
+                    "apiVersion": "meta.k8s.io/v1",
+                    "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+                })),
+                IncludeObject::Object => {
+                    let mut whole = obj.clone();
+                    whole["apiVersion"] = info.api_version().into();
+                    whole["kind"] = info.kind.into();
+                    Some(whole)
+                }
+            };
+            if let Some(object) = object {
+                row["object"] = object;
+            }
+            row
+        })
+        .collect();
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": list_metadata,
+        "columnDefinitions": columns,
+        "rows": rows,
+    })
+}

@@ -1,0 +1,116 @@
+//! Watch responses: a chunked stream of `{"type": ..., "object": ...}` documents, one compact
+//! JSON document per line (the Python client splits on newlines; client-go decodes a JSON
+//! stream), each flushed as it happens. A failure after the stream started is sent in-band
+//! as an `ERROR` event whose object is the Status (e.g. 410 Expired for a compacted
+//! resourceVersion), as kube-apiserver does. The stream ends after `timeoutSeconds`, or
+//! without one after a random time between 30 and 60 minutes (kube-apiserver's
+//! `--min-request-timeout` 1800 s, jittered up to twice that).
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::handlers::streamed;
+use super::negotiate::Output;
+use super::table::{self, IncludeObject};
+use crate::registry::store::Watching;
+use crate::registry::{Strategy, meta_str};
+use crate::storage::Status;
+
+/// kube-apiserver's `--min-request-timeout` default.
+const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// How long a watch runs: `timeoutSeconds`, or the jittered default.
+pub fn timeout(param: Option<&str>) -> Result<Duration, Status> {
+    match param.filter(|p| !p.is_empty()) {
+        Some(p) => p.parse::<u64>().map(Duration::from_secs).map_err(|_| {
+            Status::failure(
+                400,
+                "BadRequest",
+                format!("invalid value {p:?} for query parameter timeoutSeconds"),
+            )
+        }),
+        None => {
+            let jitter = uuid::Uuid::new_v4().as_u128() as u64 % MIN_REQUEST_TIMEOUT.as_secs();
+            Ok(MIN_REQUEST_TIMEOUT + Duration::from_secs(jitter))
+        }
+    }
+}
+
+struct State {
+    kind: &'static dyn Strategy,
+    watching: Watching,
+    output: Output,
+    include: IncludeObject,
+    deadline: Instant,
+    first: bool,
+    done: bool,
+}
+
+/// The streamed response of a watch.
+pub fn stream(
+    kind: &'static dyn Strategy,
+    watching: Watching,
+    output: Output,
+    include: IncludeObject,
+    timeout: Duration,
+) -> Response {
+    let state = State {
+        kind,
+        watching,
+        output,
+        include,
+        deadline: Instant::now() + timeout,
+        first: true,
+        done: false,
+    };
+    let events = futures::stream::unfold(state, |mut state| async move {
+        if state.done {
+            return None;
+        }
+        let next = tokio::time::timeout_at(state.deadline, state.watching.next()).await;
+        let line = match next {
+            Err(_) | Ok(None) => return None,
+            Ok(Some(Ok(event))) => {
+                let object = state.render(event.object);
+                json!({"type": event.kind, "object": object})
+            }
+            Ok(Some(Err(status))) => {
+                state.done = true;
+                json!({"type": "ERROR", "object": status})
+            }
+        };
+        let mut bytes = serde_json::to_vec(&line).expect("a JSON value encodes");
+        bytes.push(b'\n');
+        Some((
+            Ok::<Bytes, std::convert::Infallible>(Bytes::from(bytes)),
+            state,
+        ))
+    });
+    let output = if output == Output::Yaml {
+        Output::Json
+    } else {
+        output
+    };
+    streamed(output, Body::from_stream(events))
+}
+
+impl State {
+    /// An event's object as the client asked for it: whole, with apiVersion and kind, or as
+    /// a one-row Table (column definitions with the first event only).
+    fn render(&mut self, mut object: Value) -> Value {
+        let info = self.kind.info();
+        object["apiVersion"] = info.api_version().into();
+        object["kind"] = info.kind.into();
+        if self.output != Output::Table {
+            return object;
+        }
+        let metadata = json!({"resourceVersion": meta_str(&object, "resourceVersion")});
+        let headers = std::mem::replace(&mut self.first, false);
+        table::table(self.kind, &[object], metadata, self.include, headers)
+    }
+}

@@ -1,0 +1,145 @@
+//! `/metrics`, with kube-apiserver's names and labels, so the dashboards and alerts written
+//! for it work unchanged: requests by verb, resource, subresource and scope
+//! (`apiserver_request_total`, `apiserver_request_duration_seconds`), what is in flight
+//! (`apiserver_current_inflight_requests`, `apiserver_longrunning_requests`,
+//! `apiserver_registered_watchers`), and the store's share of each request
+//! (`etcd_request_duration_seconds` by operation and resource; `apiserver_storage_objects`).
+//! The last tells an operator at once whether a slow request reached the store.
+
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry as Prometheus;
+
+/// Label pairs.
+pub type Labels = Vec<(&'static str, String)>;
+
+/// kube-apiserver's `apiserver_request_duration_seconds` buckets.
+const REQUEST_BUCKETS: [f64; 24] = [
+    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
+    10.0, 15.0, 20.0, 30.0, 45.0, 50.0, 60.0,
+];
+
+/// kube-apiserver's `etcd_request_duration_seconds` buckets.
+const ETCD_BUCKETS: [f64; 18] = [
+    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0,
+];
+
+/// The apiserver's metrics.
+pub struct Metrics {
+    registry: Prometheus,
+    requests: Family<Labels, Counter>,
+    durations: Family<Labels, Histogram>,
+    /// `apiserver_current_inflight_requests{request_kind}`.
+    pub inflight: Family<Labels, Gauge>,
+    /// `apiserver_longrunning_requests`.
+    pub longrunning: Family<Labels, Gauge>,
+    /// `apiserver_registered_watchers{group, kind, version}`.
+    pub watchers: Family<Labels, Gauge>,
+    etcd: Family<Labels, Histogram>,
+    /// `apiserver_storage_objects{resource}`, refreshed when scraped.
+    pub objects: Family<Labels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every family.
+    pub fn new() -> Metrics {
+        let mut registry = Prometheus::default();
+        let requests = Family::<Labels, Counter>::default();
+        let durations = Family::<Labels, Histogram>::new_with_constructor(
+            (|| Histogram::new(REQUEST_BUCKETS)) as fn() -> Histogram,
+        );
+        let etcd = Family::<Labels, Histogram>::new_with_constructor(
+            (|| Histogram::new(ETCD_BUCKETS)) as fn() -> Histogram,
+        );
+        let (inflight, longrunning, watchers, objects) = Default::default();
+        registry.register(
+            "apiserver_request",
+            "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
+            requests.clone(),
+        );
+        registry.register(
+            "apiserver_request_duration_seconds",
+            "Response latency distribution in seconds for each verb, dry run value, group, version, resource, subresource, scope and component.",
+            durations.clone(),
+        );
+        registry.register(
+            "apiserver_current_inflight_requests",
+            "Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
+            Family::clone(&inflight),
+        );
+        registry.register(
+            "apiserver_longrunning_requests",
+            "Gauge of all active long-running apiserver requests broken out by verb, group, version, resource, scope and component. Not all requests are tracked this way.",
+            Family::clone(&longrunning),
+        );
+        registry.register(
+            "apiserver_registered_watchers",
+            "Number of currently registered watchers for a given resources",
+            Family::clone(&watchers),
+        );
+        registry.register(
+            "etcd_request_duration_seconds",
+            "Etcd request latency in seconds for each operation and object type.",
+            etcd.clone(),
+        );
+        registry.register(
+            "apiserver_storage_objects",
+            "Number of stored objects at the time of last check split by kind.",
+            Family::clone(&objects),
+        );
+        Metrics {
+            registry,
+            requests,
+            durations,
+            inflight,
+            longrunning,
+            watchers,
+            etcd,
+            objects,
+        }
+    }
+
+    /// Counts one finished request (`labels` are verb, dry_run, group, version, resource,
+    /// subresource, scope; the component and code are added).
+    pub fn request(&self, labels: &Labels, code: u16, elapsed: Duration) {
+        let mut with_code = labels.clone();
+        with_code.push(("component", "apiserver".into()));
+        let mut timed = with_code.clone();
+        with_code.push(("code", code.to_string()));
+        // apiserver_request_total carries no subresource label in kube-apiserver.
+        with_code.retain(|(k, _)| *k != "subresource");
+        self.requests.get_or_create(&with_code).inc();
+        timed.retain(|(k, _)| *k != "code");
+        self.durations
+            .get_or_create(&timed)
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Times one store request.
+    pub fn etcd_request(&self, operation: &str, resource: &str, elapsed: Duration) {
+        self.etcd
+            .get_or_create(&vec![
+                ("operation", operation.into()),
+                ("type", resource.into()),
+            ])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}

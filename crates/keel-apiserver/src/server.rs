@@ -1,0 +1,265 @@
+//! Starting an apiserver: the store connection, TLS (a generated CA and serving certificate,
+//! or the operator's files), the admin token and kubeconfig, the listener, and the
+//! controllers and compactor that run beside the request handlers.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::config::Config;
+use crate::controllers;
+use crate::http::auth::{self, Tokens};
+use crate::http::{self, App, tls};
+use crate::metrics::Metrics;
+use crate::registry::{self, store::Registry};
+use crate::storage::{Compactor, Etcd3, KeyLayout};
+
+/// Why an apiserver could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A flag is wrong.
+    #[error("{0}")]
+    Config(String),
+    /// The serving certificate.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
+    /// The token file.
+    #[error(transparent)]
+    Auth(#[from] auth::AuthError),
+    /// The port.
+    #[error(
+        "cannot listen on {addr}: {source}; is another apiserver running there? (choose another --secure-port)"
+    )]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The kubeconfig.
+    #[error("cannot write the kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A running apiserver.
+pub struct ApiServer {
+    /// The address it serves on.
+    pub addr: SocketAddr,
+    /// `https://...` or `http://...`.
+    pub url: String,
+    /// The admin kubeconfig it wrote, if any.
+    pub kubeconfig: Option<PathBuf>,
+    serving: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// A channel to the etcd servers of `--etcd-servers` (connected lazily, balanced over all).
+pub fn connect(servers: &[String]) -> Result<Channel, StartError> {
+    let mut endpoints = Vec::new();
+    for url in servers {
+        let endpoint = Endpoint::from_shared(url.clone())
+            .map_err(|e| StartError::Config(format!("--etcd-servers: {url:?}: {e}")))?
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(std::time::Duration::from_secs(30));
+        endpoints.push(endpoint);
+    }
+    Ok(Channel::balance_list(endpoints.into_iter()))
+}
+
+impl ApiServer {
+    /// Starts serving `config` on the store behind `channel`; the admin kubeconfig goes to
+    /// `kubeconfig` (default: `--cert-dir`/kubeconfig).
+    pub async fn start(
+        config: Config,
+        channel: Channel,
+        kubeconfig: Option<PathBuf>,
+    ) -> Result<ApiServer, StartError> {
+        config.validate().map_err(StartError::Config)?;
+        let addr = SocketAddr::new(config.bind_address, config.secure_port);
+        let (tls, ca_pem) = serving_tls(&config)?;
+        let (tokens, admin_token) = if config.plain_http {
+            (None, String::new())
+        } else {
+            let (tokens, admin) = tokens(&config)?;
+            (Some(tokens), admin)
+        };
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| StartError::Listen { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| StartError::Listen { addr, source })?;
+        let client_host = match addr.ip() {
+            ip if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            ip => ip,
+        };
+        let scheme = if config.plain_http { "http" } else { "https" };
+        let url = format!("{scheme}://{}", SocketAddr::new(client_host, addr.port()));
+        let kubeconfig = if admin_token.is_empty() && !config.plain_http {
+            None
+        } else {
+            let path = kubeconfig.unwrap_or_else(|| config.cert_dir.join("kubeconfig"));
+            crate::kubeconfig::write(&path, &url, &ca_pem, &admin_token, "keel").map_err(
+                |source| StartError::Kubeconfig {
+                    path: path.clone(),
+                    source,
+                },
+            )?;
+            Some(path)
+        };
+        let metrics = Arc::new(Metrics::new());
+        let storage = Etcd3::new(channel);
+        let registry = Arc::new(Registry::new(
+            storage,
+            KeyLayout::new(&config.etcd_prefix),
+            registry::kinds(),
+            config.event_ttl,
+            metrics.clone(),
+        ));
+        let limit = |n: u32| {
+            Arc::new(Semaphore::new(if n == 0 {
+                Semaphore::MAX_PERMITS
+            } else {
+                n as usize
+            }))
+        };
+        let app = Arc::new(App {
+            registry: registry.clone(),
+            tokens,
+            server_address: SocketAddr::new(client_host, addr.port()).to_string(),
+            metrics,
+            read_only: limit(config.max_requests_inflight),
+            mutating: limit(config.max_mutating_requests_inflight),
+            request_timeout: config.request_timeout,
+            started: AtomicBool::new(false),
+        });
+        let ready = app.clone();
+        tokio::spawn(controllers::system_namespaces::run(
+            registry.clone(),
+            move || {
+                ready.started.store(true, Ordering::Release);
+            },
+        ));
+        tokio::spawn(controllers::namespaces::run(registry.clone()));
+        if !config.etcd_compaction_interval.is_zero() {
+            let compactor = Compactor::new(registry.storage());
+            tokio::spawn(compactor.run(config.etcd_compaction_interval));
+        }
+        let serving = tokio::spawn(serve(listener, tls, http::router(app)));
+        tracing::info!(%url, "apiserver serving");
+        Ok(ApiServer {
+            addr,
+            url,
+            kubeconfig,
+            serving,
+        })
+    }
+
+    /// Serves until the listener fails.
+    pub async fn wait(self) -> std::io::Result<()> {
+        self.serving.await.map_err(std::io::Error::other)?
+    }
+}
+
+/// The TLS configuration and the CA clients should trust ("" when the operator brought the
+/// certificate or TLS is off).
+fn serving_tls(config: &Config) -> Result<(Option<Arc<rustls::ServerConfig>>, String), StartError> {
+    if config.plain_http {
+        return Ok((None, String::new()));
+    }
+    if let (Some(cert), Some(key)) = (&config.tls_cert_file, &config.tls_private_key_file) {
+        return Ok((Some(tls::load_files(cert, key)?), String::new()));
+    }
+    let mut hosts = vec![config.bind_address.to_string()];
+    if let Ok(name) = std::fs::read_to_string("/etc/hostname") {
+        let name = name.trim();
+        if !name.is_empty() {
+            hosts.push(name.to_ascii_lowercase());
+        }
+    }
+    let certs = tls::ServingCerts::load_or_create(&config.cert_dir, &hosts)?;
+    Ok((Some(certs.server_config()?), certs.ca_pem().to_string()))
+}
+
+/// The tokens, and the admin token for the kubeconfig ("" if the file has none).
+fn tokens(config: &Config) -> Result<(Tokens, String), StartError> {
+    let path: PathBuf = match &config.token_auth_file {
+        Some(path) => path.clone(),
+        None => config.cert_dir.join("tokens.csv"),
+    };
+    let admin = if config.token_auth_file.is_some() {
+        if !Path::new(&path).exists() {
+            return Err(StartError::Config(format!(
+                "--token-auth-file {}: no such file",
+                path.display()
+            )));
+        }
+        auth::ensure_admin_token(&path).unwrap_or_default()
+    } else {
+        auth::ensure_admin_token(&path)?
+    };
+    Ok((Tokens::load(&path)?, admin))
+}
+
+/// Accepts connections (TLS first when configured) and serves HTTP/1.1 or HTTP/2 on each.
+async fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    router: axum::Router,
+) -> std::io::Result<()> {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let mut backoff = std::time::Duration::from_millis(5);
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => {
+                backoff = std::time::Duration::from_millis(5);
+                accepted
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "accepting a connection");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(1));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(router.clone());
+        let acceptor = acceptor.clone();
+        tokio::spawn(async move {
+            let builder = ConnectionBuilder::new(TokioExecutor::new());
+            let result = match acceptor {
+                Some(acceptor) => match acceptor.accept(stream).await {
+                    Ok(tls) => {
+                        builder
+                            .serve_connection_with_upgrades(TokioIo::new(tls), service)
+                            .await
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "TLS handshake failed");
+                        return;
+                    }
+                },
+                None => {
+                    builder
+                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                        .await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "connection ended");
+            }
+        });
+    }
+}
