@@ -157,6 +157,31 @@ impl Strategy for Namespaces {
         }
     }
 
+    /// A namespace with finalizers (its own `spec.finalizers` or `metadata.finalizers`) is
+    /// not removed at once: it gets a deletionTimestamp and the phase `Terminating`, and the
+    /// namespace controller empties and finalizes it.
+    fn graceful_deletion(&self, obj: &Value, _grace: Option<i64>, now: Time) -> Option<Value> {
+        let has = |pointer: &str| {
+            obj.pointer(pointer)
+                .and_then(Value::as_array)
+                .is_some_and(|f| !f.is_empty())
+        };
+        if !has("/spec/finalizers") && !has("/metadata/finalizers") {
+            return None;
+        }
+        let mut marked = obj.clone();
+        let meta = super::meta::metadata(&mut marked);
+        if !meta.contains_key("deletionTimestamp") {
+            meta.insert("deletionTimestamp".into(), now.rfc3339().into());
+            meta.insert("deletionGracePeriodSeconds".into(), 0.into());
+        }
+        if !marked.get("status").is_some_and(Value::is_object) {
+            marked["status"] = serde_json::json!({});
+        }
+        marked["status"]["phase"] = "Terminating".into();
+        Some(marked)
+    }
+
     fn returns_deleted_object(&self) -> bool {
         true
     }

@@ -718,6 +718,45 @@ impl Strategy for Pods {
         set_defaults(new);
     }
 
+    /// kube's pod `CheckGracefulDeletion`: a pod bound to a node and not finished gets
+    /// `terminationGracePeriodSeconds` (or the delete's `gracePeriodSeconds`) to stop, its
+    /// deletionTimestamp that far ahead, and the kubelet deletes it with grace 0; an unbound or
+    /// finished pod (or grace 0) goes at once, finalizers permitting.
+    fn graceful_deletion(&self, obj: &Value, grace: Option<i64>, now: Time) -> Option<Value> {
+        let phase = text(obj, "/status/phase");
+        let bound = !text(obj, "/spec/nodeName").is_empty();
+        let mut grace = grace
+            .or_else(|| obj.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+            .unwrap_or(30)
+            .max(0);
+        if !bound || phase == "Succeeded" || phase == "Failed" {
+            grace = 0;
+        }
+        let current = obj
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64);
+        if grace == 0 {
+            return match current {
+                // Already waiting for a grace period: grace 0 ends it (finalizers permitting).
+                Some(g) if g > 0 => {
+                    let mut ended = obj.clone();
+                    super::meta::metadata(&mut ended).insert("deletionGracePeriodSeconds".into(), 0.into());
+                    super::meta::mark_for_finalizers(&ended, now)
+                }
+                _ => super::meta::mark_for_finalizers(obj, now),
+            };
+        }
+        if current.is_some_and(|g| g <= grace) {
+            // A shorter or equal grace period is already running.
+            return Some(obj.clone());
+        }
+        let mut marked = obj.clone();
+        let meta = super::meta::metadata(&mut marked);
+        meta.insert("deletionTimestamp".into(), Time(now.0 + grace).rfc3339().into());
+        meta.insert("deletionGracePeriodSeconds".into(), grace.into());
+        Some(marked)
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errors = Vec::new();
         let mut volume_names = BTreeSet::new();
