@@ -22,6 +22,7 @@
 
 pub mod acked;
 pub mod disk;
+pub mod kube;
 pub mod kv;
 pub mod linearizable;
 pub mod netns;

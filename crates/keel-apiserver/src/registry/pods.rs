@@ -726,7 +726,10 @@ impl Strategy for Pods {
         let phase = text(obj, "/status/phase");
         let bound = !text(obj, "/spec/nodeName").is_empty();
         let mut grace = grace
-            .or_else(|| obj.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+            .or_else(|| {
+                obj.pointer("/spec/terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+            })
             .unwrap_or(30)
             .max(0);
         if !bound || phase == "Succeeded" || phase == "Failed" {
@@ -740,7 +743,8 @@ impl Strategy for Pods {
                 // Already waiting for a grace period: grace 0 ends it (finalizers permitting).
                 Some(g) if g > 0 => {
                     let mut ended = obj.clone();
-                    super::meta::metadata(&mut ended).insert("deletionGracePeriodSeconds".into(), 0.into());
+                    super::meta::metadata(&mut ended)
+                        .insert("deletionGracePeriodSeconds".into(), 0.into());
                     super::meta::mark_for_finalizers(&ended, now)
                 }
                 _ => super::meta::mark_for_finalizers(obj, now),
@@ -752,7 +756,10 @@ impl Strategy for Pods {
         }
         let mut marked = obj.clone();
         let meta = super::meta::metadata(&mut marked);
-        meta.insert("deletionTimestamp".into(), Time(now.0 + grace).rfc3339().into());
+        meta.insert(
+            "deletionTimestamp".into(),
+            Time(now.0 + grace).rfc3339().into(),
+        );
         meta.insert("deletionGracePeriodSeconds".into(), grace.into());
         Some(marked)
     }

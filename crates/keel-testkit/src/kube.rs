@@ -1,0 +1,184 @@
+//! A Kubernetes API under test, driven with the real `kubectl`: `keel up` (store and
+//! apiserver in one process) or `keel apiserver` on a real etcd 3.5.1, each in its own
+//! scratch folder on free ports, killed on drop.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{Flavor, READY_TIMEOUT, Server, free_port, keel_bin};
+
+/// Which stack serves the API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stack {
+    /// `keel up`.
+    Up,
+    /// `keel apiserver --etcd-servers` on etcd 3.5.1.
+    OnEtcd,
+}
+
+/// A running API server.
+pub struct Kube {
+    /// Which stack.
+    pub stack: Stack,
+    /// The admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// The scratch folder.
+    pub scratch: PathBuf,
+    child: Child,
+    log: PathBuf,
+    _etcd: Option<Server>,
+    _tmp: tempfile::TempDir,
+}
+
+impl Kube {
+    /// Starts `stack` and waits until `/readyz` answers `ok`.
+    pub fn start(stack: Stack) -> Kube {
+        let tmp = tempfile::Builder::new()
+            .prefix("keel-test-kube-")
+            .tempdir()
+            .expect("create tempdir");
+        let scratch = tmp.path().to_path_buf();
+        let log = scratch.join("server.log");
+        let port = free_port().to_string();
+        let (args, kubeconfig, etcd) = match stack {
+            Stack::Up => {
+                let dir = scratch.join("keel.data");
+                let client = format!("http://127.0.0.1:{}", free_port());
+                let peer = format!("http://127.0.0.1:{}", free_port());
+                let args = vec![
+                    "up".to_string(),
+                    "--data-dir".into(),
+                    dir.display().to_string(),
+                    "--secure-port".into(),
+                    port,
+                    "--listen-client-urls".into(),
+                    client,
+                    "--listen-peer-urls".into(),
+                    peer,
+                ];
+                (args, dir.join("kubeconfig"), None)
+            }
+            Stack::OnEtcd => {
+                let etcd = Server::start(Flavor::Etcd);
+                let certs = scratch.join("certs");
+                let args = vec![
+                    "apiserver".to_string(),
+                    "--etcd-servers".into(),
+                    etcd.client_url.clone(),
+                    "--bind-address".into(),
+                    "127.0.0.1".into(),
+                    "--secure-port".into(),
+                    port,
+                    "--cert-dir".into(),
+                    certs.display().to_string(),
+                ];
+                (args, certs.join("kubeconfig"), Some(etcd))
+            }
+        };
+        let child = Command::new(keel_bin())
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&log).expect("create the server log"))
+            .stderr(fs::File::create(&log).expect("create the server log"))
+            .spawn()
+            .expect("start keel");
+        let mut kube = Kube {
+            stack,
+            kubeconfig,
+            scratch,
+            child,
+            log,
+            _etcd: etcd,
+            _tmp: tmp,
+        };
+        kube.wait_ready();
+        kube
+    }
+
+    fn wait_ready(&mut self) {
+        let started = Instant::now();
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "keel exited ({status}) before it was ready:\n{}",
+                    self.log()
+                );
+            }
+            if self.kubeconfig.exists() {
+                let out = self.kubectl(&["get", "--raw", "/readyz"]);
+                if out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok" {
+                    return;
+                }
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                panic!(
+                    "keel was not ready within {READY_TIMEOUT:?}:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Runs the current `kubectl` with the admin kubeconfig.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_version(None, args)
+    }
+
+    /// Runs `kubectl` (None: the current one; Some("1.27"): `kubectl.1.27`).
+    pub fn kubectl_version(&self, version: Option<&str>, args: &[&str]) -> Output {
+        Command::new(kubectl_bin(version))
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run kubectl")
+    }
+}
+
+impl Drop for Kube {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `kubectl` binary: `KEEL_TEST_KUBECTL` or `kubectl` on PATH; a versioned one
+/// (`kubectl.1.27`) is looked for beside the real path of that binary (where the Google
+/// Cloud SDK keeps them) and then on PATH.
+pub fn kubectl_bin(version: Option<&str>) -> PathBuf {
+    let base = std::env::var_os("KEEL_TEST_KUBECTL")
+        .map(PathBuf::from)
+        .or_else(|| which("kubectl"))
+        .expect("kubectl is not installed: install it (e.g. apt-get install -y kubectl) or set KEEL_TEST_KUBECTL");
+    let Some(version) = version else {
+        return base;
+    };
+    let name = format!("kubectl.{version}");
+    let real = fs::canonicalize(&base).unwrap_or(base);
+    let beside = real.parent().map(|d| d.join(&name));
+    beside
+        .filter(|p| p.is_file())
+        .or_else(|| which(&name))
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} is not installed (looked beside {} and on PATH)",
+                real.display()
+            )
+        })
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| Path::new(p).is_file())
+}

@@ -1,0 +1,383 @@
+//! The real `kubectl` (the current one and 1.27) against `keel up` and against `keel
+//! apiserver` on a real etcd 3.5.1: discovery, create/apply/replace/patch/label/annotate,
+//! get in every output form with selectors and chunking, watch, dry run, delete with wait
+//! and of a namespace with objects in it, metrics and authentication; outputs, exit codes
+//! and error messages checked.
+
+use std::fs;
+use std::process::Output;
+
+use keel_testkit::kube::{Kube, Stack};
+
+/// Client-side validation needs `/openapi/v2`; the documents are not served yet.
+const NO_CLIENT_VALIDATION: &str = "--validate=false";
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn ok(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
+    let out: Output = kube.kubectl_version(version, args);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} on {:?} failed: {}\n{}",
+        kube.stack,
+        text(&out.stderr),
+        kube.log()
+    );
+    text(&out.stdout)
+}
+
+fn fails(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
+    let out = kube.kubectl_version(version, args);
+    assert!(
+        !out.status.success(),
+        "kubectl {args:?} on {:?} should fail but printed {}",
+        kube.stack,
+        text(&out.stdout)
+    );
+    text(&out.stderr)
+}
+
+fn write(kube: &Kube, name: &str, body: &str) -> String {
+    let path = kube.scratch.join(name);
+    fs::write(&path, body).expect("write a manifest");
+    path.display().to_string()
+}
+
+fn session(kube: &Kube, version: Option<&str>) {
+    let ns = format!("t{}", version.unwrap_or("current").replace('.', "-"));
+    let k = |args: &[&str]| ok(kube, version, args);
+    let resources = k(&["api-resources"]);
+    for row in ["configmaps", "namespaces", "pods", "leases", "events"] {
+        assert!(
+            resources.contains(row),
+            "api-resources lacks {row}:\n{resources}"
+        );
+    }
+    assert!(
+        resources
+            .lines()
+            .any(|l| l.starts_with("configmaps") && l.contains(" cm ") && l.contains("ConfigMap"))
+    );
+    let versions = k(&["api-versions"]);
+    for gv in ["v1", "coordination.k8s.io/v1", "events.k8s.io/v1"] {
+        assert!(
+            versions.lines().any(|l| l == gv),
+            "api-versions lacks {gv}:\n{versions}"
+        );
+    }
+    let namespaces = k(&["get", "namespaces", "-o", "name"]);
+    for system in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(
+            namespaces.contains(&format!("namespace/{system}\n")),
+            "{namespaces}"
+        );
+    }
+
+    let nsfile = write(
+        kube,
+        &format!("{ns}.yaml"),
+        &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"),
+    );
+    assert_eq!(
+        k(&["create", "-f", &nsfile, NO_CLIENT_VALIDATION]),
+        format!("namespace/{ns} created\n")
+    );
+    let cm = write(
+        kube,
+        "cm.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\n  namespace: {ns}\n  labels: {{app: web}}\ndata:\n  a: b\n"
+        ),
+    );
+    assert_eq!(
+        k(&["create", "-f", &cm, NO_CLIENT_VALIDATION]),
+        "configmap/c1 created\n"
+    );
+    let again = fails(kube, version, &["create", "-f", &cm, NO_CLIENT_VALIDATION]);
+    assert!(
+        again.contains(&format!("Error from server (AlreadyExists): error when creating \"{cm}\": configmaps \"c1\" already exists")),
+        "{again}"
+    );
+    // Client-side apply, twice, then a change.
+    let applied = k(&["apply", "-f", &cm, NO_CLIENT_VALIDATION]);
+    assert_eq!(applied, "configmap/c1 configured\n");
+    assert_eq!(
+        k(&["apply", "-f", &cm, NO_CLIENT_VALIDATION]),
+        "configmap/c1 unchanged\n"
+    );
+    let changed = write(
+        kube,
+        "cm2.yaml",
+        &fs::read_to_string(&cm).unwrap().replace("a: b", "a: c"),
+    );
+    assert_eq!(
+        k(&["apply", "-f", &changed, NO_CLIENT_VALIDATION]),
+        "configmap/c1 configured\n"
+    );
+    assert_eq!(
+        k(&["get", "cm", "c1", "-n", &ns, "-o", "jsonpath={.data.a}"]),
+        "c"
+    );
+
+    // Output forms.
+    let table = k(&["get", "cm", "-n", &ns]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "DATA", "AGE"], "{table}");
+    assert!(table.lines().nth(1).unwrap().starts_with("c1 "), "{table}");
+    let wide = k(&["get", "ns", &ns, "-o", "wide"]);
+    assert!(
+        wide.starts_with("NAME") && wide.contains(&ns) && wide.contains("Active"),
+        "{wide}"
+    );
+    assert_eq!(
+        k(&["get", "cm", "c1", "-n", &ns, "-o", "name"]),
+        "configmap/c1\n"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&k(&["get", "cm", "c1", "-n", &ns, "-o", "json"])).unwrap();
+    assert_eq!(json["kind"], "ConfigMap");
+    assert!(
+        json["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse::<i64>()
+            .unwrap()
+            > 0
+    );
+    assert!(json["metadata"]["uid"].as_str().unwrap().len() == 36);
+    let yaml = k(&["get", "cm", "c1", "-n", &ns, "-o", "yaml"]);
+    assert!(
+        yaml.contains("apiVersion: v1\n") && yaml.contains("kind: ConfigMap\n"),
+        "{yaml}"
+    );
+    let custom = k(&[
+        "get",
+        "cm",
+        "-n",
+        &ns,
+        "-o",
+        "custom-columns=N:.metadata.name,A:.data.a",
+    ]);
+    assert_eq!(
+        custom.split_whitespace().collect::<Vec<_>>(),
+        ["N", "A", "c1", "c"]
+    );
+
+    // Labels, annotations, selectors, chunking.
+    assert_eq!(
+        k(&["label", "cm", "c1", "-n", &ns, "tier=db"]),
+        "configmap/c1 labeled\n"
+    );
+    assert!(
+        k(&["annotate", "cm", "c1", "-n", &ns, "note=hi"]).starts_with("configmap/c1 annotate")
+    );
+    for i in 2..=4 {
+        k(&[
+            "create",
+            "-f",
+            &write(
+                kube,
+                &format!("c{i}.yaml"),
+                &format!(
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}, namespace: {ns}}}\n"
+                ),
+            ),
+            NO_CLIENT_VALIDATION,
+        ]);
+    }
+    assert_eq!(
+        k(&["get", "cm", "-n", &ns, "-l", "tier=db", "-o", "name"]),
+        "configmap/c1\n"
+    );
+    assert_eq!(
+        k(&["get", "cm", "-n", &ns, "-l", "tier!=db", "-o", "name"])
+            .lines()
+            .count(),
+        3
+    );
+    assert_eq!(
+        k(&[
+            "get",
+            "cm",
+            "-n",
+            &ns,
+            "-l",
+            "app in (web,api)",
+            "-o",
+            "name"
+        ]),
+        "configmap/c1\n"
+    );
+    assert_eq!(
+        k(&[
+            "get",
+            "cm",
+            "-n",
+            &ns,
+            "--field-selector",
+            "metadata.name=c3",
+            "-o",
+            "name"
+        ]),
+        "configmap/c3\n"
+    );
+    let bad = fails(
+        kube,
+        version,
+        &["get", "cm", "-n", &ns, "--field-selector", "spec.x=1"],
+    );
+    assert!(bad.contains("\"spec.x\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""), "{bad}");
+    let chunked = k(&["get", "cm", "-n", &ns, "--chunk-size", "1", "-o", "name"]);
+    assert_eq!(
+        chunked,
+        "configmap/c1\nconfigmap/c2\nconfigmap/c3\nconfigmap/c4\n"
+    );
+
+    // Patches of each type.
+    k(&[
+        "patch",
+        "cm",
+        "c2",
+        "-n",
+        &ns,
+        "--type",
+        "merge",
+        "-p",
+        r#"{"data":{"m":"1"}}"#,
+    ]);
+    k(&[
+        "patch",
+        "cm",
+        "c2",
+        "-n",
+        &ns,
+        "--type",
+        "json",
+        "-p",
+        r#"[{"op":"add","path":"/data/j","value":"2"}]"#,
+    ]);
+    k(&[
+        "patch",
+        "cm",
+        "c2",
+        "-n",
+        &ns,
+        "-p",
+        r#"{"data":{"s":"3","m":null}}"#,
+    ]);
+    let data: serde_json::Value = serde_json::from_str(&k(&[
+        "get",
+        "cm",
+        "c2",
+        "-n",
+        &ns,
+        "-o",
+        "jsonpath={.data}",
+    ]))
+    .unwrap();
+    assert_eq!(data, serde_json::json!({"j": "2", "s": "3"}));
+
+    // Replace with a stale object: 409.
+    let stale = k(&["get", "cm", "c3", "-n", &ns, "-o", "yaml"]);
+    k(&["label", "cm", "c3", "-n", &ns, "x=y"]);
+    let stale = write(kube, "stale.yaml", &stale);
+    let conflict = fails(
+        kube,
+        version,
+        &["replace", "-f", &stale, NO_CLIENT_VALIDATION],
+    );
+    assert!(
+        conflict.contains("Operation cannot be fulfilled on configmaps \"c3\": the object has been modified; please apply your changes to the latest version and try again"),
+        "{conflict}"
+    );
+
+    // Server-side dry run writes nothing.
+    let dry = write(
+        kube,
+        "dry.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: dry, namespace: {ns}}}\n"),
+    );
+    assert_eq!(
+        k(&[
+            "create",
+            "-f",
+            &dry,
+            "--dry-run=server",
+            NO_CLIENT_VALIDATION
+        ]),
+        "configmap/dry created (server dry run)\n"
+    );
+    let missing = fails(kube, version, &["get", "cm", "dry", "-n", &ns]);
+    assert!(
+        missing.contains("Error from server (NotFound): configmaps \"dry\" not found"),
+        "{missing}"
+    );
+
+    // A watch lists what is there as ADDED events.
+    let watched = kube.kubectl_version(
+        version,
+        &[
+            "get",
+            "cm",
+            "-n",
+            &ns,
+            "-w",
+            "--output-watch-events",
+            "--request-timeout=2s",
+        ],
+    );
+    let watched = text(&watched.stdout);
+    assert!(
+        watched
+            .lines()
+            .any(|l| l.starts_with("ADDED") && l.contains("c4")),
+        "{watched}"
+    );
+
+    // Delete and wait, then the namespace with what is left in it.
+    assert_eq!(
+        k(&["delete", "cm", "c4", "-n", &ns, "--wait"]),
+        "configmap \"c4\" deleted\n"
+    );
+    assert_eq!(
+        k(&["delete", "namespace", &ns, "--wait", "--timeout=60s"]),
+        format!("namespace \"{ns}\" deleted\n")
+    );
+    let gone = fails(kube, version, &["get", "namespace", &ns]);
+    assert!(
+        gone.contains(&format!("namespaces \"{ns}\" not found")),
+        "{gone}"
+    );
+
+    let metrics = k(&["get", "--raw", "/metrics"]);
+    assert!(
+        metrics.contains("apiserver_request_total{"),
+        "no request counter"
+    );
+    assert!(
+        metrics.contains("etcd_request_duration_seconds_bucket{"),
+        "no store latency"
+    );
+    let denied = fails(
+        kube,
+        version,
+        &["--token", "not-a-token", "get", "namespaces"],
+    );
+    assert!(denied.contains("Unauthorized"), "{denied}");
+}
+
+#[test]
+fn kubectl_drives_keel_up() {
+    let kube = Kube::start(Stack::Up);
+    session(&kube, None);
+    session(&kube, Some("1.27"));
+}
+
+#[test]
+fn kubectl_drives_keel_apiserver_on_etcd() {
+    let kube = Kube::start(Stack::OnEtcd);
+    session(&kube, None);
+    session(&kube, Some("1.27"));
+}
