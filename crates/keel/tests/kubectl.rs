@@ -373,6 +373,20 @@ fn kubectl_drives_keel_up() {
     let kube = Kube::start(Stack::Up);
     session(&kube, None);
     session(&kube, Some("1.27"));
+    // A second keel up on the same folder (other ports) is refused, and the first serves on.
+    let dir = kube.scratch.join("keel.data");
+    let port = |p: u16| format!("http://127.0.0.1:{p}");
+    let second = std::process::Command::new(keel_testkit::keel_bin())
+        .args(["up", "--data-dir", &dir.display().to_string()])
+        .args(["--secure-port", &keel_testkit::free_port().to_string()])
+        .args(["--listen-client-urls", &port(keel_testkit::free_port())])
+        .args(["--listen-peer-urls", &port(keel_testkit::free_port())])
+        .output()
+        .expect("run a second keel up");
+    assert!(!second.status.success());
+    let stderr = text(&second.stderr);
+    assert!(stderr.contains("is in use by another keel up"), "{stderr}");
+    assert_eq!(ok(&kube, None, &["get", "--raw", "/readyz"]), "ok");
 }
 
 #[test]
