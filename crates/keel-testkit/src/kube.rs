@@ -26,6 +26,8 @@ pub struct Kube {
     pub kubeconfig: PathBuf,
     /// The scratch folder.
     pub scratch: PathBuf,
+    /// The store's client URL (keel up's own, or the etcd's).
+    pub store_url: String,
     child: Child,
     log: PathBuf,
     _etcd: Option<Server>,
@@ -42,7 +44,7 @@ impl Kube {
         let scratch = tmp.path().to_path_buf();
         let log = scratch.join("server.log");
         let port = free_port().to_string();
-        let (args, kubeconfig, etcd) = match stack {
+        let (args, kubeconfig, store_url, etcd) = match stack {
             Stack::Up => {
                 let dir = scratch.join("keel.data");
                 let client = format!("http://127.0.0.1:{}", free_port());
@@ -54,11 +56,11 @@ impl Kube {
                     "--secure-port".into(),
                     port,
                     "--listen-client-urls".into(),
-                    client,
+                    client.clone(),
                     "--listen-peer-urls".into(),
                     peer,
                 ];
-                (args, dir.join("kubeconfig"), None)
+                (args, dir.join("kubeconfig"), client, None)
             }
             Stack::OnEtcd => {
                 let etcd = Server::start(Flavor::Etcd);
@@ -74,7 +76,8 @@ impl Kube {
                     "--cert-dir".into(),
                     certs.display().to_string(),
                 ];
-                (args, certs.join("kubeconfig"), Some(etcd))
+                let url = etcd.client_url.clone();
+                (args, certs.join("kubeconfig"), url, Some(etcd))
             }
         };
         let child = Command::new(keel_bin())
@@ -88,6 +91,7 @@ impl Kube {
             stack,
             kubeconfig,
             scratch,
+            store_url,
             child,
             log,
             _etcd: etcd,

@@ -1,0 +1,41 @@
+//! The Python `kubernetes` client (PyPI) against `keel up` and against `keel apiserver` on
+//! etcd 3.5.1: create and AlreadyExists, a paginated list, a watch from a resourceVersion,
+//! and a 410 after compaction handled by relisting (`tests/python/client.py`).
+
+use std::process::Command;
+
+use keel_testkit::CtlVersion;
+use keel_testkit::kube::{Kube, Stack};
+
+fn run(stack: Stack) {
+    let kube = Kube::start(stack);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/client.py");
+    let etcdctl = format!(
+        "{} --endpoints={}",
+        CtlVersion::V35.bin().display(),
+        kube.store_url
+    );
+    let out = Command::new("python3")
+        .arg(script)
+        .env("KUBECONFIG", &kube.kubeconfig)
+        .env("KEEL_ETCDCTL", etcdctl)
+        .output()
+        .expect("run python3");
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
+        "the Python client test failed on {stack:?}:\n{}{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        kube.log()
+    );
+}
+
+#[test]
+fn the_python_client_works_with_keel_up() {
+    run(Stack::Up);
+}
+
+#[test]
+fn the_python_client_works_with_keel_apiserver_on_etcd() {
+    run(Stack::OnEtcd);
+}
