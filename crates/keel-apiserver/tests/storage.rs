@@ -360,7 +360,7 @@ fn event_line(e: Option<Result<Event, StorageError>>) -> String {
         Some(Ok(Event::Added(o))) => {
             format!("ADDED {} {} {}", o.key, show_value(&o), o.mod_revision)
         }
-        Some(Ok(Event::Modified(o))) => {
+        Some(Ok(Event::Modified(o, _))) => {
             format!("MODIFIED {} {} {}", o.key, show_value(&o), o.mod_revision)
         }
         Some(Ok(Event::Deleted(o))) => {

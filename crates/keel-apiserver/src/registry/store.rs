@@ -571,18 +571,40 @@ impl Watching {
                 Ok(event) => event,
                 Err(e) => return Some(Err(Status::from_storage(&e, &target(self.info, "")))),
             };
-            let (kind, object) = match &event {
-                Event::Added(o) => ("ADDED", o),
-                Event::Modified(o) => ("MODIFIED", o),
-                Event::Deleted(o) => ("DELETED", o),
+            let (kind, object, prev) = match &event {
+                Event::Added(o) => ("ADDED", o, None),
+                Event::Modified(o, prev) => ("MODIFIED", o, Some(prev)),
+                Event::Deleted(o) => ("DELETED", o, None),
             };
             let object = match decode(self.info, object) {
                 Ok(object) => object,
                 Err(status) => return Some(Err(status)),
             };
-            if self.filter.as_ref().is_none_or(|f| f(&object)) {
+            let Some(filter) = &self.filter else {
                 return Some(Ok(WatchEvent { kind, object }));
-            }
+            };
+            let passes = filter(&object);
+            // An update moves an object into or out of the filter: ADDED or DELETED (the old
+            // state, at the update's resourceVersion), as kube-apiserver's watchers send it.
+            let old = prev.filter(|p| !p.is_empty()).and_then(|p| {
+                let mut old: Value = serde_json::from_slice(p).ok()?;
+                let rv = meta_str(&object, "resourceVersion").to_string();
+                meta::metadata(&mut old).insert("resourceVersion".into(), rv.into());
+                Some(old)
+            });
+            let event = match (kind, passes, old) {
+                ("MODIFIED", true, Some(old)) if !filter(&old) => WatchEvent {
+                    kind: "ADDED",
+                    object,
+                },
+                ("MODIFIED", false, Some(old)) if filter(&old) => WatchEvent {
+                    kind: "DELETED",
+                    object: old,
+                },
+                (_, true, _) => WatchEvent { kind, object },
+                _ => continue,
+            };
+            return Some(Ok(event));
         }
     }
 }

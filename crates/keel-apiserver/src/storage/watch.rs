@@ -24,8 +24,8 @@ use super::{StorageError, resource_version};
 pub enum Event {
     /// The object was created (or was there when a watch from "0" started).
     Added(Object),
-    /// The object was updated.
-    Modified(Object),
+    /// The object was updated; with the value it had before (empty if the store did not say).
+    Modified(Object, Vec<u8>),
     /// The object was deleted: its last value, with the deletion's revision.
     Deleted(Object),
 }
@@ -75,7 +75,8 @@ impl Watch {
                 } else if kv.create_revision == kv.mod_revision {
                     Event::Added(object(kv))
                 } else {
-                    Event::Modified(object(kv))
+                    let prev = e.prev_kv.map(|p| p.value).unwrap_or_default();
+                    Event::Modified(object(kv), prev)
                 };
                 self.ready.push_back(event);
             }

@@ -51,6 +51,22 @@ for event in w.stream(v1.list_namespaced_config_map, ns, resource_version=rv, ti
         w.stop()
 assert seen == [("MODIFIED", "c1"), ("DELETED", "c2")], seen
 
+# A filtered watch: an update into the selector is ADDED, out of it DELETED.
+since = v1.list_namespaced_config_map(ns).metadata.resource_version
+v1.patch_namespaced_config_map("c3", ns, {"metadata": {"labels": {"sel": "yes"}}})
+v1.patch_namespaced_config_map("c3", ns, {"data": {"x": "1"}})
+v1.patch_namespaced_config_map("c3", ns, {"metadata": {"labels": {"sel": None}}})
+v1.patch_namespaced_config_map("c4", ns, {"data": {"x": "1"}})
+seen = []
+w = watch.Watch()
+for event in w.stream(
+    v1.list_namespaced_config_map, ns, resource_version=since, label_selector="sel=yes", timeout_seconds=5
+):
+    seen.append((event["type"], event["object"].metadata.name))
+    if len(seen) == 3:
+        w.stop()
+assert seen == [("ADDED", "c3"), ("MODIFIED", "c3"), ("DELETED", "c3")], seen
+
 # Compact past rv: a watch from it gets 410 Gone, and a relist recovers.
 latest = v1.list_namespaced_config_map(ns).metadata.resource_version
 subprocess.run(os.environ["KEEL_ETCDCTL"].split() + ["compact", latest], check=True, capture_output=True)
