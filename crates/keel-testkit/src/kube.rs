@@ -29,6 +29,7 @@ pub struct Kube {
     /// The store's client URL (keel up's own, or the etcd's).
     pub store_url: String,
     child: Child,
+    args: Vec<String>,
     log: PathBuf,
     _etcd: Option<Server>,
     _tmp: tempfile::TempDir,
@@ -80,19 +81,14 @@ impl Kube {
                 (args, certs.join("kubeconfig"), url, Some(etcd))
             }
         };
-        let child = Command::new(keel_bin())
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(fs::File::create(&log).expect("create the server log"))
-            .stderr(fs::File::create(&log).expect("create the server log"))
-            .spawn()
-            .expect("start keel");
+        let child = spawn(&args, &log);
         let mut kube = Kube {
             stack,
             kubeconfig,
             scratch,
             store_url,
             child,
+            args,
             log,
             _etcd: etcd,
             _tmp: tmp,
@@ -126,6 +122,15 @@ impl Kube {
         }
     }
 
+    /// Kills the server with SIGKILL and starts it again with the same flags and folder,
+    /// waiting until it is ready.
+    pub fn kill_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = spawn(&self.args, &self.log);
+        self.wait_ready();
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
@@ -153,6 +158,24 @@ impl Drop for Kube {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Starts `keel` with `args`, appending its output to `log`.
+fn spawn(args: &[String], log: &Path) -> Child {
+    let open = || {
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("open the server log")
+    };
+    Command::new(keel_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(open())
+        .stderr(open())
+        .spawn()
+        .expect("start keel")
 }
 
 /// The `kubectl` binary: `KEEL_TEST_KUBECTL` or `kubectl` on PATH; a versioned one
