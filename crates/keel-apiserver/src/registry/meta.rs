@@ -58,6 +58,7 @@ pub fn prepare_create(obj: &mut Value, tracks_generation: bool, now: Time) {
         let name = generate_name(prefix);
         meta.insert("name".into(), name.into());
     }
+    drop_empty(meta);
     meta.insert("uid".into(), uuid::Uuid::new_v4().to_string().into());
     meta.insert("creationTimestamp".into(), now.rfc3339().into());
     for field in [
@@ -75,12 +76,25 @@ pub fn prepare_create(obj: &mut Value, tracks_generation: bool, now: Time) {
     }
 }
 
+/// Removes what Go's `omitempty` would leave out of ObjectMeta (empty strings, maps and
+/// lists, nulls), so an object reads back as kube-apiserver would store it.
+fn drop_empty(meta: &mut Map<String, Value>) {
+    meta.retain(|_, v| match v {
+        Value::Null => false,
+        Value::String(s) => !s.is_empty(),
+        Value::Object(m) => !m.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        _ => true,
+    });
+}
+
 /// Carries over from `old` the fields an update never changes: the uid when none is given,
 /// the creation time, the deletion fields and the generation (the caller bumps it).
 pub fn prepare_update(new: &mut Value, old: &Value) {
     let old_meta = old.get("metadata").and_then(Value::as_object);
     let meta = metadata(new);
     meta.remove("selfLink");
+    drop_empty(meta);
     let carried = |field: &str| old_meta.and_then(|m| m.get(field)).cloned();
     if meta_field(meta, "uid").is_empty()
         && let Some(uid) = carried("uid")
