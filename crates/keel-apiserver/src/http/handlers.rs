@@ -12,7 +12,8 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, header};
 use serde_json::{Value, json};
 
-use super::negotiate::{self, Output};
+use super::metadata;
+use super::negotiate::{self, Answer, Output};
 use super::patch;
 use super::request_info::ResourcePath;
 use super::table::{self, IncludeObject};
@@ -150,11 +151,13 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
         Some(_) => return Err(not_found()),
     }
     let namespace = path.namespace.as_deref();
-    let tables = !(req.method == Method::POST
-        || req.method == Method::PUT
-        || req.method == Method::PATCH
-        || req.method == Method::DELETE && path.name.is_some());
-    let output = negotiate::output(req.header(header::ACCEPT), tables)
+    let answer = match (&req.method, path.name.is_some()) {
+        (&Method::GET, true) => Answer::Object,
+        (&Method::GET, false) if is_watch(path, &req.query) => Answer::Watch,
+        (&Method::GET | &Method::DELETE, false) => Answer::List,
+        _ => Answer::Written,
+    };
+    let output = negotiate::output(req.header(header::ACCEPT), answer)
         .ok_or_else(negotiate::not_acceptable)?;
     let include = IncludeObject::parse(req.param("includeObject"))?;
     match (&req.method, path.name.as_deref()) {
@@ -179,7 +182,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             let created = registry
                 .create(kind, namespace, body, req.dry_run()?)
                 .await?;
-            Ok(value_response(StatusCode::CREATED, &created, output))
+            respond_object(kind, StatusCode::CREATED, created, output, include)
         }
         (&Method::PUT, Some(name)) => {
             let body = read_object(kind, &req, namespace, Some(name))?;
@@ -198,7 +201,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             } else {
                 StatusCode::OK
             };
-            Ok(value_response(code, &obj, output))
+            respond_object(kind, code, obj, output, include)
         }
         (&Method::PATCH, Some(name)) => {
             let form = negotiate::body(req.header(header::CONTENT_TYPE), true)?;
@@ -221,20 +224,16 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             } else {
                 StatusCode::OK
             };
-            Ok(value_response(code, &obj, output))
+            respond_object(kind, code, obj, output, include)
         }
         (&Method::DELETE, Some(name)) => {
             let options = delete_options(&req)?;
             let deleted = registry.delete(kind, namespace, name, &options).await?;
             if !deleted.finished {
-                return Ok(value_response(
-                    StatusCode::ACCEPTED,
-                    &deleted.object,
-                    output,
-                ));
+                return respond_object(kind, StatusCode::ACCEPTED, deleted.object, output, include);
             }
             if kind.returns_deleted_object() {
-                return Ok(value_response(StatusCode::OK, &deleted.object, output));
+                return respond_object(kind, StatusCode::OK, deleted.object, output, include);
             }
             let target = crate::storage::Target {
                 group: info.group.to_string(),
@@ -245,7 +244,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             Ok(value_response(
                 StatusCode::OK,
                 &serde_json::to_value(&status).unwrap_or_default(),
-                output,
+                output.plain(),
             ))
         }
         (&Method::DELETE, None) => {
@@ -266,7 +265,12 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
                 }
             }
             list["items"] = Value::Array(deleted);
-            Ok(value_response(StatusCode::OK, &list, output.min_json()))
+            let output = if output == Output::Table {
+                Output::Json
+            } else {
+                output
+            };
+            respond_list(kind, list, output, include)
         }
         _ => Err(method_not_allowed()),
     }
@@ -286,11 +290,11 @@ fn not_found_object(kind: &dyn Strategy, name: &str) -> Status {
 }
 
 impl Output {
-    /// Tables are for reads: anything else is answered in JSON.
-    fn min_json(self) -> Output {
+    /// The form for a Status (no Table or metadata form of it): JSON or YAML.
+    fn plain(self) -> Output {
         match self {
-            Output::Table => Output::Json,
-            other => other,
+            Output::Yaml => Output::Yaml,
+            _ => Output::Json,
         }
     }
 }
@@ -499,12 +503,15 @@ fn respond_object(
     output: Output,
     include: IncludeObject,
 ) -> Result<Response, Status> {
-    if output == Output::Table {
-        let metadata = json!({"resourceVersion": meta_str(&obj, "resourceVersion")});
-        let t = table::table(kind, std::slice::from_ref(&obj), metadata, include, true);
-        return Ok(value_response(code, &t, output));
-    }
-    Ok(value_response(code, &obj, output))
+    let answer = match output {
+        Output::Table => {
+            let metadata = json!({"resourceVersion": meta_str(&obj, "resourceVersion")});
+            table::table(kind, std::slice::from_ref(&obj), metadata, include, true)
+        }
+        Output::Metadata => metadata::partial_object(&obj),
+        _ => obj,
+    };
+    Ok(value_response(code, &answer, output))
 }
 
 fn respond_list(
@@ -513,12 +520,15 @@ fn respond_list(
     output: Output,
     include: IncludeObject,
 ) -> Result<Response, Status> {
-    if output == Output::Table {
-        let items = list["items"].as_array().cloned().unwrap_or_default();
-        let t = table::table(kind, &items, list["metadata"].clone(), include, true);
-        return Ok(value_response(StatusCode::OK, &t, output));
-    }
-    Ok(value_response(StatusCode::OK, &list, output))
+    let answer = match output {
+        Output::Table => {
+            let items = list["items"].as_array().cloned().unwrap_or_default();
+            table::table(kind, &items, list["metadata"].clone(), include, true)
+        }
+        Output::MetadataList => metadata::partial_list(&list),
+        _ => list,
+    };
+    Ok(value_response(StatusCode::OK, &answer, output))
 }
 
 /// A streamed body, for watches.

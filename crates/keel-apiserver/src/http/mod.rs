@@ -7,6 +7,7 @@ pub mod auth;
 pub mod discovery;
 pub mod handlers;
 pub mod health;
+pub mod metadata;
 pub mod negotiate;
 pub mod patch;
 pub mod request_info;

@@ -1,6 +1,7 @@
 //! Content negotiation, as kube-apiserver's `negotiation` package does it: which form a
-//! response takes (JSON, YAML, or a `meta.k8s.io/v1` Table) from the `Accept` header, and how
-//! a request body is read from its `Content-Type`. Protobuf is not served: a client that
+//! response takes (JSON, YAML, a `meta.k8s.io/v1` Table, or `meta.k8s.io/v1`
+//! PartialObjectMetadata for metadata-only clients) from the `Accept` header, and how a
+//! request body is read from its `Content-Type`. Protobuf is not served: a client that
 //! offers JSON as well gets JSON, one that asks for protobuf only gets 406, and a protobuf
 //! body 415.
 
@@ -17,6 +18,28 @@ pub enum Output {
     Yaml,
     /// `application/json;as=Table;v=v1;g=meta.k8s.io`.
     Table,
+    /// `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`: an object (or each
+    /// watch event's object) as its metadata only.
+    Metadata,
+    /// `application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`: a list as its
+    /// items' metadata only.
+    MetadataList,
+}
+
+/// What a request answers, which decides the transformed forms it may be given
+/// (kube-apiserver's `transformResponseObject`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// Discovery, version, a Status: JSON or YAML only.
+    Plain,
+    /// The object a write answers with: also as PartialObjectMetadata.
+    Written,
+    /// One object read: also as a Table or as PartialObjectMetadata.
+    Object,
+    /// A list: also as a Table or as PartialObjectMetadataList.
+    List,
+    /// A watch: event objects also as Table rows or as PartialObjectMetadata.
+    Watch,
 }
 
 impl Output {
@@ -26,6 +49,10 @@ impl Output {
             Output::Json => "application/json",
             Output::Yaml => "application/yaml",
             Output::Table => "application/json;as=Table;v=v1;g=meta.k8s.io",
+            Output::Metadata => "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            Output::MetadataList => {
+                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+            }
         }
     }
 }
@@ -72,9 +99,9 @@ fn parse_accept(accept: &str) -> Vec<MediaRange<'_>> {
 }
 
 /// The response form for `accept` (None: nothing acceptable, answer
-/// [`not_acceptable`]). `tables` says whether the request may be answered with a Table
-/// (reads of a resource may; discovery and Status may not).
-pub fn output(accept: Option<&str>, tables: bool) -> Option<Output> {
+/// [`not_acceptable`]), for a request that gives `answer`.
+pub fn output(accept: Option<&str>, answer: Answer) -> Option<Output> {
+    let tables = matches!(answer, Answer::Object | Answer::List | Answer::Watch);
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
         return Some(Output::Json);
     };
@@ -102,7 +129,21 @@ pub fn output(accept: Option<&str>, tables: bool) -> Option<Output> {
                     {
                         return Some(Output::Table);
                     }
-                    // Other "as" forms (PartialObjectMetadata, aggregated discovery) are not
+                    Some(form @ ("PartialObjectMetadata" | "PartialObjectMetadataList"))
+                        if !yaml
+                            && param("g") == Some("meta.k8s.io")
+                            && param("v") == Some("v1") =>
+                    {
+                        let list = form == "PartialObjectMetadataList";
+                        match (answer, list) {
+                            (Answer::Written | Answer::Object | Answer::Watch, false) => {
+                                return Some(Output::Metadata);
+                            }
+                            (Answer::List, true) => return Some(Output::MetadataList),
+                            _ => continue,
+                        }
+                    }
+                    // Other "as" forms (aggregated discovery, v1beta1 metadata) are not
                     // served: the client's next choice decides.
                     Some(_) => continue,
                 }
@@ -191,7 +232,7 @@ pub fn encode(value: &impl serde::Serialize, output: Output) -> Vec<u8> {
         Output::Yaml => serde_yaml_ng::to_string(value)
             .map(String::into_bytes)
             .unwrap_or_default(),
-        Output::Json | Output::Table => {
+        Output::Json | Output::Table | Output::Metadata | Output::MetadataList => {
             let mut out = serde_json::to_vec(value).expect("a JSON value encodes");
             out.push(b'\n');
             out
@@ -206,25 +247,54 @@ mod tests {
     #[test]
     fn kubectl_and_clients_get_what_they_ask_for() {
         let kubectl_get = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(output(Some(kubectl_get), true), Some(Output::Table));
-        assert_eq!(output(Some(kubectl_get), false), Some(Output::Json));
-        assert_eq!(output(None, true), Some(Output::Json));
+        assert_eq!(output(Some(kubectl_get), Answer::List), Some(Output::Table));
+        assert_eq!(output(Some(kubectl_get), Answer::Plain), Some(Output::Json));
+        assert_eq!(output(None, Answer::Object), Some(Output::Json));
         assert_eq!(
-            output(Some("application/vnd.kubernetes.protobuf, */*"), true),
+            output(
+                Some("application/vnd.kubernetes.protobuf, */*"),
+                Answer::Object
+            ),
             Some(Output::Json)
         );
         assert_eq!(
-            output(Some("application/vnd.kubernetes.protobuf"), true),
+            output(Some("application/vnd.kubernetes.protobuf"), Answer::Object),
             None
         );
-        assert_eq!(output(Some("application/yaml"), true), Some(Output::Yaml));
-        let discovery =
-            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
-        assert_eq!(output(Some(discovery), false), Some(Output::Json));
         assert_eq!(
-            output(Some("application/json;q=0.1, application/yaml"), true),
+            output(Some("application/yaml"), Answer::List),
             Some(Output::Yaml)
         );
+        let discovery =
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(output(Some(discovery), Answer::Plain), Some(Output::Json));
+        assert_eq!(
+            output(
+                Some("application/json;q=0.1, application/yaml"),
+                Answer::List
+            ),
+            Some(Output::Yaml)
+        );
+    }
+
+    #[test]
+    fn metadata_clients_get_partial_objects_where_the_answer_has_that_shape() {
+        let object = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+        let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        assert_eq!(output(Some(object), Answer::Object), Some(Output::Metadata));
+        assert_eq!(output(Some(object), Answer::Watch), Some(Output::Metadata));
+        assert_eq!(
+            output(Some(object), Answer::Written),
+            Some(Output::Metadata)
+        );
+        assert_eq!(output(Some(list), Answer::List), Some(Output::MetadataList));
+        assert_eq!(output(Some(object), Answer::List), None);
+        assert_eq!(output(Some(list), Answer::Object), None);
+        assert_eq!(
+            output(Some(&format!("{list},application/json")), Answer::Object),
+            Some(Output::Json)
+        );
+        assert_eq!(output(Some(object), Answer::Plain), None);
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub fn apply(
             let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| {
                 Status::failure(400, "BadRequest", format!("invalid JSON patch: {e}"))
             })?;
-            json_patch::patch(&mut patched, &ops).map_err(|e| unprocessable(e.to_string()))?;
+            apply_json_patch(&mut patched, ops).map_err(|e| unprocessable(e.to_string()))?;
         }
         Body::StrategicMergePatch => {
             let schema = strategic_merge::schema_for(info.group, info.kind);
@@ -83,4 +83,47 @@ pub fn apply(
         ));
     }
     Ok(patched)
+}
+
+/// Applies an RFC 6902 JSON patch as kube-apiserver's JSON patch library does, where a `test`
+/// of `null` passes on a missing value (clients test that `/metadata/finalizers` is absent
+/// before they add it).
+fn apply_json_patch(doc: &mut Value, ops: json_patch::Patch) -> Result<(), json_patch::PatchError> {
+    for op in ops.0 {
+        if let json_patch::PatchOperation::Test(test) = &op
+            && test.value.is_null()
+            && doc.pointer(test.path.as_str()).is_none()
+        {
+            continue;
+        }
+        json_patch::patch(doc, &[op])?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn json_patch(doc: Value, ops: Value) -> Result<Value, String> {
+        let mut doc = doc;
+        let ops = serde_json::from_value(ops).expect("a JSON patch");
+        apply_json_patch(&mut doc, ops).map_err(|e| e.to_string())?;
+        Ok(doc)
+    }
+
+    #[test]
+    fn a_test_of_null_passes_on_a_missing_value_and_fails_on_a_present_one() {
+        let add = json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["f"]},
+        ]);
+        let added = json_patch(json!({"metadata": {"name": "a"}}), add.clone()).unwrap();
+        assert_eq!(added["metadata"]["finalizers"], json!(["f"]));
+        assert!(json_patch(added, add).is_err(), "present: the test fails");
+        let other = json!([{"op": "test", "path": "/metadata/name", "value": "b"}]);
+        assert!(json_patch(json!({"metadata": {"name": "a"}}), other).is_err());
+    }
 }

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::handlers::streamed;
+use super::metadata;
 use super::negotiate::Output;
 use super::table::{self, IncludeObject};
 use crate::registry::store::Watching;
@@ -106,8 +107,10 @@ impl State {
         let info = self.kind.info();
         object["apiVersion"] = info.api_version().into();
         object["kind"] = info.kind.into();
-        if self.output != Output::Table {
-            return object;
+        match self.output {
+            Output::Table => {}
+            Output::Metadata => return metadata::partial_object(&object),
+            _ => return object,
         }
         let metadata = json!({"resourceVersion": meta_str(&object, "resourceVersion")});
         let headers = std::mem::replace(&mut self.first, false);
