@@ -207,11 +207,29 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
     let response = if watch {
         let mut long = labels.clone();
         long.push(("component", "apiserver".into()));
-        let gauge = app.metrics.longrunning.get_or_create(&long).clone();
-        gauge.inc();
+        let mut gauges = vec![app.metrics.longrunning.get_or_create(&long).clone()];
+        let path = &request.path;
+        if let Some(kind) = registry.kind(&path.group, &path.version, &path.resource) {
+            let info = kind.info();
+            let watcher = vec![
+                ("group", info.group.to_string()),
+                ("kind", info.kind.to_string()),
+                ("version", info.version.to_string()),
+            ];
+            gauges.push(app.metrics.watchers.get_or_create(&watcher).clone());
+        }
         let response = handlers::serve(registry, request).await;
+        if !response.status().is_success() {
+            gauges.truncate(1);
+        }
+        for gauge in &gauges {
+            gauge.inc();
+        }
         let (parts, body) = response.into_parts();
-        let counted = CountedBody { inner: body, gauge };
+        let counted = CountedBody {
+            inner: body,
+            gauges,
+        };
         Response::from_parts(parts, Body::new(counted))
     } else {
         match tokio::time::timeout(app.request_timeout, handlers::serve(registry, request)).await {
@@ -265,15 +283,18 @@ impl Drop for InflightGuard {
     }
 }
 
-/// A watch's body, counted in `apiserver_longrunning_requests` until it ends.
+/// A watch's body, counted in `apiserver_longrunning_requests` (and, once the watch is
+/// established, `apiserver_registered_watchers`) until it ends.
 struct CountedBody {
     inner: Body,
-    gauge: prometheus_client::metrics::gauge::Gauge,
+    gauges: Vec<prometheus_client::metrics::gauge::Gauge>,
 }
 
 impl Drop for CountedBody {
     fn drop(&mut self) {
-        self.gauge.dec();
+        for gauge in &self.gauges {
+            gauge.dec();
+        }
     }
 }
 

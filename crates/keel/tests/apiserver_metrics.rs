@@ -1,0 +1,66 @@
+//! The apiserver's watch gauges as an operator reads them on `/metrics`: an open
+//! `kubectl get -w` counts in `apiserver_registered_watchers` and
+//! `apiserver_longrunning_requests` while it runs and stops counting when it ends.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use keel_testkit::kube::{Kube, Stack, kubectl_bin};
+
+const WATCHERS: &str =
+    "apiserver_registered_watchers{group=\"\",kind=\"ConfigMap\",version=\"v1\"}";
+
+/// The value of the sample named `series` (its full name with labels), if it is there.
+fn sample(kube: &Kube, series: &str) -> Option<f64> {
+    let out = kube.kubectl(&["get", "--raw", "/metrics"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+fn wait_for(kube: &Kube, series: &str, want: f64) {
+    let started = Instant::now();
+    loop {
+        let got = sample(kube, series);
+        if got == Some(want) {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{series} is {got:?}, not {want}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn an_open_watch_counts_as_a_registered_watcher_until_it_ends() {
+    let kube = Kube::start(Stack::Up);
+    let mut watch = Command::new(kubectl_bin(None))
+        .arg("--kubeconfig")
+        .arg(&kube.kubeconfig)
+        .args(["get", "configmaps", "-A", "-w"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start kubectl get -w");
+    wait_for(&kube, WATCHERS, 1.0);
+    let long = "apiserver_longrunning_requests{";
+    let out = kube.kubectl(&["get", "--raw", "/metrics"]);
+    let metrics = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with(long) && l.contains("verb=\"WATCH\"") && l.ends_with(" 1")),
+        "no long-running WATCH counted:\n{metrics}"
+    );
+    watch.kill().expect("stop the watch");
+    let _ = watch.wait();
+    wait_for(&kube, WATCHERS, 0.0);
+}
