@@ -38,11 +38,17 @@ pub struct Continue {
 
 /// The token continuing a list of keys under `prefix` after `last_key`, read at `revision`.
 pub fn encode(last_key: &str, prefix: &str, revision: i64) -> String {
-    let start = last_key.strip_prefix(prefix).unwrap_or(last_key);
+    encode_from(&format!("{last_key}\0"), prefix, revision)
+}
+
+/// The token continuing a list of keys under `prefix` from `from_key` (itself included),
+/// read at `revision` (-1: the latest).
+pub fn encode_from(from_key: &str, prefix: &str, revision: i64) -> String {
+    let start = from_key.strip_prefix(prefix).unwrap_or(from_key);
     let token = Token {
         version: VERSION.to_string(),
         revision,
-        start: format!("{start}\0"),
+        start: start.to_string(),
     };
     let json = serde_json::to_vec(&token).expect("a token always encodes");
     URL_SAFE_NO_PAD.encode(json)

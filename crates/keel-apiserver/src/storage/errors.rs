@@ -63,6 +63,13 @@ pub enum StorageError {
         /// `list` or `watch`.
         of: &'static str,
     },
+    /// A paged list whose pinned revision the store compacted: it may go on, inconsistently,
+    /// from the latest revision with `token`.
+    #[error("the provided continue parameter is too old")]
+    ContinueExpired {
+        /// The token continuing where the expired one would have, at the latest revision.
+        token: String,
+    },
     /// A request the caller got wrong (a bad continue token, a resourceVersion with one).
     #[error("{0}")]
     BadRequest(String),
@@ -83,8 +90,8 @@ pub struct Status {
     pub kind: &'static str,
     /// Always `v1`.
     pub api_version: &'static str,
-    /// Always empty.
-    pub metadata: EmptyMeta,
+    /// Empty, but for the fresh continue token of an expired paged list.
+    pub metadata: StatusMeta,
     /// `Failure` (or `Success` for a delete answered with a Status).
     pub status: &'static str,
     /// The human-readable message, Kubernetes' wording.
@@ -102,9 +109,22 @@ pub struct Status {
     pub code: u16,
 }
 
-/// A Status's `metadata`: always `{}`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct EmptyMeta {}
+/// kube-apiserver's message for a continue token whose revision was compacted.
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a \
+    consistent list result. You can start a new list without the continue parameter, or use \
+    the continue token in this response to retrieve the remainder of the results. Continuing \
+    with the provided token results in an inconsistent list - objects that were created, \
+    modified, or deleted between the time the first chunk was returned and now may show up in \
+    the list.";
+
+/// A Status's `metadata` (a ListMeta): `{}`, or `{"continue": ...}` when a list's continue
+/// token expired and the list may go on, inconsistently, from the latest revision.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StatusMeta {
+    /// The token continuing at the latest revision.
+    #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
+    pub continue_token: Option<String>,
+}
 
 fn is_zero(code: &u16) -> bool {
     *code == 0
@@ -153,7 +173,7 @@ impl Status {
         Status {
             kind: "Status",
             api_version: "v1",
-            metadata: EmptyMeta {},
+            metadata: StatusMeta::default(),
             status: "Failure",
             message,
             reason,
@@ -316,6 +336,12 @@ impl Status {
                 "Expired",
                 format!("The resourceVersion for the provided {of} is too old."),
             ),
+            StorageError::ContinueExpired { token } => Status {
+                metadata: StatusMeta {
+                    continue_token: Some(token.clone()),
+                },
+                ..Status::failure(410, "Expired", CONTINUE_EXPIRED.to_string())
+            },
             StorageError::BadRequest(message) => {
                 Status::failure(400, "BadRequest", message.clone())
             }
@@ -392,6 +418,29 @@ mod tests {
                 "The resourceVersion for the provided list is too old."
             )
         );
+        let token = "eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6LTEsInN0YXJ0IjoicDJcdTAwMDAifQ";
+        let s = Status::from_storage(
+            &StorageError::ContinueExpired {
+                token: token.into(),
+            },
+            &cm(""),
+        );
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            (json["code"].as_u64(), &json["reason"]),
+            (Some(410), &"Expired".into())
+        );
+        assert_eq!(json["metadata"], serde_json::json!({ "continue": token }));
+        assert!(
+            s.message
+                .starts_with("The provided continue parameter is too old")
+        );
+        let plain = serde_json::to_value(Status::from_storage(
+            &StorageError::Expired { of: "list" },
+            &cm(""),
+        ))
+        .unwrap();
+        assert_eq!(plain["metadata"], serde_json::json!({}));
         let too_large = StorageError::TooLargeResourceVersion {
             requested: 10,
             current: 7,

@@ -267,6 +267,8 @@ impl Etcd3 {
             ReadAt::Exact(rev) => rev,
             _ => 0,
         };
+        // Where this page starts: an expired token continues from here at the latest revision.
+        let start = from.clone();
         let mut limit = opts.limit.max(0);
         let mut items = Vec::new();
         let mut last_key = None;
@@ -284,7 +286,16 @@ impl Etcd3 {
                 .await;
             let resp = match resp {
                 Ok(resp) => resp.into_inner(),
-                Err(e) => return Err(self.list_error(e, revision).await),
+                Err(e) => {
+                    return Err(match self.list_error(e, revision).await {
+                        StorageError::Expired { .. } if opts.continue_token.is_some() => {
+                            StorageError::ContinueExpired {
+                                token: continue_token::encode_from(&start, prefix, -1),
+                            }
+                        }
+                        other => other,
+                    });
+                }
             };
             let header = header_revision(resp.header.as_ref());
             if revision == 0 {
