@@ -21,7 +21,7 @@ use super::watch;
 use crate::registry::selector::{FieldSelector, LabelSelector};
 use crate::registry::store::{DeleteOptions, Filter, ListQuery, Registry};
 use crate::registry::{Strategy, meta_str};
-use crate::storage::resource_version::validate_list_options;
+use crate::storage::resource_version::{validate_list_options, validate_watch_options};
 use crate::storage::{FieldError, Status};
 
 /// The largest request body accepted (kube-apiserver's 3 MiB).
@@ -162,6 +162,14 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
     let include = IncludeObject::parse(req.param("includeObject"))?;
     match (&req.method, path.name.as_deref()) {
         (&Method::GET, None) if is_watch(path, &req.query) => {
+            let errors = validate_watch_options(
+                req.param("resourceVersionMatch").unwrap_or(""),
+                req.param("continue").unwrap_or(""),
+                req.param("sendInitialEvents").is_some(),
+            );
+            if !errors.is_empty() {
+                return Err(Status::invalid("meta.k8s.io", "ListOptions", "", &errors));
+            }
             let filter = filter(kind, &req)?;
             let rv = req.param("resourceVersion").unwrap_or("");
             let watching = registry.watch(kind, namespace, rv, filter).await?;
@@ -308,7 +316,8 @@ async fn list(
     let rv = req.param("resourceVersion").unwrap_or("");
     let rvm = req.param("resourceVersionMatch").unwrap_or("");
     let token = req.param("continue").unwrap_or("");
-    let errors = validate_list_options(rv, rvm, token, req.flag("sendInitialEvents"));
+    let send_initial_events = req.param("sendInitialEvents").is_some();
+    let errors = validate_list_options(rv, rvm, token, send_initial_events);
     if !errors.is_empty() {
         return Err(Status::invalid("meta.k8s.io", "ListOptions", "", &errors));
     }

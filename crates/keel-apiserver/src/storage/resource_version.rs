@@ -61,6 +61,55 @@ pub fn validate_list_options(
     errors
 }
 
+/// What apimachinery's `validateWatchOptions` finds wrong with a watch's options, with the
+/// WatchList feature (`sendInitialEvents`) off, as kube-apiserver has it without a watch
+/// cache: clients that try a streaming list fall back to a list and a watch. Answered as a
+/// 422 on `ListOptions.meta.k8s.io ""`.
+pub fn validate_watch_options(
+    resource_version_match: &str,
+    continue_token: &str,
+    send_initial_events: bool,
+) -> Vec<FieldError> {
+    const FIELD: &str = "resourceVersionMatch";
+    const NOT_OLDER_THAN: &str = "NotOlderThan";
+    let mut errors = Vec::new();
+    if send_initial_events {
+        if resource_version_match != NOT_OLDER_THAN {
+            errors.push(FieldError::forbidden(
+                FIELD,
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        errors.push(FieldError::forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for watch unless the WatchList feature gate is \
+             enabled",
+        ));
+    }
+    if !resource_version_match.is_empty() {
+        if !send_initial_events {
+            errors.push(FieldError::forbidden(
+                FIELD,
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if resource_version_match != NOT_OLDER_THAN {
+            errors.push(FieldError::not_supported(
+                FIELD,
+                resource_version_match,
+                &[NOT_OLDER_THAN],
+            ));
+        }
+        if !continue_token.is_empty() {
+            errors.push(FieldError::forbidden(
+                FIELD,
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+    }
+    errors
+}
+
 /// Which revision a read is served at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadAt {
@@ -175,6 +224,23 @@ mod tests {
              resourceVersionMatch is forbidden when continue is provided, resourceVersionMatch: \
              Unsupported value: \"Newest\": supported values: \"Exact\", \"NotOlderThan\", \"\", \
              sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list]"
+        );
+        let watch = |m, c, sie| {
+            let errors = validate_watch_options(m, c, sie);
+            Status::invalid("meta.k8s.io", "ListOptions", "", &errors).message
+        };
+        assert!(validate_watch_options("", "", false).is_empty());
+        assert_eq!(
+            watch("NotOlderThan", "", true),
+            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: \
+             sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+        );
+        assert_eq!(
+            watch("Exact", "", false),
+            "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: \
+             resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided, \
+             resourceVersionMatch: Unsupported value: \"Exact\": supported values: \
+             \"NotOlderThan\"]"
         );
         let s = Status::invalid(
             "meta.k8s.io",
