@@ -94,10 +94,6 @@ impl ResourceRequest {
         self.query.get(name).map(String::as_str)
     }
 
-    fn flag(&self, name: &str) -> bool {
-        matches!(self.param(name), Some("true") | Some("1"))
-    }
-
     fn dry_run(&self) -> Result<bool, Status> {
         match self.param("dryRun") {
             None | Some("") => Ok(false),

@@ -123,7 +123,7 @@ const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to di
 pub struct StatusMeta {
     /// The token continuing at the latest revision.
     #[serde(rename = "continue", skip_serializing_if = "Option::is_none")]
-    pub continue_token: Option<String>,
+    pub continue_token: Option<Box<str>>,
 }
 
 fn is_zero(code: &u16) -> bool {
@@ -338,7 +338,7 @@ impl Status {
             ),
             StorageError::ContinueExpired { token } => Status {
                 metadata: StatusMeta {
-                    continue_token: Some(token.clone()),
+                    continue_token: Some(token.as_str().into()),
                 },
                 ..Status::failure(410, "Expired", CONTINUE_EXPIRED.to_string())
             },
