@@ -1,5 +1,5 @@
-//! events.k8s.io/v1 Events, kept in the same etcd resource (`events`) as core/v1 Events
-//! and printed alike. The two versions name the same fields differently
+//! events.k8s.io/v1 Events, stored as core/v1 Events in the same etcd resource (`events`),
+//! as kube-apiserver stores them, so each version reads what the other wrote; printed alike. The two versions name the same fields differently
 //! ([`to_core`], [`from_core`]):
 //!
 //! | events.k8s.io/v1           | core/v1              |
@@ -88,6 +88,14 @@ fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
 impl Strategy for EventsK8sIo {
     fn info(&self) -> &'static ResourceInfo {
         &INFO
+    }
+
+    fn to_storage(&self, obj: Value) -> Value {
+        to_core(&obj)
+    }
+
+    fn to_served(&self, obj: Value) -> Value {
+        from_core(&obj)
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {

@@ -83,6 +83,18 @@ pub trait Strategy: Send + Sync {
     /// What the kind is.
     fn info(&self) -> &'static ResourceInfo;
 
+    /// The object in the form it is stored in. kube-apiserver stores one version of each
+    /// resource (events.k8s.io/v1 Events are stored as core/v1 Events), so every version
+    /// reads what the others wrote.
+    fn to_storage(&self, obj: Value) -> Value {
+        obj
+    }
+
+    /// A stored object in this kind's form (the inverse of [`Strategy::to_storage`]).
+    fn to_served(&self, obj: Value) -> Value {
+        obj
+    }
+
     /// Sets what a new object gets before it is validated and stored (defaults, a status
     /// a client may not set).
     fn prepare_for_create(&self, _obj: &mut Value) {}

@@ -148,7 +148,7 @@ impl Registry {
             .map_err(|e| Status::from_storage(&e, &target))?;
         let object =
             found.ok_or_else(|| Status::from_storage(&StorageError::NotFound { key }, &target))?;
-        decode(info, &object)
+        decode(kind, &object)
     }
 
     /// A page of a collection (all namespaces when `namespace` is None): the `<Kind>List`
@@ -162,7 +162,7 @@ impl Registry {
         let info = kind.info();
         let prefix = self.keys.collection(info.resource, namespace);
         let filter_object = |object: &Object| -> bool {
-            match (query.filter, decode(info, object)) {
+            match (query.filter, decode(kind, object)) {
                 (Some(f), Ok(value)) => f(&value),
                 (None, _) => true,
                 (Some(_), Err(_)) => false,
@@ -183,7 +183,7 @@ impl Registry {
             .map_err(|e| Status::from_storage(&e, &target(info, "")))?;
         let mut items = Vec::with_capacity(page.items.len());
         for object in &page.items {
-            let mut item = decode(info, object)?;
+            let mut item = decode(kind, object)?;
             if let Some(map) = item.as_object_mut() {
                 map.remove("apiVersion");
                 map.remove("kind");
@@ -251,7 +251,7 @@ impl Registry {
                 "create",
                 info,
                 self.storage
-                    .create_with_ttl(&key, encode(&obj), self.ttl(info)),
+                    .create_with_ttl(&key, encode(kind, &obj), self.ttl(info)),
             )
             .await
             .map_err(|e| Status::from_storage(&e, &target(info, &name)))?;
@@ -297,7 +297,7 @@ impl Registry {
         let now = Time::now();
         let mut delete_after = false;
         let mut step = |current: &Object| -> Result<Vec<u8>, StorageError> {
-            let old = decode(info, current).map_err(rejected)?;
+            let old = decode(kind, current).map_err(rejected)?;
             let new = self
                 .updated(kind, &old, subresource, now, &mut make)
                 .map_err(rejected)?;
@@ -306,7 +306,7 @@ impl Registry {
             Ok(if unchanged {
                 current.value.clone()
             } else {
-                encode(&new)
+                encode(kind, &new)
             })
         };
         if dry_run {
@@ -340,12 +340,12 @@ impl Registry {
                 )
                 .await;
             match deleted {
-                Ok(gone) => return Ok((decode(info, &gone)?, false)),
+                Ok(gone) => return Ok((decode(kind, &gone)?, false)),
                 Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
                 Err(e) => return Err(Status::from_storage(&e, &target)),
             }
         }
-        Ok((decode(info, &stored)?, false))
+        Ok((decode(kind, &stored)?, false))
     }
 
     /// The new state of `old` by `make`, with the update rules applied and validated.
@@ -452,14 +452,14 @@ impl Registry {
                 "delete",
                 info,
                 self.storage.delete(&key, |object| {
-                    let now = decode(info, object).map_err(rejected)?;
+                    let now = decode(kind, object).map_err(rejected)?;
                     check_preconditions(&now, options, info, name).map_err(rejected)
                 }),
             )
             .await
             .map_err(|e| Status::from_storage(&e, &target))?;
         Ok(Deleted {
-            object: decode(info, &deleted)?,
+            object: decode(kind, &deleted)?,
             finished: true,
         })
     }
@@ -485,7 +485,7 @@ impl Registry {
             .await
             .map_err(|e| Status::from_storage(&e, &target(info, "")))?;
         Ok(Watching {
-            info,
+            kind,
             watch,
             filter,
         })
@@ -558,7 +558,7 @@ impl Registry {
 
 /// A running watch of one kind.
 pub struct Watching {
-    info: &'static ResourceInfo,
+    kind: &'static dyn Strategy,
     watch: Watch,
     filter: Option<Box<Filter>>,
 }
@@ -569,14 +569,17 @@ impl Watching {
         loop {
             let event = match self.watch.next().await? {
                 Ok(event) => event,
-                Err(e) => return Some(Err(Status::from_storage(&e, &target(self.info, "")))),
+                Err(e) => {
+                    let target = target(self.kind.info(), "");
+                    return Some(Err(Status::from_storage(&e, &target)));
+                }
             };
             let (kind, object, prev) = match &event {
                 Event::Added(o) => ("ADDED", o, None),
                 Event::Modified(o, prev) => ("MODIFIED", o, Some(prev)),
                 Event::Deleted(o) => ("DELETED", o, None),
             };
-            let object = match decode(self.info, object) {
+            let object = match decode(self.kind, object) {
                 Ok(object) => object,
                 Err(status) => return Some(Err(status)),
             };
@@ -587,7 +590,7 @@ impl Watching {
             // An update moves an object into or out of the filter: ADDED or DELETED (the old
             // state, at the update's resourceVersion), as kube-apiserver's watchers send it.
             let old = prev.filter(|p| !p.is_empty()).and_then(|p| {
-                let mut old: Value = serde_json::from_slice(p).ok()?;
+                let mut old = self.kind.to_served(serde_json::from_slice(p).ok()?);
                 let rv = meta_str(&object, "resourceVersion").to_string();
                 meta::metadata(&mut old).insert("resourceVersion".into(), rv.into());
                 Some(old)
@@ -702,9 +705,10 @@ fn set_type(obj: &mut Value, info: &ResourceInfo) {
     obj["kind"] = info.kind.into();
 }
 
-/// The stored form: JSON without resourceVersion.
-fn encode(obj: &Value) -> Vec<u8> {
-    serde_json::to_vec(&without_resource_version(obj)).expect("a JSON value encodes")
+/// The stored form: `kind`'s storage version, JSON, without resourceVersion.
+fn encode(kind: &dyn Strategy, obj: &Value) -> Vec<u8> {
+    let stored = kind.to_storage(without_resource_version(obj));
+    serde_json::to_vec(&stored).expect("a JSON value encodes")
 }
 
 fn without_resource_version(obj: &Value) -> Value {
@@ -715,9 +719,10 @@ fn without_resource_version(obj: &Value) -> Value {
     copy
 }
 
-/// A stored object with its resourceVersion set.
-fn decode(info: &ResourceInfo, object: &Object) -> Result<Value, Status> {
-    let mut value: Value = serde_json::from_slice(&object.value).map_err(|e| {
+/// A stored object in `kind`'s form, with its resourceVersion set.
+fn decode(kind: &dyn Strategy, object: &Object) -> Result<Value, Status> {
+    let info = kind.info();
+    let value: Value = serde_json::from_slice(&object.value).map_err(|e| {
         Status::internal(format!(
             "object at {} is not a JSON {}: {e}",
             object.key, info.kind
@@ -729,6 +734,7 @@ fn decode(info: &ResourceInfo, object: &Object) -> Result<Value, Status> {
             object.key
         )));
     }
+    let mut value = kind.to_served(value);
     meta::metadata(&mut value).insert(
         "resourceVersion".into(),
         object.mod_revision.to_string().into(),
