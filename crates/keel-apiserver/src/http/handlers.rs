@@ -380,7 +380,7 @@ fn filter(
     })))
 }
 
-/// The body of a create or update: JSON or YAML, of this kind and version, in this
+/// The body of a create or update: JSON, YAML or protobuf, of this kind and version, in this
 /// namespace, with this name (for an update).
 fn read_object(
     kind: &dyn Strategy,
@@ -388,8 +388,9 @@ fn read_object(
     namespace: Option<&str>,
     name: Option<&str>,
 ) -> Result<Value, Status> {
+    let info = kind.info();
     let form = negotiate::body(req.header(header::CONTENT_TYPE), false)?;
-    let mut obj = negotiate::decode(&req.body, form == negotiate::Body::Yaml)?;
+    let mut obj = negotiate::decode_object(&req.body, form, &info.api_version(), info.kind)?;
     if !obj.is_object() {
         return Err(Status::failure(
             400,
@@ -398,7 +399,6 @@ fn read_object(
         ));
     }
     check_type(kind, &mut obj)?;
-    let info = kind.info();
     let bad = |message: String| Status::failure(400, "BadRequest", message);
     if info.namespaced {
         let given = meta_str(&obj, "namespace");
@@ -448,7 +448,7 @@ pub fn check_type(kind: &dyn Strategy, obj: &mut Value) -> Result<(), Status> {
     Ok(())
 }
 
-/// `DeleteOptions` from the body (JSON or YAML) and the query.
+/// `DeleteOptions` from the body (JSON, YAML or protobuf) and the query.
 fn delete_options(req: &ResourceRequest) -> Result<DeleteOptions, Status> {
     let mut options = DeleteOptions {
         dry_run: req.dry_run()?,
@@ -461,8 +461,13 @@ fn delete_options(req: &ResourceRequest) -> Result<DeleteOptions, Status> {
     let propagation = req.param("propagationPolicy").map(str::to_string);
     let mut policy = propagation;
     if !req.body.is_empty() {
-        let body =
-            negotiate::decode(&req.body, false).or_else(|_| negotiate::decode(&req.body, true))?;
+        let body = match negotiate::body(req.header(header::CONTENT_TYPE), false) {
+            Ok(form @ negotiate::Body::Protobuf) => {
+                negotiate::decode_object(&req.body, form, "meta.k8s.io/v1", "DeleteOptions")?
+            }
+            _ => negotiate::decode(&req.body, false)
+                .or_else(|_| negotiate::decode(&req.body, true))?,
+        };
         if let Some(p) = body.get("preconditions") {
             options.uid = p.get("uid").and_then(Value::as_str).map(str::to_string);
             options.resource_version = p

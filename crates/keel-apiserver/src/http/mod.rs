@@ -10,6 +10,7 @@ pub mod health;
 pub mod metadata;
 pub mod negotiate;
 pub mod patch;
+pub mod protobuf;
 pub mod request_info;
 pub mod strategic_merge;
 pub mod table;

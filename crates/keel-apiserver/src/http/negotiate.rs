@@ -1,9 +1,9 @@
 //! Content negotiation, as kube-apiserver's `negotiation` package does it: which form a
 //! response takes (JSON, YAML, a `meta.k8s.io/v1` Table, or `meta.k8s.io/v1`
 //! PartialObjectMetadata for metadata-only clients) from the `Accept` header, and how a
-//! request body is read from its `Content-Type`. Protobuf is not served: a client that
-//! offers JSON as well gets JSON, one that asks for protobuf only gets 406, and a protobuf
-//! body 415.
+//! request body is read from its `Content-Type`. Protobuf bodies are read (see
+//! [`super::protobuf`]) but protobuf is not answered: a client that offers JSON as well gets
+//! JSON, one that asks for protobuf only gets 406.
 
 use serde_json::Value;
 
@@ -172,6 +172,8 @@ pub enum Body {
     Json,
     /// `application/yaml`.
     Yaml,
+    /// `application/vnd.kubernetes.protobuf`.
+    Protobuf,
     /// `application/json-patch+json` (RFC 6902).
     JsonPatch,
     /// `application/merge-patch+json` (RFC 7386).
@@ -191,6 +193,7 @@ pub fn body(content_type: Option<&str>, patch: bool) -> Result<Body, Status> {
     let found = match essence.as_str() {
         "application/json" | "" if !patch => Some(Body::Json),
         "application/yaml" if !patch => Some(Body::Yaml),
+        "application/vnd.kubernetes.protobuf" if !patch => Some(Body::Protobuf),
         "application/json-patch+json" if patch => Some(Body::JsonPatch),
         "application/merge-patch+json" if patch => Some(Body::MergePatch),
         "application/strategic-merge-patch+json" if patch => Some(Body::StrategicMergePatch),
@@ -202,7 +205,7 @@ pub fn body(content_type: Option<&str>, patch: bool) -> Result<Body, Status> {
             "application/json-patch+json, application/merge-patch+json, \
              application/strategic-merge-patch+json, application/apply-patch+yaml"
         } else {
-            "application/json, application/yaml"
+            "application/json, application/yaml, application/vnd.kubernetes.protobuf"
         };
         Status::failure(
             415,
@@ -213,6 +216,21 @@ pub fn body(content_type: Option<&str>, patch: bool) -> Result<Body, Status> {
             ),
         )
     })
+}
+
+/// Decodes an object body of the form `form` (JSON, YAML or protobuf) into a JSON value
+/// (400 BadRequest when it is not of its form). A protobuf body is read as `api_version`
+/// and `kind` when its envelope leaves them out; JSON and YAML bodies name their own.
+pub fn decode_object(
+    bytes: &[u8],
+    form: Body,
+    api_version: &str,
+    kind: &str,
+) -> Result<Value, Status> {
+    match form {
+        Body::Protobuf => super::protobuf::decode(bytes, api_version, kind),
+        form => decode(bytes, form == Body::Yaml),
+    }
 }
 
 /// Decodes a JSON or YAML body into a JSON value (400 BadRequest when it is neither).
@@ -307,7 +325,11 @@ mod tests {
             body(Some("application/strategic-merge-patch+json"), true),
             Ok(Body::StrategicMergePatch)
         );
-        let refused = body(Some("application/vnd.kubernetes.protobuf"), false).unwrap_err();
+        assert_eq!(
+            body(Some("application/vnd.kubernetes.protobuf"), false),
+            Ok(Body::Protobuf)
+        );
+        let refused = body(Some("application/vnd.kubernetes.protobuf"), true).unwrap_err();
         assert_eq!(
             (refused.code, refused.reason),
             (415, "UnsupportedMediaType")

@@ -66,7 +66,7 @@ pub fn apply(
                 Status::failure(code, reason, e.to_string())
             })?;
         }
-        Body::ApplyPatch | Body::Json | Body::Yaml => {
+        Body::ApplyPatch | Body::Json | Body::Yaml | Body::Protobuf => {
             return Err(Status::failure(
                 415,
                 "UnsupportedMediaType",

@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""Writes the protobuf schema keel-apiserver decodes Kubernetes protobuf bodies with.
+
+Kubernetes' wire form is defined by the Go API types: each field's `protobuf:"..."` struct
+tag gives its number and wire type, its `json:"..."` tag its JSON name and `omitempty`, its
+Go type whether it is a pointer. This reads those Go types (the `types.go` of a checkout of
+k8s.io/api and of k8s.io/apimachinery, at the tag matching the Kubernetes version keel
+reports) and writes, for every message reachable from the kinds keel serves, a proto2
+message whose field names are the JSON names, marked with the `keel.json` options for what
+protobuf itself does not carry (see crates/keel-apiserver/proto/keel/json.proto). The
+types with a hand-written protobuf form (Time, MicroTime, Quantity, IntOrString, ...) are
+written from the table below.
+
+    scripts/k8s-protobuf-schema.py <k8s.io/api checkout> <k8s.io/apimachinery checkout>
+"""
+
+import os
+import re
+import sys
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "crates", "keel-apiserver", "proto")
+
+# Go package: (directory, proto package, Go import names it is referred to by).
+PACKAGES = {
+    "core": ("api:core/v1", "k8s.io.api.core.v1", ["v1", "corev1"]),
+    "coordination": ("api:coordination/v1", "k8s.io.api.coordination.v1", []),
+    "events": ("api:events/v1", "k8s.io.api.events.v1", []),
+    "meta": ("apimachinery:pkg/apis/meta/v1", "k8s.io.apimachinery.pkg.apis.meta.v1", ["metav1"]),
+}
+
+# The kinds keel serves, and DeleteOptions.
+ROOTS = [
+    ("core", k)
+    for k in [
+        "ConfigMap",
+        "Endpoints",
+        "Event",
+        "Namespace",
+        "Node",
+        "Pod",
+        "Secret",
+        "Service",
+        "ServiceAccount",
+    ]
+] + [("coordination", "Lease"), ("events", "Event"), ("meta", "DeleteOptions")]
+
+META = "k8s.io.apimachinery.pkg.apis.meta.v1"
+# Types whose protobuf and JSON forms are written by hand in apimachinery: the Go type, the
+# message, and that message's fields (as upstream's generated.proto has them).
+SPECIAL = {
+    "metav1.Time": (META + ".Time", "optional int64 seconds = 1;\n  optional int32 nanos = 2;"),
+    "metav1.MicroTime": (META + ".MicroTime", "optional int64 seconds = 1;\n  optional int32 nanos = 2;"),
+    "metav1.Duration": (META + ".Duration", "optional int64 duration = 1;"),
+    "metav1.FieldsV1": (META + ".FieldsV1", "optional bytes Raw = 1;"),
+    "resource.Quantity": ("k8s.io.apimachinery.pkg.api.resource.Quantity", "optional string string = 1;"),
+    "intstr.IntOrString": (
+        "k8s.io.apimachinery.pkg.util.intstr.IntOrString",
+        "optional int64 type = 1;\n  optional int32 intVal = 2;\n  optional string strVal = 3;",
+    ),
+    "runtime.RawExtension": ("k8s.io.apimachinery.pkg.runtime.RawExtension", "optional bytes raw = 1;"),
+}
+# The envelope of every protobuf body.
+ENVELOPE = {
+    "k8s.io.apimachinery.pkg.runtime.TypeMeta": "optional string apiVersion = 1;\n  optional string kind = 2;",
+    "k8s.io.apimachinery.pkg.runtime.Unknown": (
+        "optional TypeMeta typeMeta = 1;\n  optional bytes raw = 2;\n"
+        "  optional string contentEncoding = 3;\n  optional string contentType = 4;"
+    ),
+}
+SCALARS = {
+    "string": "string",
+    "bool": "bool",
+    "int32": "int32",
+    "int64": "int64",
+    "float64": "double",
+    "[]byte": "bytes",
+    "types.UID": "string",
+}
+
+FIELD = re.compile(r"^\t(?:(\w+)\s+)?(\S+)\s+`(.*)`\s*(?://.*)?$")
+
+
+def read_package(root, pkg):
+    """The structs (name -> field lines) and other named types (name -> Go type) of a package."""
+    where, path = PACKAGES[pkg][0].split(":")
+    folder = os.path.join(root[where], path)
+    structs, named = {}, {}
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".go") or name.endswith("_test.go"):
+            continue
+        lines = open(os.path.join(folder, name)).read().split("\n")
+        i = 0
+        while i < len(lines):
+            m = re.match(r"^type (\w+) struct \{$", lines[i])
+            if m:
+                body = []
+                i += 1
+                while lines[i] != "}":
+                    body.append(lines[i])
+                    i += 1
+                structs[m.group(1)] = body
+            else:
+                m = re.match(r"^type (\w+) (\S+)$", lines[i])
+                if m and m.group(2) not in ("interface", "struct"):
+                    named[m.group(1)] = m.group(2)
+            i += 1
+    return structs, named
+
+
+def tag(tags, key):
+    m = re.search(key + r':"([^"]*)"', tags)
+    return m.group(1) if m else None
+
+
+class Schema:
+    def __init__(self, root):
+        self.packages = {p: read_package(root, p) for p in PACKAGES}
+        self.messages = {p: {} for p in PACKAGES}  # package -> name -> field lines
+        self.specials = set()
+        self.queue = []
+
+    def qualify(self, pkg, go_type):
+        """(package, type name) for a Go type named in `pkg`, or a special's key."""
+        if "." in go_type:
+            prefix, name = go_type.split(".", 1)
+            for other, (_, _, aliases) in PACKAGES.items():
+                if prefix in aliases:
+                    return other, name
+            return None, go_type
+        return pkg, go_type
+
+    def proto_type(self, pkg, go_type):
+        """The proto type of a Go (non-pointer, non-slice, non-map) type, queueing messages."""
+        go_type = self.resolve(pkg, go_type)
+        if go_type in SCALARS:
+            return SCALARS[go_type], True
+        owner, name = self.qualify(pkg, go_type)
+        key = ("metav1." + name) if owner == "meta" else go_type
+        if key in SPECIAL:
+            self.specials.add(key)
+            return "." + SPECIAL[key][0], False
+        if owner is None:
+            raise SystemExit(f"unknown type {go_type} in {pkg}")
+        structs, named = self.packages[owner]
+        if name in structs:
+            self.queue.append((owner, name))
+            return "." + PACKAGES[owner][1] + "." + name, False
+        raise SystemExit(f"unknown type {go_type} in {owner}")
+
+    def resolve(self, pkg, go_type):
+        """A named non-struct type (ResourceList, Protocol, ...) as its underlying type."""
+        owner, name = self.qualify(pkg, go_type)
+        while owner and name in self.packages[owner][1]:
+            go_type = self.packages[owner][1][name]
+            owner, name = self.qualify(owner, go_type)
+        return go_type
+
+    def label(self, pkg, go_type):
+        """(label, proto type, scalar) for a field's Go type."""
+        go_type = self.resolve(pkg, go_type.removeprefix("*"))
+        if go_type == "[]byte":
+            return "optional", "bytes", True
+        if go_type.startswith("[]"):
+            _, t, scalar = self.label(pkg, go_type[2:])
+            return "repeated", t, scalar
+        m = re.match(r"^map\[([\w.]+)\](.+)$", go_type)
+        if m:
+            key = self.proto_type(pkg, m.group(1))[0]
+            value = self.label(pkg, m.group(2))[1]
+            return "map", f"map<{key}, {value}>", False
+        return ("optional",) + self.proto_type(pkg, go_type)
+
+    def message(self, pkg, name):
+        fields = []
+        for line in self.packages[pkg][0][name]:
+            m = FIELD.match(line)
+            if not m:
+                continue
+            go_name, go_type, tags = m.groups()
+            pb, js = tag(tags, "protobuf"), tag(tags, "json")
+            if pb is None or pb == "-":
+                continue
+            parts = pb.split(",")
+            number = parts[1]
+            json_name, *flags = (js or "").split(",")
+            inline = "inline" in flags
+            if not json_name:
+                given = [p[5:] for p in parts if p.startswith("name=")]
+                json_name = given[0] if given else go_name or go_type.split(".")[-1]
+                json_name = json_name[0].lower() + json_name[1:]
+            label, proto, scalar = self.label(pkg, go_type)
+            options = []
+            if inline:
+                options.append("(keel.inline) = true")
+            pointer, omitempty = go_type.startswith("*"), "omitempty" in flags
+            if (scalar and label == "optional" and (pointer or not omitempty)) or (
+                label != "optional" and not omitempty
+            ):
+                options.append("(keel.keep_zero) = true")
+            opts = f" [{', '.join(options)}]" if options else ""
+            if label == "map":
+                fields.append(f"  {proto} {json_name} = {number}{opts};")
+            else:
+                fields.append(f"  {label} {proto} {json_name} = {number}{opts};")
+        return fields
+
+    def build(self):
+        self.queue = [(p, k) for p, k in ROOTS]
+        while self.queue:
+            pkg, name = self.queue.pop()
+            if name not in self.messages[pkg]:
+                self.messages[pkg][name] = None
+                self.messages[pkg][name] = self.message(pkg, name)
+
+
+HEADER = """// Generated by scripts/k8s-protobuf-schema.py from the Kubernetes {version} Go API types:
+// the protobuf form of the {what} keel-apiserver reads, field names as in JSON. Do not edit.
+
+syntax = "proto2";
+
+package {package};
+"""
+
+
+def proto_file(package):
+    """The schema file of a proto package: k8s.io.api.core.v1 -> k8s.io/api/core/v1/schema.proto."""
+    return "k8s.io/" + package.removeprefix("k8s.io.").replace(".", "/") + "/schema.proto"
+
+
+def write(package, body, imports, version, what):
+    path = os.path.join(OUT, proto_file(package))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    text = HEADER.format(version=version, package=package, what=what)
+    if imports:
+        text += "\n" + "".join(f'import "{i}";\n' for i in sorted(imports))
+    text += "\n" + "\n\n".join(body) + "\n"
+    open(path, "w").write(text)
+
+
+def main():
+    if len(sys.argv) != 4:
+        raise SystemExit(__doc__)
+    root = {"api": sys.argv[1], "apimachinery": sys.argv[2]}
+    version = sys.argv[3]
+    schema = Schema(root)
+    schema.build()
+    files = {}  # proto package -> (messages, imports)
+    for pkg, messages in schema.messages.items():
+        body, imports = [], set()
+        for name in sorted(messages):
+            fields = messages[name]
+            for f in fields:
+                for ref in re.findall(r"\.((?:k8s\.io\.)[\w.]+)\.\w+", f):
+                    if ref != PACKAGES[pkg][1]:
+                        imports.add(proto_file(ref))
+                if "(keel." in f:
+                    imports.add("keel/json.proto")
+            body.append(f"message {name} {{\n" + "\n".join(fields) + "\n}")
+        files[PACKAGES[pkg][1]] = (body, imports)
+    for key in sorted(schema.specials):
+        full, fields = SPECIAL[key]
+        package, name = full.rsplit(".", 1)
+        files.setdefault(package, ([], set()))[0].append(f"message {name} {{\n  {fields}\n}}")
+    for full, fields in ENVELOPE.items():
+        package, name = full.rsplit(".", 1)
+        files.setdefault(package, ([], set()))[0].append(f"message {name} {{\n  {fields}\n}}")
+    for package, (body, imports) in sorted(files.items()):
+        what = "kinds" if package.startswith("k8s.io.api.") else "types"
+        write(package, sorted(body), imports, version, what)
+
+
+if __name__ == "__main__":
+    main()
