@@ -11,7 +11,7 @@ protobuf itself does not carry (see crates/keel-apiserver/proto/keel/json.proto)
 types with a hand-written protobuf form (Time, MicroTime, Quantity, IntOrString, ...) are
 written from the table below.
 
-    scripts/k8s-protobuf-schema.py <k8s.io/api checkout> <k8s.io/apimachinery checkout>
+    scripts/k8s-protobuf-schema.py <k8s.io/api checkout> <k8s.io/apimachinery checkout> v1.34
 """
 
 import os
@@ -209,7 +209,6 @@ class Schema:
         while self.queue:
             pkg, name = self.queue.pop()
             if name not in self.messages[pkg]:
-                self.messages[pkg][name] = None
                 self.messages[pkg][name] = self.message(pkg, name)
 
 
