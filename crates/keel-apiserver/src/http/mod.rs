@@ -9,6 +9,7 @@ pub mod handlers;
 pub mod health;
 pub mod metadata;
 pub mod negotiate;
+pub mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod request_info;
@@ -76,6 +77,14 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
         if tokens.authenticate(header).is_none() {
             return status_response(&Status::failure(401, "Unauthorized", "Unauthorized".into()));
         }
+    }
+    if let Some(response) = openapi::serve(
+        app.registry.kinds(),
+        &path,
+        req.uri().query(),
+        req.headers(),
+    ) {
+        return response;
     }
     if path == "/metrics" {
         app.refresh_object_counts().await;

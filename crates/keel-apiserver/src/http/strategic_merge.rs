@@ -101,6 +101,11 @@ impl Schema {
         self.fields.get(path)
     }
 
+    /// Every field with merge metadata, by path.
+    pub fn fields(&self) -> impl Iterator<Item = (&str, &FieldMeta)> {
+        self.fields.iter().map(|(path, meta)| (path.as_str(), meta))
+    }
+
     fn insert(&mut self, path: &str, merge_key: Option<&str>, retain_keys: bool) {
         self.fields.insert(
             path.to_string(),
@@ -1052,7 +1057,7 @@ fn canonical(v: &Value) -> String {
 }
 
 /// A value as Go's `%v` prints the decoded JSON (`map[k:v]` with sorted keys, `[a b]`).
-fn go_fmt(v: &Value) -> String {
+pub(crate) fn go_fmt(v: &Value) -> String {
     match v {
         Value::Null => "<nil>".to_string(),
         Value::Bool(b) => b.to_string(),

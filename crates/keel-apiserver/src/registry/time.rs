@@ -41,6 +41,26 @@ impl Time {
         )
     }
 
+    /// An HTTP date (RFC 1123 with the zone named `zone`, as Go's `http.TimeFormat` writes
+    /// it with `GMT`: `Thu, 01 Jan 1970 00:00:00 GMT`).
+    pub fn http_date(self, zone: &str) -> String {
+        const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+        const MONTHS: [&str; 12] = [
+            "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+        ];
+        let days = self.0.div_euclid(86_400);
+        let secs = self.0.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        format!(
+            "{}, {d:02} {} {y:04} {:02}:{:02}:{:02} {zone}",
+            DAYS[(days + 4).rem_euclid(7) as usize],
+            MONTHS[(m - 1) as usize],
+            secs / 3600,
+            secs / 60 % 60,
+            secs % 60
+        )
+    }
+
     /// Parses RFC 3339 (`2026-12-03T20:00:00Z`, with fractional seconds, which are
     /// dropped, or with a `+hh:mm`/`-hh:mm` offset); None if it is not.
     pub fn parse(s: &str) -> Option<Time> {
