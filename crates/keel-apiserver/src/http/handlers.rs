@@ -12,8 +12,10 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, header};
 use serde_json::{Value, json};
 
+use super::field_validation::{self, Directive};
 use super::metadata;
 use super::negotiate::{self, Answer, Output};
+use super::openapi;
 use super::patch;
 use super::request_info::ResourcePath;
 use super::table::{self, IncludeObject};
@@ -182,14 +184,19 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             respond_object(kind, StatusCode::OK, obj, output, include)
         }
         (&Method::POST, None) => {
-            let body = read_object(kind, &req, namespace, None)?;
+            let directive = Directive::parse(req.param("fieldValidation"), "CreateOptions")?;
+            let (body, warnings) = read_object(&registry, kind, &req, namespace, None, directive)?;
             let created = registry
                 .create(kind, namespace, body, req.dry_run()?)
                 .await?;
-            respond_object(kind, StatusCode::CREATED, created, output, include)
+            let mut response = respond_object(kind, StatusCode::CREATED, created, output, include)?;
+            field_validation::add_warnings(&mut response, &warnings);
+            Ok(response)
         }
         (&Method::PUT, Some(name)) => {
-            let body = read_object(kind, &req, namespace, Some(name))?;
+            let directive = Directive::parse(req.param("fieldValidation"), "UpdateOptions")?;
+            let (body, warnings) =
+                read_object(&registry, kind, &req, namespace, Some(name), directive)?;
             let (obj, created) = registry
                 .update(
                     kind,
@@ -205,11 +212,16 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             } else {
                 StatusCode::OK
             };
-            respond_object(kind, code, obj, output, include)
+            let mut response = respond_object(kind, code, obj, output, include)?;
+            field_validation::add_warnings(&mut response, &warnings);
+            Ok(response)
         }
         (&Method::PATCH, Some(name)) => {
+            let directive = Directive::parse(req.param("fieldValidation"), "PatchOptions")?;
             let form = negotiate::body(req.header(header::CONTENT_TYPE), true)?;
             let patch_doc = patch::read(form, &req.body)?;
+            let defs = openapi::documents(registry.kinds()).definitions();
+            let mut warnings = Vec::new();
             let (obj, created) = registry
                 .update(
                     kind,
@@ -217,9 +229,19 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
                     name,
                     path.subresource.as_deref(),
                     req.dry_run()?,
-                    |current| match current {
-                        Some(current) => patch::apply(kind, form, current, &patch_doc),
-                        None => Err(not_found_object(kind, name)),
+                    |current| {
+                        let current = current.ok_or_else(|| not_found_object(kind, name))?;
+                        let mut patched = patch::apply(kind, form, current, &patch_doc)?;
+                        warnings = field_validation::check_patch(
+                            kind,
+                            defs,
+                            form,
+                            &req.body,
+                            &patch_doc,
+                            &mut patched,
+                            directive,
+                        )?;
+                        Ok(patched)
                     },
                 )
                 .await?;
@@ -228,7 +250,9 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             } else {
                 StatusCode::OK
             };
-            respond_object(kind, code, obj, output, include)
+            let mut response = respond_object(kind, code, obj, output, include)?;
+            field_validation::add_warnings(&mut response, &warnings);
+            Ok(response)
         }
         (&Method::DELETE, Some(name)) => {
             let options = delete_options(&req)?;
@@ -381,13 +405,16 @@ fn filter(
 }
 
 /// The body of a create or update: JSON, YAML or protobuf, of this kind and version, in this
-/// namespace, with this name (for an update).
+/// namespace, with this name (for an update), checked for unknown and duplicate fields as
+/// `directive` says and pruned to the kind's schema; with the warnings to answer.
 fn read_object(
+    registry: &Registry,
     kind: &dyn Strategy,
     req: &ResourceRequest,
     namespace: Option<&str>,
     name: Option<&str>,
-) -> Result<Value, Status> {
+    directive: Directive,
+) -> Result<(Value, Vec<String>), Status> {
     let info = kind.info();
     let form = negotiate::body(req.header(header::CONTENT_TYPE), false)?;
     let mut obj = negotiate::decode_object(&req.body, form, &info.api_version(), info.kind)?;
@@ -416,7 +443,9 @@ fn read_object(
             )));
         }
     }
-    Ok(obj)
+    let defs = openapi::documents(registry.kinds()).definitions();
+    let warnings = field_validation::check_body(kind, defs, &req.body, form, &mut obj, directive)?;
+    Ok((obj, warnings))
 }
 
 /// A body's apiVersion and kind must be this kind's (or left out), as kube-apiserver's

@@ -5,6 +5,7 @@
 
 pub mod auth;
 pub mod discovery;
+pub mod field_validation;
 pub mod handlers;
 pub mod health;
 pub mod metadata;
