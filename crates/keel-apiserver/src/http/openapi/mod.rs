@@ -7,18 +7,18 @@
 //!   hex SHA-512 of the JSON; asked for with `?hash=` equal to it, the answer may be cached for
 //!   good (`Cache-Control: public, immutable`, `Expires` a year on); with another hash, a 301
 //!   to the current one; `If-None-Match` with the ETag, a 304;
-//! - `/openapi/v2`: one Swagger 2.0 document of everything, in JSON.
+//! - `/openapi/v2`: one Swagger 2.0 document of everything, in JSON or in gnostic's protobuf
+//!   ([`v2_proto`]), which kubectl 1.27 downloads for `explain`, `create -f` and `apply -f`.
 //!
-//! Only JSON is served: a client that accepts nothing else (the protobuf forms of v2 and v3)
-//! gets 406, as upstream answers an Accept header it cannot meet. kubectl 1.27 and later read
-//! v3 as JSON and find `fieldValidation` there, so they leave validation to the server and do
-//! not fetch v2 in protobuf.
+//! v3 is served in JSON only (kubectl reads it so): a client that accepts nothing else gets
+//! 406, as upstream answers an Accept header it cannot meet.
 //!
 //! The documents are made once per process from the registry's kinds (they do not change while
 //! it runs) and kept as bytes.
 
 pub mod paths;
 pub mod schemas;
+pub mod v2_proto;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -38,15 +38,23 @@ use schemas::Flavor;
 struct Served {
     body: Bytes,
     etag: String,
+    content_type: &'static str,
 }
 
 impl Served {
     fn new(value: &Value) -> Served {
-        let body = serde_json::to_vec(value).expect("a JSON value encodes");
+        Served::bytes(
+            serde_json::to_vec(value).expect("a JSON value encodes"),
+            "application/json",
+        )
+    }
+
+    fn bytes(body: Vec<u8>, content_type: &'static str) -> Served {
         let etag = hex_upper(&Sha512::digest(&body));
         Served {
             body: body.into(),
             etag,
+            content_type,
         }
     }
 }
@@ -61,6 +69,7 @@ pub struct Documents {
     index: Served,
     group_versions: BTreeMap<String, Served>,
     v2: Served,
+    v2_proto: Served,
     definitions: Map<String, Value>,
     modified: Time,
 }
@@ -147,6 +156,7 @@ impl Documents {
         Documents {
             index: Served::new(&json!({"paths": index})),
             group_versions: served,
+            v2_proto: Served::bytes(v2_proto::document(&v2), PROTOBUF_V2),
             v2: Served::new(&v2),
             definitions: schemas::definitions(kinds, &group_versions, Flavor::V3),
             modified: Time::now(),
@@ -178,13 +188,14 @@ pub fn serve(
         .unwrap_or("*/*");
     let response = match path {
         "/openapi/v3" | "/openapi/v3/" => content(&docs.index, docs.modified, headers),
-        "/openapi/v2" => match accepts_json(accept) {
-            true => {
-                let mut response = content(&docs.v2, docs.modified, headers);
+        "/openapi/v2" => match v2_form(accept) {
+            Some(protobuf) => {
+                let doc = if protobuf { &docs.v2_proto } else { &docs.v2 };
+                let mut response = content(doc, docs.modified, headers);
                 vary(&mut response);
                 response
             }
-            false => not_acceptable(),
+            None => not_acceptable(),
         },
         _ => {
             let gv = &path["/openapi/v3/".len()..];
@@ -244,6 +255,36 @@ pub fn serve(
     Some(response)
 }
 
+/// The protobuf form of v2, as upstream names it in Content-Type.
+const PROTOBUF_V2: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// The form of v2 an Accept header takes, as kube-openapi chooses it: the ranges by quality
+/// (the client's order among equals), each tried against JSON then protobuf (`Some(true)`).
+fn v2_form(accept: &str) -> Option<bool> {
+    let mut ranges: Vec<(f32, String)> = accept
+        .split(',')
+        .map(|range| {
+            let mut parts = range.split(';');
+            let essence = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let q = parts
+                .find_map(|p| p.trim().strip_prefix("q=").map(str::to_string))
+                .and_then(|q| q.trim().parse().ok())
+                .unwrap_or(1.0);
+            (q, essence)
+        })
+        .filter(|(q, _)| *q > 0.0)
+        .collect();
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0));
+    ranges
+        .into_iter()
+        .find_map(|(_, essence)| match essence.as_str() {
+            "application/json" | "application/*" | "*/*" => Some(false),
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+            | "application/com.github.proto-openapi.spec.v2.v1.0+protobuf" => Some(true),
+            _ => None,
+        })
+}
+
 /// Whether an Accept header takes JSON (`application/json`, `application/*`, `*/*`, with a
 /// quality above zero).
 fn accepts_json(accept: &str) -> bool {
@@ -295,11 +336,7 @@ fn content(doc: &Served, modified: Time, headers: &HeaderMap) -> Response {
     let mut response = if matches {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
-        (
-            [(header::CONTENT_TYPE, "application/json")],
-            doc.body.clone(),
-        )
-            .into_response()
+        ([(header::CONTENT_TYPE, doc.content_type)], doc.body.clone()).into_response()
     };
     set_etag(&mut response, &doc.etag);
     if let Ok(v) = HeaderValue::from_str(&modified.http_date("GMT")) {
@@ -384,16 +421,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn v2_is_json_or_not_acceptable() {
+    async fn v2_is_json_or_protobuf() {
         let protobuf = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+        let pb = get("/openapi/v2", None, Some(protobuf));
+        assert_eq!(pb.status(), StatusCode::OK);
+        assert_eq!(pb.headers()[header::CONTENT_TYPE], PROTOBUF_V2);
         assert_eq!(
-            get("/openapi/v2", None, Some(protobuf)).status(),
+            get(
+                "/openapi/v2",
+                None,
+                Some("application/vnd.kubernetes.protobuf")
+            )
+            .status(),
             StatusCode::NOT_ACCEPTABLE
         );
         let v2 = get(
             "/openapi/v2",
             None,
-            Some(&format!("{protobuf}, application/json")),
+            Some(&format!("{protobuf};q=0.5, application/json")),
         );
         assert_eq!(v2.status(), StatusCode::OK);
         let doc = body(v2).await;

@@ -184,7 +184,34 @@ pub fn definitions(
         API_RESOURCE_LIST,
         &[("", "v1", "APIResourceList")],
     );
+    if flavor == Flavor::V2 {
+        for def in defs.values_mut() {
+            ref_siblings(def);
+        }
+    }
     defs
+}
+
+/// Swagger 2.0 as kube-apiserver writes it: a reference with a description is `$ref` beside
+/// `description` (what kube-openapi's v2 readers follow), not v3's `allOf: [{$ref}]`.
+fn ref_siblings(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            let single = map
+                .get("allOf")
+                .and_then(Value::as_array)
+                .filter(|all| all.len() == 1)
+                .and_then(|all| all[0].get("$ref"))
+                .cloned();
+            if let Some(reference) = single {
+                map.remove("allOf");
+                map.insert("$ref".into(), reference);
+            }
+            map.values_mut().for_each(ref_siblings);
+        }
+        Value::Array(items) => items.iter_mut().for_each(ref_siblings),
+        _ => {}
+    }
 }
 
 /// `<Kind>List`: `apiVersion`, `items`, `kind`, `metadata` (`ListMeta`), `items` required.
@@ -367,6 +394,11 @@ mod tests {
         let text = serde_json::to_string(&v2).unwrap();
         assert!(!text.contains("#/components/"));
         assert!(text.contains("\"#/definitions/io.k8s.api.core.v1.PodSpec\""));
+        assert!(!text.contains("allOf"));
+        assert_eq!(
+            v2["io.k8s.api.core.v1.Pod"]["properties"]["spec"]["$ref"],
+            "#/definitions/io.k8s.api.core.v1.PodSpec"
+        );
     }
 
     #[test]
