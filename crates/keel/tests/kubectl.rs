@@ -9,9 +9,6 @@ use std::process::Output;
 
 use keel_testkit::kube::{Kube, Stack};
 
-/// Client-side validation needs `/openapi/v2`; the documents are not served yet.
-const NO_CLIENT_VALIDATION: &str = "--validate=false";
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -81,7 +78,7 @@ fn session(kube: &Kube, version: Option<&str>) {
         &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"),
     );
     assert_eq!(
-        k(&["create", "-f", &nsfile, NO_CLIENT_VALIDATION]),
+        k(&["create", "-f", &nsfile]),
         format!("namespace/{ns} created\n")
     );
     let cm = write(
@@ -91,31 +88,22 @@ fn session(kube: &Kube, version: Option<&str>) {
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\n  namespace: {ns}\n  labels: {{app: web}}\ndata:\n  a: b\n"
         ),
     );
-    assert_eq!(
-        k(&["create", "-f", &cm, NO_CLIENT_VALIDATION]),
-        "configmap/c1 created\n"
-    );
-    let again = fails(kube, version, &["create", "-f", &cm, NO_CLIENT_VALIDATION]);
+    assert_eq!(k(&["create", "-f", &cm]), "configmap/c1 created\n");
+    let again = fails(kube, version, &["create", "-f", &cm]);
     assert!(
         again.contains(&format!("Error from server (AlreadyExists): error when creating \"{cm}\": configmaps \"c1\" already exists")),
         "{again}"
     );
     // Client-side apply, twice, then a change.
-    let applied = k(&["apply", "-f", &cm, NO_CLIENT_VALIDATION]);
+    let applied = k(&["apply", "-f", &cm]);
     assert_eq!(applied, "configmap/c1 configured\n");
-    assert_eq!(
-        k(&["apply", "-f", &cm, NO_CLIENT_VALIDATION]),
-        "configmap/c1 unchanged\n"
-    );
+    assert_eq!(k(&["apply", "-f", &cm]), "configmap/c1 unchanged\n");
     let changed = write(
         kube,
         "cm2.yaml",
         &fs::read_to_string(&cm).unwrap().replace("a: b", "a: c"),
     );
-    assert_eq!(
-        k(&["apply", "-f", &changed, NO_CLIENT_VALIDATION]),
-        "configmap/c1 configured\n"
-    );
+    assert_eq!(k(&["apply", "-f", &changed]), "configmap/c1 configured\n");
     assert_eq!(
         k(&["get", "cm", "c1", "-n", &ns, "-o", "jsonpath={.data.a}"]),
         "c"
@@ -184,7 +172,6 @@ fn session(kube: &Kube, version: Option<&str>) {
                     "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}, namespace: {ns}}}\n"
                 ),
             ),
-            NO_CLIENT_VALIDATION,
         ]);
     }
     assert_eq!(
@@ -283,11 +270,7 @@ fn session(kube: &Kube, version: Option<&str>) {
     let stale = k(&["get", "cm", "c3", "-n", &ns, "-o", "yaml"]);
     k(&["label", "cm", "c3", "-n", &ns, "x=y"]);
     let stale = write(kube, "stale.yaml", &stale);
-    let conflict = fails(
-        kube,
-        version,
-        &["replace", "-f", &stale, NO_CLIENT_VALIDATION],
-    );
+    let conflict = fails(kube, version, &["replace", "-f", &stale]);
     assert!(
         conflict.contains("Operation cannot be fulfilled on configmaps \"c3\": the object has been modified; please apply your changes to the latest version and try again"),
         "{conflict}"
@@ -300,13 +283,7 @@ fn session(kube: &Kube, version: Option<&str>) {
         &format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: dry, namespace: {ns}}}\n"),
     );
     assert_eq!(
-        k(&[
-            "create",
-            "-f",
-            &dry,
-            "--dry-run=server",
-            NO_CLIENT_VALIDATION
-        ]),
+        k(&["create", "-f", &dry, "--dry-run=server"]),
         "configmap/dry created (server dry run)\n"
     );
     let missing = fails(kube, version, &["get", "cm", "dry", "-n", &ns]);
@@ -314,6 +291,8 @@ fn session(kube: &Kube, version: Option<&str>) {
         missing.contains("Error from server (NotFound): configmaps \"dry\" not found"),
         "{missing}"
     );
+
+    explain_and_field_validation(kube, version, &ns);
 
     // A watch lists what is there as ADDED events.
     let watched = kube.kubectl_version(
@@ -366,6 +345,124 @@ fn session(kube: &Kube, version: Option<&str>) {
         &["--token", "not-a-token", "get", "namespaces"],
     );
     assert!(denied.contains("Unauthorized"), "{denied}");
+}
+
+/// `kubectl explain` from the OpenAPI documents, `kubectl edit`, and server-side field
+/// validation: unknown fields refused (the default, `--validate=strict`), warned about
+/// (`--validate=warn`) or ignored (`--validate=false`), and never stored.
+fn explain_and_field_validation(kube: &Kube, version: Option<&str>, ns: &str) {
+    let k = |args: &[&str]| ok(kube, version, args);
+    let pods = k(&["explain", "pods"]);
+    assert!(
+        pods.lines()
+            .any(|l| l.starts_with("KIND:") && l.ends_with("Pod"))
+            && pods
+                .lines()
+                .any(|l| l.trim_start().starts_with("spec") && l.ends_with("<PodSpec>")),
+        "{pods}"
+    );
+    let containers = k(&["explain", "pods.spec.containers"]);
+    assert!(
+        containers.contains("FIELD: containers <[]Container>")
+            && containers.contains("imagePullPolicy"),
+        "{containers}"
+    );
+    let leases = k(&["explain", "leases", "--api-version=coordination.k8s.io/v1"]);
+    assert!(
+        leases
+            .lines()
+            .any(|l| l.starts_with("GROUP:") && l.ends_with("coordination.k8s.io"))
+            && leases.contains("<LeaseSpec>"),
+        "{leases}"
+    );
+
+    let unknown = write(
+        kube,
+        "unknown.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: u1\n  namespace: {ns}\n  foo: x\ndata:\n  a: b\nbar: 1\n"
+        ),
+    );
+    let refused = fails(kube, version, &["create", "-f", &unknown]);
+    assert!(
+        refused.contains(&format!(
+            "Error from server (BadRequest): error when creating \"{unknown}\": ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding error: unknown field \"bar\", unknown field \"metadata.foo\""
+        )),
+        "{refused}"
+    );
+    let pod = write(
+        kube,
+        "pod.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p1, namespace: {ns}}}\nspec:\n  containers:\n  - name: c\n    image: busybox\n    bogus: 1\n"
+        ),
+    );
+    let refused = fails(kube, version, &["apply", "-f", &pod]);
+    assert!(
+        refused.contains("Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"spec.containers[0].bogus\""),
+        "{refused}"
+    );
+    let warned = kube.kubectl_version(version, &["create", "-f", &unknown, "--validate=warn"]);
+    assert!(warned.status.success(), "{}", text(&warned.stderr));
+    let stderr = text(&warned.stderr);
+    assert!(
+        stderr.contains("Warning: unknown field \"bar\"")
+            && stderr.contains("Warning: unknown field \"metadata.foo\""),
+        "{stderr}"
+    );
+    let stored: serde_json::Value =
+        serde_json::from_str(&k(&["get", "cm", "u1", "-n", ns, "-o", "json"])).unwrap();
+    assert!(
+        stored.get("bar").is_none() && stored["metadata"].get("foo").is_none(),
+        "{stored}"
+    );
+    let quiet = write(
+        kube,
+        "quiet.yaml",
+        &fs::read_to_string(&unknown)
+            .unwrap()
+            .replace("name: u1", "name: u2"),
+    );
+    let ignored = kube.kubectl_version(version, &["create", "-f", &quiet, "--validate=false"]);
+    assert!(ignored.status.success(), "{}", text(&ignored.stderr));
+    assert_eq!(text(&ignored.stderr), "");
+    let stored = k(&["get", "cm", "u2", "-n", ns, "-o", "json"]);
+    assert!(!stored.contains("\"bar\""), "{stored}");
+    // kubectl patch leaves fieldValidation unset: the server's default warns, and stores
+    // nothing of the unknown field.
+    let patched = kube.kubectl_version(
+        version,
+        &[
+            "patch",
+            "cm",
+            "u1",
+            "-n",
+            ns,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"zed":1}"#,
+        ],
+    );
+    assert!(patched.status.success(), "{}", text(&patched.stderr));
+    assert_eq!(text(&patched.stderr), "Warning: unknown field \"zed\"\n");
+    assert_eq!(text(&patched.stdout), "configmap/u1 patched (no change)\n");
+
+    // kubectl edit: the object in an editor, the change sent as a patch.
+    let editor = "sed -i s/a:\\ b/a:\\ edited/";
+    let edited = std::process::Command::new(keel_testkit::kube::kubectl_bin(version))
+        .arg("--kubeconfig")
+        .arg(&kube.kubeconfig)
+        .args(["edit", "cm", "u1", "-n", ns])
+        .env("EDITOR", editor)
+        .output()
+        .expect("run kubectl edit");
+    assert!(edited.status.success(), "{}", text(&edited.stderr));
+    assert_eq!(text(&edited.stdout), "configmap/u1 edited\n");
+    assert_eq!(
+        k(&["get", "cm", "u1", "-n", ns, "-o", "jsonpath={.data.a}"]),
+        "edited"
+    );
 }
 
 #[test]
