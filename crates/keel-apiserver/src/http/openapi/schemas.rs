@@ -270,7 +270,7 @@ fn tag(defs: &mut Map<String, Value>, name: &str, gvks: &[(&str, &str, &str)]) {
 
 /// The definition a property schema refers to: `$ref`, `allOf: [{$ref}]`, or those of an
 /// array's `items`.
-pub fn referenced<'a>(schema: &'a Value, flavor: Flavor) -> Option<&'a str> {
+pub fn referenced(schema: &Value, flavor: Flavor) -> Option<&str> {
     let reference = schema
         .get("$ref")
         .or_else(|| schema.pointer("/allOf/0/$ref"))
