@@ -16,6 +16,7 @@
 //! The documents are made once per process from the registry's kinds (they do not change while
 //! it runs) and kept as bytes.
 
+pub mod parameters;
 pub mod paths;
 pub mod schemas;
 pub mod v2_proto;
