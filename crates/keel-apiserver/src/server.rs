@@ -128,6 +128,14 @@ impl ApiServer {
             config.event_ttl,
             metrics.clone(),
         ));
+        // The OpenAPI documents (also the schemas every write is pruned by) are made once,
+        // before the first request, off the async workers.
+        let kinds = registry.kinds().to_vec();
+        tokio::task::spawn_blocking(move || {
+            http::openapi::documents(&kinds);
+        })
+        .await
+        .map_err(|e| StartError::Config(format!("building the OpenAPI documents: {e}")))?;
         let limit = |n: u32| {
             Arc::new(Semaphore::new(if n == 0 {
                 Semaphore::MAX_PERMITS
