@@ -141,6 +141,18 @@ impl Kube {
         self.kubectl_version(None, args)
     }
 
+    /// Runs the current `kubectl`, which must succeed: its standard output.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} on {:?} failed: {}",
+            self.stack,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// Runs `kubectl` (None: the current one; Some("1.27"): `kubectl.1.27`).
     pub fn kubectl_version(&self, version: Option<&str>, args: &[&str]) -> Output {
         Command::new(kubectl_bin(version))

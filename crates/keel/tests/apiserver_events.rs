@@ -10,13 +10,7 @@ use keel_testkit::CtlVersion;
 use keel_testkit::kube::{Kube, Stack};
 
 fn raw(kube: &Kube, args: &[&str]) -> Value {
-    let out = kube.kubectl(args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("a JSON answer")
+    serde_json::from_str(&kube.kubectl_ok(args)).expect("a JSON answer")
 }
 
 fn create(kube: &Kube, path: &str, body: &Value) -> Value {

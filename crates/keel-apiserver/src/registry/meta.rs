@@ -156,6 +156,22 @@ pub fn mark_for_finalizers(obj: &Value, now: Time) -> Option<Value> {
     Some(marked)
 }
 
+/// Whether `obj`, marked for deletion, may go now: no grace period left and no finalizers.
+pub fn deletes_now(obj: &Value) -> bool {
+    let no_finalizers = |path: &str| {
+        obj.pointer(path)
+            .and_then(Value::as_array)
+            .is_none_or(|f| f.is_empty())
+    };
+    !meta_str(obj, "deletionTimestamp").is_empty()
+        && obj
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            == Some(0)
+        && no_finalizers("/metadata/finalizers")
+        && no_finalizers("/spec/finalizers")
+}
+
 /// kube's `shouldDeleteDuringUpdate`: an update that removes the last finalizer of an
 /// object marked for deletion (with no grace period left) deletes it.
 pub fn should_delete_during_update(new: &Value, old: &Value) -> bool {

@@ -740,12 +740,20 @@ impl Strategy for Pods {
             .and_then(Value::as_i64);
         if grace == 0 {
             return match current {
-                // Already waiting for a grace period: grace 0 ends it (finalizers permitting).
+                // Already waiting for a grace period: grace 0 ends it, the deletion time moved
+                // up by the grace given up (written, then deleted unless finalizers remain).
                 Some(g) if g > 0 => {
                     let mut ended = obj.clone();
-                    super::meta::metadata(&mut ended)
-                        .insert("deletionGracePeriodSeconds".into(), 0.into());
-                    super::meta::mark_for_finalizers(&ended, now)
+                    let meta = super::meta::metadata(&mut ended);
+                    meta.insert("deletionGracePeriodSeconds".into(), 0.into());
+                    let at = meta
+                        .get("deletionTimestamp")
+                        .and_then(Value::as_str)
+                        .and_then(Time::parse);
+                    if let Some(at) = at {
+                        meta.insert("deletionTimestamp".into(), Time(at.0 - g).rfc3339().into());
+                    }
+                    Some(ended)
                 }
                 _ => super::meta::mark_for_finalizers(obj, now),
             };

@@ -325,27 +325,47 @@ impl Registry {
             .map_err(|e| Status::from_storage(&e, &target))?;
         if delete_after {
             // The last finalizer of an object marked for deletion is gone: so is the object.
-            let written = stored.mod_revision;
-            let deleted = self
-                .timed(
-                    "delete",
-                    info,
-                    self.storage.delete(&key, |now| {
-                        if now.mod_revision == written {
-                            Ok(())
-                        } else {
-                            Err(StorageError::Conflict { key: key.clone() })
-                        }
-                    }),
-                )
-                .await;
-            match deleted {
-                Ok(gone) => return Ok((decode(kind, &gone)?, false)),
-                Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => {}
-                Err(e) => return Err(Status::from_storage(&e, &target)),
+            if let Some(gone) = self
+                .delete_if_unchanged(kind, &key, name, stored.mod_revision)
+                .await?
+            {
+                return Ok((gone, false));
             }
         }
         Ok((decode(kind, &stored)?, false))
+    }
+
+    /// Deletes the object at `key` if it is still at `written`, the revision this request
+    /// wrote it at: the object as deleted, or None when another writer changed or deleted
+    /// it first.
+    async fn delete_if_unchanged(
+        &self,
+        kind: &dyn Strategy,
+        key: &str,
+        name: &str,
+        written: i64,
+    ) -> Result<Option<Value>, Status> {
+        let info = kind.info();
+        let deleted = self
+            .timed(
+                "delete",
+                info,
+                self.storage.delete(key, |now| {
+                    if now.mod_revision == written {
+                        Ok(())
+                    } else {
+                        Err(StorageError::Conflict {
+                            key: key.to_string(),
+                        })
+                    }
+                }),
+            )
+            .await;
+        match deleted {
+            Ok(gone) => Ok(Some(decode(kind, &gone)?)),
+            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Status::from_storage(&e, &target(info, name))),
+        }
     }
 
     /// The new state of `old` by `make`, with the update rules applied and validated.
@@ -436,6 +456,17 @@ impl Registry {
                     },
                 )
                 .await?;
+            // A grace period cut to 0 with no finalizers left: written, then deleted, as
+            // kube-apiserver's updateForGracefulDeletionAndFinalizers does.
+            if meta::deletes_now(&object) {
+                let written = meta_str(&object, "resourceVersion").parse().unwrap_or(0);
+                if let Some(gone) = self.delete_if_unchanged(kind, &key, name, written).await? {
+                    return Ok(Deleted {
+                        object: gone,
+                        finished: true,
+                    });
+                }
+            }
             return Ok(Deleted {
                 object,
                 finished: false,

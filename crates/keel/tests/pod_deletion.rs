@@ -1,0 +1,118 @@
+//! Graceful deletion of pods as a kubelet and kubectl see it, on `keel up`: a pod bound to a
+//! node stays, Terminating, with its grace period until the kubelet confirms (a delete with
+//! grace 0); a shorter grace period replaces a longer one but never the other way; an
+//! unbound pod goes at once; a watch sees the Terminating state and then the deletion.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use keel_testkit::kube::{Kube, Stack, kubectl_bin};
+
+fn apply(kube: &Kube, name: &str, node: Option<&str>) {
+    let node = node.map_or(String::new(), |n| format!("  nodeName: {n}\n"));
+    let manifest = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\nspec:\n{node}  \
+         terminationGracePeriodSeconds: 30\n  containers:\n  - name: c\n    image: busybox\n"
+    );
+    let file = kube.scratch.join(format!("{name}.yaml"));
+    std::fs::write(&file, manifest).expect("write the manifest");
+    kube.kubectl_ok(&["apply", "-f", &file.display().to_string()]);
+}
+
+fn field(kube: &Kube, pod: &str, path: &str) -> String {
+    kube.kubectl_ok(&["get", "pod", pod, "-o", &format!("jsonpath={{{path}}}")])
+}
+
+fn exists(kube: &Kube, pod: &str) -> bool {
+    let out = kube.kubectl(&["get", "pod", pod, "--ignore-not-found", "-o", "name"]);
+    !String::from_utf8_lossy(&out.stdout).trim().is_empty()
+}
+
+#[test]
+fn a_bound_pod_terminates_gracefully_until_its_kubelet_confirms() {
+    let kube = Kube::start(Stack::Up);
+    apply(&kube, "bound", Some("n1"));
+    apply(&kube, "unbound", None);
+
+    // A watch from now on, as a kubelet's on its pods.
+    let rv = field(&kube, "bound", ".metadata.resourceVersion");
+    let mut watch = Command::new(kubectl_bin(None))
+        .arg("--kubeconfig")
+        .arg(&kube.kubeconfig)
+        .args([
+            "get",
+            "--raw",
+            &format!("/api/v1/namespaces/default/pods?watch=1&resourceVersion={rv}"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start a watch");
+    let mut events = BufReader::new(watch.stdout.take().expect("the watch's output")).lines();
+
+    assert_eq!(
+        kube.kubectl_ok(&["delete", "pod", "unbound", "--wait=false"]),
+        "pod \"unbound\" deleted\n"
+    );
+    assert!(!exists(&kube, "unbound"), "an unbound pod goes at once");
+
+    kube.kubectl_ok(&["delete", "pod", "bound", "--wait=false"]);
+    assert!(exists(&kube, "bound"), "a bound pod waits for its kubelet");
+    assert_eq!(
+        field(&kube, "bound", ".metadata.deletionGracePeriodSeconds"),
+        "30"
+    );
+    assert!(!field(&kube, "bound", ".metadata.deletionTimestamp").is_empty());
+    let listed = kube.kubectl_ok(&["get", "pods"]);
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("bound") && l.contains("Terminating")),
+        "{listed}"
+    );
+
+    // A shorter grace period replaces the running one; a longer one does not.
+    for (asked, left) in [("5", "5"), ("20", "5")] {
+        let grace = format!("--grace-period={asked}");
+        kube.kubectl_ok(&["delete", "pod", "bound", "--wait=false", &grace]);
+        let now = field(&kube, "bound", ".metadata.deletionGracePeriodSeconds");
+        assert_eq!(now, left, "after a delete with {grace}");
+    }
+
+    // The kubelet confirms: grace 0 removes it.
+    let confirm = ["--grace-period=0", "--force", "--wait=false"];
+    kube.kubectl_ok(&[&["delete", "pod", "bound"][..], &confirm].concat());
+    assert!(!exists(&kube, "bound"), "gone once confirmed");
+
+    // The watch saw: unbound created and deleted; bound modified with a deletionTimestamp
+    // (grace 30, then 5, then 0 when confirmed), then deleted, as kube-apiserver writes the
+    // shortened grace period before it deletes.
+    let mut seen = Vec::new();
+    for line in events.by_ref() {
+        let event: serde_json::Value =
+            serde_json::from_str(&line.expect("a watch line")).expect("a JSON event");
+        let meta = &event["object"]["metadata"];
+        seen.push(format!(
+            "{} {} {}",
+            event["type"].as_str().unwrap_or(""),
+            meta["name"].as_str().unwrap_or(""),
+            meta["deletionGracePeriodSeconds"]
+        ));
+        if seen.last().is_some_and(|s| s.starts_with("DELETED bound")) {
+            break;
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert_eq!(
+        seen,
+        [
+            "ADDED unbound null",
+            "DELETED unbound null",
+            "MODIFIED bound 30",
+            "MODIFIED bound 5",
+            "MODIFIED bound 0",
+            "DELETED bound 0",
+        ]
+    );
+}
