@@ -11,12 +11,15 @@
 //!
 //! The merge metadata of a kind is a [`Schema`], a table of field paths (no list indices) taken
 //! from the `patchStrategy`/`patchMergeKey` struct tags of `k8s.io/api` v0.34; [`schema_for`]
-//! holds the tables of the kinds keel serves. Error messages are apimachinery's, and
-//! [`PatchError::status_code`] is the code kube-apiserver answers them with.
+//! ([`crate::registry::schema`], which server-side apply reads too) holds the tables of the
+//! kinds keel serves. Error messages are apimachinery's, and [`PatchError::status_code`] is
+//! the code kube-apiserver answers them with.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
+
+pub use crate::registry::schema::{Schema, schema_for};
 
 type Object = Map<String, Value>;
 
@@ -27,179 +30,6 @@ const MERGE_DIRECTIVE: &str = "merge";
 const RETAIN_KEYS_DIRECTIVE: &str = "$retainKeys";
 const DELETE_FROM_PRIMITIVE_LIST_PREFIX: &str = "$deleteFromPrimitiveList";
 const SET_ELEMENT_ORDER_PREFIX: &str = "$setElementOrder";
-
-/// How a patch is merged into one field, from the field's Go struct tags.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Strategy {
-    /// `patchStrategy:"merge"`: a list of objects merges element by element on the merge key
-    /// (`patchMergeKey`), a list of primitives (no merge key) becomes a union.
-    Merge {
-        /// The `patchMergeKey`, `None` for a list of primitives.
-        merge_key: Option<String>,
-    },
-    /// `patchStrategy:"replace"`: the patch value replaces the field, maps included.
-    Replace,
-}
-
-/// The merge metadata of one field.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldMeta {
-    /// How the field merges.
-    pub strategy: Strategy,
-    /// The tag also says `retainKeys`. Informational: on the server `$retainKeys` is applied
-    /// wherever a patch carries it, as Go does.
-    pub retain_keys: bool,
-}
-
-/// The merge metadata of one kind: field paths such as `spec.containers.env` (field names
-/// joined by dots, list elements not counted) mapped to their [`FieldMeta`]. A field that is
-/// not listed merges as JSON merge patch does (maps recursively, lists replaced).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Schema {
-    fields: BTreeMap<String, FieldMeta>,
-}
-
-impl Schema {
-    /// A schema with no merge fields.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Declares `path` a list of objects merged on `merge_key`.
-    pub fn merge_by_key(mut self, path: &str, merge_key: &str) -> Self {
-        self.insert(path, Some(merge_key), false);
-        self
-    }
-
-    /// Declares `path` a list of objects merged on `merge_key` whose elements also carry
-    /// `retainKeys` (`patchStrategy:"merge,retainKeys"`).
-    pub fn merge_by_key_retain_keys(mut self, path: &str, merge_key: &str) -> Self {
-        self.insert(path, Some(merge_key), true);
-        self
-    }
-
-    /// Declares `path` a list of primitives merged as a set.
-    pub fn merge_primitives(mut self, path: &str) -> Self {
-        self.insert(path, None, false);
-        self
-    }
-
-    /// Declares `path` replaced wholesale by the patch (`patchStrategy:"replace"`).
-    pub fn replace(mut self, path: &str) -> Self {
-        self.fields.insert(
-            path.to_string(),
-            FieldMeta {
-                strategy: Strategy::Replace,
-                retain_keys: false,
-            },
-        );
-        self
-    }
-
-    /// The metadata of the field at `path`, if it has any.
-    pub fn field(&self, path: &str) -> Option<&FieldMeta> {
-        self.fields.get(path)
-    }
-
-    /// Every field with merge metadata, by path.
-    pub fn fields(&self) -> impl Iterator<Item = (&str, &FieldMeta)> {
-        self.fields.iter().map(|(path, meta)| (path.as_str(), meta))
-    }
-
-    fn insert(&mut self, path: &str, merge_key: Option<&str>, retain_keys: bool) {
-        self.fields.insert(
-            path.to_string(),
-            FieldMeta {
-                strategy: Strategy::Merge {
-                    merge_key: merge_key.map(str::to_string),
-                },
-                retain_keys,
-            },
-        );
-    }
-
-    /// `(is merge, merge key)` of the field at `path`, `""` when there is no key.
-    fn list_meta(&self, path: &str) -> (bool, &str) {
-        match self.field(path).map(|m| &m.strategy) {
-            Some(Strategy::Merge { merge_key }) => (true, merge_key.as_deref().unwrap_or("")),
-            _ => (false, ""),
-        }
-    }
-
-    fn is_replace(&self, path: &str) -> bool {
-        matches!(
-            self.field(path).map(|m| &m.strategy),
-            Some(Strategy::Replace)
-        )
-    }
-
-    fn object_meta(self) -> Self {
-        self.merge_primitives("metadata.finalizers")
-            .merge_by_key("metadata.ownerReferences", "uid")
-    }
-
-    fn pod_spec(mut self, prefix: &str) -> Self {
-        let p = |f: &str| format!("{prefix}.{f}");
-        self = self
-            .merge_by_key_retain_keys(&p("volumes"), "name")
-            .merge_by_key(&p("imagePullSecrets"), "name")
-            .merge_by_key(&p("hostAliases"), "ip")
-            .merge_by_key(&p("topologySpreadConstraints"), "topologyKey")
-            .merge_by_key(&p("schedulingGates"), "name")
-            .merge_by_key_retain_keys(&p("resourceClaims"), "name");
-        for list in ["initContainers", "containers", "ephemeralContainers"] {
-            let c = p(list);
-            self = self
-                .merge_by_key(&c, "name")
-                .merge_by_key(&format!("{c}.ports"), "containerPort")
-                .merge_by_key(&format!("{c}.env"), "name")
-                .merge_by_key(&format!("{c}.volumeMounts"), "mountPath")
-                .merge_by_key(&format!("{c}.volumeDevices"), "devicePath");
-        }
-        self
-    }
-
-    fn pod_status(mut self) -> Self {
-        self = self
-            .merge_by_key("status.conditions", "type")
-            .merge_by_key("status.hostIPs", "ip")
-            .merge_by_key("status.podIPs", "ip")
-            .merge_by_key_retain_keys("status.resourceClaimStatuses", "name");
-        for list in [
-            "initContainerStatuses",
-            "containerStatuses",
-            "ephemeralContainerStatuses",
-        ] {
-            self = self
-                .merge_by_key(&format!("status.{list}.volumeMounts"), "mountPath")
-                .merge_by_key(&format!("status.{list}.allocatedResourcesStatus"), "name");
-        }
-        self
-    }
-}
-
-/// The merge metadata of a built-in kind (`group` is `""` for core/v1), from the struct tags
-/// of `k8s.io/api` v0.34: Pod, Node, Namespace, Service, Endpoints, ConfigMap, Secret,
-/// ServiceAccount, Event, coordination.k8s.io Lease and events.k8s.io Event. Every kind gets
-/// the `ObjectMeta` fields (`metadata.finalizers`, `metadata.ownerReferences` on `uid`); a
-/// kind not in the table gets only those (kube-apiserver refuses strategic merge patches for
-/// custom resources with 415 before merging; that check belongs to the caller).
-pub fn schema_for(group: &str, kind: &str) -> Schema {
-    let schema = Schema::new().object_meta();
-    match (group, kind) {
-        ("", "Pod") => schema.pod_spec("spec").pod_status(),
-        ("", "Node") => schema
-            .merge_primitives("spec.podCIDRs")
-            .merge_by_key("status.conditions", "type")
-            .merge_by_key("status.addresses", "type"),
-        ("", "Namespace") => schema.merge_by_key("status.conditions", "type"),
-        ("", "Service") => schema
-            .merge_by_key("spec.ports", "port")
-            .merge_by_key("status.conditions", "type"),
-        ("", "ServiceAccount") => schema.merge_by_key("secrets", "name"),
-        _ => schema,
-    }
-}
 
 /// Why a strategic merge patch could not be applied; the messages are apimachinery's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

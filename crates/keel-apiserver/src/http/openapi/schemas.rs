@@ -24,8 +24,9 @@ use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
-use crate::http::strategic_merge::{self, Strategy as PatchStrategy};
+use crate::http::strategic_merge;
 use crate::registry::Strategy;
+use crate::registry::schema::PatchStrategy;
 
 /// Which OpenAPI version a document is for: where its `$ref`s point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
