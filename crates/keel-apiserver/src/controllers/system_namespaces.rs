@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::registry::managed_fields::FieldManager;
 use crate::registry::store::Registry;
+use crate::registry::time::Time;
 
 /// The namespaces every cluster has.
 pub const SYSTEM_NAMESPACES: [&str; 4] =
@@ -25,7 +27,9 @@ pub async fn ensure(registry: &Registry) -> Result<(), String> {
             Err(status) if status.code == 404 => {}
             Err(status) => return Err(status.message),
         }
-        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        // kube-apiserver writes them through its own client, as `kube-apiserver`.
+        FieldManager::new(namespaces, None, Time::now()).update(None, &mut ns, "kube-apiserver");
         match registry.create(namespaces, None, ns, false).await {
             Ok(_) => tracing::info!(namespace = name, "created system namespace"),
             Err(status) if status.code == 409 => {}

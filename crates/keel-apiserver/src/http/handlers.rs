@@ -12,16 +12,19 @@ use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, header};
 use serde_json::{Value, json};
 
+use super::field_manager::{self, Verb};
 use super::field_validation::{self, Directive};
 use super::metadata;
 use super::negotiate::{self, Answer, Output};
 use super::openapi;
-use super::patch;
 use super::request_info::ResourcePath;
 use super::table::{self, IncludeObject};
 use super::watch;
+use super::{apply, patch};
+use crate::registry::managed_fields::FieldManager;
 use crate::registry::selector::{FieldSelector, LabelSelector};
 use crate::registry::store::{DeleteOptions, Filter, ListQuery, Registry};
+use crate::registry::time::Time;
 use crate::registry::{Strategy, meta_str};
 use crate::storage::resource_version::{validate_list_options, validate_watch_options};
 use crate::storage::{FieldError, Status};
@@ -185,7 +188,10 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
         }
         (&Method::POST, None) => {
             let directive = Directive::parse(req.param("fieldValidation"), "CreateOptions")?;
-            let (body, warnings) = read_object(&registry, kind, &req, namespace, None, directive)?;
+            let options = field_manager::options(&req.query, &req.headers, Verb::Create)?;
+            let (mut body, warnings) =
+                read_object(&registry, kind, &req, namespace, None, directive)?;
+            FieldManager::new(kind, None, Time::now()).update(None, &mut body, &options.manager);
             let created = registry
                 .create(kind, namespace, body, req.dry_run()?)
                 .await?;
@@ -195,16 +201,23 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
         }
         (&Method::PUT, Some(name)) => {
             let directive = Directive::parse(req.param("fieldValidation"), "UpdateOptions")?;
+            let options = field_manager::options(&req.query, &req.headers, Verb::Update)?;
             let (body, warnings) =
                 read_object(&registry, kind, &req, namespace, Some(name), directive)?;
+            let subresource = path.subresource.as_deref();
+            let fields = FieldManager::new(kind, subresource, Time::now());
             let (obj, created) = registry
                 .update(
                     kind,
                     namespace,
                     name,
-                    path.subresource.as_deref(),
+                    subresource,
                     req.dry_run()?,
-                    |_| Ok(body.clone()),
+                    |current| {
+                        let mut new = body.clone();
+                        fields.update(current, &mut new, &options.manager);
+                        Ok(new)
+                    },
                 )
                 .await?;
             let code = if created {
@@ -219,32 +232,54 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
         (&Method::PATCH, Some(name)) => {
             let directive = Directive::parse(req.param("fieldValidation"), "PatchOptions")?;
             let form = negotiate::body(req.header(header::CONTENT_TYPE), true)?;
-            let patch_doc = patch::read(form, &req.body)?;
-            let defs = openapi::documents(registry.kinds()).definitions();
+            let subresource = path.subresource.as_deref();
             let mut warnings = Vec::new();
-            let (obj, created) = registry
-                .update(
+            let (obj, created) = if form == negotiate::Body::ApplyPatch {
+                let options = field_manager::options(&req.query, &req.headers, Verb::Apply)?;
+                let dry_run = req.dry_run()?;
+                apply::patch(
+                    &registry,
                     kind,
                     namespace,
                     name,
-                    path.subresource.as_deref(),
-                    req.dry_run()?,
-                    |current| {
-                        let current = current.ok_or_else(|| not_found_object(kind, name))?;
-                        let mut patched = patch::apply(kind, form, current, &patch_doc)?;
-                        warnings = field_validation::check_patch(
-                            kind,
-                            defs,
-                            form,
-                            &req.body,
-                            &patch_doc,
-                            &mut patched,
-                            directive,
-                        )?;
-                        Ok(patched)
-                    },
+                    subresource,
+                    dry_run,
+                    &req.body,
+                    &options,
                 )
-                .await?;
+                .await?
+            } else {
+                let options = field_manager::options(&req.query, &req.headers, Verb::Patch)?;
+                let patch_doc = patch::read(form, &req.body)?;
+                let defs = openapi::documents(registry.kinds()).definitions();
+                let fields = FieldManager::new(kind, subresource, Time::now());
+                registry
+                    .update(
+                        kind,
+                        namespace,
+                        name,
+                        subresource,
+                        req.dry_run()?,
+                        |current| {
+                            let Some(current) = current else {
+                                return Err(not_found_object(kind, name));
+                            };
+                            let mut patched = patch::apply(kind, form, current, &patch_doc)?;
+                            warnings = field_validation::check_patch(
+                                kind,
+                                defs,
+                                form,
+                                &req.body,
+                                &patch_doc,
+                                &mut patched,
+                                directive,
+                            )?;
+                            fields.update(Some(current), &mut patched, &options.manager);
+                            Ok(patched)
+                        },
+                    )
+                    .await?
+            };
             let code = if created {
                 StatusCode::CREATED
             } else {

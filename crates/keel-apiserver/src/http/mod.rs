@@ -3,8 +3,10 @@
 //! in-flight limits and the request timeout, then discovery, metrics and the resource verbs
 //! ([`handlers`]); every request is counted in [`crate::metrics`].
 
+pub mod apply;
 pub mod auth;
 pub mod discovery;
+pub mod field_manager;
 pub mod field_validation;
 pub mod handlers;
 pub mod health;

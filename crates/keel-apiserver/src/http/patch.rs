@@ -1,7 +1,7 @@
 //! PATCH bodies, as kube-apiserver's patch handler applies them to the stored object: JSON
 //! patch (RFC 6902), JSON merge patch (RFC 7386), and strategic merge patch (merge keys of
 //! the built-in kinds, [`super::strategic_merge`]). The patched object then goes through the
-//! same update path as a PUT.
+//! same update path as a PUT. Server-side apply is [`super::apply`]'s.
 
 use serde_json::Value;
 
@@ -72,7 +72,7 @@ pub fn apply(
                 "UnsupportedMediaType",
                 "the body of the request was in an unknown format - accepted media types \
                  include: application/json-patch+json, application/merge-patch+json, \
-                 application/strategic-merge-patch+json"
+                 application/strategic-merge-patch+json, application/apply-patch+yaml"
                     .into(),
             ));
         }

@@ -168,6 +168,10 @@ impl Strategy for Endpoints {
         &INFO
     }
 
+    fn set_defaults(&self, obj: &mut Value) {
+        default_protocols(obj);
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         default_protocols(obj);
     }

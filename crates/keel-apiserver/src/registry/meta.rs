@@ -245,6 +245,7 @@ pub fn validate(obj: &Value, info: &ResourceInfo) -> Vec<FieldError> {
             }
         }
     }
+    errors.extend(super::managed_fields::validate(obj));
     errors
 }
 

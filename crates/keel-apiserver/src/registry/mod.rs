@@ -9,6 +9,7 @@ pub mod events;
 pub mod events_k8s_io;
 pub mod fieldpath;
 pub mod leases;
+pub mod managed_fields;
 pub mod meta;
 pub mod names;
 pub mod namespaces;
@@ -21,6 +22,7 @@ pub mod serviceaccounts;
 pub mod services;
 pub mod store;
 pub mod time;
+pub mod typed;
 
 use serde_json::Value;
 
@@ -96,6 +98,12 @@ pub trait Strategy: Send + Sync {
     fn to_served(&self, obj: Value) -> Value {
         obj
     }
+
+    /// The kind's defaults, as the decoder applies them to every object before the
+    /// strategy runs (apimachinery's scheme defaulting): what a field manager sees a write
+    /// set. [`Strategy::prepare_for_create`] and [`Strategy::prepare_for_update`] apply them
+    /// too.
+    fn set_defaults(&self, _obj: &mut Value) {}
 
     /// Sets what a new object gets before it is validated and stored (defaults, a status
     /// a client may not set).

@@ -69,6 +69,10 @@ impl Strategy for Namespaces {
         &INFO
     }
 
+    fn set_defaults(&self, obj: &mut Value) {
+        default_label(obj);
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         default_label(obj);
         let Some(o) = obj.as_object_mut() else {

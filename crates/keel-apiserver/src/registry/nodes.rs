@@ -161,6 +161,10 @@ impl Strategy for Nodes {
         &INFO
     }
 
+    fn set_defaults(&self, obj: &mut Value) {
+        default_allocatable(obj);
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         default_allocatable(obj);
     }

@@ -692,6 +692,10 @@ impl Strategy for Pods {
         &INFO
     }
 
+    fn set_defaults(&self, obj: &mut Value) {
+        set_defaults(obj);
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         set_defaults(obj);
         let qos = qos_class(obj);

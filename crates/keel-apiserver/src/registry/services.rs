@@ -436,6 +436,10 @@ impl Strategy for Services {
         &INFO
     }
 
+    fn set_defaults(&self, obj: &mut Value) {
+        set_defaults(obj);
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         set_defaults(obj);
         if let Some(o) = obj.as_object_mut() {

@@ -272,6 +272,37 @@ impl Registry {
         name: &str,
         subresource: Option<&str>,
         dry_run: bool,
+        make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
+    ) -> Result<(Value, bool), Status> {
+        let create = kind.allow_create_on_update();
+        self.write(kind, namespace, name, subresource, dry_run, create, make)
+            .await
+    }
+
+    /// [`Registry::update`] that creates a missing object whatever the kind (server-side
+    /// apply creates), except through a subresource.
+    pub async fn update_or_create(
+        &self,
+        kind: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        dry_run: bool,
+        make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
+    ) -> Result<(Value, bool), Status> {
+        self.write(kind, namespace, name, subresource, dry_run, true, make)
+            .await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn write(
+        &self,
+        kind: &dyn Strategy,
+        namespace: Option<&str>,
+        name: &str,
+        subresource: Option<&str>,
+        dry_run: bool,
+        allow_create: bool,
         mut make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
     ) -> Result<(Value, bool), Status> {
         let info = kind.info();
@@ -282,7 +313,7 @@ impl Registry {
             .await
             .map_err(|e| Status::from_storage(&e, &target))?;
         let Some(found) = found else {
-            if !kind.allow_create_on_update() || subresource.is_some() {
+            if !allow_create || subresource.is_some() {
                 return Err(Status::from_storage(
                     &StorageError::NotFound { key },
                     &target,

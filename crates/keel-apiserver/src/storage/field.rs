@@ -91,6 +91,13 @@ impl FieldError {
         Self::new(Kind::NotSupported, field, Some(value.into()), &detail)
     }
 
+    /// `<field>: Too long: may not be more than <max> bytes`.
+    pub fn too_long(field: &str, max: usize) -> Self {
+        let unit = if max == 1 { "byte" } else { "bytes" };
+        let detail = format!("may not be more than {max} {unit}");
+        Self::new(Kind::TooLong, field, None, &detail)
+    }
+
     /// `<field>: Duplicate value: <value>`.
     pub fn duplicate(field: &str, value: impl Into<serde_json::Value>) -> Self {
         Self::new(Kind::Duplicate, field, Some(value.into()), "")

@@ -1,0 +1,530 @@
+//! `metadata.managedFields`: who set which field, kept as kube-apiserver's field manager
+//! (`apimachinery/pkg/util/managedfields`) keeps it, on top of [`super::typed`]'s walks.
+//!
+//! # Entries
+//!
+//! An entry is `{manager, operation: Apply|Update, apiVersion, time, fieldsType: FieldsV1,
+//! fieldsV1, subresource?}`. Its identity is the manager, the operation, the subresource
+//! and, for an update, the apiVersion (an applier keeps its entry across versions); two
+//! entries are never the same identity. Entries are written sorted by operation (`Apply`
+//! first), time (whole seconds), manager, apiVersion and subresource; an entry whose set
+//! is empty goes.
+//!
+//! # An update (create, PUT, any non-apply PATCH, a subresource)
+//!
+//! The entries come from the new object when it carries valid ones (a client may rewrite
+//! them; `[]` or `[{}]` clears them), else from the stored object; a subresource write only
+//! ever keeps the stored ones. An object without entries starts none on update, only on
+//! create. The write is compared with the stored object (or, for a create, the kind's zero
+//! value): every field it adds or changes is the manager's, taken from whoever had it; a
+//! field it removes goes from every entry. The manager's entry gets the time of the write
+//! only when it took something; the system fields of `metadata` (name, uid, resourceVersion,
+//! ...) and what the strategy resets (status on the main resource, spec on `status`) are
+//! never anyone's. More than ten update entries: the oldest merge into `ancient-changes`.
+//!
+//! # An apply
+//!
+//! [`FieldManager::apply`] merges the configuration into the object, makes the configuration's
+//! fields the applier's set, removes what the applier set last time and no longer does unless
+//! another entry has it, and refuses (409, SMD's wording) to change a field another entry owns
+//! unless forced, which takes the field from it. An applier never seen before on an object
+//! that has no entries first gives every existing field to `before-first-apply`. For the
+//! manager `kubectl`, conflicts on fields whose value is the one in the
+//! `last-applied-configuration` annotation are forced (the client-side apply migration), and
+//! that annotation, when the object has it, is kept equal to the applied configuration.
+
+mod conflicts;
+mod entries;
+#[cfg(test)]
+mod tests;
+
+use serde_json::{Map, Value, json};
+
+use super::fieldpath::{PathElement, Set, go_json};
+use super::schema::{Schema, schema_for};
+use super::time::Time;
+use super::typed::{self, TypedErrors};
+use super::{ResourceInfo, Strategy, meta};
+use conflicts::conflict_message;
+pub use conflicts::{ApplyError, Conflict};
+pub use entries::{
+    FIELD_MANAGER_MAX_LENGTH, is_print, manager_from_user_agent, validate, validate_field_manager,
+};
+use entries::{Id, Managed, Operation, Owned};
+
+/// The manager given the fields of an object first applied to without entries.
+const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
+/// The only applier whose conflicts the last-applied annotation settles.
+const KUBECTL: &str = "kubectl";
+
+/// The client-side apply annotation.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The field manager of one kind, for writes to it or to one of its subresources.
+pub struct FieldManager<'a> {
+    kind: &'a dyn Strategy,
+    info: &'static ResourceInfo,
+    schema: Schema,
+    api_version: String,
+    subresource: &'a str,
+    reset: Set,
+    now: Time,
+}
+
+/// What the strategy resets, so no write owns it (`GetResetFields`).
+fn reset_fields(info: &ResourceInfo, subresource: &str) -> Set {
+    let mut set = Set::new();
+    let f = PathElement::field;
+    match subresource {
+        "" if info.status => set.insert(&[f("status")]),
+        "finalize" => set.insert(&[f("status")]),
+        "status" => {
+            set.insert(&[f("spec")]);
+            if info.resource == "pods" {
+                set.insert(&[f("metadata"), f("deletionTimestamp")]);
+                set.insert(&[f("metadata"), f("ownerReferences")]);
+            }
+        }
+        _ => {}
+    }
+    set
+}
+
+impl<'a> FieldManager<'a> {
+    /// The field manager for writes at `now` to objects of `kind` (through `subresource`).
+    pub fn new(kind: &'a dyn Strategy, subresource: Option<&'a str>, now: Time) -> Self {
+        let subresource = subresource.unwrap_or("");
+        let info = kind.info();
+        FieldManager {
+            kind,
+            info,
+            schema: schema_for(info.group, info.kind),
+            api_version: info.api_version(),
+            subresource,
+            reset: reset_fields(info, subresource),
+            now,
+        }
+    }
+
+    /// The zero value of the kind, typed.
+    fn zero(&self) -> Value {
+        let mut zero = self.schema.zero().clone();
+        zero["apiVersion"] = self.api_version.clone().into();
+        zero["kind"] = self.info.kind.into();
+        zero
+    }
+
+    /// Records in `new` (the object a create, update or non-apply patch is about to store;
+    /// `live` the stored one, None for a create) the fields the write set, as
+    /// `UpdateNoErrors` does: if the entries cannot be worked out, the stored ones stay.
+    /// `new` gets the kind's defaults first, as the decoder gives them.
+    pub fn update(&self, live: Option<&Value>, new: &mut Value, manager: &str) {
+        self.kind.set_defaults(new);
+        let live_entries = live
+            .and_then(|l| l.pointer("/metadata/managedFields"))
+            .cloned();
+        if self.try_update(live, new, manager).is_err() {
+            let meta = meta::metadata(new);
+            match live_entries {
+                Some(entries) => meta.insert("managedFields".into(), entries),
+                None => meta.remove("managedFields"),
+            };
+        }
+    }
+
+    fn try_update(
+        &self,
+        live: Option<&Value>,
+        new: &mut Value,
+        manager: &str,
+    ) -> Result<(), String> {
+        let live_entries = live.and_then(|l| l.pointer("/metadata/managedFields"));
+        let decode_live = || Managed::decode(live_entries).unwrap_or_default();
+        let sent = new.pointer("/metadata/managedFields").cloned();
+        let mut managed = if !self.subresource.is_empty() {
+            decode_live()
+        } else if is_reset(sent.as_ref()) {
+            Managed::default()
+        } else {
+            match Managed::decode(sent.as_ref()) {
+                Ok(m) if !m.0.is_empty() => m,
+                _ => decode_live(),
+            }
+        };
+        meta::metadata(new).remove("managedFields");
+        // Objects without entries start tracking on create only (skipNonAppliedManager).
+        if managed.0.is_empty() && live.is_some() {
+            return Ok(());
+        }
+        let base = match live {
+            Some(l) => without_managed_fields(l),
+            None => self.zero(),
+        };
+        let manager = if manager.is_empty() {
+            "unknown"
+        } else {
+            manager
+        };
+        self.record_update(&base, new, &mut managed, manager)
+            .map_err(|e| e.to_string())?;
+        self.write(new, &managed);
+        Ok(())
+    }
+
+    /// An update's bookkeeping (`capManagers`, `buildManagerInfo`, `managedFieldsUpdater`,
+    /// `stripMeta` and SMD's `Update`): the manager takes what changed from `live` to `new`.
+    fn record_update(
+        &self,
+        live: &Value,
+        new: &Value,
+        managed: &mut Managed,
+        manager: &str,
+    ) -> Result<(), TypedErrors> {
+        let id = Id::new(
+            manager,
+            Operation::Update,
+            &self.api_version,
+            self.subresource,
+        );
+        let current = Id::new("current-operation", Operation::Update, "", "");
+        managed.keep_version(&self.api_version);
+        let cmp = self.take_changes(live, new, managed, Some(&current), true)?;
+        let set = managed
+            .0
+            .remove(&current)
+            .map(|o| o.set)
+            .unwrap_or_default()
+            .difference(&cmp.removed)
+            .union(&cmp.modified)
+            .union(&cmp.added)
+            .recursive_difference(&self.reset);
+        if !set.is_empty() {
+            managed.0.insert(
+                current.clone(),
+                Owned {
+                    set,
+                    api_version: self.api_version.clone(),
+                    time: None,
+                },
+            );
+        }
+        managed.strip(&current);
+        if let Some(taken) = managed.0.remove(&current) {
+            let set = match managed.0.get(&id) {
+                Some(previous) => taken.set.union(&previous.set),
+                None => taken.set,
+            };
+            let owned = Owned {
+                set,
+                api_version: self.api_version.clone(),
+                time: Some(self.now),
+            };
+            managed.0.insert(id, owned);
+        }
+        managed.cap_updates();
+        Ok(())
+    }
+
+    /// SMD's `Updater.update`: compares `live` with `new` (reset fields left out); every
+    /// entry but `except` loses what the write removed and, when `force`, what it added or
+    /// changed, and without `force` those are the conflicts.
+    fn take_changes(
+        &self,
+        live: &Value,
+        new: &Value,
+        managed: &mut Managed,
+        except: Option<&Id>,
+        force: bool,
+    ) -> Result<typed::Comparison, Refused> {
+        let zero = self.schema.zero();
+        let mut cmp = typed::compare(
+            &self.schema,
+            &typed::with_zero(live, zero),
+            &typed::with_zero(new, zero),
+        )?;
+        cmp.exclude(&self.reset);
+        let changed = cmp.modified.union(&cmp.added);
+        let mut conflicts = Vec::new();
+        for (id, owned) in &managed.0 {
+            if Some(id) == except {
+                continue;
+            }
+            for path in owned.set.intersection(&changed).paths() {
+                conflicts.push(Conflict {
+                    manager: id.clone(),
+                    path,
+                });
+            }
+        }
+        if !force && !conflicts.is_empty() {
+            return Err(Refused::Conflicts(conflicts));
+        }
+        for (id, owned) in managed.0.iter_mut() {
+            if Some(id) == except {
+                continue;
+            }
+            owned.set = owned.set.difference(&changed).difference(&cmp.removed);
+        }
+        managed.0.retain(|_, o| !o.set.is_empty());
+        Ok(cmp)
+    }
+
+    /// Writes `managed` as `new`'s `metadata.managedFields` (none: the field goes).
+    fn write(&self, new: &mut Value, managed: &Managed) {
+        let entries = managed.encode();
+        let meta = meta::metadata(new);
+        if entries.is_empty() {
+            meta.remove("managedFields");
+        } else {
+            meta.insert("managedFields".into(), Value::Array(entries));
+        }
+    }
+
+    /// Server-side apply of `config` by `manager` to `live` (None: the object is created):
+    /// the object to store, its entries updated.
+    pub fn apply(
+        &self,
+        live: Option<&Value>,
+        config: &Value,
+        manager: &str,
+        force: bool,
+    ) -> Result<Value, ApplyError> {
+        let (group, version) = split_api_version(
+            config
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+        );
+        let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
+        if group != self.info.group || version != self.info.version || kind != self.info.kind {
+            return Err(ApplyError::BadRequest(format!(
+                "invalid object type: {group}/{version}, Kind={kind}"
+            )));
+        }
+        if config
+            .pointer("/metadata/managedFields")
+            .is_some_and(Value::is_array)
+        {
+            return Err(ApplyError::BadRequest(
+                "metadata.managedFields must be nil".into(),
+            ));
+        }
+        typed::validate(&self.schema, config).map_err(|e| {
+            ApplyError::Internal(format!(
+                "failed to create typed patch object ({}): {e}",
+                self.describe(config)
+            ))
+        })?;
+        let managed = Managed::decode(live.and_then(|l| l.pointer("/metadata/managedFields")))
+            .map_err(|e| ApplyError::Internal(format!("failed to decode managed fields: {e}")))?;
+        let base = match live {
+            Some(l) => without_managed_fields(l),
+            None => json!({
+                "apiVersion": self.api_version, "kind": self.info.kind, "metadata": {}
+            }),
+        };
+        let mut outcome = self.apply_as(&base, config, managed.clone(), manager, force);
+        if manager == KUBECTL
+            && let Err(ApplyError::Conflicts(conflicts)) = &outcome
+            && let Some(allowed) = self.last_applied_fields(&base)
+        {
+            let left: Vec<Conflict> = conflicts
+                .iter()
+                .filter(|c| !allowed.has(&c.path))
+                .cloned()
+                .collect();
+            outcome = if left.is_empty() {
+                self.apply_as(&base, config, managed, manager, true)
+            } else {
+                Err(ApplyError::Conflicts(left))
+            };
+        }
+        let (mut object, managed) = outcome?;
+        self.kind.set_defaults(&mut object);
+        if manager == KUBECTL
+            && let Some(annotations) = object
+                .pointer_mut("/metadata/annotations")
+                .and_then(Value::as_object_mut)
+            && annotations
+                .get(LAST_APPLIED)
+                .and_then(Value::as_str)
+                .is_some_and(|a| !a.is_empty())
+        {
+            annotations.insert(LAST_APPLIED.into(), last_applied(config).into());
+        }
+        self.write(&mut object, &managed);
+        Ok(object)
+    }
+
+    /// `namespace/name; group/version, Kind=kind` of an object, as SMD's errors name it.
+    fn describe(&self, obj: &Value) -> String {
+        format!(
+            "{}/{}; {}/{}, Kind={}",
+            super::meta_str(obj, "namespace"),
+            super::meta_str(obj, "name"),
+            self.info.group,
+            self.info.version,
+            self.info.kind
+        )
+    }
+
+    /// The apply chain below the last-applied handling: `skipNonApplied`, `buildManagerInfo`,
+    /// `managedFieldsUpdater`, `stripMeta` and SMD's `Apply`.
+    fn apply_as(
+        &self,
+        live: &Value,
+        config: &Value,
+        mut managed: Managed,
+        manager: &str,
+        force: bool,
+    ) -> Result<(Value, Managed), ApplyError> {
+        let internal = |what: &str, e: TypedErrors| ApplyError::Internal(format!("{what}: {e}"));
+        if managed.0.is_empty() {
+            self.record_update(&self.zero(), live, &mut managed, BEFORE_FIRST_APPLY)
+                .map_err(|e| internal("failed to create manager for existing fields", e))?;
+        }
+        let id = Id::new(manager, Operation::Apply, "", self.subresource);
+        managed.keep_version(&self.api_version);
+        let merged = typed::merge(&self.schema, live, config)
+            .map_err(|e| internal("failed to merge config", e))?;
+        let last = managed.0.get(&id).map(|o| o.set.clone());
+        let set = typed::to_field_set(&self.schema, config)
+            .map_err(|e| internal("failed to get field set", e))?
+            .recursive_difference(&self.reset);
+        let previous_time = managed.0.get(&id).and_then(|o| o.time);
+        managed.0.insert(
+            id.clone(),
+            Owned {
+                set,
+                api_version: self.api_version.clone(),
+                time: previous_time,
+            },
+        );
+        let new = match &last {
+            Some(last) if !last.is_empty() => self
+                .prune(&merged, &managed, last)
+                .map_err(|e| internal("failed to prune fields", e))?,
+            _ => merged,
+        };
+        match self.take_changes(live, &new, &mut managed, Some(&id), force) {
+            Ok(_) => {}
+            Err(Refused::Conflicts(c)) => return Err(ApplyError::Conflicts(c)),
+            Err(Refused::Typed(e)) => {
+                return Err(internal("failed to compare objects", e));
+            }
+        }
+        managed.strip(&id);
+        let changed = !super::fieldpath::values_equal(live, &new);
+        if changed && let Some(owned) = managed.0.get_mut(&id) {
+            owned.time = Some(self.now);
+        }
+        let object = if changed { new } else { live.clone() };
+        Ok((object, managed))
+    }
+
+    /// SMD's `prune`: removes what the applier set last time (`last`), does not now, and no
+    /// other entry owns.
+    fn prune(&self, merged: &Value, managed: &Managed, last: &Set) -> Result<Value, TypedErrors> {
+        let s = &self.schema;
+        let named = |set: &Set| typed::ensure_named_fields_are_members(s, set);
+        let fields = |v: &Value| typed::to_field_set(s, v).map(|set| named(&set));
+        let last = named(last);
+        let pruned = typed::remove_items(s, merged, &last);
+        // Add back what anyone (the applier's new set included) owns.
+        let owned = managed
+            .0
+            .values()
+            .fold(Set::new(), |acc, o| acc.union(&o.set));
+        let merged_set = fields(merged)?;
+        let keep = fields(&pruned)?.union(&named(&owned));
+        let pruned = typed::remove_items(s, merged, &merged_set.difference(&keep));
+        // Remove only what the applier owned before.
+        let gone = merged_set.difference(&fields(&pruned)?).intersection(&last);
+        Ok(typed::remove_items(s, merged, &gone))
+    }
+
+    /// `allowedConflictsFromLastApplied`: the fields of the last-applied annotation whose
+    /// value the object still has.
+    fn last_applied_fields(&self, live: &Value) -> Option<Set> {
+        let text = live
+            .pointer("/metadata/annotations")?
+            .get(LAST_APPLIED)?
+            .as_str()
+            .filter(|t| !t.is_empty())?;
+        let last: Value = serde_json::from_str(text).ok()?;
+        if last.get("apiVersion").and_then(Value::as_str) != Some(self.api_version.as_str()) {
+            return None;
+        }
+        let set = typed::to_field_set(&self.schema, &last).ok()?;
+        let zero = self.schema.zero();
+        let cmp = typed::compare(&self.schema, &last, &typed::with_zero(live, zero)).ok()?;
+        Some(
+            set.difference(&cmp.modified)
+                .difference(&cmp.added)
+                .difference(&cmp.removed),
+        )
+    }
+}
+
+/// Why [`FieldManager::take_changes`] refused a change.
+#[derive(Debug)]
+enum Refused {
+    Conflicts(Vec<Conflict>),
+    Typed(TypedErrors),
+}
+
+impl From<TypedErrors> for Refused {
+    fn from(e: TypedErrors) -> Self {
+        Refused::Typed(e)
+    }
+}
+
+impl From<Refused> for TypedErrors {
+    fn from(e: Refused) -> Self {
+        match e {
+            Refused::Typed(t) => t,
+            Refused::Conflicts(c) => TypedErrors(vec![(String::new(), conflict_message(&c))]),
+        }
+    }
+}
+
+/// `isResetManagedFields`: `[]`, or one empty entry.
+fn is_reset(sent: Option<&Value>) -> bool {
+    match sent.and_then(Value::as_array).map(Vec::as_slice) {
+        Some([]) => true,
+        Some([one]) => one.as_object().is_some_and(Map::is_empty),
+        _ => false,
+    }
+}
+
+fn without_managed_fields(obj: &Value) -> Value {
+    let mut copy = obj.clone();
+    if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    copy
+}
+
+/// `group`, `version` of an apiVersion as Go's `ParseGroupVersion` reads it (`v1` is the
+/// core group; more than one `/` is no version at all).
+fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.split_once('/') {
+        None => ("", api_version),
+        Some((_, v)) if v.contains('/') => ("", ""),
+        Some((g, v)) => (g, v),
+    }
+}
+
+/// `buildLastApplied`: the applied configuration without the annotation, as Go's JSON
+/// encoder writes it (with its newline).
+fn last_applied(config: &Value) -> String {
+    let mut copy = config.clone();
+    if let Some(annotations) = copy
+        .pointer_mut("/metadata/annotations")
+        .and_then(Value::as_object_mut)
+    {
+        annotations.remove(LAST_APPLIED);
+    }
+    format!("{}\n", go_json(&copy))
+}
