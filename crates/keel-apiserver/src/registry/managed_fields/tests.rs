@@ -626,3 +626,4 @@ proptest! {
         prop_assert_eq!(same, settled);
     }
 }
+
