@@ -1,10 +1,11 @@
 //! Server-side apply and `managedFields` with the real `kubectl` (the current one and 1.27)
-//! against `keel up`: every write records its manager (`kubectl-create`, `kubectl-patch`,
-//! `kubectl-label`, `kubectl-replace`, ...) as kube-apiserver does; `apply --server-side`
-//! creates, applies, is a no-op the second time, fails on a field another manager changed
-//! (exit code 1, upstream's message and kubectl's hint) until `--force-conflicts`, removes what
-//! it stops applying, merges container lists by name and ports by port and protocol, and
-//! takes over what client-side `kubectl apply` set; `get --show-managed-fields` shows it all.
+//! against `keel up` and against `keel apiserver` on a real etcd 3.5.1: every write records
+//! its manager (`kubectl-create`, `kubectl-patch`, `kubectl-label`, `kubectl-replace`, ...) as
+//! kube-apiserver does; `apply --server-side` creates, applies, is a no-op the second time,
+//! fails on a field another manager changed (exit code 1, upstream's message and kubectl's
+//! hint) until `--force-conflicts`, removes what it stops applying, merges container lists
+//! by name and service ports by port and protocol, and takes over what client-side `kubectl
+//! apply` set; `get --show-managed-fields` shows it all.
 
 use std::fs;
 use std::process::Output;
@@ -67,6 +68,18 @@ impl Session<'_> {
         self.ok(&args)
     }
 
+    /// `apply --server-side` with kubectl's request log (`-v=6`) on stderr.
+    fn apply_logged(&self, file: &str) -> Output {
+        self.run(&[
+            "apply",
+            "--server-side",
+            NO_CLIENT_VALIDATION,
+            "-f",
+            file,
+            "-v=6",
+        ])
+    }
+
     /// The object as JSON, managedFields shown.
     fn get(&self, what: &str) -> Value {
         let out = self.ok(&[
@@ -87,6 +100,13 @@ impl Session<'_> {
             self.ns
         )
     }
+}
+
+/// Whether kubectl's request log shows a PATCH answered with `code` (`201 Created`).
+fn patched(out: &Output, code: &str) -> bool {
+    text(&out.stderr)
+        .lines()
+        .any(|l| l.contains("PATCH https://") && l.contains(&format!(" {code} in ")))
 }
 
 /// `(manager, operation, fieldsV1)` of every entry, in the order the server keeps them.
@@ -165,7 +185,10 @@ fn session(kube: &Kube, version: Option<&str>) {
 
     // Server-side apply: create, then a second apply that writes nothing.
     let s1 = s.write("s1.yaml", &s.configmap("s1", "  a: x\n  b: two\n"));
-    assert_eq!(s.apply(&s1, &[]), "configmap/s1 serverside-applied\n");
+    let first = s.apply_logged(&s1);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    assert_eq!(text(&first.stdout), "configmap/s1 serverside-applied\n");
+    assert!(patched(&first, "201 Created"), "{}", text(&first.stderr));
     let obj = s.get("configmap/s1");
     let applied = json!({
         "f:data": {"f:a": {}, "f:b": {}},
@@ -173,7 +196,8 @@ fn session(kube: &Kube, version: Option<&str>) {
     });
     assert_eq!(entries(&obj), [entry("kubectl", "Apply", applied.clone())]);
     let rv = obj["metadata"]["resourceVersion"].clone();
-    assert_eq!(s.apply(&s1, &[]), "configmap/s1 serverside-applied\n");
+    let second = s.apply_logged(&s1);
+    assert!(patched(&second, "200 OK"), "{}", text(&second.stderr));
     assert_eq!(s.get("configmap/s1")["metadata"]["resourceVersion"], rv);
     let yaml = s.ok(&[
         "get",
@@ -208,6 +232,12 @@ fn session(kube: &Kube, version: Option<&str>) {
         "{stderr}"
     );
     assert!(stderr.contains("`--force-conflicts` flag"), "{stderr}");
+    let refused = s.apply_logged(&s1);
+    assert!(
+        patched(&refused, "409 Conflict"),
+        "{}",
+        text(&refused.stderr)
+    );
     assert_eq!(s.get("configmap/s1")["data"]["a"], "changed");
     assert_eq!(
         s.apply(&s1, &["--force-conflicts"]),
@@ -411,6 +441,13 @@ fn session(kube: &Kube, version: Option<&str>) {
 #[test]
 fn kubectl_server_side_apply_on_keel_up() {
     let kube = Kube::start(Stack::Up);
+    session(&kube, None);
+    session(&kube, Some("1.27"));
+}
+
+#[test]
+fn kubectl_server_side_apply_on_keel_apiserver_on_etcd() {
+    let kube = Kube::start(Stack::OnEtcd);
     session(&kube, None);
     session(&kube, Some("1.27"));
 }

@@ -15,6 +15,7 @@
 //! object Go's decoder starts from, whose always-present structs are not "added" by a write.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, OnceLock};
 
 use serde_json::{Value, json};
 
@@ -447,6 +448,19 @@ pub fn schema_for(group: &str, kind: &str) -> Schema {
         ("coordination.k8s.io", "Lease") => schema.with_zero(json!({"metadata": {}, "spec": {}})),
         _ => schema.with_zero(json!({"metadata": {}})),
     }
+}
+
+/// [`schema_for`] of a served kind, built once and kept for the life of the process.
+pub fn schema_of(group: &'static str, kind: &'static str) -> &'static Schema {
+    type Cache = Mutex<BTreeMap<(&'static str, &'static str), &'static Schema>>;
+    static SCHEMAS: OnceLock<Cache> = OnceLock::new();
+    let mut schemas = SCHEMAS
+        .get_or_init(Cache::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    schemas
+        .entry((group, kind))
+        .or_insert_with(|| Box::leak(Box::new(schema_for(group, kind))))
 }
 
 #[cfg(test)]

@@ -729,3 +729,94 @@ fn fill(value: &mut Value, zero: &Value) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::registry::schema::schema_for;
+
+    fn paths(set: &Set) -> Vec<String> {
+        set.paths().iter().map(|p| path_string(p)).collect()
+    }
+
+    #[test]
+    fn compare_names_the_added_parents_and_the_changed_leaves() {
+        let cm = schema_for("", "ConfigMap");
+        let cmp = compare(
+            &cm,
+            &json!({"data": {"a": "1"}, "x": {"k": 1}}),
+            &json!({"data": {"a": "2"}, "binaryData": {"b": "Yg=="}, "x": {}}),
+        )
+        .unwrap();
+        assert_eq!(paths(&cmp.modified), [".data.a"]);
+        assert_eq!(paths(&cmp.added), [".binaryData", ".binaryData.b"]);
+        assert_eq!(paths(&cmp.removed), [".x.k"]);
+    }
+
+    #[test]
+    fn merge_puts_applied_items_in_applied_order_and_keeps_live_only_ones_in_place() {
+        let pod = schema_for("", "Pod");
+        let c = |names: &[&str]| {
+            let items: Vec<Value> = names.iter().map(|n| json!({"name": n})).collect();
+            json!({"spec": {"containers": items}})
+        };
+        let merged = merge(&pod, &c(&["a", "b", "c"]), &c(&["c", "a"])).unwrap();
+        assert_eq!(merged, c(&["b", "c", "a"]));
+        let merged = merge(&pod, &c(&["a"]), &c(&["b"])).unwrap();
+        assert_eq!(merged, c(&["a", "b"]));
+        // Atomic lists and maps are replaced, granular maps merged.
+        let live = json!({"spec": {"nodeSelector": {"a": "1"}, "containers": [{"name": "x", "args": ["1", "2"]}]}, "metadata": {"labels": {"a": "1"}}});
+        let config = json!({"spec": {"nodeSelector": {"b": "2"}, "containers": [{"name": "x", "args": ["3"]}]}, "metadata": {"labels": {"b": "2"}}});
+        let merged = merge(&pod, &live, &config).unwrap();
+        assert_eq!(merged["spec"]["nodeSelector"], json!({"b": "2"}));
+        assert_eq!(merged["spec"]["containers"][0]["args"], json!(["3"]));
+        assert_eq!(merged["metadata"]["labels"], json!({"a": "1", "b": "2"}));
+    }
+
+    #[test]
+    fn field_sets_own_atomic_things_whole_and_name_list_items_by_key() {
+        let pod = schema_for("", "Pod");
+        let obj = json!({
+            "metadata": {"ownerReferences": [{"uid": "u", "kind": "K"}], "finalizers": ["f"]},
+            "spec": {"nodeSelector": {"a": "1"}, "containers": [{"name": "c", "ports": [{"containerPort": 80}]}]}
+        });
+        let set = to_field_set(&pod, &obj).unwrap();
+        assert_eq!(
+            paths(&set),
+            [
+                r#".metadata.finalizers[="f"]"#,
+                r#".metadata.ownerReferences[uid="u"]"#,
+                ".spec.nodeSelector",
+                r#".spec.containers[name="c"]"#,
+                r#".spec.containers[name="c"].name"#,
+                r#".spec.containers[name="c"].ports[containerPort=80,protocol="TCP"]"#,
+                r#".spec.containers[name="c"].ports[containerPort=80,protocol="TCP"].containerPort"#,
+            ]
+        );
+        let named = ensure_named_fields_are_members(&pod, &set);
+        assert!(named.has(&[PathElement::field("spec")]));
+        assert!(named.has(&[PathElement::field("spec"), PathElement::field("containers")]));
+        let keyless = json!({"spec": {"containers": [{"image": "i"}]}});
+        let e = validate(&pod, &keyless).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            ".spec.containers: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)"
+        );
+    }
+
+    #[test]
+    fn removing_items_drops_what_they_emptied() {
+        let cm = schema_for("", "ConfigMap");
+        let mut set = Set::new();
+        set.insert(&[PathElement::field("data"), PathElement::field("a")]);
+        let obj = json!({"data": {"a": "1"}, "metadata": {"name": "n"}});
+        assert_eq!(
+            remove_items(&cm, &obj, &set),
+            json!({"metadata": {"name": "n"}})
+        );
+        let two = json!({"data": {"a": "1", "b": "2"}});
+        assert_eq!(remove_items(&cm, &two, &set), json!({"data": {"b": "2"}}));
+    }
+}

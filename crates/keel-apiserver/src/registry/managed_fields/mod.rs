@@ -41,7 +41,7 @@ mod tests;
 use serde_json::{Map, Value, json};
 
 use super::fieldpath::{PathElement, Set, go_json};
-use super::schema::{Schema, schema_for};
+use super::schema::{Schema, schema_of};
 use super::time::Time;
 use super::typed::{self, TypedErrors};
 use super::{ResourceInfo, Strategy, meta};
@@ -65,7 +65,7 @@ pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration
 pub struct FieldManager<'a> {
     kind: &'a dyn Strategy,
     info: &'static ResourceInfo,
-    schema: Schema,
+    schema: &'static Schema,
     api_version: String,
     subresource: &'a str,
     reset: Set,
@@ -99,7 +99,7 @@ impl<'a> FieldManager<'a> {
         FieldManager {
             kind,
             info,
-            schema: schema_for(info.group, info.kind),
+            schema: schema_of(info.group, info.kind),
             api_version: info.api_version(),
             subresource,
             reset: reset_fields(info, subresource),
@@ -239,7 +239,7 @@ impl<'a> FieldManager<'a> {
     ) -> Result<typed::Comparison, Refused> {
         let zero = self.schema.zero();
         let mut cmp = typed::compare(
-            &self.schema,
+            self.schema,
             &typed::with_zero(live, zero),
             &typed::with_zero(new, zero),
         )?;
@@ -310,7 +310,7 @@ impl<'a> FieldManager<'a> {
                 "metadata.managedFields must be nil".into(),
             ));
         }
-        typed::validate(&self.schema, config).map_err(|e| {
+        typed::validate(self.schema, config).map_err(|e| {
             ApplyError::Internal(format!(
                 "failed to create typed patch object ({}): {e}",
                 self.describe(config)
@@ -386,10 +386,10 @@ impl<'a> FieldManager<'a> {
         }
         let id = Id::new(manager, Operation::Apply, "", self.subresource);
         managed.keep_version(&self.api_version);
-        let merged = typed::merge(&self.schema, live, config)
+        let merged = typed::merge(self.schema, live, config)
             .map_err(|e| internal("failed to merge config", e))?;
         let last = managed.0.get(&id).map(|o| o.set.clone());
-        let set = typed::to_field_set(&self.schema, config)
+        let set = typed::to_field_set(self.schema, config)
             .map_err(|e| internal("failed to get field set", e))?
             .recursive_difference(&self.reset);
         let previous_time = managed.0.get(&id).and_then(|o| o.time);
@@ -426,7 +426,7 @@ impl<'a> FieldManager<'a> {
     /// SMD's `prune`: removes what the applier set last time (`last`), does not now, and no
     /// other entry owns.
     fn prune(&self, merged: &Value, managed: &Managed, last: &Set) -> Result<Value, TypedErrors> {
-        let s = &self.schema;
+        let s = self.schema;
         let named = |set: &Set| typed::ensure_named_fields_are_members(s, set);
         let fields = |v: &Value| typed::to_field_set(s, v).map(|set| named(&set));
         let last = named(last);
@@ -456,9 +456,9 @@ impl<'a> FieldManager<'a> {
         if last.get("apiVersion").and_then(Value::as_str) != Some(self.api_version.as_str()) {
             return None;
         }
-        let set = typed::to_field_set(&self.schema, &last).ok()?;
+        let set = typed::to_field_set(self.schema, &last).ok()?;
         let zero = self.schema.zero();
-        let cmp = typed::compare(&self.schema, &last, &typed::with_zero(live, zero)).ok()?;
+        let cmp = typed::compare(self.schema, &last, &typed::with_zero(live, zero)).ok()?;
         Some(
             set.difference(&cmp.modified)
                 .difference(&cmp.added)

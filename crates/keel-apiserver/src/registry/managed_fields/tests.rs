@@ -626,4 +626,3 @@ proptest! {
         prop_assert_eq!(same, settled);
     }
 }
-
