@@ -1,7 +1,10 @@
 //! The registry: what each resource kind is (scope, validation, defaulting, table columns,
 //! field selectors, subresources), one file per kind behind one trait, [`Strategy`] (named
 //! after kube-apiserver's `rest.RESTCreateStrategy` and friends). The rules every kind shares
-//! live beside them: [`names`] (object names), [`time`] (timestamps and ages).
+//! live beside them: [`names`] (object names), [`time`] (timestamps and ages), [`schema`]
+//! (what kind of list, map or struct each field is, for both merges), and
+//! [`managed_fields`] (who set which field: `metadata.managedFields` and server-side apply, on
+//! [`fieldpath`]'s field sets and [`typed`]'s walks).
 
 pub mod configmaps;
 pub mod endpoints;

@@ -438,6 +438,38 @@ fn service_ports_are_keyed_by_port_and_protocol() {
 }
 
 #[test]
+fn an_apply_to_status_owns_only_the_status() {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]},
+        "status": {"phase": "Pending"},
+    });
+    let obj = created(&Pods, pod, "kubectl-create");
+    let config = json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "d"},
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    });
+    let out = FieldManager::new(&Pods, Some("status"), T2)
+        .apply(Some(&obj), &config, "kubelet", false)
+        .unwrap();
+    let kubelet = entry(&out, "kubelet", "Apply").unwrap();
+    assert_eq!(kubelet["subresource"], "status");
+    assert_eq!(
+        kubelet["fieldsV1"],
+        json!({"f:status": {
+            "f:conditions": {"k:{\"type\":\"Ready\"}": {".": {}, "f:status": {}, "f:type": {}}},
+            "f:phase": {}
+        }})
+    );
+    // On the main resource, status is nobody's.
+    let main = FieldManager::new(&Pods, None, T2)
+        .apply(Some(&obj), &config, "other", false)
+        .unwrap();
+    assert!(fields(&main, "other", "Apply").get("f:status").is_none());
+}
+
+#[test]
 fn applies_refuse_other_types_and_sent_entries() {
     let mut other = cm(json!({}));
     other["apiVersion"] = json!("v2");
