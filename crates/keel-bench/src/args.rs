@@ -1,5 +1,7 @@
-//! Command-line flags of `keel bench`, named and defaulted like etcd's `tools/benchmark`.
+//! Command-line flags of `keel bench`, named and defaulted like etcd's `tools/benchmark`, and
+//! of `keel bench apiserver`.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
@@ -93,6 +95,9 @@ pub enum BenchCommand {
     LeaseKeepalive(LeaseKeepaliveArgs),
     /// Benchmark put and range latency while the server compacts its history.
     Compact(CompactArgs),
+    /// Benchmark a Kubernetes API server: lease renewals (GET + PUT, like kubelets) watched by
+    /// many watchers; request and watch delivery latency, conflicts and lost events.
+    Apiserver(Box<ApiserverArgs>),
 }
 
 /// Flags of `keel bench put`.
@@ -241,6 +246,82 @@ pub struct CompactArgs {
     pub consistency: Consistency,
 }
 
+/// Flags of `keel bench apiserver`.
+///
+/// Reaches the API server through a kubeconfig (server URL, CA, bearer token or client
+/// certificate). In a fresh namespace `keel-bench-<random>` (created, and deleted at the end),
+/// each of `--clients` renewers creates its `--leases-per-client` coordination.k8s.io/v1 Leases
+/// and then renews them in turn as the kubelet renews its node lease: GET the lease, set
+/// `spec.renewTime` to now, PUT it with the resourceVersion read (on 409 Conflict: GET again
+/// and retry), all renewers together paced to `--rate` updates per second for `--duration`.
+/// Meanwhile `--watchers` watchers each watch the namespace's leases from the resourceVersion
+/// of the initial list; every acknowledged update must reach every watcher as a MODIFIED event
+/// with the resourceVersion the PUT returned. Delivery latency runs from the PUT being sent (its
+/// `renewTime`) to the event being received. After the updates, the watchers are given
+/// `--drain-timeout` to catch up; an acknowledged update a watcher never saw is lost, and a
+/// lost, duplicated or mismatched event makes the run fail after its report.
+///
+/// `--clients` and `--rate` are this benchmark's own (defaults 100 and 2000); the other etcd
+/// flags (`--endpoints`, `--conns`, `--total`, key and value sizes) do not apply; `--json` and
+/// `--dial-timeout` do.
+#[derive(Debug, Clone, Args)]
+pub struct ApiserverArgs {
+    /// The kubeconfig to use (default: the first file of $KUBECONFIG, else ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long)]
+    pub context: Option<String>,
+
+    /// Lease renewers, each renewing its own leases one request at a time.
+    #[arg(long, default_value_t = 100)]
+    pub clients: usize,
+
+    /// Leases each renewer owns (and renews in turn).
+    #[arg(long, default_value_t = 1)]
+    pub leases_per_client: usize,
+
+    /// Watchers of the namespace's leases.
+    #[arg(long, default_value_t = 100)]
+    pub watchers: usize,
+
+    /// Lease updates per second over all renewers (0 is no limit).
+    #[arg(long, default_value_t = 2000)]
+    pub rate: u64,
+
+    /// How long the renewers run.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub duration: Duration,
+
+    /// Namespace to use (it must exist; its benchmark leases are deleted at the end). Default: a
+    /// fresh `keel-bench-<random>` namespace, created and deleted.
+    #[arg(long)]
+    pub namespace: Option<String>,
+
+    /// Renewers sharing one HTTP/2 connection.
+    #[arg(long, default_value_t = 10)]
+    pub clients_per_conn: usize,
+
+    /// Watchers sharing one HTTP/2 connection.
+    #[arg(long, default_value_t = 10)]
+    pub watchers_per_conn: usize,
+
+    /// Speak HTTP/1.1 (one keep-alive connection per renewer and per watcher) even if the
+    /// server offers HTTP/2.
+    #[arg(long)]
+    pub http1: bool,
+
+    /// After the last update is answered, how long to wait for the watchers to catch up before
+    /// counting missing events as lost.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub drain_timeout: Duration,
+
+    /// Timeout of each GET and PUT.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+}
+
 impl BenchArgs {
     /// The output format chosen by `--json` or `-w`.
     pub fn output(&self) -> OutputFormat {
@@ -280,6 +361,45 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn apiserver(line: &str) -> (BenchArgs, ApiserverArgs) {
+        use clap::Parser;
+        let cli = Cli::try_parse_from(std::iter::once("x").chain(line.split_whitespace()))
+            .unwrap_or_else(|e| panic!("{line}: {e}"));
+        match &cli.bench.command {
+            BenchCommand::Apiserver(a) => {
+                let a = (**a).clone();
+                (cli.bench, a)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn apiserver_has_its_own_clients_and_rate() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let (_, a) = apiserver("apiserver");
+        assert_eq!((a.clients, a.rate, a.watchers), (100, 2000, 100));
+        assert_eq!(a.duration, Duration::from_secs(30));
+        let (_, a) = apiserver("apiserver --clients 7 --rate 50 --duration 2s");
+        assert_eq!(
+            (a.clients, a.rate, a.duration),
+            (7, 50, Duration::from_secs(2))
+        );
+        let (b, a) = apiserver("--clients 5 --json apiserver --watchers 3");
+        assert_eq!((a.clients, a.watchers), (5, 3));
+        assert!(b.json);
+        // The etcd benchmarks keep their own defaults.
+        let cli = <Cli as clap::Parser>::try_parse_from(["x", "put"]).unwrap();
+        assert_eq!((cli.bench.clients, cli.bench.rate), (1, 0));
+    }
 
     #[test]
     fn durations() {

@@ -120,6 +120,7 @@ pub async fn execute(args: &BenchArgs, compact: &CompactArgs) -> anyhow::Result<
         stats,
         watch: None,
         compaction: Some(summary),
+        apiserver: None,
     })
 }
 

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
+use crate::apiserver_report::ApiserverSummary;
+
 /// The percentiles etcd's report prints.
 pub const PERCENTILES: [f64; 8] = [10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9];
 
@@ -170,18 +172,21 @@ impl Stats {
 /// The outcome of one benchmark run.
 #[derive(Debug, Clone)]
 pub struct Report {
-    /// Name of the benchmark (`put`, `range`, `txn-put`, `watch`, `lease-keepalive`).
+    /// Name of the benchmark (`put`, `range`, `txn-put`, `watch`, `lease-keepalive`, `compact`,
+    /// `apiserver`).
     pub op: String,
     /// Wall-clock time from the first request sent to the last answer received (for `watch`:
     /// from the first put sent to the last event received).
     pub elapsed: Duration,
     /// Per-request statistics (for `watch`: one sample per event received, its delivery
-    /// latency from the put sent to the event received).
+    /// latency from the put sent to the event received; for `apiserver`: the PUTs).
     pub stats: Stats,
     /// What only `watch` measures.
     pub watch: Option<WatchSummary>,
     /// What only `compact` measures.
     pub compaction: Option<CompactionSummary>,
+    /// What only `apiserver` measures.
+    pub apiserver: Option<ApiserverSummary>,
 }
 
 /// What `keel bench compact` measures.
@@ -292,6 +297,9 @@ impl Report {
 
     /// The report in the layout of etcd's `benchmark`, with an `Errors` count added.
     pub fn to_text(&self) -> String {
+        if let Some(apiserver) = &self.apiserver {
+            return apiserver.to_text();
+        }
         let mut out = String::new();
         if let Some(watch) = &self.watch {
             watch_text_head(&mut out, watch);
@@ -382,6 +390,9 @@ impl Report {
         }
         if let Some(watch) = &self.watch {
             watch_json(&mut out, watch);
+        }
+        if let Some(apiserver) = &self.apiserver {
+            apiserver.json_fields(&mut out);
         }
         if let Some(c) = &self.compaction {
             let _ = write!(out, ",\"compact_revision\":{}", c.revision);
@@ -538,7 +549,7 @@ fn watch_json(out: &mut String, watch: &WatchSummary) {
 }
 
 /// `text` as a JSON string literal.
-fn json_string(text: &str) -> String {
+pub(crate) fn json_string(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
     out.push('"');
     for c in text.chars() {
@@ -574,6 +585,7 @@ mod tests {
             stats,
             watch: None,
             compaction: None,
+            apiserver: None,
         }
     }
 
@@ -628,6 +640,7 @@ mod tests {
             stats: Stats::new(),
             watch: None,
             compaction: None,
+            apiserver: None,
         };
         assert!(empty.to_json().contains("\"throughput\":0.00"));
         assert_eq!(empty.to_text(), "");

@@ -152,6 +152,7 @@ pub fn drive(op: &str, load: Load, make: MakeRequest) -> anyhow::Result<Report> 
         stats,
         watch: None,
         compaction: None,
+        apiserver: None,
     })
 }
 

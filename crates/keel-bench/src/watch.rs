@@ -427,6 +427,7 @@ pub async fn execute(args: &BenchArgs, watch: &WatchArgs) -> anyhow::Result<Repo
             stats: Stats::new(),
             watch: Some(summary),
             compaction: None,
+            apiserver: None,
         });
     }
 
@@ -525,6 +526,7 @@ pub async fn execute(args: &BenchArgs, watch: &WatchArgs) -> anyhow::Result<Repo
         stats,
         watch: Some(summary),
         compaction: None,
+        apiserver: None,
     })
 }
 
