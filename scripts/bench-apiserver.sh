@@ -13,7 +13,8 @@
 # achieved, PUT (the mutating request) and GET latency, watch delivery latency (PUT sent -> MODIFIED
 # event received), lost events, 409 conflicts, and CPU per update: utime + stime from /proc/PID/stat
 # over the measured run, divided by the updates acknowledged, of the apiserver process (for keel up
-# the whole stack), of etcd, of the whole stack, and of the load generator (which shares the cores).
+# the whole stack), of etcd, of the whole stack, and of the load generator (which shares the cores),
+# and how many cores everything else on the machine kept busy meanwhile (0 on a quiet machine).
 #
 # Usage: scripts/bench-apiserver.sh [--runs N] [--no-build] [--keep]
 #   --runs N     measure both stacks N times and report medians (default 1)
@@ -170,11 +171,16 @@ ticks() {
     sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0
 }
 
+# busy_ticks : clock ticks the whole machine has spent busy (user, nice, system, irq, softirq,
+# steal in the first line of /proc/stat).
+busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
+
 BENCH_ARGS=(--clients "$CLIENTS" --watchers "$WATCHERS" --rate "$RATE")
 
 # measure STACK RUN : one measured `keel bench apiserver` run against the running stack.
 measure() {
     local stack=$1 run=$2 out="$WORK/$stack-$run.json" rc=0 api0 etcd0 api1 etcd1 load
+    local busy0 busy1 t0 t1
     if [[ "$WARMUP" != 0 && "$WARMUP" != 0s ]]; then
         say "run $run: $stack: warm-up for $WARMUP"
         # shellcheck disable=SC2086
@@ -185,10 +191,14 @@ measure() {
     say "run $run: $stack: $RATE updates/s offered by $CLIENTS clients, $WATCHERS watchers, $DURATION"
     api0=$(ticks apiserver)
     etcd0=$(ticks etcd)
+    busy0=$(busy_ticks)
+    t0=$(date +%s.%N)
     # shellcheck disable=SC2086
     { TIMEFORMAT='%U %S'; time "$KEEL" bench --json apiserver --kubeconfig "$KUBECONFIG_OF" \
         "${BENCH_ARGS[@]}" --duration "$DURATION" ${BENCH_EXTRA_ARGS:-} \
         >"$out" 2>>"$WORK/bench-stderr.log" || rc=$?; } 2>"$WORK/time"
+    t1=$(date +%s.%N)
+    busy1=$(busy_ticks)
     api1=$(ticks apiserver)
     etcd1=$(ticks etcd)
     load=$(awk '{print $1 + $2}' "$WORK/time" 2>/dev/null || echo 0)
@@ -198,11 +208,14 @@ measure() {
         return 0
     fi
     [[ $rc == 0 ]] || say "  exit $rc: $(tail -n 1 "$WORK/bench-stderr.log")"
-    python3 - "$out" "$stack" "$RESULTS" "$CLK_TCK" "$api0" "$api1" "$etcd0" "$etcd1" "$load" <<'PY'
+    python3 - "$out" "$stack" "$RESULTS" "$CLK_TCK" "$api0" "$api1" "$etcd0" "$etcd1" "$load" \
+        "$busy0" "$busy1" "$t0" "$t1" <<'PY'
 import json, sys
 out, stack, path, tck = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 api0, api1, etcd0, etcd1 = (int(x) for x in sys.argv[5:9])
 load = float(sys.argv[9])
+busy0, busy1 = int(sys.argv[10]), int(sys.argv[11])
+wall = float(sys.argv[13]) - float(sys.argv[12])
 r = json.loads(open(out).read())
 updates = r["updates"]
 rows = {k: r[k] for k in ("update_rate", "put_p50_ms", "put_p99_ms", "put_max_ms", "get_p50_ms",
@@ -215,6 +228,9 @@ if updates > 0:
         rows["cpu_etcd_us"] = (etcd1 - etcd0) * us
     rows["cpu_stack_us"] = (api1 - api0 + etcd1 - etcd0) * us
     rows["cpu_load_us"] = load * 1e6 / updates
+# Cores kept busy by everything else on the machine during the run (other users' work).
+others = (busy1 - busy0) / tck - (api1 - api0 + etcd1 - etcd0) / tck - load
+rows["other_cores"] = max(others, 0.0) / wall if wall > 0 else 0.0
 with open(path, "a") as f:
     for k, v in rows.items():
         f.write(f"{stack}\t{k}\t{v}\n")
@@ -275,6 +291,7 @@ rows = [
     ("cpu_etcd_us", "CPU per update: etcd (µs ↓)", 1),
     ("cpu_stack_us", "CPU per update: whole stack (µs ↓)", 1),
     ("cpu_load_us", "CPU per update: load generator (µs, same cores)", 1),
+    ("other_cores", "other processes on the machine during the run (cores busy)", 2),
 ]
 
 def show(value, digits):
@@ -306,6 +323,9 @@ for metric, label, digits in rows:
         continue
     if metric == "cpu_etcd_us":
         print(f"| {label} | (in process) | {show(e, digits)} | n/a |")
+        continue
+    if metric == "other_cores":
+        print(f"| {label} | {show(u, digits)} | {show(e, digits)} | n/a |")
         continue
     print(f"| {label} | {show(u, digits)} | {show(e, digits)} | {ratio(u, e)} |")
 print()
