@@ -28,6 +28,32 @@ fn exists(kube: &Kube, pod: &str) -> bool {
     !String::from_utf8_lossy(&out.stdout).trim().is_empty()
 }
 
+/// Seconds since the epoch of an RFC 3339 UTC timestamp (`2026-12-04T10:00:00Z`).
+fn seconds(ts: &str) -> i64 {
+    let n = |range: std::ops::Range<usize>| -> i64 { ts[range].parse().expect("a timestamp") };
+    let (y, m, d) = (n(0..4), n(5..7), n(8..10));
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    days * 86_400 + n(11..13) * 3600 + n(14..16) * 60 + n(17..19)
+}
+
+#[test]
+fn a_negative_grace_period_reads_as_one_second() {
+    let kube = Kube::start(Stack::Up);
+    apply(&kube, "short", Some("n1"));
+    // kubectl reads --grace-period=-1 as "the default": ask the API directly.
+    let path = "/api/v1/namespaces/default/pods/short?gracePeriodSeconds=-1";
+    kube.kubectl_ok(&["delete", "--raw", path]);
+    assert_eq!(
+        field(&kube, "short", ".metadata.deletionGracePeriodSeconds"),
+        "1"
+    );
+}
+
 #[test]
 fn a_bound_pod_terminates_gracefully_until_its_kubelet_confirms() {
     let kube = Kube::start(Stack::Up);
@@ -71,12 +97,16 @@ fn a_bound_pod_terminates_gracefully_until_its_kubelet_confirms() {
         "{listed}"
     );
 
-    // A shorter grace period replaces the running one; a longer one does not.
+    // A shorter grace period replaces the running one, the deletion time moved up by the
+    // difference; a longer one changes nothing.
+    let at = |kube: &Kube| seconds(&field(kube, "bound", ".metadata.deletionTimestamp"));
+    let first = at(&kube);
     for (asked, left) in [("5", "5"), ("20", "5")] {
         let grace = format!("--grace-period={asked}");
         kube.kubectl_ok(&["delete", "pod", "bound", "--wait=false", &grace]);
         let now = field(&kube, "bound", ".metadata.deletionGracePeriodSeconds");
         assert_eq!(now, left, "after a delete with {grace}");
+        assert_eq!(at(&kube), first - 25, "after a delete with {grace}");
     }
 
     // The kubelet confirms: grace 0 removes it.

@@ -14,7 +14,8 @@ use keel_testkit::kube::{Kube, Stack};
 use serde_json::{Value, json};
 
 /// Client-side validation needs `/openapi/v2`; the documents are not served yet.
-const NO_CLIENT_VALIDATION: &str = "--validate=false";
+/// kubectl's default, said aloud: the server validates fields (`fieldValidation=Strict`).
+const VALIDATE: &str = "--validate=strict";
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -63,21 +64,14 @@ impl Session<'_> {
     }
 
     fn apply(&self, file: &str, extra: &[&str]) -> String {
-        let mut args = vec!["apply", "--server-side", NO_CLIENT_VALIDATION, "-f", file];
+        let mut args = vec!["apply", "--server-side", VALIDATE, "-f", file];
         args.extend_from_slice(extra);
         self.ok(&args)
     }
 
     /// `apply --server-side` with kubectl's request log (`-v=6`) on stderr.
     fn apply_logged(&self, file: &str) -> Output {
-        self.run(&[
-            "apply",
-            "--server-side",
-            NO_CLIENT_VALIDATION,
-            "-f",
-            file,
-            "-v=6",
-        ])
+        self.run(&["apply", "--server-side", VALIDATE, "-f", file, "-v=6"])
     }
 
     /// The object as JSON, managedFields shown.
@@ -137,7 +131,7 @@ fn session(kube: &Kube, version: Option<&str>) {
         "ns.yaml",
         &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"),
     );
-    s.ok(&["create", "-f", &nsfile, NO_CLIENT_VALIDATION]);
+    s.ok(&["create", "-f", &nsfile, VALIDATE]);
     let created = s.get(&format!("namespace/{ns}"));
     assert_eq!(
         entries(&created),
@@ -150,7 +144,7 @@ fn session(kube: &Kube, version: Option<&str>) {
 
     // A create, a label, a replace: each its manager's Update entry.
     let c1 = s.write("c1.yaml", &s.configmap("c1", "  a: x\n"));
-    s.ok(&["create", "-f", &c1, NO_CLIENT_VALIDATION]);
+    s.ok(&["create", "-f", &c1, VALIDATE]);
     let obj = s.get("configmap/c1");
     let mf = &obj["metadata"]["managedFields"][0];
     assert_eq!(mf["apiVersion"], "v1");
@@ -167,7 +161,7 @@ fn session(kube: &Kube, version: Option<&str>) {
     );
     s.ok(&["label", "configmap/c1", "-n", ns, "tier=front"]);
     let replaced = s.write("c1b.yaml", &s.configmap("c1", "  a: y\n"));
-    s.ok(&["replace", "-f", &replaced, NO_CLIENT_VALIDATION]);
+    s.ok(&["replace", "-f", &replaced, VALIDATE]);
     assert_eq!(
         entries(&s.get("configmap/c1")),
         [
@@ -222,7 +216,7 @@ fn session(kube: &Kube, version: Option<&str>) {
         "-p",
         r#"{"data":{"a":"changed"}}"#,
     ]);
-    let stderr = s.fails(&["apply", "--server-side", NO_CLIENT_VALIDATION, "-f", &s1]);
+    let stderr = s.fails(&["apply", "--server-side", VALIDATE, "-f", &s1]);
     assert!(
         stderr.starts_with(
             "error: Apply failed with 1 conflict: conflict with \"kubectl-patch\" using v1: .data.a\n\
@@ -276,14 +270,7 @@ fn session(kube: &Kube, version: Option<&str>) {
 
     // A field manager name over 128 bytes is refused.
     let long = format!("--field-manager={}", "m".repeat(129));
-    let stderr = s.fails(&[
-        "apply",
-        "--server-side",
-        NO_CLIENT_VALIDATION,
-        "-f",
-        &s1,
-        &long,
-    ]);
+    let stderr = s.fails(&["apply", "--server-side", VALIDATE, "-f", &s1, &long]);
     assert!(
         stderr.contains("fieldManager: Too long: may not be more than 128 bytes"),
         "{stderr}"
@@ -307,13 +294,7 @@ fn session(kube: &Kube, version: Option<&str>) {
             .is_none()
     );
     let c1_changed = s.write("c1c.yaml", &s.configmap("c1", "  a: z\n"));
-    let stderr = s.fails(&[
-        "apply",
-        "--server-side",
-        NO_CLIENT_VALIDATION,
-        "-f",
-        &c1_changed,
-    ]);
+    let stderr = s.fails(&["apply", "--server-side", VALIDATE, "-f", &c1_changed]);
     assert!(
         stderr.starts_with(
             "error: Apply failed with 1 conflict: conflict with \"before-first-apply\" using v1: .data.a\n"
@@ -324,7 +305,7 @@ fn session(kube: &Kube, version: Option<&str>) {
     // Client-side apply, then server-side apply of a changed value: kubectl migrates the
     // fields, with no conflict, and the annotation follows the applied configuration.
     let csa = s.write("csa.yaml", &s.configmap("m1", "  a: one\n  b: two\n"));
-    s.ok(&["apply", NO_CLIENT_VALIDATION, "-f", &csa]);
+    s.ok(&["apply", VALIDATE, "-f", &csa]);
     let managers: Vec<String> = entries(&s.get("configmap/m1"))
         .into_iter()
         .map(|e| e.0)
@@ -353,7 +334,7 @@ fn session(kube: &Kube, version: Option<&str>) {
     // ...and client-side apply works on after it.
     let back = s.write("back.yaml", &s.configmap("m1", "  a: eins\n  b: two\n"));
     assert_eq!(
-        s.ok(&["apply", NO_CLIENT_VALIDATION, "-f", &back]),
+        s.ok(&["apply", VALIDATE, "-f", &back]),
         "configmap/m1 configured\n"
     );
     assert_eq!(s.get("configmap/m1")["data"]["a"], "eins");
@@ -378,7 +359,7 @@ fn session(kube: &Kube, version: Option<&str>) {
         })
     );
     s.ok(&["set", "image", "pod/p1", "-n", ns, "web=nginx:1.26"]);
-    let stderr = s.fails(&["apply", "--server-side", NO_CLIENT_VALIDATION, "-f", &pod]);
+    let stderr = s.fails(&["apply", "--server-side", VALIDATE, "-f", &pod]);
     assert!(
         stderr.starts_with(
             "error: Apply failed with 1 conflict: conflict with \"kubectl-set\" using v1: .spec.containers[name=\"web\"].image\n"
@@ -436,6 +417,25 @@ fn session(kube: &Kube, version: Option<&str>) {
         .map(|p| p["name"].clone())
         .collect();
     assert_eq!(names, [json!("dns")]);
+
+    // A field the schema does not declare: refused (nothing stored, nothing owned), as the
+    // field manager cannot make a typed patch object of it; the resource still reads.
+    let unknown = s.write(
+        "unknown.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: odd\n  namespace: {ns}\nbogus: 1\n"
+        ),
+    );
+    let stderr = s.fails(&["apply", "--server-side", VALIDATE, "-f", &unknown]);
+    assert!(
+        stderr.contains(&format!(
+            "failed to create typed patch object ({ns}/odd; /v1, Kind=ConfigMap): .bogus: field not declared in schema"
+        )),
+        "{stderr}"
+    );
+    let missing = s.run(&["get", "configmap", "odd", "-n", ns]);
+    assert!(!missing.status.success(), "nothing was stored");
+    s.ok(&["get", "configmaps", "-n", ns]);
 }
 
 #[test]

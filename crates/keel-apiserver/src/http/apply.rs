@@ -8,6 +8,7 @@
 use serde_json::Value;
 
 use super::field_manager::Options;
+use super::{field_validation, openapi};
 use crate::registry::managed_fields::FieldManager;
 use crate::registry::store::Registry;
 use crate::registry::time::Time;
@@ -28,6 +29,11 @@ pub async fn patch(
     options: &Options,
 ) -> Result<(Value, bool), Status> {
     let config = read(body)?;
+    let defs = openapi::documents(registry.kinds()).definitions();
+    let undeclared = field_validation::undeclared_fields(kind, defs, &config);
+    if !undeclared.is_empty() {
+        return Err(untyped(kind, namespace, name, &undeclared));
+    }
     let manager = FieldManager::new(kind, subresource, Time::now());
     registry
         .update_or_create(kind, namespace, name, subresource, dry_run, |current| {
@@ -38,6 +44,31 @@ pub async fn patch(
             Ok(obj)
         })
         .await
+}
+
+/// kube-apiserver's answer to an applied configuration with fields its schema does not
+/// declare: 500, as the field manager fails to make the typed patch object (so nothing
+/// unknown is ever stored or owned).
+fn untyped(kind: &dyn Strategy, namespace: Option<&str>, name: &str, fields: &[String]) -> Status {
+    let info = kind.info();
+    let errors: Vec<String> = fields
+        .iter()
+        .map(|f| format!("{f}: field not declared in schema"))
+        .collect();
+    let errors = match errors.as_slice() {
+        [one] => one.clone(),
+        many => format!("errors:\n  {}", many.join("\n  ")),
+    };
+    let gvk = format!("{}/{}, Kind={}", info.group, info.version, info.kind);
+    // Not a Status from the registry: kube-apiserver answers it with no reason.
+    Status::failure(
+        500,
+        "",
+        format!(
+            "failed to create typed patch object ({}/{name}; {gvk}): {errors}",
+            namespace.unwrap_or("")
+        ),
+    )
 }
 
 /// The applied configuration: a YAML (or JSON) object; nothing at all is an empty one.

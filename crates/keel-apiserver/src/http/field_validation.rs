@@ -112,6 +112,24 @@ pub fn check_body(
     Ok(errors)
 }
 
+/// The fields of an applied configuration that the kind's schema does not declare, as
+/// structured-merge-diff's typed conversion names them (`.spec.foo`): kube-apiserver refuses
+/// such an apply whatever the directive, as it cannot make the typed patch object.
+pub fn undeclared_fields(
+    kind: &dyn Strategy,
+    defs: &Map<String, Value>,
+    config: &Value,
+) -> Vec<String> {
+    let Some(root) = root(kind) else {
+        return Vec::new();
+    };
+    let mut copy = config.clone();
+    prune(&mut copy, &root, defs)
+        .into_iter()
+        .map(|path| format!(".{path}"))
+        .collect()
+}
+
 /// A patched object: the patch body's duplicates and the unknown fields of `patched` (which
 /// is pruned), checked as the directive says; the warnings to answer with.
 pub fn check_patch(
@@ -130,7 +148,10 @@ pub fn check_patch(
         Body::StrategicMergePatch => strategic_merge::go_fmt(patch),
         _ => go_json(patched),
     };
-    let mut unknown = prune(patched, &root, defs);
+    let mut unknown: Vec<String> = prune(patched, &root, defs)
+        .iter()
+        .map(|path| format!("unknown field {}", go_quote(path)))
+        .collect();
     if directive == Directive::Ignore {
         return Ok(Vec::new());
     }
@@ -240,7 +261,8 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-/// Removes from `obj` what the schema `root` does not know; the paths removed, in key order.
+/// Removes from `obj` what the schema `root` does not know; the paths removed (`spec.foo`,
+/// list items as `[0]`), in key order.
 pub fn prune(obj: &mut Value, root: &str, defs: &Map<String, Value>) -> Vec<String> {
     let mut removed = Vec::new();
     if let Some(schema) = defs.get(root) {
@@ -271,7 +293,7 @@ fn prune_value(
                             prune_value(child, Shape::of(schema, defs), defs, &field, removed);
                         }
                         None => {
-                            removed.push(format!("unknown field {}", go_quote(&field)));
+                            removed.push(field);
                             map.remove(&key);
                         }
                     }

@@ -469,6 +469,11 @@ fn read_object(
                 "the namespace of the provided object does not match the namespace sent on the request".into(),
             ));
         }
+        // Left out, it is the request's (as kube-apiserver's BeforeCreate and BeforeUpdate
+        // fill it in).
+        if let (true, Some(namespace)) = (given.is_empty(), namespace) {
+            crate::registry::meta::metadata(&mut obj).insert("namespace".into(), namespace.into());
+        }
     }
     if let Some(name) = name {
         let given = meta_str(&obj, "name");

@@ -25,9 +25,10 @@ use crate::storage::Status;
 /// kube-apiserver's `--min-request-timeout` default.
 const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
 
-/// How long a watch runs: `timeoutSeconds`, or the jittered default.
+/// How long a watch runs: `timeoutSeconds`, or (unset or 0, as kube-apiserver reads 0) the
+/// jittered default.
 pub fn timeout(param: Option<&str>) -> Result<Duration, Status> {
-    match param.filter(|p| !p.is_empty()) {
+    match param.filter(|p| !p.is_empty() && *p != "0") {
         Some(p) => p.parse::<u64>().map(Duration::from_secs).map_err(|_| {
             Status::failure(
                 400,
@@ -115,5 +116,23 @@ impl State {
         let metadata = json!({"resourceVersion": meta_str(&object, "resourceVersion")});
         let headers = std::mem::replace(&mut self.first, false);
         table::table(self.kind, &[object], metadata, self.include, headers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_watch_runs_for_timeout_seconds_and_zero_or_unset_is_the_default() {
+        assert_eq!(timeout(Some("7")).unwrap(), Duration::from_secs(7));
+        for unset in [None, Some(""), Some("0")] {
+            let t = timeout(unset).unwrap();
+            assert!(
+                t >= MIN_REQUEST_TIMEOUT && t < 2 * MIN_REQUEST_TIMEOUT,
+                "{unset:?}"
+            );
+        }
+        assert_eq!(timeout(Some("-1")).unwrap_err().code, 400);
     }
 }

@@ -734,37 +734,30 @@ impl Strategy for Pods {
                 obj.pointer("/spec/terminationGracePeriodSeconds")
                     .and_then(Value::as_i64)
             })
-            .unwrap_or(30)
-            .max(0);
+            .unwrap_or(30);
         if !bound || phase == "Succeeded" || phase == "Failed" {
             grace = 0;
+        }
+        // A negative grace period reads as 1 s, as the pod strategy's CheckGracefulDelete has it.
+        if grace < 0 {
+            grace = 1;
         }
         let current = obj
             .pointer("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64);
         if grace == 0 {
             return match current {
-                // Already waiting for a grace period: grace 0 ends it, the deletion time moved
-                // up by the grace given up (written, then deleted unless finalizers remain).
-                Some(g) if g > 0 => {
-                    let mut ended = obj.clone();
-                    let meta = super::meta::metadata(&mut ended);
-                    meta.insert("deletionGracePeriodSeconds".into(), 0.into());
-                    let at = meta
-                        .get("deletionTimestamp")
-                        .and_then(Value::as_str)
-                        .and_then(Time::parse);
-                    if let Some(at) = at {
-                        meta.insert("deletionTimestamp".into(), Time(at.0 - g).rfc3339().into());
-                    }
-                    Some(ended)
-                }
+                // Already waiting for a grace period: grace 0 ends it (written, then deleted
+                // unless finalizers remain).
+                Some(g) if g > 0 => Some(shorten_grace(obj, g, 0)),
                 _ => super::meta::mark_for_finalizers(obj, now),
             };
         }
-        if current.is_some_and(|g| g <= grace) {
+        match current {
             // A shorter or equal grace period is already running.
-            return Some(obj.clone());
+            Some(g) if g <= grace => return Some(obj.clone()),
+            Some(g) if meta_has_deletion(obj) => return Some(shorten_grace(obj, g, grace)),
+            _ => {}
         }
         let mut marked = obj.clone();
         let meta = super::meta::metadata(&mut marked);
@@ -930,6 +923,30 @@ impl Strategy for Pods {
     fn returns_deleted_object(&self) -> bool {
         true
     }
+}
+
+/// Whether `obj` is already marked for deletion.
+fn meta_has_deletion(obj: &Value) -> bool {
+    !text(obj, "/metadata/deletionTimestamp").is_empty()
+}
+
+/// `obj`, deleting with a grace period of `from` seconds, now deleting with `to`: the
+/// deletion time moves by the difference, as kube-apiserver's `BeforeDelete` moves it.
+fn shorten_grace(obj: &Value, from: i64, to: i64) -> Value {
+    let mut shortened = obj.clone();
+    let meta = super::meta::metadata(&mut shortened);
+    meta.insert("deletionGracePeriodSeconds".into(), to.into());
+    let at = meta
+        .get("deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(Time::parse);
+    if let Some(at) = at {
+        meta.insert(
+            "deletionTimestamp".into(),
+            Time(at.0 - from + to).rfc3339().into(),
+        );
+    }
+    shortened
 }
 
 #[cfg(test)]

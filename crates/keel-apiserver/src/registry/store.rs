@@ -342,7 +342,7 @@ impl Registry {
         };
         if dry_run {
             let value = step(&found).map_err(|e| Status::from_storage(&e, &target))?;
-            let mut obj: Value = serde_json::from_slice(&value)
+            let mut obj: Value = parse_stored(&value)
                 .map_err(|e| Status::internal(format!("decoding the updated object: {e}")))?;
             meta::metadata(&mut obj).insert(
                 "resourceVersion".into(),
@@ -652,7 +652,7 @@ impl Watching {
             // An update moves an object into or out of the filter: ADDED or DELETED (the old
             // state, at the update's resourceVersion), as kube-apiserver's watchers send it.
             let old = prev.filter(|p| !p.is_empty()).and_then(|p| {
-                let mut old = self.kind.to_served(serde_json::from_slice(p).ok()?);
+                let mut old = self.kind.to_served(parse_stored(p).ok()?);
                 let rv = meta_str(&object, "resourceVersion").to_string();
                 meta::metadata(&mut old).insert("resourceVersion".into(), rv.into());
                 Some(old)
@@ -781,10 +781,23 @@ fn without_resource_version(obj: &Value) -> Value {
     copy
 }
 
+/// Parses a stored value without serde_json's recursion limit: whatever the request parsers
+/// accepted (each with its own limit) plus what the server adds (managedFields' sets nest a
+/// few levels deeper) must always read back, or one object would make its whole resource
+/// unreadable. The depth stays bounded by those parsers.
+fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+    use serde::Deserialize;
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    de.disable_recursion_limit();
+    let value = Value::deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
 /// A stored object in `kind`'s form, with its resourceVersion set.
 fn decode(kind: &dyn Strategy, object: &Object) -> Result<Value, Status> {
     let info = kind.info();
-    let value: Value = serde_json::from_slice(&object.value).map_err(|e| {
+    let value: Value = parse_stored(&object.value).map_err(|e| {
         Status::internal(format!(
             "object at {} is not a JSON {}: {e}",
             object.key, info.kind
