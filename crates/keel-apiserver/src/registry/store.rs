@@ -308,11 +308,17 @@ impl Registry {
         let info = kind.info();
         let key = self.key(info, namespace, name);
         let target = target(info, name);
-        let (found, _) = self
-            .timed("get", info, self.storage.get(&key, ""))
-            .await
-            .map_err(|e| Status::from_storage(&e, &target))?;
-        let Some(found) = found else {
+        // A create that loses a race to another writer's create goes on as an update of what
+        // that writer stored, as kube-apiserver's GuaranteedUpdate retries it.
+        let mut lost_a_create_race = false;
+        let found = loop {
+            let (found, _) = self
+                .timed("get", info, self.storage.get(&key, ""))
+                .await
+                .map_err(|e| Status::from_storage(&e, &target))?;
+            if let Some(found) = found {
+                break found;
+            }
             if !allow_create || subresource.is_some() {
                 return Err(Status::from_storage(
                     &StorageError::NotFound { key },
@@ -320,10 +326,12 @@ impl Registry {
                 ));
             }
             let obj = make(None)?;
-            return self
-                .create(kind, namespace, obj, dry_run)
-                .await
-                .map(|created| (created, true));
+            match self.create(kind, namespace, obj, dry_run).await {
+                Err(status) if status.reason == "AlreadyExists" && !lost_a_create_race => {
+                    lost_a_create_race = true;
+                }
+                created => return created.map(|created| (created, true)),
+            }
         };
         let now = Time::now();
         let mut delete_after = false;
