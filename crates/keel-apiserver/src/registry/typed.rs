@@ -807,6 +807,27 @@ mod tests {
     }
 
     #[test]
+    fn pod_affinity_terms_are_atomic_lists_selectors_and_all() {
+        let pod = schema_for("", "Pod");
+        let selector = json!({"matchLabels": {"app": "web"}});
+        let term = json!({"labelSelector": selector, "topologyKey": "zone"});
+        let obj = json!({"spec": {"affinity": {
+            "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]},
+            "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": {"namespaceSelector": selector, "topologyKey": "zone"}}
+            ]}
+        }}});
+        let set = to_field_set(&pod, &obj).unwrap();
+        assert_eq!(
+            paths(&set),
+            [
+                ".spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                ".spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution",
+            ]
+        );
+    }
+
+    #[test]
     fn removing_items_drops_what_they_emptied() {
         let cm = schema_for("", "ConfigMap");
         let mut set = Set::new();
