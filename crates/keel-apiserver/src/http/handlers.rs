@@ -195,9 +195,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             let created = registry
                 .create(kind, namespace, body, req.dry_run()?)
                 .await?;
-            let mut response = respond_object(kind, StatusCode::CREATED, created, output, include)?;
-            field_validation::add_warnings(&mut response, &warnings);
-            Ok(response)
+            respond_written(kind, true, created, output, include, &warnings)
         }
         (&Method::PUT, Some(name)) => {
             let directive = Directive::parse(req.param("fieldValidation"), "UpdateOptions")?;
@@ -220,14 +218,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
                     },
                 )
                 .await?;
-            let code = if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            let mut response = respond_object(kind, code, obj, output, include)?;
-            field_validation::add_warnings(&mut response, &warnings);
-            Ok(response)
+            respond_written(kind, created, obj, output, include, &warnings)
         }
         (&Method::PATCH, Some(name)) => {
             let directive = Directive::parse(req.param("fieldValidation"), "PatchOptions")?;
@@ -280,14 +271,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
                     )
                     .await?
             };
-            let code = if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            let mut response = respond_object(kind, code, obj, output, include)?;
-            field_validation::add_warnings(&mut response, &warnings);
-            Ok(response)
+            respond_written(kind, created, obj, output, include, &warnings)
         }
         (&Method::DELETE, Some(name)) => {
             let options = delete_options(&req)?;
@@ -591,6 +575,26 @@ fn respond_object(
         _ => obj,
     };
     Ok(value_response(code, &answer, output))
+}
+
+/// The object a create, update or patch wrote: 201 if it was created, else 200, with the
+/// field validation's warnings.
+fn respond_written(
+    kind: &dyn Strategy,
+    created: bool,
+    obj: Value,
+    output: Output,
+    include: IncludeObject,
+    warnings: &[String],
+) -> Result<Response, Status> {
+    let code = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let mut response = respond_object(kind, code, obj, output, include)?;
+    field_validation::add_warnings(&mut response, warnings);
+    Ok(response)
 }
 
 fn respond_list(
