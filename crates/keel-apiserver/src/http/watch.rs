@@ -6,6 +6,7 @@
 //! without one after a random time between 30 and 60 minutes (kube-apiserver's
 //! `--min-request-timeout` 1800 s, jittered up to twice that).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -18,7 +19,7 @@ use super::handlers::streamed;
 use super::metadata;
 use super::negotiate::Output;
 use super::table::{self, IncludeObject};
-use crate::registry::store::Watching;
+use crate::registry::watching::{WatchEvent, Watching};
 use crate::registry::{Strategy, meta_str};
 use crate::storage::Status;
 
@@ -53,7 +54,7 @@ struct State {
     done: bool,
 }
 
-/// The streamed response of a watch.
+/// The streamed response of a watch: the events ready at one time go out as one chunk.
 pub fn stream(
     kind: &'static dyn Strategy,
     watching: Watching,
@@ -74,24 +75,16 @@ pub fn stream(
         if state.done {
             return None;
         }
-        let next = tokio::time::timeout_at(state.deadline, state.watching.next()).await;
-        let line = match next {
+        let next = tokio::time::timeout_at(state.deadline, state.watching.next_batch()).await;
+        let chunk = match next {
             Err(_) | Ok(None) => return None,
-            Ok(Some(Ok(event))) => {
-                let object = state.render(event.object);
-                json!({"type": event.kind, "object": object})
-            }
+            Ok(Some(Ok(events))) => state.encode(events),
             Ok(Some(Err(status))) => {
                 state.done = true;
-                json!({"type": "ERROR", "object": status})
+                line("ERROR", &status)
             }
         };
-        let mut bytes = serde_json::to_vec(&line).expect("a JSON value encodes");
-        bytes.push(b'\n');
-        Some((
-            Ok::<Bytes, std::convert::Infallible>(Bytes::from(bytes)),
-            state,
-        ))
+        Some((Ok::<Bytes, std::convert::Infallible>(chunk), state))
     });
     let output = if output == Output::Yaml {
         Output::Json
@@ -101,13 +94,46 @@ pub fn stream(
     streamed(output, Body::from_stream(events))
 }
 
+/// One event as a line of the stream: `{"type":...,"object":...}` and a newline.
+fn line(kind: &str, object: &impl serde::Serialize) -> Bytes {
+    let mut bytes = Vec::with_capacity(256);
+    bytes.extend_from_slice(b"{\"type\":\"");
+    bytes.extend_from_slice(kind.as_bytes());
+    bytes.extend_from_slice(b"\",\"object\":");
+    serde_json::to_writer(&mut bytes, object).expect("a JSON value encodes");
+    bytes.extend_from_slice(b"}\n");
+    Bytes::from(bytes)
+}
+
 impl State {
-    /// An event's object as the client asked for it: whole, with apiVersion and kind, or as
-    /// a one-row Table (column definitions with the first event only).
-    fn render(&mut self, mut object: Value) -> Value {
-        let info = self.kind.info();
-        object["apiVersion"] = info.api_version().into();
-        object["kind"] = info.kind.into();
+    /// Events as the lines of one chunk. An event sent as the watch cache decoded it is
+    /// encoded once for every watcher that sends it in JSON.
+    fn encode(&mut self, events: Vec<WatchEvent>) -> Bytes {
+        let mut lines: Vec<Bytes> = events
+            .into_iter()
+            .map(|event| match (self.output, event.shared_encoding()) {
+                (Output::Json | Output::Yaml, Some(shared)) => shared
+                    .get_or_init(|| line(event.kind, &*event.object))
+                    .clone(),
+                _ => {
+                    let kind = event.kind;
+                    line(kind, &self.render(Arc::unwrap_or_clone(event.object)))
+                }
+            })
+            .collect();
+        if lines.len() == 1 {
+            return lines.pop().expect("one line");
+        }
+        let mut chunk = Vec::with_capacity(lines.iter().map(Bytes::len).sum());
+        for line in &lines {
+            chunk.extend_from_slice(line);
+        }
+        Bytes::from(chunk)
+    }
+
+    /// An event's object as the client asked for it: whole, as metadata only, or as a
+    /// one-row Table (column definitions with the first event only).
+    fn render(&mut self, object: Value) -> Value {
         match self.output {
             Output::Table => {}
             Output::Metadata => return metadata::partial_object(&object),

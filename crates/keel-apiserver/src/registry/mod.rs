@@ -26,6 +26,7 @@ pub mod services;
 pub mod store;
 pub mod time;
 pub mod typed;
+pub mod watching;
 
 use serde_json::Value;
 

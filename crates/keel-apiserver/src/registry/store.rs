@@ -14,9 +14,12 @@ use serde_json::{Map, Value, json};
 use crate::metrics::Metrics;
 
 use super::time::Time;
+use super::watching::{Decoded, Watching, decode_event};
 use super::{ResourceInfo, Strategy, meta, meta_str};
+use crate::storage::cacher::{self, Cacher};
 use crate::storage::{
-    Etcd3, Event, FieldError, KeyLayout, ListOptions, Object, Status, StorageError, Target, Watch,
+    Etcd3, FieldError, KeyLayout, ListOptions, Object, Status, StorageError, Target,
+    resource_version,
 };
 
 /// The update that marks an object for deletion (an internal subresource name no request
@@ -64,15 +67,6 @@ pub struct Deleted {
     pub finished: bool,
 }
 
-/// One watch event as the API sends it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WatchEvent {
-    /// `ADDED`, `MODIFIED` or `DELETED`.
-    pub kind: &'static str,
-    /// The object (for DELETED its last state, at the deletion's resourceVersion).
-    pub object: Value,
-}
-
 /// The objects of every kind, in one store.
 pub struct Registry {
     storage: Etcd3,
@@ -81,10 +75,13 @@ pub struct Registry {
     /// `--event-ttl`, in seconds: how long events are kept.
     event_ttl: i64,
     metrics: Arc<Metrics>,
+    /// Each kind's watch cache, in the order of `kinds`.
+    caches: Vec<Cacher<Decoded>>,
 }
 
 impl Registry {
-    /// A registry of `kinds` keeping its objects in `storage` under `keys`.
+    /// A registry of `kinds` keeping its objects in `storage` under `keys`. Must be called
+    /// within a Tokio runtime: each kind's watch cache starts following the store.
     pub fn new(
         storage: Etcd3,
         keys: KeyLayout,
@@ -92,12 +89,22 @@ impl Registry {
         event_ttl: std::time::Duration,
         metrics: Arc<Metrics>,
     ) -> Registry {
+        let caches = kinds
+            .iter()
+            .map(|&kind| {
+                let prefix = keys.collection(kind.info().resource, None);
+                Cacher::start(storage.clone(), prefix, cacher::CAPACITY, move |event| {
+                    decode_event(kind, event)
+                })
+            })
+            .collect();
         Registry {
             storage,
             keys,
             kinds,
             event_ttl: event_ttl.as_secs() as i64,
             metrics,
+            caches,
         }
     }
 
@@ -118,7 +125,13 @@ impl Registry {
         version: &str,
         resource: &str,
     ) -> Option<&'static dyn Strategy> {
-        self.kinds.iter().copied().find(|k| {
+        Some(self.kinds[self.position(group, version, resource)?])
+    }
+
+    /// Where the kind served at `group`/`version` as `resource` is in `kinds` (kinds are
+    /// told apart by what they serve: a unit struct's address says nothing).
+    fn position(&self, group: &str, version: &str, resource: &str) -> Option<usize> {
+        self.kinds.iter().position(|k| {
             let info = k.info();
             info.group == group && info.version == version && info.resource == resource
         })
@@ -535,8 +548,12 @@ impl Registry {
     }
 
     /// Watches a collection (or all namespaces) from `resource_version`, only the objects
-    /// `filter` accepts: an object that stops matching is sent as DELETED, one that starts
-    /// matching as ADDED, as kube-apiserver's watchers do.
+    /// `filter` accepts (see [`super::watching`]). From "" or "0" the current objects come
+    /// first, as ADDED, then the changes after them ("get state and start at most recent").
+    /// The kind's watch cache serves the changes when it holds them all; otherwise the
+    /// watch is a store watch of its own. Either way a start the store has compacted is 410
+    /// Expired, as a store watch answers it (kube-apiserver's cache serves such a start from
+    /// its buffer instead; keel answers the same whether or not the cache holds it).
     pub async fn watch(
         &self,
         kind: &'static dyn Strategy,
@@ -546,19 +563,42 @@ impl Registry {
     ) -> Result<Watching, Status> {
         let info = kind.info();
         let prefix = self.keys.collection(info.resource, namespace);
+        let failed = |e: StorageError| Status::from_storage(&e, &target(info, ""));
+        let rv = resource_version::parse(resource_version).map_err(failed)?;
+        let (initial, after) = if rv > 0 {
+            (Vec::new(), rv)
+        } else {
+            let all = self
+                .timed(
+                    "list",
+                    info,
+                    self.storage.list(&prefix, ListOptions::default()),
+                )
+                .await
+                .map_err(failed)?;
+            (all.items, all.revision)
+        };
+        let cache = self
+            .position(info.group, info.version, info.resource)
+            .and_then(|i| self.caches[i].watch(&prefix, after));
+        if let Some(watch) = cache {
+            // A start the store compacted is 410 Expired whoever serves the watch.
+            if rv > 0 {
+                self.timed("watch", info, self.storage.check_history(&prefix, after))
+                    .await
+                    .map_err(failed)?;
+            }
+            return Ok(Watching::cached(kind, initial, watch, filter));
+        }
         let watch = self
             .timed(
                 "watch",
                 info,
-                self.storage.watch(&prefix, true, resource_version),
+                self.storage.watch_after(&prefix, true, after),
             )
             .await
-            .map_err(|e| Status::from_storage(&e, &target(info, "")))?;
-        Ok(Watching {
-            kind,
-            watch,
-            filter,
-        })
+            .map_err(failed)?;
+        Ok(Watching::store(kind, initial, watch, filter))
     }
 
     /// How many objects of `kind` there are (all namespaces).
@@ -623,62 +663,6 @@ impl Registry {
     fn key(&self, info: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
         self.keys
             .object(info.resource, namespace.filter(|_| info.namespaced), name)
-    }
-}
-
-/// A running watch of one kind.
-pub struct Watching {
-    kind: &'static dyn Strategy,
-    watch: Watch,
-    filter: Option<Box<Filter>>,
-}
-
-impl Watching {
-    /// The next event the filter lets through; None when the store ends the watch.
-    pub async fn next(&mut self) -> Option<Result<WatchEvent, Status>> {
-        loop {
-            let event = match self.watch.next().await? {
-                Ok(event) => event,
-                Err(e) => {
-                    let target = target(self.kind.info(), "");
-                    return Some(Err(Status::from_storage(&e, &target)));
-                }
-            };
-            let (kind, object, prev) = match &event {
-                Event::Added(o) => ("ADDED", o, None),
-                Event::Modified(o, prev) => ("MODIFIED", o, Some(prev)),
-                Event::Deleted(o) => ("DELETED", o, None),
-            };
-            let object = match decode(self.kind, object) {
-                Ok(object) => object,
-                Err(status) => return Some(Err(status)),
-            };
-            let Some(filter) = &self.filter else {
-                return Some(Ok(WatchEvent { kind, object }));
-            };
-            let passes = filter(&object);
-            // An update moves an object into or out of the filter: ADDED or DELETED (the old
-            // state, at the update's resourceVersion), as kube-apiserver's watchers send it.
-            let old = prev.filter(|p| !p.is_empty()).and_then(|p| {
-                let mut old = self.kind.to_served(parse_stored(p).ok()?);
-                let rv = meta_str(&object, "resourceVersion").to_string();
-                meta::metadata(&mut old).insert("resourceVersion".into(), rv.into());
-                Some(old)
-            });
-            let event = match (kind, passes, old) {
-                ("MODIFIED", true, Some(old)) if !filter(&old) => WatchEvent {
-                    kind: "ADDED",
-                    object,
-                },
-                ("MODIFIED", false, Some(old)) if filter(&old) => WatchEvent {
-                    kind: "DELETED",
-                    object: old,
-                },
-                (_, true, _) => WatchEvent { kind, object },
-                _ => continue,
-            };
-            return Some(Ok(event));
-        }
     }
 }
 
@@ -754,7 +738,7 @@ fn check_preconditions(
     Ok(())
 }
 
-fn target(info: &ResourceInfo, name: &str) -> Target {
+pub(super) fn target(info: &ResourceInfo, name: &str) -> Target {
     Target {
         group: info.group.to_string(),
         resource: info.resource.to_string(),
@@ -793,7 +777,7 @@ fn without_resource_version(obj: &Value) -> Value {
 /// accepted (each with its own limit) plus what the server adds (managedFields' sets nest a
 /// few levels deeper) must always read back, or one object would make its whole resource
 /// unreadable. The depth stays bounded by those parsers.
-fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
+pub(super) fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     use serde::Deserialize;
     let mut de = serde_json::Deserializer::from_slice(bytes);
     de.disable_recursion_limit();
@@ -803,7 +787,7 @@ fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
 }
 
 /// A stored object in `kind`'s form, with its resourceVersion set.
-fn decode(kind: &dyn Strategy, object: &Object) -> Result<Value, Status> {
+pub(super) fn decode(kind: &dyn Strategy, object: &Object) -> Result<Value, Status> {
     let info = kind.info();
     let value: Value = parse_stored(&object.value).map_err(|e| {
         Status::internal(format!(

@@ -422,6 +422,26 @@ impl Etcd3 {
             .map_err(|e| from_etcd(e, "txn"))
     }
 
+    /// Whether the store still holds every change after `revision` under `key`, as a watch
+    /// from it needs: one Range at `revision + 1`, which the store refuses once that
+    /// revision is compacted ([`StorageError::Expired`]); a revision still to come is fine.
+    pub async fn check_history(&self, key: &str, revision: i64) -> Result<(), StorageError> {
+        let range = RangeRequest {
+            key: key.as_bytes().to_vec(),
+            revision: revision + 1,
+            count_only: true,
+            ..Default::default()
+        };
+        match self.kv.clone().range(range).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.message().contains("future revision") => Ok(()),
+            Err(e) => match from_etcd(e, "range") {
+                StorageError::Expired { .. } => Err(StorageError::Expired { of: "watch" }),
+                other => Err(other),
+            },
+        }
+    }
+
     /// A list's etcd error: 410 for a compacted revision, 504 for a future one.
     async fn list_error(&self, e: tonic::Status, revision: i64) -> StorageError {
         if e.message().contains("future revision") {

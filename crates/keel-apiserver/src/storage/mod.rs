@@ -6,6 +6,7 @@
 //! kind); errors are [`StorageError`]s, which [`errors`] turns into Kubernetes `Status`
 //! objects.
 
+pub mod cacher;
 pub mod compactor;
 pub mod continue_token;
 pub mod errors;

@@ -46,47 +46,68 @@ impl Watch {
             if let Some(event) = self.ready.pop_front() {
                 return Some(Ok(event));
             }
-            if self.ended {
-                return None;
-            }
-            let resp = match self.responses.next().await {
-                Some(Ok(resp)) => resp,
-                Some(Err(e)) => return self.end(StorageError::Internal(e.message().to_string())),
-                None => {
-                    self.ended = true;
-                    return None;
-                }
-            };
-            if resp.compact_revision > 0 {
-                return self.end(StorageError::Expired { of: "watch" });
-            }
-            if resp.canceled {
-                return self.end(StorageError::Internal(resp.cancel_reason));
-            }
-            for e in resp.events {
-                let Some(kv) = e.kv else { continue };
-                let event = if e.r#type == EventType::Delete as i32 {
-                    let prev = e.prev_kv.map(|p| p.value).unwrap_or_default();
-                    Event::Deleted(Object {
-                        key: String::from_utf8_lossy(&kv.key).into_owned(),
-                        value: prev,
-                        mod_revision: kv.mod_revision,
-                    })
-                } else if kv.create_revision == kv.mod_revision {
-                    Event::Added(object(kv))
-                } else {
-                    let prev = e.prev_kv.map(|p| p.value).unwrap_or_default();
-                    Event::Modified(object(kv), prev)
-                };
-                self.ready.push_back(event);
+            if let Some(end) = self.receive().await {
+                return end.map(Err);
             }
         }
     }
 
-    fn end(&mut self, error: StorageError) -> Option<Result<Event, StorageError>> {
+    /// Every event known now, at least one (appended to `out`): the events of one store
+    /// response come in one batch. None once the store ends the watch, an error once for why.
+    pub async fn next_batch(&mut self, out: &mut Vec<Event>) -> Option<Result<(), StorageError>> {
+        while self.ready.is_empty() {
+            if let Some(end) = self.receive().await {
+                return end.map(Err);
+            }
+        }
+        out.extend(self.ready.drain(..));
+        Some(Ok(()))
+    }
+
+    /// Waits for the store's next response and queues its events; Some when the watch
+    /// ended (with the error to hand out once, if any).
+    async fn receive(&mut self) -> Option<Option<StorageError>> {
+        if self.ended {
+            return Some(None);
+        }
+        let resp = match self.responses.next().await {
+            Some(Ok(resp)) => resp,
+            Some(Err(e)) => return Some(self.end(StorageError::Internal(e.message().to_string()))),
+            None => {
+                self.ended = true;
+                return Some(None);
+            }
+        };
+        if resp.compact_revision > 0 {
+            return Some(self.end(StorageError::Expired { of: "watch" }));
+        }
+        if resp.canceled {
+            return Some(self.end(StorageError::Internal(resp.cancel_reason)));
+        }
+        for e in resp.events {
+            let Some(kv) = e.kv else { continue };
+            let event = if e.r#type == EventType::Delete as i32 {
+                let prev = e.prev_kv.map(|p| p.value).unwrap_or_default();
+                Event::Deleted(Object {
+                    key: String::from_utf8_lossy(&kv.key).into_owned(),
+                    value: prev,
+                    mod_revision: kv.mod_revision,
+                })
+            } else if kv.create_revision == kv.mod_revision {
+                Event::Added(object(kv))
+            } else {
+                let prev = e.prev_kv.map(|p| p.value).unwrap_or_default();
+                Event::Modified(object(kv), prev)
+            };
+            self.ready.push_back(event);
+        }
+        None
+    }
+
+    fn end(&mut self, error: StorageError) -> Option<StorageError> {
         self.ended = true;
         self.ready.clear();
-        Some(Err(error))
+        Some(error)
     }
 }
 
@@ -108,18 +129,31 @@ impl Etcd3 {
         resource_version: &str,
     ) -> Result<Watch, StorageError> {
         let rv = resource_version::parse(resource_version)?;
-        let (ready, start) = if rv > 0 {
-            (VecDeque::new(), rv + 1)
+        let (ready, after) = if rv > 0 {
+            (VecDeque::new(), rv)
         } else if recursive {
             let all = self.list(key, ListOptions::default()).await?;
             (
                 all.items.into_iter().map(Event::Added).collect(),
-                all.revision + 1,
+                all.revision,
             )
         } else {
             let (found, revision) = self.get(key, "").await?;
-            (found.into_iter().map(Event::Added).collect(), revision + 1)
+            (found.into_iter().map(Event::Added).collect(), revision)
         };
+        let mut watch = self.watch_after(key, recursive, after).await?;
+        watch.ready = ready;
+        Ok(watch)
+    }
+
+    /// Watches the object at `key`, or with `recursive` every object under the prefix `key`,
+    /// for the changes after `revision`: the store's watch alone, with no initial state.
+    pub async fn watch_after(
+        &self,
+        key: &str,
+        recursive: bool,
+        revision: i64,
+    ) -> Result<Watch, StorageError> {
         let create = WatchRequest {
             request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
                 key: key.as_bytes().to_vec(),
@@ -128,7 +162,7 @@ impl Etcd3 {
                 } else {
                     Vec::new()
                 },
-                start_revision: start,
+                start_revision: revision + 1,
                 prev_kv: true,
                 ..Default::default()
             })),
@@ -172,7 +206,7 @@ impl Etcd3 {
             )));
         }
         Ok(Watch {
-            ready,
+            ready: VecDeque::new(),
             responses,
             ended: false,
         })

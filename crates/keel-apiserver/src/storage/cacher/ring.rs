@@ -1,0 +1,241 @@
+//! The watch cache's event buffer, sans I/O: the last events of one resource in revision
+//! order, each numbered by its position in the stream (its sequence number), so a watcher is a
+//! plain cursor into it.
+//!
+//! The buffer is *complete after* a revision, `covered_from`: every event with a higher
+//! revision is in it or has not happened yet. A watch from resourceVersion `rv` can be served
+//! from the buffer when `rv >= covered_from`: its cursor is the first event above `rv`, and
+//! every event it reads later is newer still. When the buffer is full the oldest event goes
+//! and `covered_from` moves up to its revision; a cursor still pointing at it has fallen
+//! behind and its watcher must end (the client resumes from the last resourceVersion it
+//! saw). When the store's history the buffer follows is broken (the store compacted past the
+//! point the buffer had reached), [`Ring::reset`] starts a new generation: every cursor of an
+//! older generation has fallen behind.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// One buffered event: its revision, its key and what the cache made of it.
+#[derive(Debug)]
+pub struct Cached<T> {
+    /// The revision of the change (the object's resourceVersion after it).
+    pub revision: i64,
+    /// The object's key.
+    pub key: String,
+    /// The decoded event.
+    pub value: T,
+}
+
+/// Where a watcher is in the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    generation: u64,
+    /// Sequence number of the next event to read.
+    next: u64,
+    /// Events at or below this revision are skipped (the watch's start).
+    after: i64,
+}
+
+/// The cursor's events are no longer in the buffer (it fell behind, or the buffer was reset).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Behind;
+
+/// The last events of one resource (see the module docs).
+#[derive(Debug)]
+pub struct Ring<T> {
+    events: VecDeque<Arc<Cached<T>>>,
+    /// Sequence number of `events[0]`.
+    first: u64,
+    /// Every event with a higher revision is in the buffer or still to come.
+    covered_from: i64,
+    /// The highest revision known to be reflected: the last event's, or a later one.
+    revision: i64,
+    capacity: usize,
+    generation: u64,
+}
+
+impl<T> Ring<T> {
+    /// An empty buffer of at most `capacity` events, complete after `revision`.
+    pub fn new(capacity: usize, revision: i64) -> Ring<T> {
+        Ring {
+            events: VecDeque::with_capacity(capacity.min(1024)),
+            first: 0,
+            covered_from: revision,
+            revision,
+            capacity: capacity.max(1),
+            generation: 0,
+        }
+    }
+
+    /// Starts over after a break in the store's history: empty and complete after
+    /// `revision`, every existing cursor behind.
+    pub fn reset(&mut self, revision: i64) {
+        self.first += self.events.len() as u64;
+        self.events.clear();
+        self.covered_from = revision;
+        self.revision = revision;
+        self.generation += 1;
+    }
+
+    /// Appends the next event of the stream; events come in revision order.
+    pub fn push(&mut self, revision: i64, key: String, value: T) {
+        debug_assert!(revision >= self.revision, "events come in revision order");
+        if self.events.len() == self.capacity
+            && let Some(oldest) = self.events.pop_front()
+        {
+            self.first += 1;
+            self.covered_from = self.covered_from.max(oldest.revision);
+        }
+        self.revision = self.revision.max(revision);
+        self.events.push_back(Arc::new(Cached {
+            revision,
+            key,
+            value,
+        }));
+    }
+
+    /// The revision every event up to which the buffer has seen.
+    pub fn revision(&self) -> i64 {
+        self.revision
+    }
+
+    /// The revision after which the buffer is complete.
+    pub fn covered_from(&self) -> i64 {
+        self.covered_from
+    }
+
+    /// Sequence number the next pushed event will get.
+    pub fn head(&self) -> u64 {
+        self.first + self.events.len() as u64
+    }
+
+    /// A cursor for a watch from resourceVersion `after` (events above it), or None when the
+    /// buffer no longer holds everything after it.
+    pub fn cursor(&self, after: i64) -> Option<Cursor> {
+        if after < self.covered_from {
+            return None;
+        }
+        let skipped = self.events.partition_point(|e| e.revision <= after);
+        Some(Cursor {
+            generation: self.generation,
+            next: self.first + skipped as u64,
+            after,
+        })
+    }
+
+    /// Whether events past `cursor` are waiting.
+    pub fn has_news(&self, cursor: &Cursor) -> bool {
+        cursor.generation != self.generation || cursor.next < self.head()
+    }
+
+    /// Moves `cursor` past up to `max` events, appending them to `out`.
+    pub fn read(
+        &self,
+        cursor: &mut Cursor,
+        out: &mut Vec<Arc<Cached<T>>>,
+        max: usize,
+    ) -> Result<(), Behind> {
+        if cursor.generation != self.generation || cursor.next < self.first {
+            return Err(Behind);
+        }
+        let start = (cursor.next - self.first) as usize;
+        let end = self.events.len().min(start.saturating_add(max));
+        for event in self.events.range(start..end) {
+            if event.revision > cursor.after {
+                out.push(event.clone());
+            }
+        }
+        cursor.next = self.first + end as u64;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn revisions(out: &[Arc<Cached<()>>]) -> Vec<i64> {
+        out.iter().map(|e| e.revision).collect()
+    }
+
+    fn ring(capacity: usize, start: i64, revisions: &[i64]) -> Ring<()> {
+        let mut ring = Ring::new(capacity, start);
+        for &r in revisions {
+            ring.push(r, format!("/k/{r}"), ());
+        }
+        ring
+    }
+
+    #[test]
+    fn a_cursor_reads_the_events_after_its_start_and_then_what_comes_next() {
+        let mut ring = ring(8, 10, &[12, 15, 16]);
+        let mut cursor = ring.cursor(12).unwrap();
+        let mut out = Vec::new();
+        ring.read(&mut cursor, &mut out, 100).unwrap();
+        assert_eq!(revisions(&out), [15, 16]);
+        assert!(!ring.has_news(&cursor));
+        ring.push(20, "/k/20".into(), ());
+        assert!(ring.has_news(&cursor));
+        out.clear();
+        ring.read(&mut cursor, &mut out, 100).unwrap();
+        assert_eq!(revisions(&out), [20]);
+    }
+
+    #[test]
+    fn a_start_past_the_buffer_skips_events_up_to_it_as_they_arrive() {
+        // A client listed at 30 before the cache saw the events up to 30.
+        let mut ring = ring(8, 10, &[12]);
+        let mut cursor = ring.cursor(30).unwrap();
+        for r in [25, 30, 31] {
+            ring.push(r, format!("/k/{r}"), ());
+        }
+        let mut out = Vec::new();
+        ring.read(&mut cursor, &mut out, 100).unwrap();
+        assert_eq!(revisions(&out), [31]);
+    }
+
+    #[test]
+    fn reads_are_bounded_and_resume_where_they_stopped() {
+        let ring = ring(8, 0, &[1, 2, 3, 4, 5]);
+        let mut cursor = ring.cursor(0).unwrap();
+        let mut out = Vec::new();
+        ring.read(&mut cursor, &mut out, 2).unwrap();
+        assert_eq!(revisions(&out), [1, 2]);
+        ring.read(&mut cursor, &mut out, 2).unwrap();
+        ring.read(&mut cursor, &mut out, 2).unwrap();
+        assert_eq!(revisions(&out), [1, 2, 3, 4, 5]);
+        assert!(!ring.has_news(&cursor));
+    }
+
+    #[test]
+    fn a_full_buffer_drops_its_oldest_and_covers_less_history() {
+        let mut ring = ring(3, 10, &[11, 12, 13]);
+        let mut slow = ring.cursor(10).unwrap();
+        assert_eq!(ring.covered_from(), 10);
+        ring.push(14, "/k/14".into(), ());
+        assert_eq!(ring.covered_from(), 11);
+        assert_eq!(ring.cursor(10), None, "event 11 is gone");
+        let mut out = Vec::new();
+        let mut from_11 = ring.cursor(11).unwrap();
+        ring.read(&mut from_11, &mut out, 100).unwrap();
+        assert_eq!(revisions(&out), [12, 13, 14]);
+        assert_eq!(ring.read(&mut slow, &mut out, 100), Err(Behind));
+        assert!(ring.has_news(&slow), "a cursor behind is woken to learn it");
+    }
+
+    #[test]
+    fn a_reset_puts_every_cursor_behind_and_starts_from_the_new_revision() {
+        let mut ring = ring(8, 10, &[11, 12]);
+        let mut old = ring.cursor(12).unwrap();
+        ring.reset(50);
+        assert!(ring.has_news(&old));
+        let mut out = Vec::new();
+        assert_eq!(ring.read(&mut old, &mut out, 100), Err(Behind));
+        assert_eq!(ring.cursor(12), None);
+        assert_eq!((ring.covered_from(), ring.revision()), (50, 50));
+        let mut fresh = ring.cursor(50).unwrap();
+        ring.push(51, "/k/51".into(), ());
+        ring.read(&mut fresh, &mut out, 100).unwrap();
+        assert_eq!(revisions(&out), [51]);
+    }
+}
