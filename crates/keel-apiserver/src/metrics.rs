@@ -2,9 +2,13 @@
 //! for it work unchanged: requests by verb, resource, subresource and scope
 //! (`apiserver_request_total`, `apiserver_request_duration_seconds`), what is in flight
 //! (`apiserver_current_inflight_requests`, `apiserver_longrunning_requests`,
-//! `apiserver_registered_watchers`), and the store's share of each request
-//! (`etcd_request_duration_seconds` by operation and resource; `apiserver_storage_objects`).
-//! The last tells an operator at once whether a slow request reached the store.
+//! `apiserver_registered_watchers`), the store's share of each request
+//! (`etcd_request_duration_seconds` by operation and resource; `apiserver_storage_objects`),
+//! and the watch caches (`apiserver_watch_cache_events_received_total`,
+//! `apiserver_watch_cache_resource_version`, `apiserver_watch_cache_initializations_total`,
+//! `apiserver_terminated_watchers_total`). `etcd_request_duration_seconds` tells an operator
+//! at once whether a slow request reached the store; a watch cache's resourceVersion far
+//! behind the store's revision, whether watchers wait on the cache.
 
 use std::time::Duration;
 
@@ -42,6 +46,23 @@ pub struct Metrics {
     etcd: Family<Labels, Histogram>,
     /// `apiserver_storage_objects{resource}`, refreshed when scraped.
     pub objects: Family<Labels, Gauge>,
+    cache_received: Family<Labels, Counter>,
+    cache_revision: Family<Labels, Gauge>,
+    cache_initializations: Family<Labels, Counter>,
+    terminated_watchers: Family<Labels, Counter>,
+}
+
+/// One watch cache's metrics, labelled with its group and resource.
+#[derive(Debug, Clone, Default)]
+pub struct CacheMetrics {
+    /// `apiserver_watch_cache_events_received_total`: events taken from the store.
+    pub received: Counter,
+    /// `apiserver_watch_cache_resource_version`: the revision the cache has reflected.
+    pub resource_version: Gauge,
+    /// `apiserver_watch_cache_initializations_total`: (re)starts from the store's revision.
+    pub initializations: Counter,
+    /// `apiserver_terminated_watchers_total`: watchers ended for falling behind.
+    pub terminated_watchers: Counter,
 }
 
 impl Default for Metrics {
@@ -62,6 +83,8 @@ impl Metrics {
             (|| Histogram::new(ETCD_BUCKETS)) as fn() -> Histogram,
         );
         let (inflight, longrunning, watchers, objects) = Default::default();
+        let (cache_received, cache_revision, cache_initializations, terminated_watchers) =
+            Default::default();
         registry.register(
             "apiserver_request",
             "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
@@ -97,6 +120,26 @@ impl Metrics {
             "Number of stored objects at the time of last check split by kind.",
             Family::clone(&objects),
         );
+        registry.register(
+            "apiserver_watch_cache_events_received",
+            "Counter of events received in watch cache broken by resource type.",
+            Family::clone(&cache_received),
+        );
+        registry.register(
+            "apiserver_watch_cache_resource_version",
+            "Current resource version of watch cache broken by resource type.",
+            Family::clone(&cache_revision),
+        );
+        registry.register(
+            "apiserver_watch_cache_initializations",
+            "Counter of watch cache initializations broken by resource type.",
+            Family::clone(&cache_initializations),
+        );
+        registry.register(
+            "apiserver_terminated_watchers",
+            "Counter of watchers closed due to unresponsiveness broken by resource type.",
+            Family::clone(&terminated_watchers),
+        );
         Metrics {
             registry,
             requests,
@@ -106,6 +149,21 @@ impl Metrics {
             watchers,
             etcd,
             objects,
+            cache_received,
+            cache_revision,
+            cache_initializations,
+            terminated_watchers,
+        }
+    }
+
+    /// The metrics of the watch cache of `resource` in `group`.
+    pub fn watch_cache(&self, group: &str, resource: &str) -> CacheMetrics {
+        let labels = vec![("group", group.to_string()), ("resource", resource.into())];
+        CacheMetrics {
+            received: self.cache_received.get_or_create(&labels).clone(),
+            resource_version: self.cache_revision.get_or_create(&labels).clone(),
+            initializations: self.cache_initializations.get_or_create(&labels).clone(),
+            terminated_watchers: self.terminated_watchers.get_or_create(&labels).clone(),
         }
     }
 

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use keel_apiserver::metrics::CacheMetrics;
 use keel_apiserver::storage::cacher::{Behind, CacheWatch, Cached, Cacher};
 use keel_apiserver::storage::{Etcd3, Event, KeyLayout};
 use keel_proto::etcdserverpb::CompactionRequest;
@@ -24,13 +25,20 @@ fn describe(event: Event) -> String {
 
 /// A cache of every configmap, started and serving (it answers a watch from the store's
 /// current revision).
-async fn started(storage: &Etcd3, capacity: usize) -> (Cacher<String>, i64) {
+async fn started(storage: &Etcd3, capacity: usize) -> (Cacher<String>, i64, CacheMetrics) {
     let prefix = KeyLayout::default().collection("configmaps", None);
-    let cacher = Cacher::start(storage.clone(), prefix.clone(), capacity, describe);
+    let metrics = CacheMetrics::default();
+    let cacher = Cacher::start(
+        storage.clone(),
+        prefix.clone(),
+        capacity,
+        metrics.clone(),
+        describe,
+    );
     for _ in 0..200 {
         let (_, revision) = storage.get(&prefix, "").await.unwrap();
         if cacher.watch(&prefix, revision).is_some() {
-            return (cacher, revision);
+            return (cacher, revision, metrics);
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
@@ -60,7 +68,7 @@ async fn watchers_share_one_store_watch_and_each_sees_its_own_prefix_in_order() 
     for flavor in [Flavor::Keel, Flavor::Etcd] {
         let server = Server::start(flavor);
         let storage = Etcd3::new(server.channel().await);
-        let (cacher, start) = started(&storage, 64).await;
+        let (cacher, start, _) = started(&storage, 64).await;
         let layout = KeyLayout::default();
         let all = layout.collection("configmaps", None);
         let ns_a = layout.collection("configmaps", Some("a"));
@@ -122,7 +130,8 @@ async fn watchers_share_one_store_watch_and_each_sees_its_own_prefix_in_order() 
 async fn a_watcher_that_falls_out_of_the_buffer_ends() {
     let server = Server::start(Flavor::Keel);
     let storage = Etcd3::new(server.channel().await);
-    let (cacher, start) = started(&storage, 4).await;
+    let (cacher, start, metrics) = started(&storage, 4).await;
+    assert_eq!(metrics.initializations.get(), 1);
     let all = KeyLayout::default().collection("configmaps", None);
     let mut slow = cacher.watch(&all, start).unwrap();
     let mut last = 0;
@@ -136,7 +145,10 @@ async fn a_watcher_that_falls_out_of_the_buffer_ends() {
     // events gone.
     let mut recent = cacher.watch(&all, last - 1).unwrap();
     assert_eq!(take(&mut recent, 1).await.unwrap().len(), 1);
-    assert_eq!(take(&mut slow, 6).await, Err(Behind));
+    assert_eq!(take(&mut slow, 6).await, Err(Behind::Overrun));
+    assert_eq!(metrics.terminated_watchers.get(), 1);
+    assert_eq!(metrics.received.get(), 6);
+    assert_eq!(metrics.resource_version.get(), last);
     assert!(
         cacher.watch(&all, start).is_none(),
         "history left the buffer"
@@ -152,7 +164,7 @@ async fn the_cache_follows_a_restarted_store_without_a_gap() {
     for compact in [false, true] {
         let mut server = Server::start(Flavor::Keel);
         let storage = Etcd3::new(server.channel().await);
-        let (cacher, start) = started(&storage, 1024).await;
+        let (cacher, start, _) = started(&storage, 1024).await;
         let all = KeyLayout::default().collection("configmaps", None);
         let mut watch = cacher.watch(&all, start).unwrap();
         let mut written = Vec::new();
@@ -184,7 +196,10 @@ async fn the_cache_follows_a_restarted_store_without_a_gap() {
         };
         match take(&mut watch, written.len()).await {
             Ok(lines) => assert_eq!(revisions(&lines), written, "compact={compact}"),
-            Err(Behind) => assert!(compact, "a watcher ended with no compaction"),
+            Err(behind) => assert!(
+                compact && behind == Behind::Reset,
+                "a watcher ended ({behind:?}) with compact={compact}"
+            ),
         }
         // Whatever happened, a watch from the last write is served once the cache is back.
         let last = *written.last().unwrap();

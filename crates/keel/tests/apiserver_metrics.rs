@@ -1,6 +1,8 @@
 //! The apiserver's watch gauges as an operator reads them on `/metrics`: an open
 //! `kubectl get -w` counts in `apiserver_registered_watchers` and
-//! `apiserver_longrunning_requests` while it runs and stops counting when it ends.
+//! `apiserver_longrunning_requests` while it runs and stops counting when it ends, and the
+//! configmaps' watch cache counts the events it took from the store and the revision it
+//! reflects.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -59,6 +61,28 @@ fn an_open_watch_counts_as_a_registered_watcher_until_it_ends() {
             .lines()
             .any(|l| l.starts_with(long) && l.contains("verb=\"WATCH\"") && l.ends_with(" 1")),
         "no long-running WATCH counted:\n{metrics}"
+    );
+    let cache = |name: &str| format!("{name}{{group=\"\",resource=\"configmaps\"}}");
+    let received = cache("apiserver_watch_cache_events_received_total");
+    let before = sample(&kube, &received).expect("the configmaps' watch cache is counted");
+    kube.kubectl_ok(&["create", "configmap", "counted", "-n", "default"]);
+    let created = kube.kubectl_ok(&[
+        "get",
+        "configmap",
+        "counted",
+        "-n",
+        "default",
+        "-o",
+        "jsonpath={.metadata.resourceVersion}",
+    ]);
+    let created: f64 = created.trim().parse().expect("a resourceVersion");
+    wait_for(&kube, &received, before + 1.0);
+    let revision = cache("apiserver_watch_cache_resource_version");
+    let reflected = sample(&kube, &revision).expect("the cache's resourceVersion");
+    assert!(reflected >= created, "{reflected} < {created}");
+    assert_eq!(
+        sample(&kube, &cache("apiserver_watch_cache_initializations_total")),
+        Some(1.0)
     );
     watch.kill().expect("stop the watch");
     let _ = watch.wait();

@@ -92,10 +92,16 @@ impl Registry {
         let caches = kinds
             .iter()
             .map(|&kind| {
-                let prefix = keys.collection(kind.info().resource, None);
-                Cacher::start(storage.clone(), prefix, cacher::CAPACITY, move |event| {
-                    decode_event(kind, event)
-                })
+                let info = kind.info();
+                let prefix = keys.collection(info.resource, None);
+                let metrics = metrics.watch_cache(info.group, info.resource);
+                Cacher::start(
+                    storage.clone(),
+                    prefix,
+                    cacher::CAPACITY,
+                    metrics,
+                    move |e| decode_event(kind, e),
+                )
             })
             .collect();
         Registry {

@@ -16,7 +16,8 @@
 //! to the caller, which watches the store directly: a resourceVersion still in the store's
 //! history is served rather than answered 410 as kube-apiserver's cache would. A watcher
 //! that falls behind by more than the buffer holds ends, like a watcher kube-apiserver closes
-//! for not keeping up.
+//! for not keeping up. The buffer does not know what the store compacted: the caller checks
+//! that a start is still in the store's history before it serves it from here.
 //!
 //! Locking: the buffer is behind one mutex, held only to push a response's events or to
 //! clone a batch of `Arc`s out of it, never across an await. Watchers are woken through a
@@ -34,6 +35,7 @@ pub use ring::{Behind, Cached};
 use ring::{Cursor, Ring};
 
 use super::{Etcd3, Event, StorageError};
+use crate::metrics::CacheMetrics;
 
 /// How many events each resource's buffer holds.
 pub const CAPACITY: usize = 8192;
@@ -50,6 +52,7 @@ struct Shared<T> {
     ring: Mutex<Option<Ring<T>>>,
     /// Bumped after every push and reset.
     news: watch::Sender<u64>,
+    metrics: CacheMetrics,
 }
 
 impl<T> Shared<T> {
@@ -70,17 +73,20 @@ pub struct Cacher<T> {
 
 impl<T: Send + Sync + 'static> Cacher<T> {
     /// Starts caching the events of every object under `prefix` in `storage`, each made into
-    /// a `T` by `decode` (once, whoever watches). Must be called within a Tokio runtime.
+    /// a `T` by `decode` (once, whoever watches), counted in `metrics`. Must be called within
+    /// a Tokio runtime.
     pub fn start(
         storage: Etcd3,
         prefix: String,
         capacity: usize,
+        metrics: CacheMetrics,
         decode: impl Fn(Event) -> T + Send + Sync + 'static,
     ) -> Cacher<T> {
         let (news, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             ring: Mutex::new(None),
             news,
+            metrics,
         });
         let (stop, stopped) = oneshot::channel();
         let shell = Shell {
@@ -131,9 +137,14 @@ impl<T> CacheWatch<T> {
             self.news.borrow_and_update();
             {
                 let ring = self.shared.ring();
-                let ring = ring.as_ref().ok_or(Behind)?;
+                let ring = ring.as_ref().ok_or(Behind::Reset)?;
                 while ring.has_news(&self.cursor) {
-                    ring.read(&mut self.cursor, &mut self.read, BATCH)?;
+                    if let Err(behind) = ring.read(&mut self.cursor, &mut self.read, BATCH) {
+                        if behind == Behind::Overrun {
+                            self.shared.metrics.terminated_watchers.inc();
+                        }
+                        return Err(behind);
+                    }
                     let before = out.len();
                     out.extend(
                         self.read
@@ -146,7 +157,7 @@ impl<T> CacheWatch<T> {
                 }
             }
             // The shell is gone (the cache stopped): nothing more will come.
-            self.news.changed().await.map_err(|_| Behind)?;
+            self.news.changed().await.map_err(|_| Behind::Reset)?;
         }
     }
 }
@@ -214,6 +225,8 @@ impl<T, D: Fn(Event) -> T> Shell<T, D> {
                 }
                 drop(ring);
                 shared.notify();
+                shared.metrics.initializations.inc();
+                shared.metrics.resource_version.set(after);
                 reflected = Some(after);
             }
             loop {
@@ -224,6 +237,7 @@ impl<T, D: Fn(Event) -> T> Shell<T, D> {
                         let Some(shared) = self.shared.upgrade() else {
                             return;
                         };
+                        let received = events.len() as u64;
                         let decoded: Vec<_> = events
                             .drain(..)
                             .map(|event| {
@@ -244,6 +258,11 @@ impl<T, D: Fn(Event) -> T> Shell<T, D> {
                             }
                         }
                         shared.notify();
+                        shared.metrics.received.inc_by(received);
+                        shared
+                            .metrics
+                            .resource_version
+                            .set(reflected.unwrap_or(after));
                     }
                     Some(Err(StorageError::Expired { .. })) => {
                         reflected = None;

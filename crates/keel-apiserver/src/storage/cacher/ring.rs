@@ -36,9 +36,14 @@ pub struct Cursor {
     after: i64,
 }
 
-/// The cursor's events are no longer in the buffer (it fell behind, or the buffer was reset).
+/// Why a cursor's events are no longer in the buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Behind;
+pub enum Behind {
+    /// The buffer dropped events the cursor had not read (its watcher did not keep up).
+    Overrun,
+    /// The buffer started a new generation.
+    Reset,
+}
 
 /// The last events of one resource (see the module docs).
 #[derive(Debug)]
@@ -135,8 +140,11 @@ impl<T> Ring<T> {
         out: &mut Vec<Arc<Cached<T>>>,
         max: usize,
     ) -> Result<(), Behind> {
-        if cursor.generation != self.generation || cursor.next < self.first {
-            return Err(Behind);
+        if cursor.generation != self.generation {
+            return Err(Behind::Reset);
+        }
+        if cursor.next < self.first {
+            return Err(Behind::Overrun);
         }
         let start = (cursor.next - self.first) as usize;
         let end = self.events.len().min(start.saturating_add(max));
@@ -219,7 +227,7 @@ mod tests {
         let mut from_11 = ring.cursor(11).unwrap();
         ring.read(&mut from_11, &mut out, 100).unwrap();
         assert_eq!(revisions(&out), [12, 13, 14]);
-        assert_eq!(ring.read(&mut slow, &mut out, 100), Err(Behind));
+        assert_eq!(ring.read(&mut slow, &mut out, 100), Err(Behind::Overrun));
         assert!(ring.has_news(&slow), "a cursor behind is woken to learn it");
     }
 
@@ -230,7 +238,7 @@ mod tests {
         ring.reset(50);
         assert!(ring.has_news(&old));
         let mut out = Vec::new();
-        assert_eq!(ring.read(&mut old, &mut out, 100), Err(Behind));
+        assert_eq!(ring.read(&mut old, &mut out, 100), Err(Behind::Reset));
         assert_eq!(ring.cursor(12), None);
         assert_eq!((ring.covered_from(), ring.revision()), (50, 50));
         let mut fresh = ring.cursor(50).unwrap();
