@@ -1,6 +1,7 @@
 //! A Kubernetes API under test, driven with the real `kubectl`: `keel up` (store and
-//! apiserver in one process) or `keel apiserver` on a real etcd 3.5.1, each in its own
-//! scratch folder on free ports, killed on drop.
+//! apiserver in one process), `keel apiserver` on a real etcd 3.5.1, or `keel apiserver` on
+//! stores the test runs itself ([`Kube::start_on`]), each in its own scratch folder on free
+//! ports, killed on drop.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,8 @@ pub enum Stack {
     Up,
     /// `keel apiserver --etcd-servers` on etcd 3.5.1.
     OnEtcd,
+    /// `keel apiserver --etcd-servers` on stores the test runs ([`Kube::start_on`]).
+    OnStores,
 }
 
 /// A running API server.
@@ -80,6 +83,7 @@ impl Kube {
                 let url = etcd.client_url.clone();
                 (args, certs.join("kubeconfig"), url, Some(etcd))
             }
+            Stack::OnStores => panic!("Kube::start_on starts keel apiserver on the test's stores"),
         };
         let child = spawn(&args, &log);
         let mut kube = Kube {
@@ -91,6 +95,81 @@ impl Kube {
             args,
             log,
             _etcd: etcd,
+            _tmp: tmp,
+        };
+        kube.wait_ready();
+        kube
+    }
+
+    /// Starts `keel apiserver --etcd-servers <etcd_servers>` (stores the caller runs, e.g.
+    /// members of a [`crate::Cluster`]) and waits until `/readyz` answers `ok`.
+    pub fn start_on(etcd_servers: &str) -> Kube {
+        let tmp = tempfile::Builder::new()
+            .prefix("keel-test-kube-")
+            .tempdir()
+            .expect("create tempdir");
+        let scratch = tmp.path().to_path_buf();
+        let certs = scratch.join("certs");
+        let args = vec![
+            "apiserver".to_string(),
+            "--etcd-servers".into(),
+            etcd_servers.to_string(),
+            "--bind-address".into(),
+            "127.0.0.1".into(),
+            "--secure-port".into(),
+            free_port().to_string(),
+            "--cert-dir".into(),
+            certs.display().to_string(),
+        ];
+        let log = scratch.join("server.log");
+        let child = spawn(&args, &log);
+        let mut kube = Kube {
+            stack: Stack::OnStores,
+            kubeconfig: certs.join("kubeconfig"),
+            scratch,
+            store_url: etcd_servers.to_string(),
+            child,
+            args,
+            log,
+            _etcd: None,
+            _tmp: tmp,
+        };
+        kube.wait_ready();
+        kube
+    }
+
+    /// Starts `keel up` with its data folder at `data_dir` (which may be on a
+    /// [`crate::disk::Disk`]), its log in a scratch folder of its own, and waits until
+    /// `/readyz` answers `ok`.
+    pub fn start_up_in(data_dir: &Path) -> Kube {
+        let tmp = tempfile::Builder::new()
+            .prefix("keel-test-kube-")
+            .tempdir()
+            .expect("create tempdir");
+        let scratch = tmp.path().to_path_buf();
+        let client = format!("http://127.0.0.1:{}", free_port());
+        let args = vec![
+            "up".to_string(),
+            "--data-dir".into(),
+            data_dir.display().to_string(),
+            "--secure-port".into(),
+            free_port().to_string(),
+            "--listen-client-urls".into(),
+            client.clone(),
+            "--listen-peer-urls".into(),
+            format!("http://127.0.0.1:{}", free_port()),
+        ];
+        let log = scratch.join("server.log");
+        let child = spawn(&args, &log);
+        let mut kube = Kube {
+            stack: Stack::Up,
+            kubeconfig: data_dir.join("kubeconfig"),
+            scratch,
+            store_url: client,
+            child,
+            args,
+            log,
+            _etcd: None,
             _tmp: tmp,
         };
         kube.wait_ready();
@@ -129,6 +208,19 @@ impl Kube {
         let _ = self.child.wait();
         self.child = spawn(&self.args, &self.log);
         self.wait_ready();
+    }
+
+    /// Kills the server with SIGKILL and reaps it (start it again with [`Kube::kill_and_restart`]).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Kills the server (SIGKILL) and starts it again with the same flags and folder, without
+    /// waiting for it to be ready (see [`Kube::kill_and_restart`]).
+    pub fn respawn(&mut self) {
+        self.kill();
+        self.child = spawn(&self.args, &self.log);
     }
 
     /// The server's log so far.

@@ -1,0 +1,774 @@
+//! `keel apiserver` on a follower of a three-member `keel store` cluster, driven with the
+//! real kubectl: what an operator gets when the `--etcd-servers` they name is not the leader,
+//! and when a member dies under it.
+//!
+//! kube-apiserver reads with quorum reads and writes with Txns on any member it is given, so
+//! a follower must answer both as the leader would: every read through it sees every write
+//! acknowledged before the read started (through it or through another apiserver on the
+//! leader), resourceVersions only grow, and its watch delivers every write. Then, under a
+//! writer that creates and updates ConfigMaps through the apiserver and reads each
+//! acknowledged write back through it:
+//!
+//! - the store's leader is killed with SIGKILL: once the survivors elect a new leader the
+//!   apiserver takes writes again (some may fail or time out while there is none); every
+//!   write answered 2xx is stored with the resourceVersion it was answered with, none goes
+//!   backwards, and a watch opened before the kill, resumed from its last resourceVersion
+//!   whenever it ends, delivers every acknowledged write's event (or is told 410 Gone);
+//! - the follower the apiserver uses is killed with SIGKILL and restarted: `/readyz` goes
+//!   not-ready while the apiserver itself keeps answering, and ready again after the
+//!   restart; writes resume, and nothing acknowledged is lost.
+//!
+//! Every acknowledged write is finally checked three ways: the stored object (its value and
+//! resourceVersion, unless a later write whose answer was lost replaced it), a watch replaying
+//! the history from before the first write (each acknowledged write's event with its
+//! resourceVersion and value), and the watch that ran all along.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write as _};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use keel_testkit::kube::{Kube, kubectl_bin};
+use keel_testkit::kv::agreed_leader;
+use keel_testkit::{Cluster, Flavor};
+use serde_json::{Value, json};
+
+/// Where the ConfigMaps live.
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+/// How long a kubectl request may take (kubectl's `--request-timeout`).
+const REQUEST_TIMEOUT: &str = "--request-timeout=5s";
+/// The longest wait for anything that must happen: a leader, readiness, writes resuming, a
+/// watch catching up.
+const LIMIT: Duration = Duration::from_secs(30);
+/// Writes acknowledged after a fault before the test stops writing.
+const AFTER_FAULT: usize = 10;
+
+/// kubectl on one API server.
+#[derive(Clone)]
+struct Api {
+    kubeconfig: PathBuf,
+}
+
+impl Api {
+    fn of(kube: &Kube) -> Api {
+        Api {
+            kubeconfig: kube.kubeconfig.clone(),
+        }
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(kubectl_bin(None));
+        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        cmd
+    }
+
+    /// Runs kubectl with `body` on its standard input: the JSON it printed, or why it failed.
+    fn run(&self, args: &[&str], body: Option<&Value>) -> Result<Value, String> {
+        let mut child = self
+            .command(&[&[REQUEST_TIMEOUT], args].concat())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
+        let mut stdin = child.stdin.take().expect("kubectl's stdin");
+        if let Some(body) = body {
+            stdin
+                .write_all(body.to_string().as_bytes())
+                .expect("write kubectl's stdin");
+        }
+        drop(stdin);
+        let out = child.wait_with_output().expect("wait for kubectl");
+        if !out.status.success() {
+            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
+        }
+        serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("kubectl printed no JSON ({e}): {:?}", out.stdout))
+    }
+
+    /// Creates ConfigMap `name` (update: None) or replaces it on the resourceVersion it was
+    /// created with, with `data.v = value`: the resourceVersion answered.
+    fn write(&self, name: &str, value: &str, update: Option<i64>) -> Result<i64, String> {
+        let mut body = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name}, "data": {"v": value},
+        });
+        let answer = match update {
+            None => self.run(&["create", "--raw", CONFIGMAPS, "-f", "-"], Some(&body))?,
+            Some(rv) => {
+                body["metadata"]["resourceVersion"] = json!(rv.to_string());
+                let path = format!("{CONFIGMAPS}/{name}");
+                self.run(&["replace", "--raw", &path, "-f", "-"], Some(&body))?
+            }
+        };
+        assert_eq!(
+            (answer["metadata"]["name"].as_str(), value_of(&answer)),
+            (Some(name), Some(value)),
+            "the answer to a write: {answer}"
+        );
+        Ok(rv_of(&answer))
+    }
+
+    /// Lists ConfigMap `name` alone: the list's resourceVersion and the object's value and
+    /// resourceVersion, if it exists.
+    fn read(&self, name: &str) -> Result<(i64, Option<(String, i64)>), String> {
+        let path = format!("{CONFIGMAPS}?fieldSelector=metadata.name%3D{name}");
+        let list = self.run(&["get", "--raw", &path], None)?;
+        let item = list["items"].as_array().and_then(|items| items.first());
+        let item = item.map(|o| (value_of(o).unwrap_or_default().to_string(), rv_of(o)));
+        Ok((rv_of(&list), item))
+    }
+
+    /// Every ConfigMap as name -> (value, resourceVersion), and the list's resourceVersion.
+    fn list(&self) -> Result<(i64, Stored), String> {
+        let list = self.run(&["get", "--raw", CONFIGMAPS], None)?;
+        let items = list["items"].as_array().cloned().unwrap_or_default();
+        let items = items.iter().map(|o| {
+            let name = o["metadata"]["name"].as_str().unwrap_or_default();
+            let value = value_of(o).unwrap_or_default();
+            (name.to_string(), (value.to_string(), rv_of(o)))
+        });
+        Ok((rv_of(&list), items.collect()))
+    }
+
+    /// Whether `/readyz` answers `ok`.
+    fn ready(&self) -> bool {
+        self.run_text(&["get", "--raw", "/readyz"])
+            .is_ok_and(|s| s == "ok")
+    }
+
+    /// Whether the server answers at all (`/livez/ping`, which needs no store).
+    fn alive(&self) -> bool {
+        self.run_text(&["get", "--raw", "/livez/ping"])
+            .is_ok_and(|s| s == "ok")
+    }
+
+    fn run_text(&self, args: &[&str]) -> Result<String, String> {
+        let out = self
+            .command(&[&[REQUEST_TIMEOUT], args].concat())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run kubectl");
+        let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
+        if out.status.success() {
+            Ok(text(&out.stdout))
+        } else {
+            Err(text(&out.stderr))
+        }
+    }
+}
+
+/// ConfigMaps as name -> (`data.v`, resourceVersion).
+type Stored = BTreeMap<String, (String, i64)>;
+
+/// An object's `metadata.resourceVersion` (or a list's) as a number.
+fn rv_of(object: &Value) -> i64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no numeric resourceVersion in {object}"))
+}
+
+/// A ConfigMap's `data.v`.
+fn value_of(object: &Value) -> Option<&str> {
+    object["data"]["v"].as_str()
+}
+
+/// One write through the API and what came of it.
+#[derive(Clone, Debug)]
+struct Write {
+    name: String,
+    /// `data.v`, unique to this write.
+    value: String,
+    /// A replace (PUT) rather than a create (POST).
+    update: bool,
+    /// The resourceVersion of a 2xx answer; None if the write failed or timed out, so it
+    /// may or may not have happened.
+    acked: Option<i64>,
+}
+
+/// One writer: for each new object a create, then, once that is acknowledged, a replace
+/// on its resourceVersion; each acknowledged write is read back.
+struct Writer {
+    next: usize,
+    writes: Vec<Write>,
+    /// The highest resourceVersion acknowledged: each write starts after the last one was
+    /// acknowledged, so each must be above it.
+    last_acked: i64,
+    /// The highest list resourceVersion read.
+    last_read: i64,
+    /// Reads that failed (the store was unavailable).
+    failed_reads: usize,
+}
+
+impl Writer {
+    fn new() -> Writer {
+        Writer {
+            next: 0,
+            writes: Vec::new(),
+            last_acked: 0,
+            last_read: 0,
+            failed_reads: 0,
+        }
+    }
+
+    fn acks(&self) -> usize {
+        self.writes.iter().filter(|w| w.acked.is_some()).count()
+    }
+
+    /// Creates and updates the next object through `via`, reading each acknowledged write
+    /// back through `reader`. `strict`: every write and read must succeed.
+    fn object(&mut self, via: &Api, reader: &Api, strict: bool) {
+        let name = format!("cm-{:04}", self.next);
+        self.next += 1;
+        if let Some(rv) = self.attempt(via, reader, &name, None, strict) {
+            self.attempt(via, reader, &name, Some(rv), strict);
+        }
+    }
+
+    fn attempt(
+        &mut self,
+        via: &Api,
+        reader: &Api,
+        name: &str,
+        update: Option<i64>,
+        strict: bool,
+    ) -> Option<i64> {
+        let value = format!("{name}-{}", if update.is_some() { "u" } else { "c" });
+        let result = via.write(name, &value, update);
+        if strict && let Err(e) = &result {
+            panic!("write {value}: {e}");
+        }
+        let acked = result.ok();
+        self.writes.push(Write {
+            name: name.to_string(),
+            value: value.clone(),
+            update: update.is_some(),
+            acked,
+        });
+        let rv = acked?;
+        assert!(
+            rv > self.last_acked,
+            "{value} was acknowledged at resourceVersion {rv}, after a write acknowledged at {}",
+            self.last_acked
+        );
+        self.last_acked = rv;
+        match reader.read(name) {
+            Ok((list_rv, item)) => {
+                assert!(
+                    list_rv >= rv && list_rv >= self.last_read,
+                    "a read after {value} (acknowledged at {rv}) answered resourceVersion \
+                     {list_rv}; an earlier read answered {}",
+                    self.last_read
+                );
+                self.last_read = list_rv;
+                assert_eq!(
+                    item,
+                    Some((value.clone(), rv)),
+                    "a read after {value} was acknowledged at {rv}"
+                );
+            }
+            Err(e) if strict => panic!("read {name} after {value}: {e}"),
+            Err(_) => self.failed_reads += 1,
+        }
+        acked
+    }
+}
+
+/// A [`Writer`] in a thread of its own, writing and reading through one apiserver and
+/// tolerating failures, until stopped.
+struct Load {
+    stop: Arc<AtomicBool>,
+    acks: Arc<AtomicUsize>,
+    failed: Arc<AtomicUsize>,
+    thread: JoinHandle<Writer>,
+}
+
+impl Load {
+    fn start(mut writer: Writer, api: Api) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acks = Arc::new(AtomicUsize::new(writer.acks()));
+        let failed = Arc::new(AtomicUsize::new(0));
+        let (stop2, acks2, failed2) = (stop.clone(), acks.clone(), failed.clone());
+        let thread = std::thread::spawn(move || {
+            while !stop2.load(Ordering::SeqCst) {
+                let before = writer.writes.len();
+                writer.object(&api, &api, false);
+                acks2.store(writer.acks(), Ordering::SeqCst);
+                let lost = writer.writes[before..].iter().filter(|w| w.acked.is_none());
+                let lost = lost.count();
+                if lost > 0 {
+                    failed2.fetch_add(lost, Ordering::SeqCst);
+                    // Not a timing assumption: only keeps a failing store from being
+                    // asked hundreds of times a second.
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            writer
+        });
+        Load {
+            stop,
+            acks,
+            failed,
+            thread,
+        }
+    }
+
+    /// Writes acknowledged so far.
+    fn acks(&self) -> usize {
+        self.acks.load(Ordering::SeqCst)
+    }
+
+    /// Writes that failed or timed out so far.
+    fn failed(&self) -> usize {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` writes in all were acknowledged; fails after [`LIMIT`], or at once if
+    /// the writer failed a check.
+    fn wait_acks(&self, n: usize, what: &str) {
+        let deadline = Instant::now() + LIMIT;
+        while self.acks() < n {
+            assert!(!self.thread.is_finished(), "the writer stopped ({what})");
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {} of {n} writes acknowledged after {LIMIT:?}",
+                self.acks()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn finish(self) -> Writer {
+        self.stop.store(true, Ordering::SeqCst);
+        match self.thread.join() {
+            Ok(writer) => writer,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
+}
+
+/// One watch event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Event {
+    kind: String,
+    name: String,
+    value: String,
+    rv: i64,
+}
+
+/// What a [`Watcher`] saw.
+#[derive(Debug, Default)]
+struct Watched {
+    events: Vec<Event>,
+    /// The resourceVersion to resume from: the last event's.
+    last_rv: i64,
+    /// Told 410 Gone: it cannot resume.
+    gone: bool,
+    /// Watch requests made (1 + resumptions).
+    watches: usize,
+    /// ERROR events other than 410, each ending a watch that was then resumed.
+    errors: Vec<String>,
+    /// Events out of resourceVersion order.
+    disorder: Vec<String>,
+}
+
+/// A kubectl watch of the ConfigMaps from a resourceVersion, in a thread, resumed from the
+/// last event's resourceVersion whenever it ends, until told 410 or stopped.
+struct Watcher {
+    watched: Arc<Mutex<Watched>>,
+    stop: Arc<AtomicBool>,
+    child: Arc<Mutex<Option<Child>>>,
+    thread: JoinHandle<()>,
+}
+
+impl Watcher {
+    fn start(api: &Api, from: i64) -> Watcher {
+        let watched = Arc::new(Mutex::new(Watched {
+            last_rv: from,
+            ..Default::default()
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let child: Arc<Mutex<Option<Child>>> = Arc::new(Mutex::new(None));
+        let (w, s, c, api) = (watched.clone(), stop.clone(), child.clone(), api.clone());
+        let thread = std::thread::spawn(move || Watcher::run(&api, &w, &s, &c));
+        Watcher {
+            watched,
+            stop,
+            child,
+            thread,
+        }
+    }
+
+    fn run(api: &Api, watched: &Mutex<Watched>, stop: &AtomicBool, slot: &Mutex<Option<Child>>) {
+        loop {
+            let stdout = {
+                // Spawned under the lock, after looking at `stop`: stopping never misses a
+                // child.
+                let mut slot = slot.lock().unwrap();
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let from = watched.lock().unwrap().last_rv;
+                let path = format!("{CONFIGMAPS}?watch=1&resourceVersion={from}");
+                let mut child = api
+                    .command(&["get", "--raw", &path])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("run kubectl");
+                let stdout = child.stdout.take().expect("kubectl's stdout");
+                *slot = Some(child);
+                stdout
+            };
+            watched.lock().unwrap().watches += 1;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let Ok(event) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                let mut w = watched.lock().unwrap();
+                let kind = event["type"].as_str().unwrap_or_default().to_string();
+                let object = &event["object"];
+                if kind == "ERROR" {
+                    if object["code"] == 410 {
+                        w.gone = true;
+                    } else {
+                        w.errors.push(object.to_string());
+                    }
+                    break;
+                }
+                let rv = rv_of(object);
+                if rv <= w.last_rv {
+                    let last = w.last_rv;
+                    w.disorder.push(format!("{kind} at {rv} after {last}"));
+                }
+                w.last_rv = w.last_rv.max(rv);
+                w.events.push(Event {
+                    kind,
+                    name: object["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    value: value_of(object).unwrap_or_default().to_string(),
+                    rv,
+                });
+            }
+            if let Some(mut child) = slot.lock().unwrap().take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            if watched.lock().unwrap().gone {
+                return;
+            }
+            // Not a timing assumption: keeps an unavailable store from being asked in a
+            // tight loop.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits until the watch has delivered an event at `rv` or later, or was told 410;
+    /// fails after [`LIMIT`].
+    fn wait_past(&self, rv: i64, what: &str) {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            {
+                let w = self.watched.lock().unwrap();
+                if w.last_rv >= rv || w.gone {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{what}: the watch got to resourceVersion {} of {rv} in {LIMIT:?} \
+                     ({} watches, errors {:?})",
+                    w.last_rv,
+                    w.watches,
+                    w.errors
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(self) -> Watched {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(child) = self.child.lock().unwrap().as_mut() {
+            let _ = child.kill();
+        }
+        self.thread.join().expect("the watcher thread");
+        Arc::try_unwrap(self.watched)
+            .expect("the watcher is done")
+            .into_inner()
+            .unwrap()
+    }
+}
+
+/// Checks `watched` against `writes`: events in resourceVersion order, each event of ours
+/// one of the writes made (its resourceVersion the acknowledged one, if it was), and, unless
+/// the watch was told 410, every acknowledged write's event there.
+fn check_watch(watched: &Watched, writes: &[Write], what: &str) {
+    assert!(
+        watched.disorder.is_empty(),
+        "{what}: events out of order: {:?}",
+        watched.disorder
+    );
+    let made: BTreeMap<(&str, &str), &Write> = writes
+        .iter()
+        .map(|w| ((w.name.as_str(), w.value.as_str()), w))
+        .collect();
+    for e in &watched.events {
+        if !e.name.starts_with("cm-") {
+            continue;
+        }
+        let write = made
+            .get(&(e.name.as_str(), e.value.as_str()))
+            .unwrap_or_else(|| panic!("{what}: an event of a write never made: {e:?}"));
+        let kind = if write.update { "MODIFIED" } else { "ADDED" };
+        assert_eq!(e.kind, kind, "{what}: {e:?}");
+        if let Some(rv) = write.acked {
+            assert_eq!(e.rv, rv, "{what}: the event of {write:?}");
+        }
+    }
+    if watched.gone {
+        eprintln!(
+            "{what}: told 410 Gone after {} events",
+            watched.events.len()
+        );
+        return;
+    }
+    let seen: BTreeMap<(&str, &str), i64> = watched
+        .events
+        .iter()
+        .map(|e| ((e.name.as_str(), e.value.as_str()), e.rv))
+        .collect();
+    let missing: Vec<&Write> = writes
+        .iter()
+        .filter(|w| w.acked.is_some() && !seen.contains_key(&(w.name.as_str(), w.value.as_str())))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{what}: {} acknowledged writes have no event ({} watches, errors {:?}): {missing:?}",
+        missing.len(),
+        watched.watches,
+        watched.errors
+    );
+}
+
+/// Checks that every acknowledged write is in the store through `api`: each object holds
+/// its last acknowledged write with that resourceVersion, or a later write whose answer was
+/// lost, above it; the list is at or above the highest acknowledged resourceVersion. Then a
+/// watch from `since` (before the first write) must replay every acknowledged write.
+fn check_stored(api: &Api, writes: &[Write], since: i64, what: &str) {
+    let deadline = Instant::now() + LIMIT;
+    let (list_rv, stored) = loop {
+        match api.list() {
+            Ok(list) => break list,
+            Err(e) => assert!(Instant::now() < deadline, "{what}: list: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let max_acked = writes.iter().filter_map(|w| w.acked).max().unwrap_or(0);
+    assert!(
+        list_rv >= max_acked,
+        "{what}: the list is at resourceVersion {list_rv}, below the acknowledged {max_acked}"
+    );
+    let mut by_name: BTreeMap<&str, Vec<&Write>> = BTreeMap::new();
+    for w in writes {
+        by_name.entry(&w.name).or_default().push(w);
+    }
+    for (name, tries) in &by_name {
+        let got = stored.get(*name);
+        let last_acked = tries.iter().rposition(|w| w.acked.is_some());
+        let Some(i) = last_acked else {
+            // Nothing acknowledged: absent, or one of the writes tried.
+            assert!(
+                got.is_none_or(|(v, _)| tries.iter().any(|w| w.value == *v)),
+                "{what}: {name} holds {got:?}, never written ({tries:?})"
+            );
+            continue;
+        };
+        let acked = tries[i];
+        let rv = acked.acked.unwrap();
+        let Some((value, stored_rv)) = got else {
+            panic!("{what}: {name} is gone; acknowledged: {acked:?}");
+        };
+        let later = tries[i + 1..].iter().any(|w| w.value == *value);
+        assert!(
+            (*value == acked.value && *stored_rv == rv) || (later && *stored_rv > rv),
+            "{what}: {name} holds {value} at {stored_rv}; acknowledged: {acked:?}, \
+             tried after it: {:?}",
+            &tries[i + 1..]
+        );
+    }
+    let history = Watcher::start(api, since);
+    history.wait_past(max_acked, what);
+    let history = history.stop();
+    assert!(
+        !history.gone,
+        "{what}: the history from {since} was compacted"
+    );
+    check_watch(
+        &history,
+        writes,
+        &format!("{what}: the history from {since}"),
+    );
+}
+
+/// A runtime for the cluster helpers, which are async.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// The list resourceVersion through `api` now.
+fn current_rv(api: &Api) -> i64 {
+    api.list().unwrap_or_else(|e| panic!("list: {e}")).0
+}
+
+#[test]
+fn an_apiserver_on_a_follower_reads_linearizably_and_survives_a_leader_kill() {
+    let rt = runtime();
+    let mut cluster = Cluster::start(Flavor::Keel, 3, &[]);
+    let leader = rt.block_on(agreed_leader(&cluster, &[0, 1, 2], LIMIT));
+    let follower = (leader + 1) % 3;
+    let on_follower = Kube::start_on(&cluster.members[follower].client_url);
+    let on_leader = Kube::start_on(&cluster.members[leader].client_url);
+    assert_eq!(
+        rt.block_on(agreed_leader(&cluster, &[0, 1, 2], LIMIT)),
+        leader,
+        "the leader changed while the apiservers started"
+    );
+    let (api, other) = (Api::of(&on_follower), Api::of(&on_leader));
+    let since = current_rv(&api);
+    let watch = Watcher::start(&api, since);
+
+    // Writes through either apiserver, each read back at once through the follower's.
+    let mut writer = Writer::new();
+    for i in 0..10 {
+        let via = if i % 2 == 0 { &other } else { &api };
+        writer.object(via, &api, true);
+    }
+    watch.wait_past(writer.last_acked, "before the kill");
+    drop(on_leader);
+
+    // The leader killed under a writer through the follower's apiserver.
+    let load = Load::start(writer, api.clone());
+    load.wait_acks(load.acks() + 5, "before the kill");
+    let at_kill = load.acks();
+    cluster.members[leader].kill();
+    let killed = Instant::now();
+    let survivors: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    let new_leader = rt.block_on(agreed_leader(&cluster, &survivors, LIMIT));
+    let elected = killed.elapsed();
+    let at_election = load.acks();
+    load.wait_acks(at_election + 1, "after the new leader was elected");
+    let resumed = killed.elapsed();
+    load.wait_acks(
+        at_election + AFTER_FAULT,
+        "after the new leader was elected",
+    );
+    let writer = load.finish();
+    let failed = writer.writes.iter().filter(|w| w.acked.is_none()).count();
+    eprintln!(
+        "apiserver_follower: m{leader} (leader) killed after {at_kill} acknowledged writes; \
+         m{new_leader} elected {elected:?} later, the first write after that acknowledged \
+         {resumed:?} after the kill; {} acknowledged, {failed} failed or timed out, {} reads \
+         failed; the apiserver is on m{follower}",
+        writer.acks(),
+        writer.failed_reads,
+    );
+
+    let what = "after the leader kill";
+    check_stored(&api, &writer.writes, since, what);
+    watch.wait_past(writer.last_acked, what);
+    let watched = watch.stop();
+    eprintln!(
+        "apiserver_follower: the watch from before the kill: {} events in {} watches, errors \
+         {:?}",
+        watched.events.len(),
+        watched.watches,
+        watched.errors
+    );
+    check_watch(&watched, &writer.writes, "the watch opened before the kill");
+}
+
+#[test]
+fn an_apiserver_whose_follower_is_killed_goes_unready_and_comes_back() {
+    let rt = runtime();
+    let mut cluster = Cluster::start(Flavor::Keel, 3, &[]);
+    let leader = rt.block_on(agreed_leader(&cluster, &[0, 1, 2], LIMIT));
+    let follower = (leader + 1) % 3;
+    let kube = Kube::start_on(&cluster.members[follower].client_url);
+    let api = Api::of(&kube);
+    let since = current_rv(&api);
+    let watch = Watcher::start(&api, since);
+    let load = Load::start(Writer::new(), api.clone());
+    load.wait_acks(10, "before the kill");
+
+    cluster.members[follower].kill();
+    let killed = Instant::now();
+    while api.ready() {
+        assert!(
+            killed.elapsed() < LIMIT,
+            "/readyz still ok {LIMIT:?} after its store was killed"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let unready = killed.elapsed();
+    assert!(
+        api.alive(),
+        "the apiserver stopped answering when its store died:\n{}",
+        kube.log()
+    );
+    // The writer meets the outage before the store comes back.
+    let failed = load.failed();
+    while load.failed() == failed {
+        assert!(
+            killed.elapsed() < LIMIT,
+            "no write failed in {LIMIT:?} with the apiserver's only store down"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    cluster.members[follower].restart();
+    let restarted = Instant::now();
+    while !api.ready() {
+        assert!(
+            restarted.elapsed() < LIMIT,
+            "/readyz not ok {LIMIT:?} after its store was restarted:\n{}",
+            kube.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ready = restarted.elapsed();
+    let at_ready = load.acks();
+    load.wait_acks(at_ready + AFTER_FAULT, "after the store came back");
+    let writer = load.finish();
+    eprintln!(
+        "apiserver_follower: /readyz failed {unready:?} after m{follower} was killed and was \
+         ok {ready:?} after its restart; {} writes acknowledged, {} failed or timed out",
+        writer.acks(),
+        writer.writes.iter().filter(|w| w.acked.is_none()).count()
+    );
+
+    let what = "after the follower's restart";
+    check_stored(&api, &writer.writes, since, what);
+    watch.wait_past(writer.last_acked, what);
+    let watched = watch.stop();
+    eprintln!(
+        "apiserver_follower: the watch from before the kill: {} events in {} watches, errors \
+         {:?}",
+        watched.events.len(),
+        watched.watches,
+        watched.errors
+    );
+    check_watch(&watched, &writer.writes, "the watch opened before the kill");
+}
