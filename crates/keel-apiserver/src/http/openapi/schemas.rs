@@ -9,7 +9,8 @@
 //!   `x-kubernetes-patch-merge-key` (what `kubectl apply` and `kubectl edit` compute their
 //!   patches from), taken from the table [`strategic_merge::schema_for`] keeps;
 //! - `metadata` is required only where the Go field has no `omitempty` (core/v1 `Event`),
-//!   where k8s-openapi makes it required on every kind.
+//!   where k8s-openapi makes it required on every kind, and events.k8s.io/v1 `Event`'s
+//!   `eventTime`, optional in k8s-openapi, is required as upstream has it.
 //!
 //! The `<Kind>List` types are generic in k8s-openapi and have no schema of their own; they are
 //! made from `ListMeta` and the item kind as upstream's generator makes them.
@@ -158,14 +159,8 @@ pub fn definitions(
             &format!("{name}List"),
             &[(info.group, info.version, &list_kind)],
         );
-        if !(info.group.is_empty() && info.kind == "Event")
-            && let Some(Value::Array(required)) =
-                defs.get_mut(&name).and_then(|d| d.get_mut("required"))
-        {
-            required.retain(|r| r != "metadata");
-            if required.is_empty() {
-                defs[&name].as_object_mut().map(|d| d.remove("required"));
-            }
+        if let Some(Value::Object(def)) = defs.get_mut(&name) {
+            fix_required(def, info.group, info.kind);
         }
         annotate_patch_strategy(&mut defs, &name, info.group, info.kind, flavor);
     }
@@ -191,6 +186,27 @@ pub fn definitions(
         }
     }
     defs
+}
+
+/// A kind's `required` fields as kube-apiserver's generator lists them, where k8s-openapi's
+/// differ: `metadata` is required only where the Go field has no `omitempty` (core/v1
+/// `Event`), not on every kind; events.k8s.io/v1 `Event`'s `eventTime` (a struct without
+/// `omitempty`, optional in k8s-openapi) is required.
+fn fix_required(def: &mut Map<String, Value>, group: &str, kind: &str) {
+    let mut required = match def.remove("required") {
+        Some(Value::Array(required)) => required,
+        _ => Vec::new(),
+    };
+    if !(group.is_empty() && kind == "Event") {
+        required.retain(|r| r != "metadata");
+    }
+    let event_time = Value::from("eventTime");
+    if (group, kind) == ("events.k8s.io", "Event") && !required.contains(&event_time) {
+        required.insert(0, event_time);
+    }
+    if !required.is_empty() {
+        def.insert("required".into(), Value::Array(required));
+    }
 }
 
 /// Swagger 2.0 as kube-apiserver writes it: a reference with a description is `$ref` beside
@@ -383,6 +399,11 @@ mod tests {
         assert_eq!(
             defs["io.k8s.api.core.v1.Event"]["required"],
             json!(["involvedObject", "metadata"])
+        );
+        let events = definitions(&registry::kinds(), &[("events.k8s.io", "v1")], Flavor::V3);
+        assert_eq!(
+            events["io.k8s.api.events.v1.Event"]["required"],
+            json!(["eventTime"])
         );
         // Every reference resolves.
         let text = serde_json::to_string(&defs).unwrap();
