@@ -1,11 +1,13 @@
 //! core/v1 ConfigMaps: NAME, DATA, AGE; data keys validated as apimachinery's
-//! `IsConfigMapKey` validates them, and an `immutable` ConfigMap's data kept as it is.
+//! `IsConfigMapKey` validates them, data and binaryData together at most 1 MiB, and an
+//! `immutable` ConfigMap's data kept as it is.
 
 use serde_json::Value;
 
 use crate::storage::FieldError;
 
 use super::names::NameRule;
+use super::secrets::MAX_SECRET_SIZE;
 use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
 
@@ -47,7 +49,11 @@ impl Strategy for ConfigMaps {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errors = validate_data_keys(obj, "data", "binaryData");
-        errors.extend(validate_data_keys(obj, "binaryData", "data"));
+        errors.extend(validate_data_keys(obj, "binaryData", ""));
+        if data_size(obj, &["data"], &["binaryData"]) > MAX_SECRET_SIZE {
+            // The path "" names the whole object: Go writes it `[]`.
+            errors.push(FieldError::too_long("[]", MAX_SECRET_SIZE));
+        }
         errors
     }
 
@@ -123,6 +129,29 @@ pub fn validate_data_keys(obj: &Value, field: &str, other: &str) -> Vec<FieldErr
     errors
 }
 
+/// The bytes the data of a ConfigMap or a Secret holds, as their validation counts them
+/// (Go's `len` of each value: a string's bytes, a `[]byte`'s decoded bytes): the maps at
+/// `text` hold strings, those at `binary` base64 (already read as Go's decoder reads it).
+pub fn data_size(obj: &Value, text: &[&str], binary: &[&str]) -> usize {
+    let strings = |fields: &[&str]| {
+        fields
+            .iter()
+            .filter_map(|f| obj.get(*f).and_then(Value::as_object))
+            .flat_map(|m| m.values().filter_map(Value::as_str))
+            .collect::<Vec<&str>>()
+    };
+    let decoded = |b64: &str| {
+        let chars: Vec<u8> = b64
+            .bytes()
+            .filter(|c| !matches!(c, b'\n' | b'\r'))
+            .collect();
+        let padding = chars.iter().rev().take_while(|c| **c == b'=').count();
+        (chars.len() / 4 * 3).saturating_sub(padding)
+    };
+    strings(text).iter().map(|s| s.len()).sum::<usize>()
+        + strings(binary).iter().map(|s| decoded(s)).sum::<usize>()
+}
+
 /// An update of an object whose stored `immutable` is true: `immutable` may not be unset
 /// and `fields` may not change (as ConfigMaps and Secrets are validated).
 pub fn immutable_data(new: &Value, old: &Value, fields: &[&str]) -> Vec<FieldError> {
@@ -145,7 +174,36 @@ pub fn immutable_data(new: &Value, old: &Value, fields: &[&str]) -> Vec<FieldErr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::Status;
     use serde_json::json;
+
+    #[test]
+    fn data_above_a_mebibyte_is_too_long_for_the_whole_object() {
+        let half = "x".repeat(MAX_SECRET_SIZE / 2);
+        let at_limit = json!({"data": {"a": half, "b": half}});
+        assert!(ConfigMaps.validate(&at_limit).is_empty());
+        // binaryData counts its decoded bytes: 3 more.
+        let over = json!({"data": {"a": half, "b": half}, "binaryData": {"c": "AAAA"}});
+        let status = Status::invalid("", "ConfigMap", "x", &ConfigMaps.validate(&over));
+        assert_eq!((status.code, status.reason), (422, "Invalid"));
+        assert_eq!(
+            status.message,
+            "ConfigMap \"x\" is invalid: []: Too long: may not be more than 1048576 bytes"
+        );
+        let cause = &status.details.unwrap().causes[0];
+        assert_eq!(
+            (cause.kind.as_str(), cause.field.as_str()),
+            ("FieldValueTooLong", "[]")
+        );
+        assert_eq!(
+            data_size(
+                &json!({"binaryData": {"a": "aGk=\n"}}),
+                &[],
+                &["binaryData"]
+            ),
+            2
+        );
+    }
 
     #[test]
     fn cells_count_data_and_binary_data() {
@@ -171,7 +229,6 @@ mod tests {
                  characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex \
                  used for validation is '[-._a-zA-Z0-9]+')",
                 "data[dup]: Invalid value: \"dup\": duplicate of key present in binaryData",
-                "binaryData[dup]: Invalid value: \"dup\": duplicate of key present in data",
             ]
         );
         assert_eq!(config_key_problems(".."), vec!["must not be '..'"]);

@@ -6,12 +6,11 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
-use super::configmaps::{immutable_data, validate_data_keys};
+use super::configmaps::{data_size, immutable_data, validate_data_keys};
 use super::names::NameRule;
 use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
 use crate::storage::FieldError;
-use crate::storage::field::Kind;
 
 /// The Secret strategy.
 pub struct Secrets;
@@ -52,7 +51,8 @@ static COLUMNS: [Column; 4] = [
     AGE_COLUMN,
 ];
 
-/// The most a Secret's data may hold, in bytes (`core.MaxSecretSize`).
+/// The most a Secret's data, or a ConfigMap's data and binaryData together, may hold, in
+/// bytes (`core.MaxSecretSize`).
 pub const MAX_SECRET_SIZE: usize = 1024 * 1024;
 
 /// `stringData` merged into `data` (base64-encoded, overwriting) and dropped; `type`
@@ -105,23 +105,8 @@ impl Strategy for Secrets {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errors = validate_data_keys(obj, "data", "");
-        let size: usize = obj
-            .get("data")
-            .and_then(Value::as_object)
-            .map(|d| {
-                d.values()
-                    .filter_map(Value::as_str)
-                    .map(|v| STANDARD.decode(v).map_or(v.len(), |b| b.len()))
-                    .sum()
-            })
-            .unwrap_or(0);
-        if size > MAX_SECRET_SIZE {
-            errors.push(FieldError {
-                kind: Kind::TooLong,
-                field: "data".into(),
-                value: None,
-                detail: format!("may not be more than {MAX_SECRET_SIZE} bytes"),
-            });
+        if data_size(obj, &[], &["data"]) > MAX_SECRET_SIZE {
+            errors.push(FieldError::too_long("data", MAX_SECRET_SIZE));
         }
         let required = |key: &str| FieldError::required(&format!("data[{key}]"), "");
         match obj.get("type").and_then(Value::as_str).unwrap_or("") {
