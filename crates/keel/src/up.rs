@@ -55,7 +55,9 @@ struct ApiserverFlags {
 
 /// Runs both until a signal or a failure of either.
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&args.data_dir)
+    // Each folder created is made durable in its parent, or a power cut could lose the
+    // whole data folder with every acknowledged write in it.
+    keel_wal::dir::create_all(&args.data_dir)
         .with_context(|| format!("cannot create the data folder {}", args.data_dir.display()))?;
     let _lock = lock(&args.data_dir)?;
     let store_dir = args.data_dir.join("store");
