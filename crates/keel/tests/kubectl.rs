@@ -1,8 +1,8 @@
 //! The real `kubectl` (the current one and 1.27) against `keel up` and against `keel
 //! apiserver` on a real etcd 3.5.1: discovery, create/apply/replace/patch/label/annotate,
 //! get in every output form with selectors and chunking, watch, dry run, delete with wait
-//! and of a namespace with objects in it, metrics and authentication; outputs, exit codes
-//! and error messages checked.
+//! and of a namespace with objects in it, metrics and authentication, values of the wrong
+//! type and ConfigMaps too large refused; outputs, exit codes and error messages checked.
 
 use std::fs;
 use std::process::Output;
@@ -293,6 +293,7 @@ fn session(kube: &Kube, version: Option<&str>) {
     );
 
     explain_and_field_validation(kube, version, &ns);
+    value_types_and_sizes(kube, version, &ns);
 
     // A watch lists what is there as ADDED events.
     let watched = kube.kubectl_version(
@@ -462,6 +463,117 @@ fn explain_and_field_validation(kube: &Kube, version: Option<&str>, ns: &str) {
     assert_eq!(
         k(&["get", "cm", "u1", "-n", ns, "-o", "jsonpath={.data.a}"]),
         "edited"
+    );
+}
+
+/// Values of the wrong type for their fields, refused as kube-apiserver's decoders refuse
+/// them (a create 400, a patch 422, whatever `--validate` says), a ConfigMap above 1 MiB
+/// refused as Invalid; nothing of it stored. And `eventTime` required in events.k8s.io/v1.
+fn value_types_and_sizes(kube: &Kube, version: Option<&str>, ns: &str) {
+    let k = |args: &[&str]| ok(kube, version, args);
+    let typed = write(
+        kube,
+        "typed.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: typed\n  namespace: {ns}\ndata:\n  count: 5\n"
+        ),
+    );
+    for validate in ["--validate=strict", "--validate=false"] {
+        let refused = fails(kube, version, &["create", "-f", &typed, validate]);
+        assert!(
+            refused.contains(&format!(
+                "Error from server (BadRequest): error when creating \"{typed}\": ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+            )),
+            "{refused}"
+        );
+    }
+    let missing = fails(kube, version, &["get", "cm", "typed", "-n", ns]);
+    assert!(missing.contains("NotFound"), "{missing}");
+    let service = write(
+        kube,
+        "typed-svc.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: typed\n  namespace: {ns}\nspec:\n  ports:\n  - port: \"80\"\n"
+        ),
+    );
+    let refused = fails(kube, version, &["apply", "-f", &service]);
+    assert!(
+        refused.contains("Service in version \"v1\" cannot be handled as a Service: json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"),
+        "{refused}"
+    );
+
+    // Patches: the result of a merge patch is decoded as a body, of a strategic merge patch
+    // by the unstructured converter; u1 keeps what it had.
+    let merge = fails(
+        kube,
+        version,
+        &[
+            "patch",
+            "cm",
+            "u1",
+            "-n",
+            ns,
+            "--type",
+            "merge",
+            "-p",
+            r#"{"data":{"a":5}}"#,
+        ],
+    );
+    assert!(
+        merge.contains("The request is invalid: patch: Invalid value: ")
+            && merge.contains(
+                "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+            ),
+        "{merge}"
+    );
+    let strategic = fails(
+        kube,
+        version,
+        &[
+            "patch",
+            "cm",
+            "u1",
+            "-n",
+            ns,
+            "-p",
+            r#"{"data":{"a":true}}"#,
+        ],
+    );
+    assert!(
+        strategic.contains(
+            "The request is invalid: patch: Invalid value: \"map[data:map[a:true]]\": unrecognized type: string"
+        ),
+        "{strategic}"
+    );
+    assert_eq!(
+        k(&["get", "cm", "u1", "-n", ns, "-o", "jsonpath={.data.a}"]),
+        "edited"
+    );
+
+    // Data above 1 MiB is Invalid, not a storage failure.
+    let big = kube.scratch.join("big.txt");
+    fs::write(&big, "x".repeat(1024 * 1024 + 1)).expect("write a big file");
+    let from_file = format!("--from-file={}", big.display());
+    let refused = fails(
+        kube,
+        version,
+        &["create", "configmap", "big", "-n", ns, &from_file],
+    );
+    assert!(
+        refused.contains(
+            "ConfigMap \"big\" is invalid: []: Too long: may not be more than 1048576 bytes"
+        ),
+        "{refused}"
+    );
+    let missing = fails(kube, version, &["get", "cm", "big", "-n", ns]);
+    assert!(missing.contains("NotFound"), "{missing}");
+
+    let events = k(&["explain", "events", "--api-version=events.k8s.io/v1"]);
+    assert!(
+        events
+            .lines()
+            .any(|l| l.trim_start().starts_with("eventTime") && l.contains("-required-")),
+        "{events}"
     );
 }
 

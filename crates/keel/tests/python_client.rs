@@ -1,5 +1,6 @@
 //! The Python `kubernetes` client (PyPI) against `keel up` and against `keel apiserver` on
-//! etcd 3.5.1: create and AlreadyExists, a paginated list, a watch from a resourceVersion,
+//! etcd 3.5.1: create and AlreadyExists, a value of the wrong type (400, and 422 from a
+//! patch) and a ConfigMap above 1 MiB (422) refused, a paginated list, a watch from a resourceVersion,
 //! and a 410 after compaction handled by relisting (`tests/python/client.py`).
 
 use std::process::Command;

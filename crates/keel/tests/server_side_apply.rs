@@ -160,7 +160,7 @@ fn session(kube: &Kube, version: Option<&str>) {
         )]
     );
     s.ok(&["label", "configmap/c1", "-n", ns, "tier=front"]);
-    let replaced = s.write("c1b.yaml", &s.configmap("c1", "  a: y\n"));
+    let replaced = s.write("c1b.yaml", &s.configmap("c1", "  a: w\n"));
     s.ok(&["replace", "-f", &replaced, VALIDATE]);
     assert_eq!(
         entries(&s.get("configmap/c1")),
@@ -436,6 +436,23 @@ fn session(kube: &Kube, version: Option<&str>) {
     let missing = s.run(&["get", "configmap", "odd", "-n", ns]);
     assert!(!missing.status.success(), "nothing was stored");
     s.ok(&["get", "configmaps", "-n", ns]);
+
+    // A value of the wrong type: refused as structured-merge-diff's validation words it.
+    let mistyped = s.write(
+        "mistyped.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mistyped\n  namespace: {ns}\ndata:\n  count: 5\n"
+        ),
+    );
+    let stderr = s.fails(&["apply", "--server-side", VALIDATE, "-f", &mistyped]);
+    assert!(
+        stderr.contains(&format!(
+            "failed to create typed patch object ({ns}/mistyped; /v1, Kind=ConfigMap): .data.count: expected string, got &value.valueUnstructured{{Value:5}}"
+        )),
+        "{stderr}"
+    );
+    let missing = s.run(&["get", "configmap", "mistyped", "-n", ns]);
+    assert!(!missing.status.success(), "nothing was stored");
 }
 
 #[test]

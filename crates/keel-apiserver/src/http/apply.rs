@@ -30,51 +30,51 @@ pub async fn patch(
 ) -> Result<(Value, bool), Status> {
     let config = read(body)?;
     let defs = openapi::documents(registry.kinds()).definitions();
-    let undeclared = field_validation::undeclared_fields(kind, defs, &config);
-    if !undeclared.is_empty() {
-        return Err(untyped(kind, namespace, name, &undeclared));
-    }
     let manager = FieldManager::new(kind, subresource, Time::now());
+    let errors = field_validation::apply_errors(kind, defs, &config);
+    if !errors.is_empty() {
+        let errors = match errors.as_slice() {
+            [one] => one.clone(),
+            many => format!("errors:\n  {}", many.join("\n  ")),
+        };
+        return Err(internal(format!(
+            "failed to create typed patch object ({}): {errors}",
+            manager.describe(&config)
+        )));
+    }
     registry
         .update_or_create(kind, namespace, name, subresource, dry_run, |current| {
             let mut obj = manager
                 .apply(current, &config, &options.manager, options.force)
                 .map_err(|e| e.status())?;
+            if let Some(error) = field_validation::conversion_error(kind, defs, &obj) {
+                let info = kind.info();
+                return Err(internal(format!(
+                    "failed to convert new object ({}) to proper version: unable to convert \
+                     unstructured object to {}/{}, Kind={}: {error}",
+                    manager.describe(&config),
+                    info.group,
+                    info.version,
+                    info.kind
+                )));
+            }
             check(kind, current.is_some(), &mut obj, namespace, name)?;
             Ok(obj)
         })
         .await
 }
 
-/// kube-apiserver's answer to an applied configuration with fields its schema does not
-/// declare: 500, as the field manager fails to make the typed patch object (so nothing
-/// unknown is ever stored or owned).
-fn untyped(kind: &dyn Strategy, namespace: Option<&str>, name: &str, fields: &[String]) -> Status {
-    let info = kind.info();
-    let errors: Vec<String> = fields
-        .iter()
-        .map(|f| format!("{f}: field not declared in schema"))
-        .collect();
-    let errors = match errors.as_slice() {
-        [one] => one.clone(),
-        many => format!("errors:\n  {}", many.join("\n  ")),
-    };
-    let gvk = format!("{}/{}, Kind={}", info.group, info.version, info.kind);
-    // Not a Status from the registry: kube-apiserver answers it with no reason.
-    Status::failure(
-        500,
-        "",
-        format!(
-            "failed to create typed patch object ({}/{name}; {gvk}): {errors}",
-            namespace.unwrap_or("")
-        ),
-    )
+/// kube-apiserver's answer to an applied configuration its field manager cannot take (its
+/// schema does not declare a field, a value is of the wrong type): 500 with no reason, as
+/// for any error that is not a Status, so nothing unknown or mistyped is stored or owned.
+fn internal(message: String) -> Status {
+    Status::failure(500, "", message)
 }
 
 /// The applied configuration: a YAML (or JSON) object; nothing at all is an empty one.
 pub fn read(body: &[u8]) -> Result<Value, Status> {
     let bad = |m: String| Status::failure(400, "BadRequest", m);
-    let doc: Value = serde_yaml_ng::from_slice(body).map_err(|e| {
+    let doc = super::negotiate::from_yaml(body).map_err(|e| {
         bad(format!(
             "error encoding patch: error converting YAML to JSON: yaml: {e}"
         ))

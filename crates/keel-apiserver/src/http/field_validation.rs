@@ -1,36 +1,43 @@
-//! Server-side field validation (`?fieldValidation=Ignore|Warn|Strict`, KEP-2885), as
-//! kube-apiserver does it by decoding request bodies into its Go types:
+//! Server-side field validation (`?fieldValidation=Ignore|Warn|Strict`, KEP-2885) and the
+//! type checks of every write, as kube-apiserver does both by decoding request bodies into
+//! its Go types ([`super::decode`]):
 //!
-//! - a create or update body is read strictly, as `sigs.k8s.io/json`'s `UnmarshalStrict`
-//!   reads it: in document order, every field the kind's type lacks is `unknown field
-//!   "spec.foo"` (paths joined with `.`, list items as `[0]`), every field given twice is
-//!   `duplicate field "data.a"`; map keys count as fields for duplicates, and nothing is
-//!   checked inside values Go keeps raw (`RawExtension`, `FieldsV1`, preserved unknown fields);
-//! - a patch is checked for duplicates in its own body, then the patched object for unknown
-//!   fields (JSON and merge patches: in the order the re-encoded object lists them, sorted
-//!   keys; strategic merge patches: sorted by message, as `FromUnstructuredWithValidation`
-//!   sorts them);
-//! - `Strict` fails the request with those errors (400 `<Kind> in version "v1" cannot be
-//!   handled as a <Kind>: strict decoding error: unknown field "a", duplicate field "b"` for a
-//!   body, 422 `patch: Invalid value: ...: strict decoding error: ...` for a patch); `Warn` (the
-//!   default) answers each as a `Warning: 299 - "..."` header; `Ignore` says nothing.
+//! - a create or update body is read strictly ([`strict`]): a value the field's Go
+//!   type does not take fails it, whatever the directive (400 `<Kind> in version "v1"
+//!   cannot be handled as a <Kind>: json: cannot unmarshal number into Go struct field
+//!   ConfigMap.data of type string`); else its unknown and duplicate fields are what the
+//!   directive acts on;
+//! - a patched object is checked as kube-apiserver decodes it: the result of a JSON or merge
+//!   patch as a body, of a strategic merge patch by the unstructured converter; a value of
+//!   the wrong type fails it with 422 (`patch: Invalid value: "<the object or the patch>":
+//!   <the error>`), whatever the directive; else the directive acts on the patch body's
+//!   duplicates, then the patched object's unknown fields (JSON and merge patches: in the
+//!   order the re-encoded object lists them, sorted keys; strategic merge patches: sorted by
+//!   message, as `FromUnstructuredWithValidation` sorts them);
+//! - an applied configuration (server-side apply) is checked as structured-merge-diff
+//!   validates it ([`apply_errors`]), the object it makes as the converter reads it
+//!   ([`conversion_error`]);
+//! - `Strict` fails the request with the unknown and duplicate fields (400 `... cannot be
+//!   handled as a <Kind>: strict decoding error: unknown field "a", duplicate field "b"` for
+//!   a body, 422 `patch: Invalid value: ...: strict decoding error: ...` for a patch); `Warn`
+//!   (the default) answers each as a `Warning: 299 - "..."` header; `Ignore` says nothing.
 //!
 //! Whatever the directive, unknown fields are never stored: the object is pruned to its
-//! schema, as decoding into Go types drops them. The schemas are the OpenAPI definitions
-//! ([`super::openapi`]).
+//! schema ([`prune`]), as decoding into Go types drops them. The schemas are the
+//! OpenAPI definitions ([`super::openapi`]).
 
 use std::collections::HashSet;
-use std::fmt;
 
 use axum::response::Response;
 use http::HeaderValue;
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use super::decode::{prune::prune, strict};
+use super::go_value::go_fmt;
 use super::negotiate::Body;
-use super::openapi::schemas::{self, Flavor};
-use super::strategic_merge;
+use super::openapi::schemas;
 use crate::registry::Strategy;
+use crate::registry::fieldpath::go_json;
 use crate::storage::{FieldError, Status, field::go_quote};
 
 /// What the client asked to happen to unknown and duplicate fields.
@@ -73,8 +80,9 @@ fn root(kind: &dyn Strategy) -> Option<String> {
     schemas::definition_name(info.group, info.version, info.kind)
 }
 
-/// A create or update body (`bytes`, JSON or YAML, already decoded as `obj`): checked as the
-/// directive says and pruned to the kind's schema; the warnings to answer with.
+/// A create or update body (`bytes` in `form`, already decoded as `obj`): refused if a
+/// value does not fit its field's type, else checked as the directive says and pruned to
+/// the kind's schema; the warnings to answer with.
 pub fn check_body(
     kind: &dyn Strategy,
     defs: &Map<String, Value>,
@@ -86,52 +94,71 @@ pub fn check_body(
     let Some(root) = root(kind) else {
         return Ok(Vec::new());
     };
-    let errors = if directive == Directive::Ignore {
-        Vec::new()
-    } else if form == Body::Yaml {
+    let read = match form {
+        Body::Json => strict::read(bytes, &root, defs),
+        // Protobuf bodies are decoded into the types themselves.
+        Body::Protobuf => strict::Read::default(),
         // Read again as the JSON the YAML converts to (Go's `YAMLToJSON`).
-        strict_errors(&serde_json::to_vec(obj).unwrap_or_default(), &root, defs)
-    } else {
-        strict_errors(bytes, &root, defs)
+        _ => strict::read(&serde_json::to_vec(obj).unwrap_or_default(), &root, defs),
     };
+    if let Some(error) = read.error {
+        return Err(cannot_be_handled(kind, &error));
+    }
     prune(obj, &root, defs);
-    if directive == Directive::Strict && !errors.is_empty() {
-        let info = kind.info();
-        return Err(Status::failure(
-            400,
-            "BadRequest",
-            format!(
-                "{} in version {} cannot be handled as a {}: {}",
-                info.kind,
-                go_quote(info.version),
-                info.kind,
-                strict_decoding_error(&errors)
-            ),
+    if directive == Directive::Ignore {
+        return Ok(Vec::new());
+    }
+    if directive == Directive::Strict && !read.strict.is_empty() {
+        return Err(cannot_be_handled(
+            kind,
+            &strict_decoding_error(&read.strict),
         ));
     }
-    Ok(errors)
+    Ok(read.strict)
 }
 
-/// The fields of an applied configuration that the kind's schema does not declare, as
-/// structured-merge-diff's typed conversion names them (`.spec.foo`): kube-apiserver refuses
-/// such an apply whatever the directive, as it cannot make the typed patch object.
-pub fn undeclared_fields(
-    kind: &dyn Strategy,
-    defs: &Map<String, Value>,
-    config: &Value,
-) -> Vec<String> {
+/// 400 `<Kind> in version "<version>" cannot be handled as a <Kind>: <why>`, as
+/// kube-apiserver answers a body its decoder refuses.
+fn cannot_be_handled(kind: &dyn Strategy, why: &str) -> Status {
+    let info = kind.info();
+    Status::failure(
+        400,
+        "BadRequest",
+        format!(
+            "{} in version {} cannot be handled as a {}: {why}",
+            info.kind,
+            go_quote(info.version),
+            info.kind
+        ),
+    )
+}
+
+/// What structured-merge-diff's validation reports about an applied configuration: its
+/// values of the wrong type and the fields the kind's schema does not declare, each at its
+/// path (`.data.a: expected string, got ...`, `.spec.foo: field not declared in schema`).
+/// kube-apiserver refuses such an apply whatever the directive, as it cannot make the typed
+/// patch object.
+pub fn apply_errors(kind: &dyn Strategy, defs: &Map<String, Value>, config: &Value) -> Vec<String> {
     let Some(root) = root(kind) else {
         return Vec::new();
     };
-    let mut copy = config.clone();
-    prune(&mut copy, &root, defs)
-        .into_iter()
-        .map(|path| format!(".{path}"))
-        .collect()
+    prune(&mut config.clone(), &root, defs).typed
 }
 
-/// A patched object: the patch body's duplicates and the unknown fields of `patched` (which
-/// is pruned), checked as the directive says; the warnings to answer with.
+/// The error the unstructured converter fails with reading `obj` into the kind's type (as
+/// the object an apply makes is read), if any.
+pub fn conversion_error(
+    kind: &dyn Strategy,
+    defs: &Map<String, Value>,
+    obj: &Value,
+) -> Option<String> {
+    let root = root(kind)?;
+    prune(&mut obj.clone(), &root, defs).conversion
+}
+
+/// A patched object: refused if a value does not fit its field's type, else the patch
+/// body's duplicates and the unknown fields of `patched` (which is pruned) checked as the
+/// directive says; the warnings to answer with.
 pub fn check_patch(
     kind: &dyn Strategy,
     defs: &Map<String, Value>,
@@ -144,33 +171,44 @@ pub fn check_patch(
     let Some(root) = root(kind) else {
         return Ok(Vec::new());
     };
-    let invalid_value = match form {
-        Body::StrategicMergePatch => strategic_merge::go_fmt(patch),
-        _ => go_json(patched),
+    let (invalid_value, read) = match form {
+        Body::StrategicMergePatch => (go_fmt(patch), None),
+        _ => {
+            let bytes = serde_json::to_vec(patched).unwrap_or_default();
+            (go_json(patched), Some(strict::read(&bytes, &root, defs)))
+        }
     };
-    let mut unknown: Vec<String> = prune(patched, &root, defs)
-        .iter()
-        .map(|path| format!("unknown field {}", go_quote(path)))
-        .collect();
+    let pruned = prune(patched, &root, defs);
+    let type_error = match read {
+        Some(read) => read.error,
+        None => pruned.conversion,
+    };
+    let invalid = |detail: &str| {
+        Status::invalid(
+            "",
+            "",
+            "",
+            &[FieldError::invalid("patch", invalid_value.as_str(), detail)],
+        )
+    };
+    if let Some(error) = type_error {
+        return Err(invalid(&error));
+    }
     if directive == Directive::Ignore {
         return Ok(Vec::new());
     }
-    let mut errors = duplicate_errors(patch_bytes);
+    let mut unknown: Vec<String> = pruned
+        .removed
+        .iter()
+        .map(|path| format!("unknown field {}", go_quote(path)))
+        .collect();
+    let mut errors = strict::duplicate_errors(patch_bytes);
     if form == Body::StrategicMergePatch {
         unknown.sort();
     }
     errors.extend(unknown);
     if directive == Directive::Strict && !errors.is_empty() {
-        return Err(Status::invalid(
-            "",
-            "",
-            "",
-            &[FieldError::invalid(
-                "patch",
-                invalid_value,
-                &strict_decoding_error(&errors),
-            )],
-        ));
+        return Err(invalid(&strict_decoding_error(&errors)));
     }
     Ok(errors)
 }
@@ -178,16 +216,6 @@ pub fn check_patch(
 /// `strict decoding error: a, b`.
 fn strict_decoding_error(errors: &[String]) -> String {
     format!("strict decoding error: {}", errors.join(", "))
-}
-
-/// JSON as Go's `json.Marshal` writes a decoded object: compact, keys sorted, `<`, `>` and
-/// `&` escaped.
-fn go_json(value: &Value) -> String {
-    serde_json::to_string(value)
-        .unwrap_or_default()
-        .replace('<', "\\u003c")
-        .replace('>', "\\u003e")
-        .replace('&', "\\u0026")
 }
 
 /// Adds one `Warning: 299 - "<text>"` header per warning, as kube-apiserver's warning
@@ -201,263 +229,6 @@ pub fn add_warnings(response: &mut Response, warnings: &[String]) {
         if let Ok(value) = HeaderValue::from_str(&format!("299 - {}", go_quote(warning))) {
             response.headers_mut().append("warning", value);
         }
-    }
-}
-
-/// Follows `$ref`s (`{"$ref"}` or `{"allOf": [{"$ref"}]}`) to the schema itself.
-fn resolve<'a>(schema: &'a Value, defs: &'a Map<String, Value>) -> &'a Value {
-    let mut current = schema;
-    for _ in 0..16 {
-        let reference = current
-            .get("$ref")
-            .or_else(|| current.pointer("/allOf/0/$ref"))
-            .and_then(Value::as_str)
-            .and_then(|r| r.strip_prefix(Flavor::V3.prefix()));
-        match reference.and_then(|name| defs.get(name)) {
-            Some(next) => current = next,
-            None => break,
-        }
-    }
-    current
-}
-
-/// How a value is read.
-#[derive(Clone, Copy)]
-enum Shape<'a> {
-    /// Against this schema.
-    Typed(&'a Value),
-    /// As Go's `map[string]interface{}`: duplicates count, unknown fields do not.
-    Untyped,
-    /// Kept raw: nothing counts.
-    Raw,
-}
-
-impl<'a> Shape<'a> {
-    fn of(schema: &'a Value, defs: &'a Map<String, Value>) -> Shape<'a> {
-        let schema = resolve(schema, defs);
-        if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
-            || schema.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true))
-        {
-            return Shape::Raw;
-        }
-        let typed = schema.get("properties").is_some()
-            || schema
-                .get("additionalProperties")
-                .is_some_and(Value::is_object)
-            || schema.get("items").is_some();
-        if typed {
-            Shape::Typed(schema)
-        } else {
-            Shape::Raw
-        }
-    }
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
-    }
-}
-
-/// Removes from `obj` what the schema `root` does not know; the paths removed (`spec.foo`,
-/// list items as `[0]`), in key order.
-pub fn prune(obj: &mut Value, root: &str, defs: &Map<String, Value>) -> Vec<String> {
-    let mut removed = Vec::new();
-    if let Some(schema) = defs.get(root) {
-        prune_value(obj, Shape::of(schema, defs), defs, "", &mut removed);
-    }
-    removed
-}
-
-fn prune_value(
-    value: &mut Value,
-    shape: Shape<'_>,
-    defs: &Map<String, Value>,
-    path: &str,
-    removed: &mut Vec<String>,
-) {
-    let Shape::Typed(schema) = shape else {
-        return;
-    };
-    match value {
-        Value::Object(map) => {
-            if let Some(Value::Object(properties)) = schema.get("properties") {
-                let keys: Vec<String> = map.keys().cloned().collect();
-                for key in keys {
-                    let field = join(path, &key);
-                    match properties.get(&key) {
-                        Some(schema) => {
-                            let child = map.get_mut(&key).expect("the key is in the map");
-                            prune_value(child, Shape::of(schema, defs), defs, &field, removed);
-                        }
-                        None => {
-                            removed.push(field);
-                            map.remove(&key);
-                        }
-                    }
-                }
-            } else if let Some(values) =
-                schema.get("additionalProperties").filter(|v| v.is_object())
-            {
-                let shape = Shape::of(values, defs);
-                for (key, child) in map.iter_mut() {
-                    prune_value(child, shape, defs, &join(path, key), removed);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item) = schema.get("items") {
-                let shape = Shape::of(item, defs);
-                for (i, child) in items.iter_mut().enumerate() {
-                    prune_value(child, shape, defs, &format!("{path}[{i}]"), removed);
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// The unknown and duplicate fields of the JSON `bytes` read as the definition `root`, in
-/// document order (empty when the bytes are not JSON: the decoder reports that).
-pub fn strict_errors(bytes: &[u8], root: &str, defs: &Map<String, Value>) -> Vec<String> {
-    let Some(schema) = defs.get(root) else {
-        return Vec::new();
-    };
-    read(bytes, Shape::of(schema, defs), defs)
-}
-
-/// The duplicate fields of a JSON patch body, read as Go reads it into untyped maps.
-fn duplicate_errors(bytes: &[u8]) -> Vec<String> {
-    read(bytes, Shape::Untyped, &Map::new())
-}
-
-fn read(bytes: &[u8], shape: Shape<'_>, defs: &Map<String, Value>) -> Vec<String> {
-    let mut errors = Vec::new();
-    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let walk = Walk {
-        shape,
-        defs,
-        path: String::new(),
-        errors: &mut errors,
-    };
-    if walk.deserialize(&mut deserializer).is_err() {
-        return Vec::new();
-    }
-    errors
-}
-
-/// One value of a strict read: a [`DeserializeSeed`] that notes unknown and duplicate fields
-/// as it goes.
-struct Walk<'s, 'e> {
-    shape: Shape<'s>,
-    defs: &'s Map<String, Value>,
-    path: String,
-    errors: &'e mut Vec<String>,
-}
-
-impl<'de> DeserializeSeed<'de> for Walk<'_, '_> {
-    type Value = ();
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
-        if matches!(self.shape, Shape::Raw) {
-            deserializer.deserialize_ignored_any(IgnoredAny)?;
-            return Ok(());
-        }
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Walk<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_str<E>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        let item = match self.shape {
-            Shape::Typed(schema) => match schema.get("items") {
-                Some(item) => Shape::of(item, self.defs),
-                None => Shape::Raw,
-            },
-            other => other,
-        };
-        let mut i = 0;
-        loop {
-            let walk = Walk {
-                shape: item,
-                defs: self.defs,
-                path: format!("{}[{i}]", self.path),
-                errors: &mut *self.errors,
-            };
-            if seq.next_element_seed(walk)?.is_none() {
-                return Ok(());
-            }
-            i += 1;
-        }
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let (properties, values) = match self.shape {
-            Shape::Typed(schema) => (
-                schema.get("properties").and_then(Value::as_object),
-                schema
-                    .get("additionalProperties")
-                    .filter(|v| v.is_object())
-                    .map(|v| Shape::of(v, self.defs)),
-            ),
-            _ => (None, Some(Shape::Untyped)),
-        };
-        let mut seen = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let path = join(&self.path, &key);
-            let shape = match (properties, values) {
-                (Some(properties), _) => match properties.get(&key) {
-                    Some(schema) => Some(Shape::of(schema, self.defs)),
-                    None => None,
-                },
-                (None, Some(values)) => Some(values),
-                (None, None) => Some(Shape::Raw),
-            };
-            let Some(shape) = shape else {
-                self.errors
-                    .push(format!("unknown field {}", go_quote(&path)));
-                map.next_value::<IgnoredAny>()?;
-                continue;
-            };
-            if !seen.insert(key) {
-                self.errors
-                    .push(format!("duplicate field {}", go_quote(&path)));
-            }
-            map.next_value_seed(Walk {
-                shape,
-                defs: self.defs,
-                path,
-                errors: &mut *self.errors,
-            })?;
-        }
-        Ok(())
     }
 }
 
@@ -493,27 +264,6 @@ mod tests {
             "PatchOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \
              \"strict\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
         );
-    }
-
-    #[test]
-    fn a_strict_body_names_unknown_and_duplicate_fields_in_document_order() {
-        let body = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"1","a":"2"},"foo":1},
-            "spec":{"containers":[{"name":"c","image":"i","bogus":{"x":1}}],"zzz":true},"bar":[1]}"#;
-        assert_eq!(
-            strict_errors(body, "io.k8s.api.core.v1.Pod", defs()),
-            [
-                "duplicate field \"metadata.labels.a\"",
-                "unknown field \"metadata.foo\"",
-                "unknown field \"spec.containers[0].bogus\"",
-                "unknown field \"spec.zzz\"",
-                "unknown field \"bar\"",
-            ]
-        );
-        // Raw values are not looked into; quantities and int-or-strings are values.
-        let body = br#"{"metadata":{"managedFields":[{"fieldsV1":{"f:data":{},"f:data":{}}}]},
-            "spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"1"}},
-            "ports":[{"containerPort":1}],"livenessProbe":{"httpGet":{"port":"http"}}}]}}"#;
-        assert!(strict_errors(body, "io.k8s.api.core.v1.Pod", defs()).is_empty());
     }
 
     #[test]
@@ -606,6 +356,100 @@ mod tests {
         assert_eq!(
             merged,
             json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":"2"}})
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_fails_a_body_whatever_the_directive() {
+        let cm = kind("configmaps");
+        let bytes = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"y":5},"bogus":1}"#;
+        for directive in [Directive::Ignore, Directive::Warn, Directive::Strict] {
+            let mut obj: Value = serde_json::from_slice(bytes).unwrap();
+            let refused =
+                check_body(cm, defs(), bytes, Body::Json, &mut obj, directive).unwrap_err();
+            assert_eq!((refused.code, refused.reason), (400, "BadRequest"));
+            assert_eq!(
+                refused.message,
+                "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot \
+                 unmarshal number into Go struct field ConfigMap.data of type string"
+            );
+        }
+        // YAML is read as the JSON it converts to.
+        let yaml = b"apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  ports:\n  - port: \"80\"\n";
+        let mut obj = crate::http::negotiate::decode(yaml, true).unwrap();
+        let svc = kind("services");
+        let refused =
+            check_body(svc, defs(), yaml, Body::Yaml, &mut obj, Directive::Warn).unwrap_err();
+        assert_eq!(
+            refused.message,
+            "Service in version \"v1\" cannot be handled as a Service: json: cannot unmarshal \
+             string into Go struct field ServicePort.spec.ports.port of type int32"
+        );
+    }
+
+    #[test]
+    fn a_patch_making_a_value_of_the_wrong_type_is_invalid() {
+        let cm = kind("configmaps");
+        let patched =
+            json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"a":5}});
+        let patch = json!({"data": {"a": 5}});
+        let bytes = br#"{"data":{"a":5}}"#;
+        let mut merged = patched.clone();
+        let refused = check_patch(
+            cm,
+            defs(),
+            Body::MergePatch,
+            bytes,
+            &patch,
+            &mut merged,
+            Directive::Ignore,
+        )
+        .unwrap_err();
+        assert_eq!((refused.code, refused.reason), (422, "Invalid"));
+        assert_eq!(
+            refused.message,
+            " \"\" is invalid: patch: Invalid value: \"{\\\"apiVersion\\\":\\\"v1\\\",\\\"data\\\":{\\\"a\\\":5},\\\"kind\\\":\\\"ConfigMap\\\",\\\"metadata\\\":{\\\"name\\\":\\\"c\\\"}}\": \
+             json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+        );
+        // A strategic merge patch's result is read by the unstructured converter.
+        let mut merged = patched.clone();
+        let refused = check_patch(
+            cm,
+            defs(),
+            Body::StrategicMergePatch,
+            bytes,
+            &patch,
+            &mut merged,
+            Directive::Warn,
+        )
+        .unwrap_err();
+        assert_eq!(
+            refused.message,
+            " \"\" is invalid: patch: Invalid value: \"map[data:map[a:5]]\": cannot convert int64 to string"
+        );
+    }
+
+    #[test]
+    fn applied_configurations_are_validated_as_structured_merge_diff_validates_them() {
+        let pod = kind("pods");
+        let config = json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "bogus": 1},
+            "spec": {"containers": [{"name": "c", "ports": [{"containerPort": "80"}]}]}
+        });
+        assert_eq!(
+            apply_errors(pod, defs(), &config),
+            [
+                ".metadata.bogus: field not declared in schema",
+                ".spec.containers[0].ports[0].containerPort: expected numeric (int or float), got string"
+            ]
+        );
+        let made = json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80.5}]}]}
+        });
+        assert_eq!(
+            conversion_error(pod, defs(), &made).as_deref(),
+            Some("cannot convert float64 to int32")
         );
     }
 

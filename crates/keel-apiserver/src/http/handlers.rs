@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::field_manager::{self, Verb};
 use super::field_validation::{self, Directive};
+use super::go_value::GoType;
 use super::metadata;
 use super::negotiate::{self, Answer, Output};
 use super::openapi;
@@ -423,9 +424,10 @@ fn filter(
     })))
 }
 
-/// The body of a create or update: JSON, YAML or protobuf, of this kind and version, in this
-/// namespace, with this name (for an update), checked for unknown and duplicate fields as
-/// `directive` says and pruned to the kind's schema; with the warnings to answer.
+/// The body of a create or update: JSON, YAML or protobuf, of this kind and version, its
+/// values of its fields' types, checked for unknown and duplicate fields as `directive`
+/// says and pruned to the kind's schema (as kube-apiserver's decoder does all that), then
+/// in this namespace, with this name (for an update); with the warnings to answer.
 fn read_object(
     registry: &Registry,
     kind: &dyn Strategy,
@@ -444,7 +446,9 @@ fn read_object(
             "couldn't get version/kind; json parse error: the body is not a JSON object".into(),
         ));
     }
-    check_type(kind, &mut obj)?;
+    check_type(kind, &obj, &req.body)?;
+    let defs = openapi::documents(registry.kinds()).definitions();
+    let warnings = field_validation::check_body(kind, defs, &req.body, form, &mut obj, directive)?;
     let bad = |message: String| Status::failure(400, "BadRequest", message);
     if info.namespaced {
         let given = meta_str(&obj, "namespace");
@@ -467,15 +471,31 @@ fn read_object(
             )));
         }
     }
-    let defs = openapi::documents(registry.kinds()).definitions();
-    let warnings = field_validation::check_body(kind, defs, &req.body, form, &mut obj, directive)?;
     Ok((obj, warnings))
 }
 
-/// A body's apiVersion and kind must be this kind's (or left out), as kube-apiserver's
-/// decoder requires.
-pub fn check_type(kind: &dyn Strategy, obj: &mut Value) -> Result<(), Status> {
+/// A body's apiVersion and kind must be strings, this kind's (or left out), as
+/// kube-apiserver's decoder requires (`body`: the request's, as sent).
+pub fn check_type(kind: &dyn Strategy, obj: &Value, body: &[u8]) -> Result<(), Status> {
     let info = kind.info();
+    // Go reads them into a struct of two strings first, to learn what the body is.
+    for field in ["apiVersion", "kind"] {
+        let got = GoType::of(obj.get(field).unwrap_or(&Value::Null));
+        if !matches!(got, GoType::Nil | GoType::String) {
+            return Err(Status::failure(
+                400,
+                "BadRequest",
+                format!(
+                    "the object provided is unrecognized (must be of type {}): couldn't get \
+                     version/kind; json parse error: json: cannot unmarshal {} into Go struct \
+                     field .{field} of type string ({})",
+                    info.kind,
+                    got.json_kind(),
+                    summarize(body)
+                ),
+            ));
+        }
+    }
     let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let body_kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
     let expected = info.api_version();
@@ -499,6 +519,24 @@ pub fn check_type(kind: &dyn Strategy, obj: &mut Value) -> Result<(), Status> {
         ));
     }
     Ok(())
+}
+
+/// The start of a body as kube-apiserver's `summarizeData` shows it: the text of a JSON
+/// object, else hex; 30 bytes and ` ...` when there are more.
+fn summarize(body: &[u8]) -> String {
+    const MAX: usize = 30;
+    let (head, more) = match body.len() > MAX {
+        true => (&body[..MAX], " ..."),
+        false => (body, ""),
+    };
+    match body.first() {
+        None => "<empty>".to_string(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
+        Some(_) => {
+            let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{more}")
+        }
+    }
 }
 
 /// `DeleteOptions` from the body (JSON, YAML or protobuf) and the query.
@@ -622,4 +660,38 @@ pub fn streamed(output: Output, body: Body) -> Response {
         http::HeaderValue::from_static(output.content_type()),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_api_version_or_kind_that_is_not_a_string_leaves_the_body_unrecognized() {
+        let cm = &crate::registry::configmaps::ConfigMaps;
+        let body = br#"{"apiVersion":5,"kind":"ConfigMap","metadata":{"name":"x"}}"#;
+        let obj: Value = serde_json::from_slice(body).unwrap();
+        let refused = check_type(cm, &obj, body).unwrap_err();
+        assert_eq!((refused.code, refused.reason), (400, "BadRequest"));
+        assert_eq!(
+            refused.message,
+            "the object provided is unrecognized (must be of type ConfigMap): couldn't get \
+             version/kind; json parse error: json: cannot unmarshal number into Go struct \
+             field .apiVersion of type string ({\"apiVersion\":5,\"kind\":\"Config ...)"
+        );
+        let yaml = b"kind: [ConfigMap]\n";
+        let obj = negotiate::decode(yaml, true).unwrap();
+        assert!(check_type(cm, &obj, yaml).unwrap_err().message.ends_with(
+            "array into Go struct field .kind of type string (6b696e643a205b436f6e6669674d61705d0a)"
+        ));
+        let fine = serde_json::json!({"apiVersion": "v1", "kind": null});
+        assert!(check_type(cm, &fine, b"{}").is_ok());
+        let other = serde_json::json!({"apiVersion": "v2"});
+        assert!(
+            check_type(cm, &other, b"{}")
+                .unwrap_err()
+                .message
+                .starts_with("the API version")
+        );
+    }
 }

@@ -5,9 +5,11 @@
 
 pub mod apply;
 pub mod auth;
+pub mod decode;
 pub mod discovery;
 pub mod field_manager;
 pub mod field_validation;
+pub mod go_value;
 pub mod handlers;
 pub mod health;
 pub mod metadata;

@@ -236,12 +236,34 @@ pub fn decode_object(
 /// Decodes a JSON or YAML body into a JSON value (400 BadRequest when it is neither).
 pub fn decode(bytes: &[u8], yaml: bool) -> Result<Value, Status> {
     let parsed = if yaml {
-        serde_yaml_ng::from_slice::<Value>(bytes).map_err(|e| format!("yaml: {e}"))
+        from_yaml(bytes).map_err(|e| format!("yaml: {e}"))
     } else {
         serde_json::from_slice::<Value>(bytes).map_err(|e| format!("json parse error: {e}"))
     };
     parsed
         .map_err(|e| Status::failure(400, "BadRequest", format!("couldn't get version/kind; {e}")))
+}
+
+/// A YAML document as the JSON Go's `YAMLToJSON` makes of it: a float without a fraction
+/// is written as an integer (`80.0` is `80`), as `encoding/json` writes such a `float64`.
+pub fn from_yaml(bytes: &[u8]) -> Result<Value, serde_yaml_ng::Error> {
+    fn whole_floats(value: &mut Value) {
+        match value {
+            Value::Number(n) => {
+                if let Some(f) = n.as_f64().filter(|f| n.is_f64() && f.fract() == 0.0)
+                    && f.abs() < 1e15
+                {
+                    *value = Value::from(f as i64);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(whole_floats),
+            Value::Object(map) => map.values_mut().for_each(whole_floats),
+            _ => {}
+        }
+    }
+    let mut value: Value = serde_yaml_ng::from_slice(bytes)?;
+    whole_floats(&mut value);
+    Ok(value)
 }
 
 /// Encodes a response value in the negotiated form.
@@ -344,5 +366,13 @@ mod tests {
             decode(b"a: 1\n", true).unwrap(),
             serde_json::json!({"a": 1})
         );
+    }
+
+    #[test]
+    fn yaml_floats_without_a_fraction_are_integers_as_go_writes_them() {
+        let doc = decode(b"a: 80.0\nb: [1.5, 2.0, 1e3]\n", true).unwrap();
+        assert_eq!(doc, serde_json::json!({"a": 80, "b": [1.5, 2, 1000]}));
+        assert!(doc["a"].is_i64());
+        assert!(doc["b"][0].is_f64());
     }
 }

@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
+use super::go_value::{GoType, go_fmt_list, go_fmt_map, go_fmt_s};
 pub use crate::registry::schema::{Schema, schema_for};
 
 type Object = Map<String, Value>;
@@ -798,44 +799,6 @@ fn discard_nulls(value: &mut Value) {
     }
 }
 
-/// The Go type a decoded JSON value has (`reflect.TypeOf`), for type comparisons.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum GoType {
-    Nil,
-    Bool,
-    Int,
-    Float,
-    String,
-    Slice,
-    Map,
-}
-
-impl GoType {
-    fn of(v: &Value) -> Self {
-        match v {
-            Value::Null => GoType::Nil,
-            Value::Bool(_) => GoType::Bool,
-            Value::Number(n) if n.is_i64() => GoType::Int,
-            Value::Number(_) => GoType::Float,
-            Value::String(_) => GoType::String,
-            Value::Array(_) => GoType::Slice,
-            Value::Object(_) => GoType::Map,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            GoType::Nil => "%!s(<nil>)",
-            GoType::Bool => "bool",
-            GoType::Int => "int64",
-            GoType::Float => "float64",
-            GoType::String => "string",
-            GoType::Slice => "[]interface {}",
-            GoType::Map => "map[string]interface {}",
-        }
-    }
-}
-
 /// `sliceElementType`: the one element type of the lists (lists of lists refused).
 fn slice_element_type(lists: &[&[Value]]) -> Result<GoType> {
     let mut found: Option<GoType> = None;
@@ -884,64 +847,6 @@ fn bad_patch_type(directive: &Value, map: &Object) -> PatchError {
 /// A value as text, for set membership and order lookups (equal values, equal text).
 fn canonical(v: &Value) -> String {
     v.to_string()
-}
-
-/// A value as Go's `%v` prints the decoded JSON (`map[k:v]` with sorted keys, `[a b]`).
-pub(crate) fn go_fmt(v: &Value) -> String {
-    match v {
-        Value::Null => "<nil>".to_string(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => match (n.as_i64(), n.as_f64()) {
-            (Some(i), _) => i.to_string(),
-            (None, Some(f)) => go_float(f),
-            (None, None) => n.to_string(),
-        },
-        Value::String(s) => s.clone(),
-        Value::Array(l) => go_fmt_list(l),
-        Value::Object(m) => go_fmt_map(m),
-    }
-}
-
-fn go_fmt_list(l: &[Value]) -> String {
-    let items: Vec<String> = l.iter().map(go_fmt).collect();
-    format!("[{}]", items.join(" "))
-}
-
-fn go_fmt_map(m: &Object) -> String {
-    let mut entries: Vec<(&String, &Value)> = m.iter().collect();
-    entries.sort_by(|a, b| a.0.cmp(b.0));
-    let items: Vec<String> = entries
-        .into_iter()
-        .map(|(k, v)| format!("{k}:{}", go_fmt(v)))
-        .collect();
-    format!("map[{}]", items.join(" "))
-}
-
-/// A scalar as Go's `%s` prints it (`%!s(int64=1)` for a non-string).
-fn go_fmt_s(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "%!s(<nil>)".to_string(),
-        Value::Bool(_) | Value::Number(_) => {
-            format!("%!s({}={})", GoType::of(v).name(), go_fmt(v))
-        }
-        other => go_fmt(other),
-    }
-}
-
-/// A float as Go's `%v` prints it (shortest digits, an exponent from 1e+06 and below 1e-04).
-fn go_float(f: f64) -> String {
-    let sci = format!("{f:e}");
-    let Some((mantissa, exp)) = sci.split_once('e') else {
-        return sci;
-    };
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if !(-4..6).contains(&exp) {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exp.abs())
-    } else {
-        format!("{f}")
-    }
 }
 
 #[cfg(test)]
@@ -1390,14 +1295,5 @@ mod tests {
             .collect();
         go_stable_sort(&mut big);
         assert_eq!(big.len(), 50);
-    }
-
-    #[test]
-    fn go_formats_floats_like_go() {
-        assert_eq!(go_float(1.5), "1.5");
-        assert_eq!(go_float(1e21), "1e+21");
-        assert_eq!(go_float(123456.0), "123456");
-        assert_eq!(go_float(1e6), "1e+06");
-        assert_eq!(go_float(0.00001), "1e-05");
     }
 }

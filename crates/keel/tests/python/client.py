@@ -1,7 +1,9 @@
-"""The Python kubernetes client against keel: create, list with pagination, watch from a
-resourceVersion, and a 410 after compaction handled by relisting. Run by tests/python_client.rs
+"""The Python kubernetes client against keel: create, values of the wrong type and data too
+large refused, list with pagination, watch from a resourceVersion, and a 410 after compaction
+handled by relisting. Run by tests/python_client.rs
 with KUBECONFIG and KEEL_ETCDCTL (a command line reaching the store) in the environment."""
 
+import json
 import os
 import subprocess
 import sys
@@ -24,6 +26,61 @@ try:
     sys.exit("a second create of c0 succeeded")
 except ApiException as e:
     assert e.status == 409 and "AlreadyExists" in e.body, e
+
+
+def refused(call, code, reason, message):
+    """Runs call, which must fail with a Status of this code, reason and message."""
+    try:
+        call()
+    except ApiException as e:
+        status = json.loads(e.body)
+        assert (e.status, status["reason"], status["message"]) == (code, reason, message), e.body
+        return status
+    sys.exit(f"{call} succeeded")
+
+
+def raw(method, path, body):
+    """A request the client's models would refuse to send: its code and decoded answer."""
+    api = v1.api_client
+    method, url, headers, data, _ = api.param_serialize(
+        method,
+        path,
+        body=body,
+        header_params={"Content-Type": "application/json", "Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(method, url, headers, data)
+    response.read()
+    return response.status, json.loads(response.data)
+
+
+# A value its field's Go type does not take, and data above 1 MiB: refused as
+# kube-apiserver refuses them, nothing stored or changed.
+code, answer = raw("POST", f"/api/v1/namespaces/{ns}/configmaps", {"metadata": {"name": "typed"}, "data": {"y": 5}})
+assert (code, answer["reason"], answer["message"]) == (
+    400,
+    "BadRequest",
+    'ConfigMap in version "v1" cannot be handled as a ConfigMap: json: cannot unmarshal number '
+    "into Go struct field ConfigMap.data of type string",
+), answer
+refused(
+    lambda: v1.patch_namespaced_config_map("c0", ns, {"data": {"i": 7}}),
+    422,
+    "Invalid",
+    ' "" is invalid: patch: Invalid value: "map[data:map[i:7]]": cannot convert int64 to string',
+)
+status = refused(
+    lambda: v1.create_namespaced_config_map(
+        ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="big"), data={"a": "x" * (1024 * 1024 + 1)})
+    ),
+    422,
+    "Invalid",
+    'ConfigMap "big" is invalid: []: Too long: may not be more than 1048576 bytes',
+)
+assert status["details"]["causes"] == [
+    {"reason": "FieldValueTooLong", "message": "Too long: may not be more than 1048576 bytes", "field": "[]"}
+], status
+assert v1.read_namespaced_config_map("c0", ns).data == {"i": "0"}
 
 # Pagination: 2 per page, the continue token pinned to the first page's revision.
 names, token, pages = [], None, 0

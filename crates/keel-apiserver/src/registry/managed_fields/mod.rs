@@ -357,8 +357,9 @@ impl<'a> FieldManager<'a> {
         Ok(object)
     }
 
-    /// `namespace/name; group/version, Kind=kind` of an object, as SMD's errors name it.
-    fn describe(&self, obj: &Value) -> String {
+    /// `namespace/name; group/version, Kind=kind` of an object, as the field manager's
+    /// errors name it (`objectGVKNN`).
+    pub fn describe(&self, obj: &Value) -> String {
         format!(
             "{}/{}; {}/{}, Kind={}",
             super::meta_str(obj, "namespace"),

@@ -1,0 +1,353 @@
+//! Objects read into their kind's Go types, as kube-apiserver's decoders read them. The
+//! kind's OpenAPI schema ([`super::openapi`]) says which Go type each field has
+//! ([`Shape`]); three readers use it, each deciding and wording as its upstream
+//! counterpart does:
+//!
+//! - [`strict`]: `sigs.k8s.io/json` reading a body into the Go type (creates, updates, and
+//!   the object a JSON or merge patch makes): the unknown and duplicate fields
+//!   `fieldValidation` reports, and the error that fails the request, the first value of the
+//!   wrong type (`json: cannot unmarshal number into Go struct field ConfigMap.data of type
+//!   string`; the decoder notes it and goes on) unless a type with its own `UnmarshalJSON`
+//!   (`Time`, `IntOrString`, `Quantity`) fails, which stops the decoder and wins;
+//! - [`prune`]: a decoded object with what its schema does not declare removed, as decoding
+//!   into Go types drops it; the same walk judges each value as apimachinery's unstructured
+//!   converter does (strategic merge patches: `cannot convert int64 to string`) and as
+//!   structured-merge-diff's validation of a typed value does (server-side apply:
+//!   `.data.a: expected string, got &value.valueUnstructured{Value:5}`);
+//! - [`fit`]: what each of them says about one value of one Go type.
+//!
+//! Go names a type by its package and name (`v1.ObjectMeta`, `[]v1.Container`,
+//! `map[string]string`); the schema has the structs' names, [`names`] the named string and
+//! map types of `k8s.io/api` it does not carry.
+
+pub mod fit;
+pub mod names;
+pub mod prune;
+pub mod strict;
+
+use serde_json::{Map, Value};
+
+use super::openapi::schemas::Flavor;
+
+const TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Time";
+const MICRO_TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime";
+const INT_OR_STRING: &str = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
+const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+
+/// A Go scalar type, as far as decoding goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scalar {
+    /// `string`, or a named string type (`v1.Protocol`).
+    String,
+    /// `[]byte`, written as a base64 string (`format: byte`).
+    Bytes,
+    /// `bool`.
+    Bool,
+    /// `int32`.
+    Int32,
+    /// `int64`.
+    Int64,
+    /// `float64`.
+    Float,
+    /// `metav1.Time` or `metav1.MicroTime`: a string, read by their own `UnmarshalJSON`.
+    Time,
+    /// `intstr.IntOrString`: a string or an `int32`, read by its own `UnmarshalJSON`.
+    IntOrString,
+    /// `resource.Quantity`: a string or a number in quantity syntax, read by its own
+    /// `UnmarshalJSON`.
+    Quantity,
+}
+
+/// A schema as the Go type it stands for.
+#[derive(Debug, Clone, Copy)]
+pub enum Shape<'a> {
+    /// A struct: its definition's name and its properties.
+    Struct(&'a str, &'a Map<String, Value>),
+    /// A map with string keys: its values' schema.
+    Map(&'a Value),
+    /// A slice: its items' schema.
+    Slice(&'a Value),
+    /// A scalar.
+    Scalar(Scalar),
+    /// `map[string]interface{}`, as a patch body is read: duplicates count, nothing else.
+    Untyped,
+    /// Kept raw (`FieldsV1`, `RawExtension`, preserved unknown fields): anything goes.
+    Raw,
+}
+
+impl<'a> Shape<'a> {
+    /// The shape of the definition `root` (None when `defs` lacks it).
+    pub fn root(root: &'a str, defs: &'a Map<String, Value>) -> Option<Shape<'a>> {
+        let schema = defs.get(root)?;
+        Some(match schema.get("properties").and_then(Value::as_object) {
+            Some(properties) => Shape::Struct(root, properties),
+            None => Shape::of(schema, defs),
+        })
+    }
+
+    /// The shape of `schema`, its `$ref`s followed into `defs`.
+    pub fn of(schema: &'a Value, defs: &'a Map<String, Value>) -> Shape<'a> {
+        let (name, schema) = resolve(schema, defs);
+        match name {
+            Some(TIME | MICRO_TIME) => return Shape::Scalar(Scalar::Time),
+            Some(INT_OR_STRING) => return Shape::Scalar(Scalar::IntOrString),
+            Some(QUANTITY) => return Shape::Scalar(Scalar::Quantity),
+            _ => {}
+        }
+        let flag = |name: &str| schema.get(name) == Some(&Value::Bool(true));
+        if flag("x-kubernetes-preserve-unknown-fields") {
+            return Shape::Raw;
+        }
+        if flag("x-kubernetes-int-or-string") {
+            return Shape::Scalar(Scalar::IntOrString);
+        }
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            return Shape::Struct(name.unwrap_or(""), properties);
+        }
+        if let Some(values) = schema.get("additionalProperties").filter(|v| v.is_object()) {
+            return Shape::Map(values);
+        }
+        if let Some(items) = schema.get("items") {
+            return Shape::Slice(items);
+        }
+        let text = |field: &str| schema.get(field).and_then(Value::as_str).unwrap_or("");
+        Shape::Scalar(match (text("type"), text("format")) {
+            ("string", "byte") => Scalar::Bytes,
+            ("string", _) => Scalar::String,
+            ("boolean", _) => Scalar::Bool,
+            ("integer", "int32") => Scalar::Int32,
+            ("integer", _) => Scalar::Int64,
+            ("number", _) => Scalar::Float,
+            _ => return Shape::Raw,
+        })
+    }
+
+    /// The Go type's name as `reflect.Type.String()` writes it (`v1.ObjectMeta`,
+    /// `map[string]string`, `[]uint8`); `named` is the name `k8s.io/api` gives it, if any.
+    pub fn go_type(self, named: Option<&str>, defs: &Map<String, Value>) -> String {
+        if let Some(named) = named {
+            return named.to_string();
+        }
+        match self {
+            Shape::Struct(definition, _) => go_struct(definition),
+            Shape::Map(values) => {
+                format!("map[string]{}", Shape::of(values, defs).go_type(None, defs))
+            }
+            Shape::Slice(items) => format!("[]{}", Shape::of(items, defs).go_type(None, defs)),
+            Shape::Scalar(scalar) => match scalar {
+                Scalar::String => "string",
+                Scalar::Bytes => "[]uint8",
+                Scalar::Bool => "bool",
+                Scalar::Int32 => "int32",
+                Scalar::Int64 => "int64",
+                Scalar::Float => "float64",
+                Scalar::Time => "v1.Time",
+                Scalar::IntOrString => "intstr.IntOrString",
+                Scalar::Quantity => "resource.Quantity",
+            }
+            .to_string(),
+            Shape::Untyped | Shape::Raw => "interface {}".to_string(),
+        }
+    }
+}
+
+/// `v1.Container` for `io.k8s.api.core.v1.Container`: the package's name and the type's.
+fn go_struct(definition: &str) -> String {
+    let mut segments = definition.rsplit('.');
+    let name = segments.next().unwrap_or("");
+    match segments.next() {
+        Some(package) => format!("{package}.{name}"),
+        None => name.to_string(),
+    }
+}
+
+/// Follows `$ref`s (`{"$ref"}` or `{"allOf": [{"$ref"}]}`) to the schema itself; the name
+/// of the last definition followed, if any.
+fn resolve<'a>(schema: &'a Value, defs: &'a Map<String, Value>) -> (Option<&'a str>, &'a Value) {
+    let mut current = schema;
+    let mut name = None;
+    for _ in 0..16 {
+        let reference = current
+            .get("$ref")
+            .or_else(|| current.pointer("/allOf/0/$ref"))
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix(Flavor::V3.prefix()));
+        match reference.and_then(|r| defs.get_key_value(r)) {
+            Some((next_name, next)) => {
+                name = Some(next_name.as_str());
+                current = next;
+            }
+            None => break,
+        }
+    }
+    (name, current)
+}
+
+/// Where a value is, as the decoders name it.
+#[derive(Debug, Clone, Default)]
+pub struct Place<'a> {
+    /// The path of unknown fields and pruning: field names joined with `.`, list items as
+    /// `[0]` (`spec.containers[0].image`).
+    pub path: String,
+    /// The Go struct whose field holds the value (`UnmarshalTypeError.Struct`).
+    owner: &'a str,
+    /// The struct fields down to the value, joined with `.`, without map keys or list
+    /// items (`UnmarshalTypeError.Field`: `spec.containers.image`).
+    field: String,
+    /// The value's Go type, where `k8s.io/api` names it ([`names`]).
+    named: Option<&'static str>,
+}
+
+impl<'a> Place<'a> {
+    /// The field `key` of the struct defined as `definition`, where this place holds one.
+    pub fn field(&self, definition: &'a str, key: &str) -> Place<'a> {
+        let owner = definition.rsplit('.').next().unwrap_or("");
+        Place {
+            path: join(&self.path, key),
+            owner,
+            field: join(&self.field, key),
+            named: names::named_type(owner, key),
+        }
+    }
+
+    /// The value at `key` of the map here.
+    pub fn value(&self, key: &str) -> Place<'a> {
+        Place {
+            path: join(&self.path, key),
+            named: self.named.and_then(|n| n.strip_prefix("map[string]")),
+            ..self.clone()
+        }
+    }
+
+    /// The item `index` of the list here.
+    pub fn item(&self, index: usize) -> Place<'a> {
+        Place {
+            path: format!("{}[{index}]", self.path),
+            named: self.named.and_then(|n| n.strip_prefix("[]")),
+            ..self.clone()
+        }
+    }
+
+    /// The Go type's name here, for a value of `shape`.
+    pub fn go_type(&self, shape: Shape<'_>, defs: &Map<String, Value>) -> String {
+        shape.go_type(self.named, defs)
+    }
+
+    /// Go's `UnmarshalTypeError` for `value` (`number`, `string`, ...) found here where a
+    /// `go_type` was wanted.
+    pub fn type_error(&self, value: &str, go_type: &str) -> String {
+        if self.owner.is_empty() && self.field.is_empty() {
+            format!("json: cannot unmarshal {value} into Go value of type {go_type}")
+        } else {
+            format!(
+                "json: cannot unmarshal {value} into Go struct field {}.{} of type {go_type}",
+                self.owner, self.field
+            )
+        }
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::openapi;
+    use crate::registry;
+
+    fn defs() -> &'static Map<String, Value> {
+        openapi::documents(&registry::kinds()).definitions()
+    }
+
+    fn at<'a>(root: &'a str, path: &[&str]) -> (Shape<'a>, Place<'a>) {
+        let defs = defs();
+        let mut shape = Shape::root(root, defs).unwrap();
+        let mut place = Place::default();
+        for step in path {
+            (shape, place) = match (shape, *step) {
+                (Shape::Slice(items), "[]") => (Shape::of(items, defs), place.item(0)),
+                (Shape::Map(values), key) => (Shape::of(values, defs), place.value(key)),
+                (Shape::Struct(name, properties), key) => {
+                    (Shape::of(&properties[key], defs), place.field(name, key))
+                }
+                other => panic!("no {step} in {other:?}"),
+            };
+        }
+        (shape, place)
+    }
+
+    #[test]
+    fn fields_have_the_go_types_the_decoder_names() {
+        let pod = "io.k8s.api.core.v1.Pod";
+        let cases: [(&[&str], &str); 9] = [
+            (&["metadata"], "v1.ObjectMeta"),
+            (&["metadata", "uid"], "types.UID"),
+            (&["metadata", "labels"], "map[string]string"),
+            (&["spec", "containers"], "[]v1.Container"),
+            (
+                &["spec", "containers", "[]", "ports", "[]", "protocol"],
+                "v1.Protocol",
+            ),
+            (
+                &["spec", "containers", "[]", "ports", "[]", "containerPort"],
+                "int32",
+            ),
+            (
+                &["spec", "containers", "[]", "resources", "limits"],
+                "v1.ResourceList",
+            ),
+            (
+                &[
+                    "spec",
+                    "containers",
+                    "[]",
+                    "securityContext",
+                    "capabilities",
+                    "add",
+                    "[]",
+                ],
+                "v1.Capability",
+            ),
+            (&["spec", "activeDeadlineSeconds"], "int64"),
+        ];
+        for (path, go_type) in cases {
+            let (shape, place) = at(pod, path);
+            assert_eq!(place.go_type(shape, defs()), go_type, "{path:?}");
+        }
+        let (shape, _) = at("io.k8s.api.core.v1.Secret", &["data"]);
+        assert_eq!(shape.go_type(None, defs()), "map[string][]uint8");
+        let (shape, _) = at(pod, &["metadata", "creationTimestamp"]);
+        assert!(matches!(shape, Shape::Scalar(Scalar::Time)));
+        let (shape, _) = at(
+            pod,
+            &["spec", "containers", "[]", "resources", "limits", "cpu"],
+        );
+        assert!(matches!(shape, Shape::Scalar(Scalar::Quantity)));
+        let (shape, _) = at(pod, &["metadata", "managedFields", "[]", "fieldsV1"]);
+        assert!(matches!(shape, Shape::Raw));
+    }
+
+    #[test]
+    fn type_errors_name_the_struct_and_the_fields_down_to_the_value() {
+        let (_, place) = at("io.k8s.api.core.v1.ConfigMap", &["data", "y"]);
+        assert_eq!(
+            place.type_error("number", "string"),
+            "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+        );
+        let (_, place) = at(
+            "io.k8s.api.core.v1.Service",
+            &["spec", "ports", "[]", "port"],
+        );
+        assert_eq!(place.path, "spec.ports[0].port");
+        assert_eq!(
+            place.type_error("string", "int32"),
+            "json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"
+        );
+    }
+}

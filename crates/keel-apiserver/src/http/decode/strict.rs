@@ -1,0 +1,367 @@
+//! A JSON body read as `sigs.k8s.io/json`'s `UnmarshalStrict` reads it into the kind's Go
+//! type, in document order: every field the type lacks is `unknown field "spec.foo"`
+//! (paths joined with `.`, list items as `[0]`), every field given twice `duplicate field
+//! "data.a"` (map keys count as fields for duplicates), and nothing is looked into where Go
+//! keeps a value raw or reads it itself. Values of the wrong type are judged by
+//! [`fit::json`] as the decoder meets them; the first one noted, or the first one that
+//! stops the decoder, is the error the body fails with.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use super::fit::{self, Got, Refusal};
+use super::{Place, Shape};
+use crate::storage::field::go_quote;
+
+/// What a strict read of a body found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Read {
+    /// The unknown and duplicate fields, in document order.
+    pub strict: Vec<String>,
+    /// The error decoding fails with: a value the field's type does not take.
+    pub error: Option<String>,
+}
+
+/// The JSON `bytes` read as the definition `root` (nothing found when the bytes are not
+/// JSON: the decoder that read them first reports that).
+pub fn read(bytes: &[u8], root: &str, defs: &Map<String, Value>) -> Read {
+    let Some(shape) = Shape::root(root, defs) else {
+        return Read::default();
+    };
+    walk(bytes, shape, defs)
+}
+
+/// The duplicate fields of a patch body, read as Go reads it into untyped maps.
+pub fn duplicate_errors(bytes: &[u8]) -> Vec<String> {
+    walk(bytes, Shape::Untyped, &Map::new()).strict
+}
+
+fn walk(bytes: &[u8], shape: Shape<'_>, defs: &Map<String, Value>) -> Read {
+    let mut found = Found::default();
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let walk = Walk {
+        shape,
+        defs,
+        place: Place::default(),
+        found: &mut found,
+    };
+    if walk.deserialize(&mut deserializer).is_err() {
+        return Read::default();
+    }
+    Read {
+        strict: found.strict,
+        error: found.stopped.or(found.noted),
+    }
+}
+
+/// What the keys of an object are.
+#[derive(Clone, Copy)]
+enum Fields<'s> {
+    /// A struct's fields (its definition, its properties).
+    Struct(&'s str, &'s Map<String, Value>),
+    /// A map's keys, all with values of this shape.
+    Values(Shape<'s>),
+}
+
+#[derive(Default)]
+struct Found {
+    strict: Vec<String>,
+    /// The first type error noted (the decoder went on).
+    noted: Option<String>,
+    /// The error the decoder stopped at.
+    stopped: Option<String>,
+}
+
+/// One value of a strict read: a [`DeserializeSeed`] that notes unknown and duplicate
+/// fields and values of the wrong type as it goes.
+struct Walk<'s, 'f> {
+    shape: Shape<'s>,
+    defs: &'s Map<String, Value>,
+    place: Place<'s>,
+    found: &'f mut Found,
+}
+
+impl Walk<'_, '_> {
+    /// Judges `got` for this value's type, keeping what the decoder would report.
+    fn judge(&mut self, got: Got<'_>) {
+        if self.found.stopped.is_some() {
+            return;
+        }
+        let Some(refusal) = fit::json(self.shape, self.place.named, got, self.defs) else {
+            return;
+        };
+        let (message, stops) = match refusal {
+            Refusal::Type {
+                value,
+                go_type,
+                stops,
+            } => (self.place.type_error(&value, &go_type), stops),
+            Refusal::Other { message, stops } => (message, stops),
+        };
+        if stops {
+            self.found.stopped = Some(message);
+        } else if self.found.noted.is_none() {
+            self.found.noted = Some(message);
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_, '_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(mut self, deserializer: D) -> Result<(), D::Error> {
+        match self.shape {
+            Shape::Raw => {
+                deserializer.deserialize_ignored_any(IgnoredAny)?;
+            }
+            Shape::Scalar(_) => {
+                let raw: &RawValue = serde::Deserialize::deserialize(deserializer)?;
+                self.judge(Got::of(raw.get()));
+            }
+            _ => deserializer.deserialize_any(self)?,
+        }
+        Ok(())
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(mut self, _: bool) -> Result<(), E> {
+        self.judge(Got::Bool(""));
+        Ok(())
+    }
+    fn visit_i64<E>(mut self, _: i64) -> Result<(), E> {
+        self.judge(Got::Number(""));
+        Ok(())
+    }
+    fn visit_u64<E>(mut self, _: u64) -> Result<(), E> {
+        self.judge(Got::Number(""));
+        Ok(())
+    }
+    fn visit_f64<E>(mut self, _: f64) -> Result<(), E> {
+        self.judge(Got::Number(""));
+        Ok(())
+    }
+    fn visit_str<E>(mut self, _: &str) -> Result<(), E> {
+        self.judge(Got::String(""));
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        let item = match self.shape {
+            Shape::Slice(items) => Shape::of(items, self.defs),
+            Shape::Untyped => Shape::Untyped,
+            _ => {
+                self.judge(Got::Array(""));
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                return Ok(());
+            }
+        };
+        let mut i = 0;
+        loop {
+            let walk = Walk {
+                shape: item,
+                defs: self.defs,
+                place: self.place.item(i),
+                found: &mut *self.found,
+            };
+            if seq.next_element_seed(walk)?.is_none() {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        let fields = match self.shape {
+            Shape::Struct(name, properties) => Fields::Struct(name, properties),
+            Shape::Map(values) => Fields::Values(Shape::of(values, self.defs)),
+            Shape::Untyped => Fields::Values(Shape::Untyped),
+            _ => {
+                self.judge(Got::Object);
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                return Ok(());
+            }
+        };
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let (shape, place) = match fields {
+                Fields::Struct(name, properties) => {
+                    let place = self.place.field(name, &key);
+                    let Some(schema) = properties.get(&key) else {
+                        self.found
+                            .strict
+                            .push(format!("unknown field {}", go_quote(&place.path)));
+                        map.next_value::<IgnoredAny>()?;
+                        continue;
+                    };
+                    (Shape::of(schema, self.defs), place)
+                }
+                Fields::Values(shape) => (shape, self.place.value(&key)),
+            };
+            if !seen.insert(key) {
+                self.found
+                    .strict
+                    .push(format!("duplicate field {}", go_quote(&place.path)));
+            }
+            map.next_value_seed(Walk {
+                shape,
+                defs: self.defs,
+                place,
+                found: &mut *self.found,
+            })?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::openapi;
+    use crate::registry;
+
+    fn defs() -> &'static Map<String, Value> {
+        openapi::documents(&registry::kinds()).definitions()
+    }
+
+    fn pod(body: &[u8]) -> Read {
+        read(body, "io.k8s.api.core.v1.Pod", defs())
+    }
+
+    #[test]
+    fn a_strict_body_names_unknown_and_duplicate_fields_in_document_order() {
+        let body = br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"1","a":"2"},"foo":1},
+            "spec":{"containers":[{"name":"c","image":"i","bogus":{"x":1}}],"zzz":true},"bar":[1]}"#;
+        assert_eq!(
+            pod(body).strict,
+            [
+                "duplicate field \"metadata.labels.a\"",
+                "unknown field \"metadata.foo\"",
+                "unknown field \"spec.containers[0].bogus\"",
+                "unknown field \"spec.zzz\"",
+                "unknown field \"bar\"",
+            ]
+        );
+        // Raw values are not looked into; quantities and int-or-strings are values.
+        let body = br#"{"metadata":{"managedFields":[{"fieldsV1":{"f:data":{},"f:data":{}}}]},
+            "spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"1"}},
+            "ports":[{"containerPort":1}],"livenessProbe":{"httpGet":{"port":"http"}}}]}}"#;
+        assert_eq!(pod(body), Read::default());
+    }
+
+    #[test]
+    fn the_first_value_of_the_wrong_type_in_document_order_is_the_error() {
+        let cm = read(
+            br#"{"data":{"x":"1","y":5},"metadata":{"labels":{"a":true}}}"#,
+            "io.k8s.api.core.v1.ConfigMap",
+            defs(),
+        );
+        assert_eq!(
+            cm.error.as_deref(),
+            Some(
+                "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+            )
+        );
+        let body = br#"{"spec":{"containers":[{"name":"c","ports":[{"containerPort":"80"},{"containerPort":1.5}]}]}}"#;
+        assert_eq!(
+            pod(body).error.as_deref(),
+            Some(
+                "json: cannot unmarshal string into Go struct field \
+                 ContainerPort.spec.containers.ports.containerPort of type int32"
+            )
+        );
+        let body = br#"{"spec":{"containers":[{"name":"c","ports":[{"containerPort":1.5}]}]}}"#;
+        assert_eq!(
+            pod(body).error.as_deref(),
+            Some(
+                "json: cannot unmarshal number 1.5 into Go struct field \
+                 ContainerPort.spec.containers.ports.containerPort of type int32"
+            )
+        );
+        // Objects and lists of the wrong kind, and named types.
+        let body = br#"{"metadata":"x"}"#;
+        assert_eq!(
+            pod(body).error.as_deref(),
+            Some(
+                "json: cannot unmarshal string into Go struct field Pod.metadata of type v1.ObjectMeta"
+            )
+        );
+        let body = br#"{"spec":{"containers":{"name":"c"}}}"#;
+        assert_eq!(
+            pod(body).error.as_deref(),
+            Some(
+                "json: cannot unmarshal object into Go struct field PodSpec.spec.containers of type []v1.Container"
+            )
+        );
+        let body = br#"{"spec":{"restartPolicy":1,"hostNetwork":"yes"}}"#;
+        assert_eq!(
+            pod(body).error.as_deref(),
+            Some(
+                "json: cannot unmarshal number into Go struct field PodSpec.spec.restartPolicy of type v1.RestartPolicy"
+            )
+        );
+        // Nothing inside a value of the wrong kind is looked at.
+        let body = br#"{"spec":{"containers":"x","zzz":1}}"#;
+        assert_eq!(pod(body).strict, ["unknown field \"spec.zzz\""]);
+    }
+
+    #[test]
+    fn a_type_reading_its_own_value_stops_the_decoder_and_its_error_wins() {
+        // The label is noted first, the port stops the decoder.
+        let body = br#"{"metadata":{"labels":{"a":1}},"spec":{"containers":[{"name":"c",
+            "livenessProbe":{"httpGet":{"port":true}},"resources":{"limits":{"cpu":false}}}]}}"#;
+        assert_eq!(
+            pod(body).error.as_deref(),
+            Some(
+                "json: cannot unmarshal bool into Go struct field \
+                 HTTPGetAction.spec.containers.livenessProbe.httpGet.port of type int32"
+            )
+        );
+        let body = br#"{"spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"1x"}}}]}}"#;
+        assert_eq!(
+            pod(body).error.as_deref(),
+            Some(
+                "quantities must match the regular expression \
+                 '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+            )
+        );
+        let body = br#"{"metadata":{"creationTimestamp":5}}"#;
+        assert_eq!(
+            pod(body).error.as_deref(),
+            Some(
+                "json: cannot unmarshal number into Go struct field \
+                 ObjectMeta.metadata.creationTimestamp of type string"
+            )
+        );
+        let secret = read(
+            br#"{"data":{"a":"aGk"}}"#,
+            "io.k8s.api.core.v1.Secret",
+            defs(),
+        );
+        assert_eq!(
+            secret.error.as_deref(),
+            Some("illegal base64 data at input byte 0")
+        );
+    }
+
+    #[test]
+    fn patch_bodies_count_duplicates_only() {
+        assert_eq!(
+            duplicate_errors(br#"{"a":{"b":1,"b":[1,{"c":1,"c":2}]},"d":true}"#),
+            ["duplicate field \"a.b\"", "duplicate field \"a.b[1].c\""]
+        );
+    }
+}
