@@ -10,6 +10,8 @@
 //! - [`etcdctl`]: runs the real etcdctl 3.4 or 3.5 binary against an endpoint.
 //! - [`Rng`]: a small seeded PRNG so randomized tests are reproducible from a printed seed.
 //! - [`disk::Disk`]: a data folder on a `keel-lazyfs` mount, whose power a test can cut.
+//! - [`configmap_writer::Api`]: ConfigMaps written and read back through kubectl on one API
+//!   server, with the resourceVersions answered.
 //!
 //! Binaries are found through environment variables, with the standard install locations as a
 //! fallback; a missing binary is a test failure with a message saying how to install it:
@@ -21,6 +23,7 @@
 //! | `KEEL_TEST_ETCDCTL34` | `/usr/bin/etcdctl` (Debian `etcd-client`, 3.4.23) |
 
 pub mod acked;
+pub mod configmap_writer;
 pub mod disk;
 pub mod kube;
 pub mod kv;

@@ -24,159 +24,26 @@
 //! resourceVersion and value), and the watch that ran all along.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write as _};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use keel_testkit::kube::{Kube, kubectl_bin};
+use keel_testkit::configmap_writer::{Api, CONFIGMAPS, rv_of, value_of};
+use keel_testkit::kube::Kube;
 use keel_testkit::kv::agreed_leader;
 use keel_testkit::{Cluster, Flavor};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-/// Where the ConfigMaps live.
-const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 /// How long a kubectl request may take (kubectl's `--request-timeout`).
-const REQUEST_TIMEOUT: &str = "--request-timeout=5s";
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest wait for anything that must happen: a leader, readiness, writes resuming, a
 /// watch catching up.
 const LIMIT: Duration = Duration::from_secs(30);
 /// Writes acknowledged after a fault before the test stops writing.
 const AFTER_FAULT: usize = 10;
-
-/// kubectl on one API server.
-#[derive(Clone)]
-struct Api {
-    kubeconfig: PathBuf,
-}
-
-impl Api {
-    fn of(kube: &Kube) -> Api {
-        Api {
-            kubeconfig: kube.kubeconfig.clone(),
-        }
-    }
-
-    fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(kubectl_bin(None));
-        cmd.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
-        cmd
-    }
-
-    /// Runs kubectl with `body` on its standard input: the JSON it printed, or why it failed.
-    fn run(&self, args: &[&str], body: Option<&Value>) -> Result<Value, String> {
-        let mut child = self
-            .command(&[&[REQUEST_TIMEOUT], args].concat())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl");
-        let mut stdin = child.stdin.take().expect("kubectl's stdin");
-        if let Some(body) = body {
-            stdin
-                .write_all(body.to_string().as_bytes())
-                .expect("write kubectl's stdin");
-        }
-        drop(stdin);
-        let out = child.wait_with_output().expect("wait for kubectl");
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-        }
-        serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("kubectl printed no JSON ({e}): {:?}", out.stdout))
-    }
-
-    /// Creates ConfigMap `name` (update: None) or replaces it on the resourceVersion it was
-    /// created with, with `data.v = value`: the resourceVersion answered.
-    fn write(&self, name: &str, value: &str, update: Option<i64>) -> Result<i64, String> {
-        let mut body = json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name}, "data": {"v": value},
-        });
-        let answer = match update {
-            None => self.run(&["create", "--raw", CONFIGMAPS, "-f", "-"], Some(&body))?,
-            Some(rv) => {
-                body["metadata"]["resourceVersion"] = json!(rv.to_string());
-                let path = format!("{CONFIGMAPS}/{name}");
-                self.run(&["replace", "--raw", &path, "-f", "-"], Some(&body))?
-            }
-        };
-        assert_eq!(
-            (answer["metadata"]["name"].as_str(), value_of(&answer)),
-            (Some(name), Some(value)),
-            "the answer to a write: {answer}"
-        );
-        Ok(rv_of(&answer))
-    }
-
-    /// Lists ConfigMap `name` alone: the list's resourceVersion and the object's value and
-    /// resourceVersion, if it exists.
-    fn read(&self, name: &str) -> Result<(i64, Option<(String, i64)>), String> {
-        let path = format!("{CONFIGMAPS}?fieldSelector=metadata.name%3D{name}");
-        let list = self.run(&["get", "--raw", &path], None)?;
-        let item = list["items"].as_array().and_then(|items| items.first());
-        let item = item.map(|o| (value_of(o).unwrap_or_default().to_string(), rv_of(o)));
-        Ok((rv_of(&list), item))
-    }
-
-    /// Every ConfigMap as name -> (value, resourceVersion), and the list's resourceVersion.
-    fn list(&self) -> Result<(i64, Stored), String> {
-        let list = self.run(&["get", "--raw", CONFIGMAPS], None)?;
-        let items = list["items"].as_array().cloned().unwrap_or_default();
-        let items = items.iter().map(|o| {
-            let name = o["metadata"]["name"].as_str().unwrap_or_default();
-            let value = value_of(o).unwrap_or_default();
-            (name.to_string(), (value.to_string(), rv_of(o)))
-        });
-        Ok((rv_of(&list), items.collect()))
-    }
-
-    /// Whether `/readyz` answers `ok`.
-    fn ready(&self) -> bool {
-        self.run_text(&["get", "--raw", "/readyz"])
-            .is_ok_and(|s| s == "ok")
-    }
-
-    /// Whether the server answers at all (`/livez/ping`, which needs no store).
-    fn alive(&self) -> bool {
-        self.run_text(&["get", "--raw", "/livez/ping"])
-            .is_ok_and(|s| s == "ok")
-    }
-
-    fn run_text(&self, args: &[&str]) -> Result<String, String> {
-        let out = self
-            .command(&[&[REQUEST_TIMEOUT], args].concat())
-            .stdin(Stdio::null())
-            .output()
-            .expect("run kubectl");
-        let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_string();
-        if out.status.success() {
-            Ok(text(&out.stdout))
-        } else {
-            Err(text(&out.stderr))
-        }
-    }
-}
-
-/// ConfigMaps as name -> (`data.v`, resourceVersion).
-type Stored = BTreeMap<String, (String, i64)>;
-
-/// An object's `metadata.resourceVersion` (or a list's) as a number.
-fn rv_of(object: &Value) -> i64 {
-    object["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no numeric resourceVersion in {object}"))
-}
-
-/// A ConfigMap's `data.v`.
-fn value_of(object: &Value) -> Option<&str> {
-    object["data"]["v"].as_str()
-}
 
 /// One write through the API and what came of it.
 #[derive(Clone, Debug)]
@@ -619,13 +486,34 @@ fn check_stored(api: &Api, writes: &[Write], since: i64, what: &str) {
     );
 }
 
-/// A runtime for the cluster helpers, which are async.
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
+/// The checks after a fault: every write of `writer` kept through `api` and replayed from
+/// `since` ([`check_stored`]), then `watch`, opened before the fault, caught up with the last
+/// acknowledged write and checked against the writes ([`check_watch`]).
+fn check_kept(api: &Api, watch: Watcher, writer: &Writer, since: i64, what: &str) {
+    check_stored(api, &writer.writes, since, what);
+    watch.wait_past(writer.last_acked, what);
+    let watched = watch.stop();
+    eprintln!(
+        "apiserver_follower: the watch from before the kill: {} events in {} watches, errors \
+         {:?}",
+        watched.events.len(),
+        watched.watches,
+        watched.errors
+    );
+    check_watch(&watched, &writer.writes, "the watch opened before the kill");
+}
+
+/// A three-member `keel store` cluster and the member its members agree leads it, with a
+/// runtime for the cluster helpers, which are async.
+fn three_members() -> (tokio::runtime::Runtime, Cluster, usize) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
-        .expect("a tokio runtime")
+        .expect("a tokio runtime");
+    let cluster = Cluster::start(Flavor::Keel, 3, &[]);
+    let leader = rt.block_on(agreed_leader(&cluster, &[0, 1, 2], LIMIT));
+    (rt, cluster, leader)
 }
 
 /// The list resourceVersion through `api` now.
@@ -635,9 +523,7 @@ fn current_rv(api: &Api) -> i64 {
 
 #[test]
 fn an_apiserver_on_a_follower_reads_linearizably_and_survives_a_leader_kill() {
-    let rt = runtime();
-    let mut cluster = Cluster::start(Flavor::Keel, 3, &[]);
-    let leader = rt.block_on(agreed_leader(&cluster, &[0, 1, 2], LIMIT));
+    let (rt, mut cluster, leader) = three_members();
     let follower = (leader + 1) % 3;
     let on_follower = Kube::start_on(&cluster.members[follower].client_url);
     let on_leader = Kube::start_on(&cluster.members[leader].client_url);
@@ -646,7 +532,10 @@ fn an_apiserver_on_a_follower_reads_linearizably_and_survives_a_leader_kill() {
         leader,
         "the leader changed while the apiservers started"
     );
-    let (api, other) = (Api::of(&on_follower), Api::of(&on_leader));
+    let (api, other) = (
+        Api::of(&on_follower, REQUEST_TIMEOUT),
+        Api::of(&on_leader, REQUEST_TIMEOUT),
+    );
     let since = current_rv(&api);
     let watch = Watcher::start(&api, since);
 
@@ -686,28 +575,15 @@ fn an_apiserver_on_a_follower_reads_linearizably_and_survives_a_leader_kill() {
         writer.failed_reads,
     );
 
-    let what = "after the leader kill";
-    check_stored(&api, &writer.writes, since, what);
-    watch.wait_past(writer.last_acked, what);
-    let watched = watch.stop();
-    eprintln!(
-        "apiserver_follower: the watch from before the kill: {} events in {} watches, errors \
-         {:?}",
-        watched.events.len(),
-        watched.watches,
-        watched.errors
-    );
-    check_watch(&watched, &writer.writes, "the watch opened before the kill");
+    check_kept(&api, watch, &writer, since, "after the leader kill");
 }
 
 #[test]
 fn an_apiserver_whose_follower_is_killed_goes_unready_and_comes_back() {
-    let rt = runtime();
-    let mut cluster = Cluster::start(Flavor::Keel, 3, &[]);
-    let leader = rt.block_on(agreed_leader(&cluster, &[0, 1, 2], LIMIT));
+    let (_rt, mut cluster, leader) = three_members();
     let follower = (leader + 1) % 3;
     let kube = Kube::start_on(&cluster.members[follower].client_url);
-    let api = Api::of(&kube);
+    let api = Api::of(&kube, REQUEST_TIMEOUT);
     let since = current_rv(&api);
     let watch = Watcher::start(&api, since);
     let load = Load::start(Writer::new(), api.clone());
@@ -759,16 +635,5 @@ fn an_apiserver_whose_follower_is_killed_goes_unready_and_comes_back() {
         writer.writes.iter().filter(|w| w.acked.is_none()).count()
     );
 
-    let what = "after the follower's restart";
-    check_stored(&api, &writer.writes, since, what);
-    watch.wait_past(writer.last_acked, what);
-    let watched = watch.stop();
-    eprintln!(
-        "apiserver_follower: the watch from before the kill: {} events in {} watches, errors \
-         {:?}",
-        watched.events.len(),
-        watched.watches,
-        watched.errors
-    );
-    check_watch(&watched, &writer.writes, "the watch opened before the kill");
+    check_kept(&api, watch, &writer, since, "after the follower's restart");
 }

@@ -27,9 +27,6 @@
 //! elsewhere it is skipped, saying so, and in CI a skip is a failure.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
@@ -38,15 +35,13 @@ use std::time::{Duration, Instant};
 use keel_proto::etcdserverpb::StatusRequest;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_testkit::Rng;
+use keel_testkit::configmap_writer::{Api, Stored};
 use keel_testkit::disk::power_test;
-use keel_testkit::kube::{Kube, kubectl_bin};
-use serde_json::{Value, json};
+use keel_testkit::kube::Kube;
 use tonic::transport::Channel;
 
-/// Where the ConfigMaps live.
-const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
 /// How long a kubectl request may take (kubectl's `--request-timeout`).
-const REQUEST_TIMEOUT: &str = "--request-timeout=10s";
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Concurrent writers per round.
 const WRITERS: usize = 2;
 /// The most acknowledged writes a round waits for before its cut (at least one).
@@ -57,90 +52,6 @@ const MAX_DELAY_MS: u64 = 400;
 const MAX_RECOVERY_MS: u64 = 1500;
 /// The longest wait for writes to be acknowledged.
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// kubectl on keel up.
-#[derive(Clone)]
-struct Api {
-    kubeconfig: PathBuf,
-}
-
-impl Api {
-    /// Runs kubectl with `body` on its standard input: the JSON it printed, or why it failed.
-    fn run(&self, args: &[&str], body: Option<&Value>) -> Result<Value, String> {
-        let mut child = Command::new(kubectl_bin(None))
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg(REQUEST_TIMEOUT)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl");
-        let mut stdin = child.stdin.take().expect("kubectl's stdin");
-        if let Some(body) = body {
-            // A kubectl that already gave up (no kubeconfig after a cut) closed its stdin.
-            let _ = stdin.write_all(body.to_string().as_bytes());
-        }
-        drop(stdin);
-        let out = child.wait_with_output().expect("wait for kubectl");
-        if !out.status.success() {
-            return Err(String::from_utf8_lossy(&out.stderr).trim().to_string());
-        }
-        serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("kubectl printed no JSON ({e}): {:?}", out.stdout))
-    }
-
-    /// Creates ConfigMap `name` (update: None) or replaces it on the resourceVersion it was
-    /// created with, with `data.v = value`: the resourceVersion answered.
-    fn write(&self, name: &str, value: &str, update: Option<i64>) -> Result<i64, String> {
-        let mut body = json!({
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name}, "data": {"v": value},
-        });
-        let answer = match update {
-            None => self.run(&["create", "--raw", CONFIGMAPS, "-f", "-"], Some(&body))?,
-            Some(rv) => {
-                body["metadata"]["resourceVersion"] = json!(rv.to_string());
-                let path = format!("{CONFIGMAPS}/{name}");
-                self.run(&["replace", "--raw", &path, "-f", "-"], Some(&body))?
-            }
-        };
-        assert_eq!(
-            (
-                answer["metadata"]["name"].as_str(),
-                answer["data"]["v"].as_str()
-            ),
-            (Some(name), Some(value)),
-            "the answer to a write: {answer}"
-        );
-        Ok(rv_of(&answer))
-    }
-
-    /// Every ConfigMap as name -> (value, resourceVersion), and the list's resourceVersion;
-    /// `selector` narrows it down (a field selector, already escaped).
-    fn list(&self, selector: &str) -> Result<(i64, Stored), String> {
-        let list = self.run(&["get", "--raw", &format!("{CONFIGMAPS}{selector}")], None)?;
-        let items = list["items"].as_array().cloned().unwrap_or_default();
-        let items = items.iter().map(|o| {
-            let name = o["metadata"]["name"].as_str().unwrap_or_default();
-            let value = o["data"]["v"].as_str().unwrap_or_default();
-            (name.to_string(), (value.to_string(), rv_of(o)))
-        });
-        Ok((rv_of(&list), items.collect()))
-    }
-}
-
-/// ConfigMaps as name -> (`data.v`, resourceVersion).
-type Stored = BTreeMap<String, (String, i64)>;
-
-/// An object's `metadata.resourceVersion` (or a list's) as a number.
-fn rv_of(object: &Value) -> i64 {
-    object["metadata"]["resourceVersion"]
-        .as_str()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no numeric resourceVersion in {object}"))
-}
 
 /// One write through the API and what came of it.
 #[derive(Clone, Debug)]
@@ -196,12 +107,11 @@ impl Writers {
                             let Some(rv) = acked else { break };
                             acks.fetch_add(1, Ordering::SeqCst);
                             update = Some(rv);
-                            let selector = format!("?fieldSelector=metadata.name%3D{name}");
-                            if let Ok((list_rv, items)) = api.list(&selector) {
+                            if let Ok((list_rv, item)) = api.read(&name) {
                                 assert!(list_rv >= rv, "a read after {value} at {rv}: {list_rv}");
                                 assert_eq!(
-                                    items.get(&name),
-                                    Some(&(value, rv)),
+                                    item,
+                                    Some((value, rv)),
                                     "a read after the write was acknowledged"
                                 );
                                 done.read = done.read.max(list_rv);
@@ -313,9 +223,7 @@ fn acknowledged_api_writes_survive_power_cuts_of_keel_up() {
         .expect("a tokio runtime");
     let started = Instant::now();
     let mut kube = Kube::start_up_in(&disk.mnt.join("keel.data"));
-    let api = Api {
-        kubeconfig: kube.kubeconfig.clone(),
-    };
+    let api = Api::of(&kube, REQUEST_TIMEOUT);
     let mut all: Vec<Write> = Vec::new();
     // The highest resourceVersion acknowledged or read so far.
     let mut highest = 0;
@@ -346,7 +254,7 @@ fn acknowledged_api_writes_survive_power_cuts_of_keel_up() {
         kube.kill_and_restart();
 
         let (list_rv, stored) = api
-            .list("")
+            .list()
             .unwrap_or_else(|e| panic!("{context}: list after the restart: {e}"));
         let revision = store_revision(&rt, &kube.store_url);
         assert!(
