@@ -1,8 +1,12 @@
 //! The real `kubectl` (the current one and 1.27) against `keel up` and against `keel
 //! apiserver` on a real etcd 3.5.1: discovery, create/apply/replace/patch/label/annotate,
-//! get in every output form with selectors and chunking, watch, dry run, delete with wait
-//! and of a namespace with objects in it, metrics and authentication, values of the wrong
-//! type and ConfigMaps too large refused; outputs, exit codes and error messages checked.
+//! get in every output form with selectors and chunking, watch, dry run, diff, describe,
+//! delete with wait and of a namespace with objects in it, metrics and authentication,
+//! values of the wrong type and ConfigMaps too large refused; outputs, exit codes and error
+//! messages checked.
+
+#[path = "kubectl/diff_describe.rs"]
+mod diff_describe;
 
 use std::fs;
 use std::process::Output;
@@ -294,6 +298,8 @@ fn session(kube: &Kube, version: Option<&str>) {
 
     explain_and_field_validation(kube, version, &ns);
     value_types_and_sizes(kube, version, &ns);
+    diff_describe::diff(kube, version, &ns);
+    diff_describe::describe(kube, version, &ns);
 
     // A watch lists what is there as ADDED events.
     let watched = kube.kubectl_version(

@@ -12,12 +12,15 @@ pub mod events;
 pub mod events_k8s_io;
 pub mod fieldpath;
 pub mod leases;
+pub mod limitranges;
 pub mod managed_fields;
 pub mod meta;
 pub mod names;
 pub mod namespaces;
 pub mod nodes;
 pub mod pods;
+pub mod resource_lists;
+pub mod resourcequotas;
 pub mod schema;
 pub mod secrets;
 pub mod selector;
@@ -219,9 +222,11 @@ pub fn kinds() -> Vec<&'static dyn Strategy> {
         &configmaps::ConfigMaps,
         &endpoints::Endpoints,
         &events::Events,
+        &limitranges::LimitRanges,
         &namespaces::Namespaces,
         &nodes::Nodes,
         &pods::Pods,
+        &resourcequotas::ResourceQuotas,
         &secrets::Secrets,
         &serviceaccounts::ServiceAccounts,
         &services::Services,

@@ -384,7 +384,8 @@ fn join(prefix: &str, field: &str) -> String {
 
 /// The merge metadata of a built-in kind (`group` is `""` for core/v1), from the struct tags
 /// of `k8s.io/api` v0.34: Pod, Node, Namespace, Service, Endpoints, ConfigMap, Secret,
-/// ServiceAccount, Event, coordination.k8s.io Lease and events.k8s.io Event. Every kind gets
+/// ServiceAccount, ResourceQuota, LimitRange, Event, coordination.k8s.io Lease and
+/// events.k8s.io Event. Every kind gets
 /// the `ObjectMeta` fields (`metadata.finalizers` a set, `metadata.ownerReferences` keyed on
 /// `uid`, labels and annotations maps); a kind not in the table gets only those
 /// (kube-apiserver refuses strategic merge patches for custom resources with 415 before
@@ -429,6 +430,11 @@ pub fn schema_for(group: &str, kind: &str) -> Schema {
         ("", "ConfigMap") => schema
             .maps(&["data", "binaryData"])
             .with_zero(json!({"metadata": {}})),
+        ("", "ResourceQuota") => schema
+            .maps(&["spec.hard", "status.hard", "status.used"])
+            .object("spec.scopeSelector", ObjectType::AtomicStruct)
+            .with_zero(json!({"metadata": {}, "spec": {}, "status": {}})),
+        ("", "LimitRange") => schema.with_zero(json!({"metadata": {}, "spec": {"limits": null}})),
         ("", "Secret") => schema
             .maps(&["data", "stringData"])
             .with_zero(json!({"metadata": {}})),

@@ -64,6 +64,9 @@ pub struct FieldError {
     pub field: String,
     /// The bad value (JSON), if the message shows it.
     pub value: Option<serde_json::Value>,
+    /// The bad value as Go's `json.Marshal` wrote it, when a JSON value cannot say it (the
+    /// fields of a struct in their declared order): shown instead of `value`.
+    pub printed: Option<String>,
     /// More words.
     pub detail: String,
 }
@@ -72,6 +75,15 @@ impl FieldError {
     /// `<field>: Invalid value: <value>: <detail>`.
     pub fn invalid(field: &str, value: impl Into<serde_json::Value>, detail: &str) -> Self {
         Self::new(Kind::Invalid, field, Some(value.into()), detail)
+    }
+
+    /// `<field>: Invalid value: <printed>: <detail>`, the value as Go's `json.Marshal` wrote
+    /// it.
+    pub fn invalid_printed(field: &str, printed: String, detail: &str) -> Self {
+        FieldError {
+            printed: Some(printed),
+            ..Self::new(Kind::Invalid, field, None, detail)
+        }
     }
 
     /// `<field>: Required value[: <detail>]`.
@@ -113,6 +125,7 @@ impl FieldError {
             kind,
             field: field.to_string(),
             value,
+            printed: None,
             detail: detail.to_string(),
         }
     }
@@ -120,7 +133,10 @@ impl FieldError {
     /// The message without the field (a cause's `message`; Go's `ErrorBody`).
     pub fn body(&self) -> String {
         let mut s = self.kind.words().to_string();
-        if !self.kind.omits_value() {
+        if let (false, Some(printed)) = (self.kind.omits_value(), &self.printed) {
+            s.push_str(": ");
+            s.push_str(printed);
+        } else if !self.kind.omits_value() {
             match &self.value {
                 None | Some(serde_json::Value::Null) => s.push_str(": null"),
                 Some(serde_json::Value::String(v)) => {
