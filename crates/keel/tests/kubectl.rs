@@ -2,11 +2,13 @@
 //! apiserver` on a real etcd 3.5.1: discovery, create/apply/replace/patch/label/annotate,
 //! get in every output form with selectors and chunking, watch, dry run, diff, describe,
 //! delete with wait and of a namespace with objects in it, metrics and authentication,
-//! values of the wrong type and ConfigMaps too large refused; outputs, exit codes and error
-//! messages checked.
+//! values of the wrong type and ConfigMaps too large refused, and (with curl) bodies that
+//! repeat a key under each field validation; outputs, exit codes and error messages checked.
 
 #[path = "kubectl/diff_describe.rs"]
 mod diff_describe;
+#[path = "kubectl/repeated_keys.rs"]
+mod repeated_keys;
 
 use std::fs;
 use std::process::Output;
@@ -300,6 +302,9 @@ fn session(kube: &Kube, version: Option<&str>) {
     value_types_and_sizes(kube, version, &ns);
     diff_describe::diff(kube, version, &ns);
     diff_describe::describe(kube, version, &ns);
+    if version.is_none() {
+        repeated_keys::check(kube, &ns);
+    }
 
     // A watch lists what is there as ADDED events.
     let watched = kube.kubectl_version(

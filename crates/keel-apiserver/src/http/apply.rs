@@ -2,12 +2,14 @@
 //! kube-apiserver's `applyPatcher` serves it: the body (YAML, or JSON, which is YAML) read
 //! as the applied configuration, merged into the stored object by
 //! [`FieldManager::apply`] or, when there is none, made into a new one (201), and the result
-//! checked against the URL's name and namespace before it goes through the same update path
-//! as every other write. The wording of every refusal is kube-apiserver's.
+//! checked for the keys it repeats as `fieldValidation` says and against the URL's name and
+//! namespace before it goes through the same update path as every other write. The wording
+//! of every refusal is kube-apiserver's.
 
 use serde_json::Value;
 
 use super::field_manager::Options;
+use super::field_validation::Directive;
 use super::{field_validation, openapi};
 use crate::registry::managed_fields::FieldManager;
 use crate::registry::store::Registry;
@@ -15,8 +17,19 @@ use crate::registry::time::Time;
 use crate::registry::{Strategy, meta, meta_str};
 use crate::storage::{Status, Target};
 
+/// What an apply wrote: the object as stored, whether it was created, and the warnings to
+/// answer with.
+pub struct Applied {
+    /// The object as stored.
+    pub object: Value,
+    /// Whether the apply created it.
+    pub created: bool,
+    /// The field validation's warnings.
+    pub warnings: Vec<String>,
+}
+
 /// Applies the configuration in `body` to the object `name` (created if missing, except
-/// through a subresource); the object as stored and whether it was created.
+/// through a subresource), its repeated keys checked as `directive` says.
 #[allow(clippy::too_many_arguments)]
 pub async fn patch(
     registry: &Registry,
@@ -27,8 +40,12 @@ pub async fn patch(
     dry_run: bool,
     body: &[u8],
     options: &Options,
-) -> Result<(Value, bool), Status> {
+    directive: Directive,
+) -> Result<Applied, Status> {
     let config = read(body)?;
+    // Upstream checks the body once the apply has succeeded, so its conflicts and schema
+    // errors come first; the result does not depend on the object.
+    let strict = field_validation::check_applied(body, directive);
     let defs = openapi::documents(registry.kinds()).definitions();
     let manager = FieldManager::new(kind, subresource, Time::now());
     let errors = field_validation::apply_errors(kind, defs, &config);
@@ -42,7 +59,7 @@ pub async fn patch(
             manager.describe(&config)
         )));
     }
-    registry
+    let (object, created) = registry
         .update_or_create(kind, namespace, name, subresource, dry_run, |current| {
             let mut obj = manager
                 .apply(current, &config, &options.manager, options.force)
@@ -58,10 +75,16 @@ pub async fn patch(
                     info.kind
                 )));
             }
+            strict.clone()?;
             check(kind, current.is_some(), &mut obj, namespace, name)?;
             Ok(obj)
         })
-        .await
+        .await?;
+    Ok(Applied {
+        object,
+        created,
+        warnings: strict.unwrap_or_default(),
+    })
 }
 
 /// kube-apiserver's answer to an applied configuration its field manager cannot take (its

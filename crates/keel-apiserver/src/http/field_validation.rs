@@ -16,11 +16,18 @@
 //!   message, as `FromUnstructuredWithValidation` sorts them);
 //! - an applied configuration (server-side apply) is checked as structured-merge-diff
 //!   validates it ([`apply_errors`]), the object it makes as the converter reads it
-//!   ([`conversion_error`]);
+//!   ([`conversion_error`]), and, once the apply has succeeded, for the keys it repeats as
+//!   yaml.v2 reads it strictly ([`check_applied`]), whether it is YAML or JSON;
+//! - a YAML body's repeated keys come first, as yaml.v2 reports them (`yaml: unmarshal
+//!   errors:\n  line 7: key "a" already set in map`), before the unknown fields of the JSON
+//!   it converts to;
 //! - `Strict` fails the request with the unknown and duplicate fields (400 `... cannot be
 //!   handled as a <Kind>: strict decoding error: unknown field "a", duplicate field "b"` for
-//!   a body, 422 `patch: Invalid value: ...: strict decoding error: ...` for a patch); `Warn`
-//!   (the default) answers each as a `Warning: 299 - "..."` header; `Ignore` says nothing.
+//!   a body, 422 `patch: Invalid value: ...: strict decoding error: ...` for a patch, 400
+//!   `error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:...`
+//!   for an applied configuration); `Warn` (the default) answers each as a `Warning: 299 -
+//!   "..."` header, a repeated YAML key one line each (`line 7: key "a" already set in
+//!   map`); `Ignore` says nothing.
 //!
 //! Whatever the directive, unknown fields are never stored: the object is pruned to its
 //! schema ([`prune`]), as decoding into Go types drops them. The schemas are the
@@ -32,7 +39,7 @@ use axum::response::Response;
 use http::HeaderValue;
 use serde_json::{Map, Value};
 
-use super::decode::{prune::prune, strict};
+use super::decode::{prune::prune, strict, yaml_strict};
 use super::go_value::go_fmt;
 use super::negotiate::Body;
 use super::openapi::schemas;
@@ -108,13 +115,41 @@ pub fn check_body(
     if directive == Directive::Ignore {
         return Ok(Vec::new());
     }
-    if directive == Directive::Strict && !read.strict.is_empty() {
-        return Err(cannot_be_handled(
-            kind,
-            &strict_decoding_error(&read.strict),
+    // A YAML body is read strictly again, for the keys its conversion to JSON dropped.
+    let repeated = match form {
+        Body::Yaml => yaml_strict::duplicate_keys(bytes),
+        _ => Vec::new(),
+    };
+    if directive == Directive::Strict && !(repeated.is_empty() && read.strict.is_empty()) {
+        let yaml = (!repeated.is_empty()).then(|| yaml_strict::unmarshal_errors(&repeated));
+        let errors: Vec<String> = yaml.into_iter().chain(read.strict).collect();
+        return Err(cannot_be_handled(kind, &strict_decoding_error(&errors)));
+    }
+    Ok(repeated.into_iter().chain(read.strict).collect())
+}
+
+/// The keys an applied configuration (`body`, YAML or JSON) repeats, checked as
+/// kube-apiserver's `applyPatcher` checks them once the apply itself has succeeded: under
+/// `Strict` 400 `error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal
+/// errors:\n  line 10: key "paused" already set in map`, under `Warn` a warning each
+/// (`line 10: key "paused" already set in map`), under `Ignore` nothing. The warnings to
+/// answer with.
+pub fn check_applied(body: &[u8], directive: Directive) -> Result<Vec<String>, Status> {
+    if directive == Directive::Ignore {
+        return Ok(Vec::new());
+    }
+    let repeated = yaml_strict::duplicate_keys(body);
+    if directive == Directive::Strict && !repeated.is_empty() {
+        return Err(Status::failure(
+            400,
+            "BadRequest",
+            format!(
+                "error strict decoding YAML: error converting YAML to JSON: {}",
+                yaml_strict::unmarshal_errors(&repeated)
+            ),
         ));
     }
-    Ok(read.strict)
+    Ok(repeated)
 }
 
 /// 400 `<Kind> in version "<version>" cannot be handled as a <Kind>: <why>`, as
@@ -450,6 +485,67 @@ mod tests {
         assert_eq!(
             conversion_error(pod, defs(), &made).as_deref(),
             Some("cannot convert float64 to int32")
+        );
+    }
+
+    #[test]
+    fn an_applied_configuration_repeating_keys_is_refused_warned_about_or_let_be() {
+        // Upstream's field validation test body: JSON read as YAML, lines counted from 1.
+        let body = b"{\n\t\"apiVersion\": \"apps/v1\",\n\t\"kind\": \"Deployment\",\n\t\"metadata\": {\n\t\t\"name\": \"d\",\n\t\t\"labels\": {\"app\": \"nginx\"}\n\t},\n\t\"spec\": {\n\t\t\"paused\": false,\n\t\t\"paused\": true,\n\t\t\"selector\": {\n\t\t\t\"matchLabels\": {\n\t\t\t\t\"app\": \"nginx\"\n\t\t\t}\n\t\t},\n\t\t\"template\": {\n\t\t\t\"metadata\": {\n\t\t\t\t\"labels\": {\n\t\t\t\t\t\"app\": \"nginx\"\n\t\t\t\t}\n\t\t\t},\n\t\t\t\"spec\": {\n\t\t\t\t\"containers\": [{\n\t\t\t\t\t\"name\":  \"nginx\",\n\t\t\t\t\t\"image\": \"nginx:latest\",\n\t\t\t\t\t\"imagePullPolicy\": \"Never\",\n\t\t\t\t\t\"imagePullPolicy\": \"Always\"\n\t\t\t\t}]\n\t\t\t}\n\t\t}\n\t}\n}";
+        let refused = check_applied(body, Directive::Strict).unwrap_err();
+        assert_eq!((refused.code, refused.reason), (400, "BadRequest"));
+        assert_eq!(
+            refused.message,
+            "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  \
+             line 10: key \"paused\" already set in map\n  \
+             line 27: key \"imagePullPolicy\" already set in map"
+        );
+        assert_eq!(
+            check_applied(body, Directive::Warn).unwrap(),
+            [
+                "line 10: key \"paused\" already set in map",
+                "line 27: key \"imagePullPolicy\" already set in map"
+            ]
+        );
+        assert!(check_applied(body, Directive::Ignore).unwrap().is_empty());
+        assert!(
+            check_applied(b"a: 1\nb: 2\n", Directive::Strict)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_yaml_bodys_repeated_keys_come_before_its_unknown_fields() {
+        let cm = kind("configmaps");
+        let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  name: y\n  foo: 1\ndata:\n  a: b\n  a: c\nbar: 1\n";
+        let decoded = || crate::http::negotiate::decode(yaml, true).unwrap();
+        let mut obj = decoded();
+        let refused =
+            check_body(cm, defs(), yaml, Body::Yaml, &mut obj, Directive::Strict).unwrap_err();
+        assert_eq!(
+            refused.message,
+            "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding \
+             error: yaml: unmarshal errors:\n  line 5: key \"name\" already set in map\n  \
+             line 9: key \"a\" already set in map, unknown field \"bar\", unknown field \
+             \"metadata.foo\""
+        );
+        let mut obj = decoded();
+        assert_eq!(
+            check_body(cm, defs(), yaml, Body::Yaml, &mut obj, Directive::Warn).unwrap(),
+            [
+                "line 5: key \"name\" already set in map",
+                "line 9: key \"a\" already set in map",
+                "unknown field \"bar\"",
+                "unknown field \"metadata.foo\""
+            ]
+        );
+        assert_eq!(obj["data"]["a"], "c");
+        let mut obj = decoded();
+        assert!(
+            check_body(cm, defs(), yaml, Body::Yaml, &mut obj, Directive::Ignore)
+                .unwrap()
+                .is_empty()
         );
     }
 

@@ -229,7 +229,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             let (obj, created) = if form == negotiate::Body::ApplyPatch {
                 let options = field_manager::options(&req.query, &req.headers, Verb::Apply)?;
                 let dry_run = req.dry_run()?;
-                apply::patch(
+                let applied = apply::patch(
                     &registry,
                     kind,
                     namespace,
@@ -238,8 +238,11 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
                     dry_run,
                     &req.body,
                     &options,
+                    directive,
                 )
-                .await?
+                .await?;
+                warnings = applied.warnings;
+                (applied.object, applied.created)
             } else {
                 let options = field_manager::options(&req.query, &req.headers, Verb::Patch)?;
                 let patch_doc = patch::read(form, &req.body)?;

@@ -16,6 +16,10 @@
 //!   `.data.a: expected string, got &value.valueUnstructured{Value:5}`);
 //! - [`fit`]: what each of them says about one value of one Go type.
 //!
+//! One reader needs no schema: [`yaml_strict`], `yaml.v2` reading a YAML body or an applied
+//! configuration strictly into `interface{}`, which finds the keys a YAML (or JSON) document
+//! repeats, by line.
+//!
 //! Go names a type by its package and name (`v1.ObjectMeta`, `[]v1.Container`,
 //! `map[string]string`); the schema has the structs' names, [`names`] the named string and
 //! map types of `k8s.io/api` it does not carry.
@@ -24,6 +28,7 @@ pub mod fit;
 pub mod names;
 pub mod prune;
 pub mod strict;
+pub mod yaml_strict;
 
 use serde_json::{Map, Value};
 
