@@ -53,6 +53,11 @@ pub struct Config {
     /// How long a request may take before it is answered 504 (watches excepted).
     #[arg(long, default_value = "1m0s", value_parser = parse_duration)]
     pub request_timeout: Duration,
+    /// Serve watches from a watch cache per resource (events excepted, as kube-apiserver
+    /// leaves them out): one store watch per resource, each event decoded and encoded once for
+    /// all its watchers. `--watch-cache=false` gives every watch a store watch of its own.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub watch_cache: bool,
     /// Serve plain HTTP instead of HTTPS, without authentication: only allowed on a loopback
     /// `--bind-address`, for local experiments.
     #[arg(long)]
@@ -133,5 +138,25 @@ mod tests {
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("5x").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn the_watch_cache_flag_reads_as_a_go_bool_flag() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Flags {
+            #[command(flatten)]
+            config: Config,
+        }
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["apiserver", "--etcd-servers", "http://127.0.0.1:2379"];
+            args.extend_from_slice(extra);
+            Flags::try_parse_from(args).map(|f| f.config.watch_cache)
+        };
+        assert!(parse(&[]).unwrap());
+        assert!(parse(&["--watch-cache"]).unwrap());
+        assert!(!parse(&["--watch-cache=false"]).unwrap());
+        assert!(parse(&["--watch-cache=true"]).unwrap());
+        assert!(parse(&["--watch-cache=maybe"]).is_err());
     }
 }

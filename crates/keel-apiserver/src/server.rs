@@ -126,6 +126,7 @@ impl ApiServer {
             KeyLayout::new(&config.etcd_prefix),
             registry::kinds(),
             config.event_ttl,
+            config.watch_cache,
             metrics.clone(),
         ));
         // The OpenAPI documents (also the schemas every write is pruned by) are made once,

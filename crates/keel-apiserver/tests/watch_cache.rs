@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use keel_apiserver::metrics::CacheMetrics;
-use keel_apiserver::storage::cacher::{Behind, CacheWatch, Cached, Cacher};
+use keel_apiserver::storage::cacher::{Behind, CacheWatch, Cached, Cacher, Limits};
 use keel_apiserver::storage::{Etcd3, Event, KeyLayout};
 use keel_proto::etcdserverpb::CompactionRequest;
 use keel_proto::etcdserverpb::kv_client::KvClient;
@@ -28,10 +28,14 @@ fn describe(event: Event) -> String {
 async fn started(storage: &Etcd3, capacity: usize) -> (Cacher<String>, i64, CacheMetrics) {
     let prefix = KeyLayout::default().collection("configmaps", None);
     let metrics = CacheMetrics::default();
+    let limits = Limits {
+        events: capacity,
+        bytes: usize::MAX,
+    };
     let cacher = Cacher::start(
         storage.clone(),
         prefix.clone(),
-        capacity,
+        limits,
         metrics.clone(),
         describe,
     );
@@ -123,6 +127,11 @@ async fn watchers_share_one_store_watch_and_each_sees_its_own_prefix_in_order() 
         );
         // A watch from before the cache started is not the cache's to serve.
         assert!(cacher.watch(&all, start - 1).is_none(), "{flavor:?}");
+        // A stopped cache ends its watchers and serves no new watch.
+        let mut open = cacher.watch(&all, a3).unwrap();
+        drop(cacher);
+        let ended = tokio::time::timeout(Duration::from_secs(10), take(&mut open, 1)).await;
+        assert_eq!(ended.expect("the watcher ends"), Err(Behind::Reset));
     }
 }
 

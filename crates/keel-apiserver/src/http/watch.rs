@@ -6,6 +6,7 @@
 //! without one after a random time between 30 and 60 minutes (kube-apiserver's
 //! `--min-request-timeout` 1800 s, jittered up to twice that).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,9 +45,15 @@ pub fn timeout(param: Option<&str>) -> Result<Duration, Status> {
     }
 }
 
+/// A chunk of the stream gathers events up to about this many bytes: fewer, larger writes
+/// when events come fast, and never more than this (plus one event) copied for one watcher.
+const CHUNK: usize = 64 << 10;
+
 struct State {
     kind: &'static dyn Strategy,
     watching: Watching,
+    /// Events taken from the watch and not sent yet.
+    queue: VecDeque<WatchEvent>,
     output: Output,
     include: IncludeObject,
     deadline: Instant,
@@ -54,7 +61,8 @@ struct State {
     done: bool,
 }
 
-/// The streamed response of a watch: the events ready at one time go out as one chunk.
+/// The streamed response of a watch: the events ready at one time go out in chunks of up to
+/// [`CHUNK`] bytes.
 pub fn stream(
     kind: &'static dyn Strategy,
     watching: Watching,
@@ -65,6 +73,7 @@ pub fn stream(
     let state = State {
         kind,
         watching,
+        queue: VecDeque::new(),
         output,
         include,
         deadline: Instant::now() + timeout,
@@ -75,15 +84,19 @@ pub fn stream(
         if state.done {
             return None;
         }
-        let next = tokio::time::timeout_at(state.deadline, state.watching.next_batch()).await;
-        let chunk = match next {
-            Err(_) | Ok(None) => return None,
-            Ok(Some(Ok(events))) => state.encode(events),
-            Ok(Some(Err(status))) => {
-                state.done = true;
-                line("ERROR", &status)
+        if state.queue.is_empty() {
+            let next = tokio::time::timeout_at(state.deadline, state.watching.next_batch()).await;
+            match next {
+                Err(_) | Ok(None) => return None,
+                Ok(Some(Ok(events))) => state.queue.extend(events),
+                Ok(Some(Err(status))) => {
+                    state.done = true;
+                    let error = line("ERROR", &status);
+                    return Some((Ok::<Bytes, std::convert::Infallible>(error), state));
+                }
             }
-        };
+        }
+        let chunk = state.chunk();
         Some((Ok::<Bytes, std::convert::Infallible>(chunk), state))
     });
     let output = if output == Output::Yaml {
@@ -106,12 +119,17 @@ fn line(kind: &str, object: &impl serde::Serialize) -> Bytes {
 }
 
 impl State {
-    /// Events as the lines of one chunk. An event sent as the watch cache decoded it is
-    /// encoded once for every watcher that sends it in JSON.
-    fn encode(&mut self, events: Vec<WatchEvent>) -> Bytes {
-        let mut lines: Vec<Bytes> = events
-            .into_iter()
-            .map(|event| match (self.output, event.shared_encoding()) {
+    /// The next chunk: queued events' lines up to [`CHUNK`] bytes (at least one). An event
+    /// sent as the watch cache decoded it is encoded once for every watcher that sends it in
+    /// JSON.
+    fn chunk(&mut self) -> Bytes {
+        let mut lines = Vec::new();
+        let mut size = 0;
+        while size < CHUNK {
+            let Some(event) = self.queue.pop_front() else {
+                break;
+            };
+            let line = match (self.output, event.shared_encoding()) {
                 (Output::Json | Output::Yaml, Some(shared)) => shared
                     .get_or_init(|| line(event.kind, &*event.object))
                     .clone(),
@@ -119,12 +137,14 @@ impl State {
                     let kind = event.kind;
                     line(kind, &self.render(Arc::unwrap_or_clone(event.object)))
                 }
-            })
-            .collect();
+            };
+            size += line.len();
+            lines.push(line);
+        }
         if lines.len() == 1 {
             return lines.pop().expect("one line");
         }
-        let mut chunk = Vec::with_capacity(lines.iter().map(Bytes::len).sum());
+        let mut chunk = Vec::with_capacity(size);
         for line in &lines {
             chunk.extend_from_slice(line);
         }

@@ -75,33 +75,39 @@ pub struct Registry {
     /// `--event-ttl`, in seconds: how long events are kept.
     event_ttl: i64,
     metrics: Arc<Metrics>,
-    /// Each kind's watch cache, in the order of `kinds`.
-    caches: Vec<Cacher<Decoded>>,
+    /// Each kind's watch cache, in the order of `kinds` (None: not cached).
+    caches: Vec<Option<Cacher<Decoded>>>,
 }
 
 impl Registry {
-    /// A registry of `kinds` keeping its objects in `storage` under `keys`. Must be called
-    /// within a Tokio runtime: each kind's watch cache starts following the store.
+    /// A registry of `kinds` keeping its objects in `storage` under `keys`, with a watch
+    /// cache for each kind but events when `watch_cache` says so (kube-apiserver leaves
+    /// events out: they are written often and watched little). Must be called within a Tokio
+    /// runtime: each watch cache starts following the store.
     pub fn new(
         storage: Etcd3,
         keys: KeyLayout,
         kinds: Vec<&'static dyn Strategy>,
         event_ttl: std::time::Duration,
+        watch_cache: bool,
         metrics: Arc<Metrics>,
     ) -> Registry {
         let caches = kinds
             .iter()
             .map(|&kind| {
                 let info = kind.info();
+                if !watch_cache || info.resource == "events" {
+                    return None;
+                }
                 let prefix = keys.collection(info.resource, None);
                 let metrics = metrics.watch_cache(info.group, info.resource);
-                Cacher::start(
+                Some(Cacher::start(
                     storage.clone(),
                     prefix,
-                    cacher::CAPACITY,
+                    cacher::LIMITS,
                     metrics,
                     move |e| decode_event(kind, e),
-                )
+                ))
             })
             .collect();
         Registry {
@@ -586,25 +592,34 @@ impl Registry {
         };
         let cache = self
             .position(info.group, info.version, info.resource)
-            .and_then(|i| self.caches[i].watch(&prefix, after));
+            .and_then(|i| self.caches[i].as_ref()?.watch(&prefix, after));
+        // A start the store compacted is 410 Expired whoever serves the watch, sent in the
+        // stream as an ERROR event, as kube-apiserver sends it.
+        let expired = |e: StorageError| match e {
+            StorageError::Expired { .. } => Ok(Watching::failed(kind, failed(e))),
+            other => Err(failed(other)),
+        };
         if let Some(watch) = cache {
-            // A start the store compacted is 410 Expired whoever serves the watch.
-            if rv > 0 {
-                self.timed("watch", info, self.storage.check_history(&prefix, after))
+            if rv > 0
+                && let Err(e) = self
+                    .timed("watch", info, self.storage.check_history(&prefix, after))
                     .await
-                    .map_err(failed)?;
+            {
+                return expired(e);
             }
             return Ok(Watching::cached(kind, initial, watch, filter));
         }
-        let watch = self
+        match self
             .timed(
                 "watch",
                 info,
                 self.storage.watch_after(&prefix, true, after),
             )
             .await
-            .map_err(failed)?;
-        Ok(Watching::store(kind, initial, watch, filter))
+        {
+            Ok(watch) => Ok(Watching::store(kind, initial, watch, filter)),
+            Err(e) => expired(e),
+        }
     }
 
     /// How many objects of `kind` there are (all namespaces).
@@ -779,17 +794,57 @@ fn without_resource_version(obj: &Value) -> Value {
     copy
 }
 
-/// Parses a stored value without serde_json's recursion limit: whatever the request parsers
-/// accepted (each with its own limit) plus what the server adds (managedFields' sets nest a
-/// few levels deeper) must always read back, or one object would make its whole resource
-/// unreadable. The depth stays bounded by those parsers.
+/// How deep a stored value may nest. Request parsers each stop at 128 levels and the server
+/// adds a few (managedFields' sets), so whatever keel wrote reads back; a deeper value (written
+/// straight into the store) is answered as a decode error rather than read on a worker
+/// thread's stack until it overflows.
+const MAX_STORED_DEPTH: usize = 1000;
+
+/// Parses a stored value without serde_json's recursion limit of 128 (whatever the request
+/// parsers accepted, plus what the server adds, must always read back, or one object would
+/// make its whole resource unreadable), but refuses one nested deeper than
+/// [`MAX_STORED_DEPTH`].
 pub(super) fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     use serde::Deserialize;
+    use serde::de::Error;
+    if nesting_depth(bytes) > MAX_STORED_DEPTH {
+        return Err(serde_json::Error::custom(format!(
+            "nested deeper than {MAX_STORED_DEPTH} levels"
+        )));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     de.disable_recursion_limit();
     let value = Value::deserialize(&mut de)?;
     de.end()?;
     Ok(value)
+}
+
+/// The deepest nesting of arrays and objects in a JSON text (brackets inside strings do not
+/// count); malformed text gives some number, and the parser then says what is wrong.
+fn nesting_depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// A stored object in `kind`'s form, with its resourceVersion set.
@@ -813,4 +868,24 @@ pub(super) fn decode(kind: &dyn Strategy, object: &Object) -> Result<Value, Stat
         object.mod_revision.to_string().into(),
     );
     Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_values_read_back_deep_but_not_deeper_than_the_limit() {
+        let nested = |depth: usize| {
+            let mut text = "[".repeat(depth);
+            text.push_str(&"]".repeat(depth));
+            text
+        };
+        assert_eq!(nesting_depth(br#"{"a":["[{\"]",{"b":{}}]}"#), 4);
+        assert!(parse_stored(nested(MAX_STORED_DEPTH).as_bytes()).is_ok());
+        let err = parse_stored(nested(MAX_STORED_DEPTH + 1).as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("nested deeper than 1000"), "{err}");
+        // Far past what a worker thread's stack would survive: an error, not a crash.
+        assert!(parse_stored(nested(100_000).as_bytes()).is_err());
+    }
 }

@@ -109,6 +109,8 @@ enum Source {
     Cache(CacheWatch<Decoded>),
     /// A store watch of this client's own.
     Store(Watch),
+    /// None: the watch only sends its error.
+    Ended,
 }
 
 /// A running watch of one kind.
@@ -143,6 +145,18 @@ impl Watching {
         filter: Option<Box<Filter>>,
     ) -> Watching {
         Watching::new(kind, initial, Source::Store(watch), filter)
+    }
+
+    /// A watch that sends only `status`, as an ERROR event (a start the store compacted).
+    pub(super) fn failed(kind: &'static dyn Strategy, status: Status) -> Watching {
+        Watching {
+            kind,
+            source: Source::Ended,
+            filter: None,
+            pending: VecDeque::new(),
+            failed: Some(status),
+            ended: false,
+        }
     }
 
     fn new(
@@ -209,6 +223,10 @@ impl Watching {
     async fn receive(&mut self) -> bool {
         let mut batch = Vec::new();
         match &mut self.source {
+            Source::Ended => {
+                self.ended = true;
+                return false;
+            }
             Source::Cache(watch) => {
                 // A watcher the cache can no longer serve ends; its client watches again
                 // from the last resourceVersion it saw.

@@ -428,7 +428,7 @@ impl Etcd3 {
     pub async fn check_history(&self, key: &str, revision: i64) -> Result<(), StorageError> {
         let range = RangeRequest {
             key: key.as_bytes().to_vec(),
-            revision: revision + 1,
+            revision: revision.saturating_add(1),
             count_only: true,
             ..Default::default()
         };

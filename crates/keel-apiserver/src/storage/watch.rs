@@ -162,7 +162,7 @@ impl Etcd3 {
                 } else {
                     Vec::new()
                 },
-                start_revision: revision + 1,
+                start_revision: revision.saturating_add(1),
                 prev_kv: true,
                 ..Default::default()
             })),

@@ -31,17 +31,26 @@ use std::time::Duration;
 
 use tokio::sync::{oneshot, watch};
 
-pub use ring::{Behind, Cached};
-use ring::{Cursor, Ring};
+pub use ring::{Behind, Cached, Limits};
+use ring::{Cursor, ReadLimit, Ring};
 
 use super::{Etcd3, Event, StorageError};
 use crate::metrics::CacheMetrics;
 
-/// How many events each resource's buffer holds.
-pub const CAPACITY: usize = 8192;
+/// How much each resource's buffer holds: 8,192 events, and at most 32 MiB of stored values
+/// (an event weighs its value and the value before it; decoded and encoded, it takes a few
+/// times that in memory).
+pub const LIMITS: Limits = Limits {
+    events: 8192,
+    bytes: 32 << 20,
+};
 
-/// The most events a watcher takes out of the buffer at once.
-const BATCH: usize = 1024;
+/// The most a watcher takes out of the buffer at once, so that what a slow watcher holds on
+/// to stays small.
+const BATCH: ReadLimit = ReadLimit {
+    events: 1024,
+    bytes: 256 << 10,
+};
 
 /// The longest wait before watching the store again after a failure.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -78,7 +87,7 @@ impl<T: Send + Sync + 'static> Cacher<T> {
     pub fn start(
         storage: Etcd3,
         prefix: String,
-        capacity: usize,
+        limits: Limits,
         metrics: CacheMetrics,
         decode: impl Fn(Event) -> T + Send + Sync + 'static,
     ) -> Cacher<T> {
@@ -93,7 +102,7 @@ impl<T: Send + Sync + 'static> Cacher<T> {
             shared: Arc::downgrade(&shared),
             storage,
             prefix,
-            capacity,
+            limits,
             decode,
         };
         tokio::spawn(shell.run(stopped));
@@ -156,7 +165,8 @@ impl<T> CacheWatch<T> {
                     }
                 }
             }
-            // The shell is gone (the cache stopped): nothing more will come.
+            // The sender lives as long as this watcher's share; a stopped shell empties the
+            // buffer and wakes everyone instead (see `Shell::run`).
             self.news.changed().await.map_err(|_| Behind::Reset)?;
         }
     }
@@ -167,13 +177,16 @@ struct Shell<T, D> {
     shared: Weak<Shared<T>>,
     storage: Etcd3,
     prefix: String,
-    capacity: usize,
+    limits: Limits,
     decode: D,
 }
 
 impl<T, D: Fn(Event) -> T> Shell<T, D> {
-    /// Runs until the cache is dropped.
+    /// Runs until the cache is dropped. However it ends (dropped, or a panic), the buffer is
+    /// emptied: its watchers end and new watches go to the store instead of waiting on a
+    /// buffer nobody fills.
     async fn run(self, mut stopped: oneshot::Receiver<()>) {
+        let _empty = EmptyOnExit(self.shared.clone());
         tokio::select! {
             _ = &mut stopped => {}
             _ = self.follow() => {}
@@ -221,7 +234,7 @@ impl<T, D: Fn(Event) -> T> Shell<T, D> {
                 let mut ring = shared.ring();
                 match ring.as_mut() {
                     Some(ring) => ring.reset(after),
-                    None => *ring = Some(Ring::new(self.capacity, after)),
+                    None => *ring = Some(Ring::new(self.limits, after)),
                 }
                 drop(ring);
                 shared.notify();
@@ -241,20 +254,21 @@ impl<T, D: Fn(Event) -> T> Shell<T, D> {
                         let decoded: Vec<_> = events
                             .drain(..)
                             .map(|event| {
-                                let (revision, key) = match &event {
-                                    Event::Added(o) | Event::Modified(o, _) | Event::Deleted(o) => {
-                                        (o.mod_revision, o.key.clone())
-                                    }
+                                let (object, prev) = match &event {
+                                    Event::Added(o) | Event::Deleted(o) => (o, 0),
+                                    Event::Modified(o, prev) => (o, prev.len()),
                                 };
-                                (revision, key, (self.decode)(event))
+                                let weight = object.value.len() + prev;
+                                let (revision, key) = (object.mod_revision, object.key.clone());
+                                (revision, key, weight, (self.decode)(event))
                             })
                             .collect();
                         {
                             let mut guard = shared.ring();
                             let Some(ring) = guard.as_mut() else { return };
-                            for (revision, key, value) in decoded {
+                            for (revision, key, weight, value) in decoded {
                                 reflected = Some(revision);
-                                ring.push(revision, key, value);
+                                ring.push(revision, key, value, weight);
                             }
                         }
                         shared.notify();
@@ -265,6 +279,7 @@ impl<T, D: Fn(Event) -> T> Shell<T, D> {
                             .set(reflected.unwrap_or(after));
                     }
                     Some(Err(StorageError::Expired { .. })) => {
+                        tracing::warn!(prefix = %self.prefix, revision = ?reflected, "watch cache: the store compacted past the cache; starting over");
                         reflected = None;
                         break;
                     }
@@ -275,6 +290,18 @@ impl<T, D: Fn(Event) -> T> Shell<T, D> {
                     None => break,
                 }
             }
+        }
+    }
+}
+
+/// Empties a buffer when its shell ends.
+struct EmptyOnExit<T>(Weak<Shared<T>>);
+
+impl<T> Drop for EmptyOnExit<T> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.upgrade() {
+            *shared.ring() = None;
+            shared.notify();
         }
     }
 }

@@ -5,10 +5,11 @@
 //! The buffer is *complete after* a revision, `covered_from`: every event with a higher
 //! revision is in it or has not happened yet. A watch from resourceVersion `rv` can be served
 //! from the buffer when `rv >= covered_from`: its cursor is the first event above `rv`, and
-//! every event it reads later is newer still. When the buffer is full the oldest event goes
-//! and `covered_from` moves up to its revision; a cursor still pointing at it has fallen
-//! behind and its watcher must end (the client resumes from the last resourceVersion it
-//! saw). When the store's history the buffer follows is broken (the store compacted past the
+//! every event it reads later is newer still. The buffer is full when it holds its capacity
+//! in events or its budget in bytes (each event weighs what the caller says it costs; the
+//! newest event is kept whatever it weighs). Then the oldest event goes and `covered_from`
+//! moves up to its revision; a cursor still pointing at it has fallen behind and its watcher
+//! must end (the client resumes from the last resourceVersion it saw). When the store's history the buffer follows is broken (the store compacted past the
 //! point the buffer had reached), [`Ring::reset`] starts a new generation: every cursor of an
 //! older generation has fallen behind.
 
@@ -45,29 +46,51 @@ pub enum Behind {
     Reset,
 }
 
+/// How much a buffer may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The most events.
+    pub events: usize,
+    /// The most bytes (the sum of the events' weights).
+    pub bytes: usize,
+}
+
+/// How much one read may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimit {
+    /// The most events.
+    pub events: usize,
+    /// Stop once this many bytes are read (after at least one event).
+    pub bytes: usize,
+}
+
 /// The last events of one resource (see the module docs).
 #[derive(Debug)]
 pub struct Ring<T> {
-    events: VecDeque<Arc<Cached<T>>>,
+    /// The events, each with its weight.
+    events: VecDeque<(Arc<Cached<T>>, usize)>,
+    /// The sum of the events' weights.
+    bytes: usize,
     /// Sequence number of `events[0]`.
     first: u64,
     /// Every event with a higher revision is in the buffer or still to come.
     covered_from: i64,
     /// The highest revision known to be reflected: the last event's, or a later one.
     revision: i64,
-    capacity: usize,
+    limits: Limits,
     generation: u64,
 }
 
 impl<T> Ring<T> {
-    /// An empty buffer of at most `capacity` events, complete after `revision`.
-    pub fn new(capacity: usize, revision: i64) -> Ring<T> {
+    /// An empty buffer within `limits`, complete after `revision`.
+    pub fn new(limits: Limits, revision: i64) -> Ring<T> {
         Ring {
-            events: VecDeque::with_capacity(capacity.min(1024)),
+            events: VecDeque::new(),
+            bytes: 0,
             first: 0,
             covered_from: revision,
             revision,
-            capacity: capacity.max(1),
+            limits,
             generation: 0,
         }
     }
@@ -77,29 +100,36 @@ impl<T> Ring<T> {
     pub fn reset(&mut self, revision: i64) {
         self.first += self.events.len() as u64;
         self.events.clear();
+        self.bytes = 0;
         self.covered_from = revision;
         self.revision = revision;
         self.generation += 1;
     }
 
-    /// Appends the next event of the stream; events come in revision order.
-    pub fn push(&mut self, revision: i64, key: String, value: T) {
-        debug_assert!(revision >= self.revision, "events come in revision order");
-        if self.events.len() == self.capacity
-            && let Some(oldest) = self.events.pop_front()
+    /// Appends the next event of the stream, which costs `weight` bytes; events come in
+    /// revision order.
+    pub fn push(&mut self, revision: i64, key: String, value: T, weight: usize) {
+        self.revision = self.revision.max(revision);
+        self.bytes += weight;
+        self.events.push_back((
+            Arc::new(Cached {
+                revision,
+                key,
+                value,
+            }),
+            weight,
+        ));
+        while self.events.len() > 1
+            && (self.events.len() > self.limits.events || self.bytes > self.limits.bytes)
+            && let Some((oldest, weight)) = self.events.pop_front()
         {
             self.first += 1;
+            self.bytes -= weight;
             self.covered_from = self.covered_from.max(oldest.revision);
         }
-        self.revision = self.revision.max(revision);
-        self.events.push_back(Arc::new(Cached {
-            revision,
-            key,
-            value,
-        }));
     }
 
-    /// The revision every event up to which the buffer has seen.
+    /// The revision the buffer reflects: its start's, or its last event's.
     pub fn revision(&self) -> i64 {
         self.revision
     }
@@ -120,7 +150,7 @@ impl<T> Ring<T> {
         if after < self.covered_from {
             return None;
         }
-        let skipped = self.events.partition_point(|e| e.revision <= after);
+        let skipped = self.events.partition_point(|(e, _)| e.revision <= after);
         Some(Cursor {
             generation: self.generation,
             next: self.first + skipped as u64,
@@ -133,12 +163,13 @@ impl<T> Ring<T> {
         cursor.generation != self.generation || cursor.next < self.head()
     }
 
-    /// Moves `cursor` past up to `max` events, appending them to `out`.
+    /// Moves `cursor` past the next events, as many as `limit` allows, appending them to
+    /// `out`.
     pub fn read(
         &self,
         cursor: &mut Cursor,
         out: &mut Vec<Arc<Cached<T>>>,
-        max: usize,
+        limit: ReadLimit,
     ) -> Result<(), Behind> {
         if cursor.generation != self.generation {
             return Err(Behind::Reset);
@@ -147,13 +178,17 @@ impl<T> Ring<T> {
             return Err(Behind::Overrun);
         }
         let start = (cursor.next - self.first) as usize;
-        let end = self.events.len().min(start.saturating_add(max));
-        for event in self.events.range(start..end) {
+        let mut bytes = 0;
+        for (event, weight) in self.events.range(start..).take(limit.events) {
+            if bytes >= limit.bytes {
+                break;
+            }
+            bytes += weight;
+            cursor.next += 1;
             if event.revision > cursor.after {
                 out.push(event.clone());
             }
         }
-        cursor.next = self.first + end as u64;
         Ok(())
     }
 }
@@ -166,10 +201,22 @@ mod tests {
         out.iter().map(|e| e.revision).collect()
     }
 
+    const ALL: ReadLimit = ReadLimit {
+        events: 100,
+        bytes: usize::MAX,
+    };
+
+    fn limits(events: usize) -> Limits {
+        Limits {
+            events,
+            bytes: usize::MAX,
+        }
+    }
+
     fn ring(capacity: usize, start: i64, revisions: &[i64]) -> Ring<()> {
-        let mut ring = Ring::new(capacity, start);
+        let mut ring = Ring::new(limits(capacity), start);
         for &r in revisions {
-            ring.push(r, format!("/k/{r}"), ());
+            ring.push(r, format!("/k/{r}"), (), 1);
         }
         ring
     }
@@ -179,13 +226,13 @@ mod tests {
         let mut ring = ring(8, 10, &[12, 15, 16]);
         let mut cursor = ring.cursor(12).unwrap();
         let mut out = Vec::new();
-        ring.read(&mut cursor, &mut out, 100).unwrap();
+        ring.read(&mut cursor, &mut out, ALL).unwrap();
         assert_eq!(revisions(&out), [15, 16]);
         assert!(!ring.has_news(&cursor));
-        ring.push(20, "/k/20".into(), ());
+        ring.push(20, "/k/20".into(), (), 1);
         assert!(ring.has_news(&cursor));
         out.clear();
-        ring.read(&mut cursor, &mut out, 100).unwrap();
+        ring.read(&mut cursor, &mut out, ALL).unwrap();
         assert_eq!(revisions(&out), [20]);
     }
 
@@ -195,10 +242,10 @@ mod tests {
         let mut ring = ring(8, 10, &[12]);
         let mut cursor = ring.cursor(30).unwrap();
         for r in [25, 30, 31] {
-            ring.push(r, format!("/k/{r}"), ());
+            ring.push(r, format!("/k/{r}"), (), 1);
         }
         let mut out = Vec::new();
-        ring.read(&mut cursor, &mut out, 100).unwrap();
+        ring.read(&mut cursor, &mut out, ALL).unwrap();
         assert_eq!(revisions(&out), [31]);
     }
 
@@ -207,10 +254,14 @@ mod tests {
         let ring = ring(8, 0, &[1, 2, 3, 4, 5]);
         let mut cursor = ring.cursor(0).unwrap();
         let mut out = Vec::new();
-        ring.read(&mut cursor, &mut out, 2).unwrap();
+        let two = ReadLimit {
+            events: 2,
+            bytes: usize::MAX,
+        };
+        ring.read(&mut cursor, &mut out, two).unwrap();
         assert_eq!(revisions(&out), [1, 2]);
-        ring.read(&mut cursor, &mut out, 2).unwrap();
-        ring.read(&mut cursor, &mut out, 2).unwrap();
+        ring.read(&mut cursor, &mut out, two).unwrap();
+        ring.read(&mut cursor, &mut out, two).unwrap();
         assert_eq!(revisions(&out), [1, 2, 3, 4, 5]);
         assert!(!ring.has_news(&cursor));
     }
@@ -220,14 +271,14 @@ mod tests {
         let mut ring = ring(3, 10, &[11, 12, 13]);
         let mut slow = ring.cursor(10).unwrap();
         assert_eq!(ring.covered_from(), 10);
-        ring.push(14, "/k/14".into(), ());
+        ring.push(14, "/k/14".into(), (), 1);
         assert_eq!(ring.covered_from(), 11);
         assert_eq!(ring.cursor(10), None, "event 11 is gone");
         let mut out = Vec::new();
         let mut from_11 = ring.cursor(11).unwrap();
-        ring.read(&mut from_11, &mut out, 100).unwrap();
+        ring.read(&mut from_11, &mut out, ALL).unwrap();
         assert_eq!(revisions(&out), [12, 13, 14]);
-        assert_eq!(ring.read(&mut slow, &mut out, 100), Err(Behind::Overrun));
+        assert_eq!(ring.read(&mut slow, &mut out, ALL), Err(Behind::Overrun));
         assert!(ring.has_news(&slow), "a cursor behind is woken to learn it");
     }
 
@@ -238,12 +289,56 @@ mod tests {
         ring.reset(50);
         assert!(ring.has_news(&old));
         let mut out = Vec::new();
-        assert_eq!(ring.read(&mut old, &mut out, 100), Err(Behind::Reset));
+        assert_eq!(ring.read(&mut old, &mut out, ALL), Err(Behind::Reset));
         assert_eq!(ring.cursor(12), None);
         assert_eq!((ring.covered_from(), ring.revision()), (50, 50));
         let mut fresh = ring.cursor(50).unwrap();
-        ring.push(51, "/k/51".into(), ());
-        ring.read(&mut fresh, &mut out, 100).unwrap();
+        ring.push(51, "/k/51".into(), (), 1);
+        ring.read(&mut fresh, &mut out, ALL).unwrap();
         assert_eq!(revisions(&out), [51]);
+    }
+
+    #[test]
+    fn a_buffer_keeps_to_its_byte_budget_and_always_keeps_the_newest_event() {
+        let mut ring: Ring<()> = Ring::new(
+            Limits {
+                events: 100,
+                bytes: 10,
+            },
+            0,
+        );
+        for r in 1..=4 {
+            ring.push(r, format!("/k/{r}"), (), 4);
+        }
+        // 4 + 4 fit in 10; the third would not.
+        assert_eq!(ring.covered_from(), 2);
+        ring.push(5, "/k/5".into(), (), 50);
+        assert_eq!(ring.covered_from(), 4, "a heavy event pushes the rest out");
+        let mut out = Vec::new();
+        ring.read(&mut ring.cursor(4).unwrap(), &mut out, ALL)
+            .unwrap();
+        assert_eq!(revisions(&out), [5]);
+    }
+
+    #[test]
+    fn a_read_stops_at_its_byte_limit_after_at_least_one_event() {
+        let mut ring: Ring<()> = Ring::new(limits(100), 0);
+        for (r, weight) in [(1, 30), (2, 30), (3, 30)] {
+            ring.push(r, format!("/k/{r}"), (), weight);
+        }
+        let limit = ReadLimit {
+            events: 100,
+            bytes: 50,
+        };
+        let mut cursor = ring.cursor(0).unwrap();
+        let mut out = Vec::new();
+        ring.read(&mut cursor, &mut out, limit).unwrap();
+        assert_eq!(revisions(&out), [1, 2]);
+        let small = ReadLimit {
+            events: 100,
+            bytes: 1,
+        };
+        ring.read(&mut cursor, &mut out, small).unwrap();
+        assert_eq!(revisions(&out), [1, 2, 3]);
     }
 }
