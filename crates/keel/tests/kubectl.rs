@@ -3,10 +3,15 @@
 //! get in every output form with selectors and chunking, watch, dry run, diff, describe,
 //! delete with wait and of a namespace with objects in it, metrics and authentication,
 //! values of the wrong type and ConfigMaps too large refused, and (with curl) bodies that
-//! repeat a key under each field validation; outputs, exit codes and error messages checked.
+//! repeat a key under each field validation and answers in metadata and table forms;
+//! outputs, exit codes and error messages checked.
 
+#[path = "kubectl/curl.rs"]
+mod curl;
 #[path = "kubectl/diff_describe.rs"]
 mod diff_describe;
+#[path = "kubectl/negotiation.rs"]
+mod negotiation;
 #[path = "kubectl/repeated_keys.rs"]
 mod repeated_keys;
 
@@ -304,6 +309,7 @@ fn session(kube: &Kube, version: Option<&str>) {
     diff_describe::describe(kube, version, &ns);
     if version.is_none() {
         repeated_keys::check(kube, &ns);
+        negotiation::check(kube, &ns);
     }
 
     // A watch lists what is there as ADDED events.

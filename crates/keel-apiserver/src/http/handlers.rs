@@ -16,7 +16,7 @@ use super::field_manager::{self, Verb};
 use super::field_validation::{self, Directive};
 use super::go_value::GoType;
 use super::metadata;
-use super::negotiate::{self, Answer, Output};
+use super::negotiate::{self, Answer, Conversion, Output};
 use super::openapi;
 use super::request_info::ResourcePath;
 use super::table::{self, IncludeObject};
@@ -159,8 +159,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
         (&Method::GET | &Method::DELETE, false) => Answer::List,
         _ => Answer::Written,
     };
-    let output = negotiate::output(req.header(header::ACCEPT), answer)
-        .ok_or_else(negotiate::not_acceptable)?;
+    let output = negotiate::output(req.header(header::ACCEPT), answer).map_err(|r| r.status())?;
     let include = IncludeObject::parse(req.param("includeObject"))?;
     match (&req.method, path.name.as_deref()) {
         (&Method::GET, None) if is_watch(path, &req.query) => {
@@ -295,7 +294,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             Ok(value_response(
                 StatusCode::OK,
                 &serde_json::to_value(&status).unwrap_or_default(),
-                output.plain(),
+                output.unconverted(),
             ))
         }
         (&Method::DELETE, None) => {
@@ -316,10 +315,9 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
                 }
             }
             list["items"] = Value::Array(deleted);
-            let output = if output == Output::Table {
-                Output::Json
-            } else {
-                output
+            let output = match output.conversion {
+                Some((Conversion::Table, _)) => output.unconverted(),
+                _ => output,
             };
             respond_list(kind, list, output, include)
         }
@@ -338,16 +336,6 @@ fn not_found_object(kind: &dyn Strategy, name: &str) -> Status {
         &crate::storage::StorageError::NotFound { key: String::new() },
         &target,
     )
-}
-
-impl Output {
-    /// The form for a Status (no Table or metadata form of it): JSON or YAML.
-    fn plain(self) -> Output {
-        match self {
-            Output::Yaml => Output::Yaml,
-            _ => Output::Json,
-        }
-    }
 }
 
 async fn list(
@@ -607,12 +595,16 @@ fn respond_object(
     output: Output,
     include: IncludeObject,
 ) -> Result<Response, Status> {
-    let answer = match output {
-        Output::Table => {
+    if let Some(refused) = output.refusal(kind.info(), false) {
+        return Err(refused);
+    }
+    let answer = match output.conversion {
+        Some((Conversion::Table, version)) => {
             let metadata = json!({"resourceVersion": meta_str(&obj, "resourceVersion")});
-            table::table(kind, std::slice::from_ref(&obj), metadata, include, true)
+            let objects = std::slice::from_ref(&obj);
+            table::table_in(version, kind, objects, metadata, include, true)
         }
-        Output::Metadata => metadata::partial_object(&obj),
+        Some((Conversion::Metadata, version)) => metadata::partial_object_in(&obj, version),
         _ => obj,
     };
     Ok(value_response(code, &answer, output))
@@ -644,12 +636,22 @@ fn respond_list(
     output: Output,
     include: IncludeObject,
 ) -> Result<Response, Status> {
-    let answer = match output {
-        Output::Table => {
+    if let Some(refused) = output.refusal(kind.info(), true) {
+        return Err(refused);
+    }
+    let answer = match output.conversion {
+        Some((Conversion::Table, version)) => {
             let items = list["items"].as_array().cloned().unwrap_or_default();
-            table::table(kind, &items, list["metadata"].clone(), include, true)
+            table::table_in(
+                version,
+                kind,
+                &items,
+                list["metadata"].clone(),
+                include,
+                true,
+            )
         }
-        Output::MetadataList => metadata::partial_list(&list),
+        Some((Conversion::MetadataList, version)) => metadata::partial_list_in(&list, version),
         _ => list,
     };
     Ok(value_response(StatusCode::OK, &answer, output))

@@ -1,28 +1,41 @@
-//! The `meta.k8s.io/v1` PartialObjectMetadata forms that metadata-only clients ask for
+//! The `meta.k8s.io` PartialObjectMetadata forms that metadata-only clients ask for
 //! (client-go's metadata informers, kube-rs's metadata watchers and `Controller::owns`):
-//! an object reduced to its metadata, a list to its items' metadata.
+//! an object reduced to its metadata, a list to its items' metadata, in `v1` or in
+//! `v1beta1` (which kube-apiserver still serves; its items are `v1beta1` too).
 
 use serde_json::{Value, json};
 
-/// `obj` as a PartialObjectMetadata.
+use super::negotiate::MetaVersion;
+
+/// `obj` as a `meta.k8s.io/v1` PartialObjectMetadata.
 pub fn partial_object(obj: &Value) -> Value {
+    partial_object_in(obj, MetaVersion::V1)
+}
+
+/// `obj` as a PartialObjectMetadata of `version`.
+pub fn partial_object_in(obj: &Value, version: MetaVersion) -> Value {
     json!({
         "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
+        "apiVersion": version.api_version(),
         "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
     })
 }
 
-/// `list` as a PartialObjectMetadataList (the list's own metadata kept: resourceVersion,
-/// continue, remainingItemCount).
-pub fn partial_list(list: &Value) -> Value {
+/// `list` as a PartialObjectMetadataList of `version` (the list's own metadata kept:
+/// resourceVersion, continue, remainingItemCount).
+pub fn partial_list_in(list: &Value, version: MetaVersion) -> Value {
     let items: Vec<Value> = list["items"]
         .as_array()
-        .map(|items| items.iter().map(partial_object).collect())
+        .map(|items| {
+            items
+                .iter()
+                .map(|i| partial_object_in(i, version))
+                .collect()
+        })
         .unwrap_or_default();
     json!({
         "kind": "PartialObjectMetadataList",
-        "apiVersion": "meta.k8s.io/v1",
+        "apiVersion": version.api_version(),
         "metadata": list.get("metadata").cloned().unwrap_or_else(|| json!({})),
         "items": items,
     })
@@ -43,7 +56,7 @@ mod tests {
         );
         let list = json!({"kind": "ConfigMapList", "apiVersion": "v1",
             "metadata": {"resourceVersion": "9", "continue": "x"}, "items": [obj]});
-        let partial = partial_list(&list);
+        let partial = partial_list_in(&list, MetaVersion::V1);
         assert_eq!(partial["kind"], "PartialObjectMetadataList");
         assert_eq!(
             partial["metadata"],
@@ -51,5 +64,12 @@ mod tests {
         );
         assert_eq!(partial["items"][0]["kind"], "PartialObjectMetadata");
         assert!(partial["items"][0].get("data").is_none());
+        let beta = partial_list_in(&list, MetaVersion::V1Beta1);
+        assert_eq!(beta["apiVersion"], "meta.k8s.io/v1beta1");
+        assert_eq!(beta["items"][0]["apiVersion"], "meta.k8s.io/v1beta1");
+        assert_eq!(
+            partial_object_in(&obj, MetaVersion::V1Beta1)["apiVersion"],
+            "meta.k8s.io/v1beta1"
+        );
     }
 }

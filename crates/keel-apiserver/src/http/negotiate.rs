@@ -1,78 +1,218 @@
-//! Content negotiation, as kube-apiserver's `negotiation` package does it: which form a
-//! response takes (JSON, YAML, a `meta.k8s.io/v1` Table, or `meta.k8s.io/v1`
-//! PartialObjectMetadata for metadata-only clients) from the `Accept` header, and how a
-//! request body is read from its `Content-Type`. Protobuf bodies are read (see
-//! [`super::protobuf`]) but protobuf is not answered: a client that offers JSON as well gets
-//! JSON, one that asks for protobuf only gets 406.
+//! Content negotiation, as kube-apiserver's `negotiation` package and its handlers'
+//! `transformResponseObject` do it: which form a response takes from the `Accept` header,
+//! and how a request body is read from its `Content-Type`.
+//!
+//! The Accept header's media ranges are tried in the order `goautoneg` sorts them (quality,
+//! then the more specific first, then the client's order), each against the forms served
+//! (JSON, then YAML); the first that fits wins, with its `as`, `g` and `v` parameters asking
+//! for a `meta.k8s.io` `v1` or `v1beta1` Table (JSON or YAML), PartialObjectMetadata or
+//! PartialObjectMetadataList (any form) in place of the object. A range asking for any other
+//! conversion, or for one the answer cannot take (a Table of discovery), is passed over. Like
+//! kube-apiserver, a PartialObjectMetadata of a list, or a list form of one object, is
+//! refused only when the answer is made ([`Output::refusal`]), after the request did its
+//! work; a watch streams JSON only (YAML has no stream form), so a watch whose first fitting
+//! range is YAML is refused, and a watch asking for PartialObjectMetadataList gets whole
+//! objects, as upstream falls back to them. The watch stream makes its events' Tables and
+//! metadata in `v1` only: a `v1beta1` Table is answered in `v1` and a `v1beta1`
+//! PartialObjectMetadata range is passed over, where kube-apiserver answers both in `v1beta1`.
+//! Responses say `application/json` or `application/yaml` whatever the conversion, as
+//! kube-apiserver's do.
+//!
+//! Protobuf bodies are read (see [`super::protobuf`]) but protobuf is not answered: a client
+//! that offers JSON as well gets JSON, one that asks for protobuf only gets 406, so the 406
+//! lists JSON and YAML where kube-apiserver adds protobuf.
 
 use serde_json::Value;
 
+use crate::registry::ResourceInfo;
 use crate::storage::Status;
 
-/// What a response is encoded as.
+/// How a response is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Output {
+pub enum Encoding {
     /// `application/json`.
     Json,
     /// `application/yaml`.
     Yaml,
-    /// `application/json;as=Table;v=v1;g=meta.k8s.io`.
+}
+
+/// What a response is converted into (`as=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conversion {
+    /// A `Table`: one row per object.
     Table,
-    /// `application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`: an object (or each
-    /// watch event's object) as its metadata only.
+    /// `PartialObjectMetadata`: an object (or each watch event's object) as its metadata
+    /// only.
     Metadata,
-    /// `application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`: a list as its
-    /// items' metadata only.
+    /// `PartialObjectMetadataList`: a list as its items' metadata only.
     MetadataList,
 }
 
-/// What a request answers, which decides the transformed forms it may be given
-/// (kube-apiserver's `transformResponseObject`).
+/// The `meta.k8s.io` version a conversion is answered in (`v=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetaVersion {
+    /// `meta.k8s.io/v1`.
+    V1,
+    /// `meta.k8s.io/v1beta1`, which kube-apiserver still serves.
+    V1Beta1,
+}
+
+impl MetaVersion {
+    /// `meta.k8s.io/v1` or `meta.k8s.io/v1beta1`.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            MetaVersion::V1 => "meta.k8s.io/v1",
+            MetaVersion::V1Beta1 => "meta.k8s.io/v1beta1",
+        }
+    }
+}
+
+/// What a response is: its encoding, and the conversion asked for, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Output {
+    /// JSON or YAML.
+    pub encoding: Encoding,
+    /// The conversion and its version.
+    pub conversion: Option<(Conversion, MetaVersion)>,
+}
+
+// The forms a watch stream names, as constants of the pattern-matchable kind.
+#[allow(non_upper_case_globals)]
+impl Output {
+    /// JSON, as is.
+    pub const Json: Output = Output::plain(Encoding::Json);
+    /// YAML, as is.
+    pub const Yaml: Output = Output::plain(Encoding::Yaml);
+    /// A `meta.k8s.io/v1` Table in JSON.
+    pub const Table: Output = Output::converted(Conversion::Table);
+    /// A `meta.k8s.io/v1` PartialObjectMetadata in JSON.
+    pub const Metadata: Output = Output::converted(Conversion::Metadata);
+    /// A `meta.k8s.io/v1` PartialObjectMetadataList in JSON.
+    pub const MetadataList: Output = Output::converted(Conversion::MetadataList);
+}
+
+impl Output {
+    const fn plain(encoding: Encoding) -> Output {
+        Output {
+            encoding,
+            conversion: None,
+        }
+    }
+
+    const fn converted(conversion: Conversion) -> Output {
+        Output {
+            encoding: Encoding::Json,
+            conversion: Some((conversion, MetaVersion::V1)),
+        }
+    }
+
+    /// The response's Content-Type: the encoding's, whatever the conversion.
+    pub fn content_type(self) -> &'static str {
+        match self.encoding {
+            Encoding::Json => "application/json",
+            Encoding::Yaml => "application/yaml",
+        }
+    }
+
+    /// The same encoding without a conversion (for a Status).
+    pub fn unconverted(self) -> Output {
+        Output::plain(self.encoding)
+    }
+
+    /// The 406 kube-apiserver answers when the conversion asked for does not fit the answer
+    /// (`list`: whether it is a list, `info`: of which kind), once the request has done its
+    /// work; None when it fits.
+    pub fn refusal(self, info: &ResourceInfo, list: bool) -> Option<Status> {
+        let (asked, wants_list) = match self.conversion? {
+            (Conversion::Metadata, _) => ("PartialObjectMetadata", false),
+            (Conversion::MetadataList, _) => ("PartialObjectMetadataList", true),
+            (Conversion::Table, _) => return None,
+        };
+        if wants_list == list {
+            return None;
+        }
+        let go_type = internal_go_type(info, list);
+        let message = if list {
+            format!("you requested {asked}, but the requested object is a list ({go_type})")
+        } else {
+            format!("you requested {asked}, but the requested object is not a list ({go_type})")
+        };
+        Some(Status::failure(406, "NotAcceptable", message))
+    }
+}
+
+/// The Go type kube-apiserver's handlers hold an object of `info`'s kind in (its internal
+/// type, `%T`): `*core.ConfigMap`, `*coordination.LeaseList`; events.k8s.io Events are
+/// core's.
+fn internal_go_type(info: &ResourceInfo, list: bool) -> String {
+    let package = match info.group {
+        "" | "events.k8s.io" => "core",
+        group => group.split('.').next().unwrap_or(group),
+    };
+    let list = if list { "List" } else { "" };
+    format!("*{package}.{}{list}", info.kind)
+}
+
+/// What a request answers, which decides the conversions it may be given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
     /// Discovery, version, a Status: JSON or YAML only.
     Plain,
-    /// The object a write answers with: also as PartialObjectMetadata.
+    /// The object a write answers with.
     Written,
-    /// One object read: also as a Table or as PartialObjectMetadata.
+    /// One object read.
     Object,
-    /// A list: also as a Table or as PartialObjectMetadataList.
+    /// A list.
     List,
-    /// A watch: event objects also as Table rows or as PartialObjectMetadata.
+    /// A watch: a stream of JSON events.
     Watch,
 }
 
-impl Output {
-    /// The response's Content-Type.
-    pub fn content_type(self) -> &'static str {
-        match self {
-            Output::Json => "application/json",
-            Output::Yaml => "application/yaml",
-            Output::Table => "application/json;as=Table;v=v1;g=meta.k8s.io",
-            Output::Metadata => "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
-            Output::MetadataList => {
-                "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
-            }
-        }
+/// Why no form was found for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// No media range fits a form served.
+    NotAcceptable,
+    /// A watch's first fitting range has no stream form (YAML).
+    NoStream,
+}
+
+impl Refused {
+    /// 406 NotAcceptable, worded as kube-apiserver words it, with the forms keel answers.
+    pub fn status(self) -> Status {
+        let accepted = match self {
+            Refused::NotAcceptable => "application/json, application/yaml",
+            Refused::NoStream => "application/json;stream=watch",
+        };
+        Status::failure(
+            406,
+            "NotAcceptable",
+            format!("only the following media types are accepted: {accepted}"),
+        )
     }
 }
 
 /// One media range of an Accept header.
 struct MediaRange<'a> {
-    essence: String,
+    kind: String,
+    subtype: String,
     params: Vec<(String, &'a str)>,
     quality: f32,
 }
 
+/// The media ranges of `accept` in `goautoneg`'s order: quality first, then a range with a
+/// type before `*/*`, then one with a subtype before `type/*`, then the client's order.
 fn parse_accept(accept: &str) -> Vec<MediaRange<'_>> {
     let mut ranges: Vec<MediaRange> = accept
         .split(',')
         .filter_map(|part| {
             let mut pieces = part.split(';');
             let essence = pieces.next()?.trim().to_ascii_lowercase();
-            if essence.is_empty() {
-                return None;
-            }
+            let (kind, subtype) = match essence.split_once('/') {
+                Some((kind, subtype)) => (kind.to_string(), subtype.to_string()),
+                None if essence == "*" => ("*".to_string(), "*".to_string()),
+                None => return None,
+            };
             let mut params = Vec::new();
             let mut quality = 1.0;
             for p in pieces {
@@ -87,82 +227,102 @@ fn parse_accept(accept: &str) -> Vec<MediaRange<'_>> {
                 }
             }
             Some(MediaRange {
-                essence,
+                kind,
+                subtype,
                 params,
                 quality,
             })
         })
         .collect();
-    // Highest quality first; the client's order among equals (a stable sort).
-    ranges.sort_by(|a, b| b.quality.total_cmp(&a.quality));
+    ranges.sort_by(|a, b| {
+        b.quality
+            .total_cmp(&a.quality)
+            .then((a.kind == "*").cmp(&(b.kind == "*")))
+            .then((a.subtype == "*").cmp(&(b.subtype == "*")))
+    });
     ranges
 }
 
-/// The response form for `accept` (None: nothing acceptable, answer
-/// [`not_acceptable`]), for a request that gives `answer`.
-pub fn output(accept: Option<&str>, answer: Answer) -> Option<Output> {
-    let tables = matches!(answer, Answer::Object | Answer::List | Answer::Watch);
+/// The conversion a media range's `as`, `g` and `v` ask for: Ok(None) for none, Err(()) for
+/// one kube-apiserver does not make (another group or version, another kind).
+fn conversion(range: &MediaRange) -> Result<Option<(Conversion, MetaVersion)>, ()> {
+    let param = |name: &str| {
+        range
+            .params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
+    };
+    if ["as", "g", "v"].iter().all(|p| param(p).is_none()) {
+        return Ok(None);
+    }
+    let version = match (param("g"), param("v")) {
+        (Some("meta.k8s.io"), Some("v1")) => MetaVersion::V1,
+        (Some("meta.k8s.io"), Some("v1beta1")) => MetaVersion::V1Beta1,
+        _ => return Err(()),
+    };
+    let conversion = match param("as") {
+        Some("Table") => Conversion::Table,
+        Some("PartialObjectMetadata") => Conversion::Metadata,
+        Some("PartialObjectMetadataList") => Conversion::MetadataList,
+        _ => return Err(()),
+    };
+    Ok(Some((conversion, version)))
+}
+
+/// The response form for `accept`, for a request that gives `answer`.
+pub fn output(accept: Option<&str>, answer: Answer) -> Result<Output, Refused> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
-        return Some(Output::Json);
+        return Ok(Output::Json);
     };
     for range in parse_accept(accept) {
         if range.quality <= 0.0 {
             continue;
         }
-        let param = |name: &str| {
-            range
-                .params
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| *v)
-        };
-        match range.essence.as_str() {
-            "application/json" | "application/yaml" => {
-                let yaml = range.essence == "application/yaml";
-                match param("as") {
-                    None => return Some(if yaml { Output::Yaml } else { Output::Json }),
-                    Some("Table")
-                        if tables
-                            && !yaml
-                            && param("g") == Some("meta.k8s.io")
-                            && matches!(param("v"), Some("v1") | Some("v1beta1")) =>
-                    {
-                        return Some(Output::Table);
-                    }
-                    Some(form @ ("PartialObjectMetadata" | "PartialObjectMetadataList"))
-                        if !yaml
-                            && param("g") == Some("meta.k8s.io")
-                            && param("v") == Some("v1") =>
-                    {
-                        let list = form == "PartialObjectMetadataList";
-                        match (answer, list) {
-                            (Answer::Written | Answer::Object | Answer::Watch, false) => {
-                                return Some(Output::Metadata);
-                            }
-                            (Answer::List, true) => return Some(Output::MetadataList),
-                            _ => continue,
-                        }
-                    }
-                    // Other "as" forms (aggregated discovery, v1beta1 metadata) are not
-                    // served: the client's next choice decides.
-                    Some(_) => continue,
-                }
+        for encoding in [Encoding::Json, Encoding::Yaml] {
+            let subtype = match encoding {
+                Encoding::Json => "json",
+                Encoding::Yaml => "yaml",
+            };
+            let fits = range.kind == "*" && range.subtype == "*"
+                || range.kind == "application"
+                    && (range.subtype == subtype || range.subtype == "*");
+            if !fits {
+                continue;
             }
-            "*/*" | "application/*" => return Some(Output::Json),
-            _ => continue,
+            let stream = range.params.iter().find(|(k, _)| k == "stream");
+            if stream.is_some_and(|(_, v)| {
+                !v.is_empty() && (*v != "watch" || encoding == Encoding::Yaml)
+            }) {
+                continue;
+            }
+            let Ok(conversion) = conversion(&range) else {
+                continue;
+            };
+            if conversion.is_some() && answer == Answer::Plain {
+                continue;
+            }
+            if answer != Answer::Watch {
+                return Ok(Output {
+                    encoding,
+                    conversion,
+                });
+            }
+            if encoding == Encoding::Yaml {
+                return Err(Refused::NoStream);
+            }
+            return match conversion {
+                None => Ok(Output::Json),
+                // The watch stream makes v1 Tables and metadata only.
+                Some((Conversion::Table, _)) => Ok(Output::Table),
+                Some((Conversion::Metadata, MetaVersion::V1)) => Ok(Output::Metadata),
+                Some((Conversion::Metadata, MetaVersion::V1Beta1)) => continue,
+                // Upstream cannot make a list of a watch event and sends the object whole.
+                Some((Conversion::MetadataList, _)) => Ok(Output::Json),
+            };
         }
     }
-    None
-}
-
-/// 406 NotAcceptable, worded as kube-apiserver words it.
-pub fn not_acceptable() -> Status {
-    Status::failure(
-        406,
-        "NotAcceptable",
-        "only the following media types are accepted: application/json, application/yaml"
-            .to_string(),
-    )
+    Err(Refused::NotAcceptable)
 }
 
 /// What a request body is.
@@ -268,11 +428,11 @@ pub fn from_yaml(bytes: &[u8]) -> Result<Value, serde_yaml_ng::Error> {
 
 /// Encodes a response value in the negotiated form.
 pub fn encode(value: &impl serde::Serialize, output: Output) -> Vec<u8> {
-    match output {
-        Output::Yaml => serde_yaml_ng::to_string(value)
+    match output.encoding {
+        Encoding::Yaml => serde_yaml_ng::to_string(value)
             .map(String::into_bytes)
             .unwrap_or_default(),
-        Output::Json | Output::Table | Output::Metadata | Output::MetadataList => {
+        Encoding::Json => {
             let mut out = serde_json::to_vec(value).expect("a JSON value encodes");
             out.push(b'\n');
             out
@@ -284,57 +444,174 @@ pub fn encode(value: &impl serde::Serialize, output: Output) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    fn yaml(conversion: Conversion, version: MetaVersion) -> Output {
+        Output {
+            encoding: Encoding::Yaml,
+            conversion: Some((conversion, version)),
+        }
+    }
+
     #[test]
     fn kubectl_and_clients_get_what_they_ask_for() {
         let kubectl_get = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(output(Some(kubectl_get), Answer::List), Some(Output::Table));
-        assert_eq!(output(Some(kubectl_get), Answer::Plain), Some(Output::Json));
-        assert_eq!(output(None, Answer::Object), Some(Output::Json));
+        assert_eq!(output(Some(kubectl_get), Answer::List), Ok(Output::Table));
+        assert_eq!(output(Some(kubectl_get), Answer::Plain), Ok(Output::Json));
+        assert_eq!(output(None, Answer::Object), Ok(Output::Json));
         assert_eq!(
             output(
                 Some("application/vnd.kubernetes.protobuf, */*"),
                 Answer::Object
             ),
-            Some(Output::Json)
+            Ok(Output::Json)
         );
         assert_eq!(
             output(Some("application/vnd.kubernetes.protobuf"), Answer::Object),
-            None
+            Err(Refused::NotAcceptable)
         );
         assert_eq!(
             output(Some("application/yaml"), Answer::List),
-            Some(Output::Yaml)
+            Ok(Output::Yaml)
         );
         let discovery =
             "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
-        assert_eq!(output(Some(discovery), Answer::Plain), Some(Output::Json));
+        assert_eq!(output(Some(discovery), Answer::Plain), Ok(Output::Json));
         assert_eq!(
             output(
                 Some("application/json;q=0.1, application/yaml"),
                 Answer::List
             ),
-            Some(Output::Yaml)
+            Ok(Output::Yaml)
+        );
+        // goautoneg's order: a named type before `*/*` at the same quality.
+        assert_eq!(
+            output(Some("*/*, application/yaml"), Answer::Object),
+            Ok(Output::Yaml)
+        );
+        assert_eq!(
+            output(Some("application/*"), Answer::Object),
+            Ok(Output::Json)
+        );
+        // A Table needs its group and version; any other conversion is passed over.
+        assert_eq!(
+            output(
+                Some("application/json;as=Table, application/yaml"),
+                Answer::List
+            ),
+            Ok(Output::Yaml)
+        );
+        assert_eq!(
+            output(
+                Some("application/json;as=Thing;g=meta.k8s.io;v=v1"),
+                Answer::List
+            ),
+            Err(Refused::NotAcceptable)
         );
     }
 
     #[test]
-    fn metadata_clients_get_partial_objects_where_the_answer_has_that_shape() {
+    fn tables_and_metadata_come_in_yaml_and_in_v1beta1() {
+        let table = "application/yaml;as=Table;v=v1beta1;g=meta.k8s.io";
+        assert_eq!(
+            output(Some(table), Answer::List),
+            Ok(yaml(Conversion::Table, MetaVersion::V1Beta1))
+        );
+        let object = "application/yaml;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1";
+        assert_eq!(
+            output(Some(object), Answer::Object),
+            Ok(yaml(Conversion::Metadata, MetaVersion::V1Beta1))
+        );
+        let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1beta1";
+        assert_eq!(
+            output(Some(list), Answer::List),
+            Ok(Output {
+                encoding: Encoding::Json,
+                conversion: Some((Conversion::MetadataList, MetaVersion::V1Beta1)),
+            })
+        );
+        // Whatever the conversion, the response is plain JSON or YAML.
+        assert_eq!(
+            output(Some(object), Answer::Object).unwrap().content_type(),
+            "application/yaml"
+        );
+        assert_eq!(Output::Table.content_type(), "application/json");
+    }
+
+    #[test]
+    fn metadata_clients_get_partial_objects_and_a_mismatch_is_refused_with_the_answer() {
         let object = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
         let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-        assert_eq!(output(Some(object), Answer::Object), Some(Output::Metadata));
-        assert_eq!(output(Some(object), Answer::Watch), Some(Output::Metadata));
+        assert_eq!(output(Some(object), Answer::Object), Ok(Output::Metadata));
+        assert_eq!(output(Some(object), Answer::Watch), Ok(Output::Metadata));
+        assert_eq!(output(Some(object), Answer::Written), Ok(Output::Metadata));
+        assert_eq!(output(Some(list), Answer::List), Ok(Output::MetadataList));
         assert_eq!(
-            output(Some(object), Answer::Written),
-            Some(Output::Metadata)
+            output(Some(object), Answer::Plain),
+            Err(Refused::NotAcceptable)
         );
-        assert_eq!(output(Some(list), Answer::List), Some(Output::MetadataList));
-        assert_eq!(output(Some(object), Answer::List), None);
-        assert_eq!(output(Some(list), Answer::Object), None);
+        // Negotiated, then refused once the answer is made, in kube-apiserver's words.
+        let cm = crate::registry::Strategy::info(&crate::registry::configmaps::ConfigMaps);
+        let refused = output(Some(object), Answer::List)
+            .unwrap()
+            .refusal(cm, true)
+            .unwrap();
+        assert_eq!((refused.code, refused.reason), (406, "NotAcceptable"));
         assert_eq!(
-            output(Some(&format!("{list},application/json")), Answer::Object),
-            Some(Output::Json)
+            refused.message,
+            "you requested PartialObjectMetadata, but the requested object is a list \
+             (*core.ConfigMapList)"
         );
-        assert_eq!(output(Some(object), Answer::Plain), None);
+        let lease = crate::registry::Strategy::info(&crate::registry::leases::Leases);
+        assert_eq!(
+            Output::MetadataList.refusal(lease, false).unwrap().message,
+            "you requested PartialObjectMetadataList, but the requested object is not a list \
+             (*coordination.Lease)"
+        );
+        let event = crate::registry::Strategy::info(&crate::registry::events_k8s_io::EventsK8sIo);
+        assert!(
+            Output::Metadata
+                .refusal(event, true)
+                .unwrap()
+                .message
+                .ends_with("(*core.EventList)")
+        );
+        assert_eq!(Output::Metadata.refusal(cm, false), None);
+        assert_eq!(Output::Table.refusal(cm, true), None);
+    }
+
+    #[test]
+    fn watches_stream_json_only() {
+        assert_eq!(
+            output(Some("application/yaml, application/json"), Answer::Watch),
+            Err(Refused::NoStream)
+        );
+        assert_eq!(
+            Refused::NoStream.status().message,
+            "only the following media types are accepted: application/json;stream=watch"
+        );
+        assert_eq!(
+            Refused::NotAcceptable.status().message,
+            "only the following media types are accepted: application/json, application/yaml"
+        );
+        let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        assert_eq!(output(Some(list), Answer::Watch), Ok(Output::Json));
+        let beta_table = "application/json;as=Table;g=meta.k8s.io;v=v1beta1";
+        assert_eq!(output(Some(beta_table), Answer::Watch), Ok(Output::Table));
+        let beta = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1";
+        assert_eq!(
+            output(Some(&format!("{beta}, application/json")), Answer::Watch),
+            Ok(Output::Json)
+        );
+        assert_eq!(
+            output(Some("application/json;stream=watch"), Answer::Watch),
+            Ok(Output::Json)
+        );
+        assert_eq!(
+            output(
+                Some("application/yaml;stream=watch, application/json"),
+                Answer::Object
+            ),
+            Ok(Output::Json)
+        );
     }
 
     #[test]

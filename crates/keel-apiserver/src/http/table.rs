@@ -1,8 +1,12 @@
-//! `meta.k8s.io/v1` Tables, as kube-apiserver answers `Accept: application/json;as=Table`:
+//! `meta.k8s.io` Tables, as kube-apiserver answers `Accept: application/json;as=Table`:
 //! the kind's columns, one row per object with the kind's cells, and the object itself as
-//! `PartialObjectMetadata` (or whole, or not at all, by `includeObject`).
+//! `PartialObjectMetadata` (or whole, or not at all, by `includeObject`); in `v1`, or in
+//! `v1beta1` with its rows' metadata in `v1beta1` too.
 
 use serde_json::{Value, json};
+
+use super::metadata::partial_object_in;
+use super::negotiate::MetaVersion;
 
 use crate::registry::Strategy;
 use crate::registry::time::Time;
@@ -35,10 +39,30 @@ impl IncludeObject {
     }
 }
 
-/// The Table of `objects` (one object or a list's items); `list_metadata` is the list's
-/// metadata (resourceVersion, continue, remainingItemCount), and `headers` whether the
-/// column definitions are included (a watch sends them with its first event only).
+/// The `meta.k8s.io/v1` Table of `objects` (one object or a list's items); `list_metadata`
+/// is the list's metadata (resourceVersion, continue, remainingItemCount), and `headers`
+/// whether the column definitions are included (a watch sends them with its first event
+/// only).
 pub fn table(
+    kind: &dyn Strategy,
+    objects: &[Value],
+    list_metadata: Value,
+    include: IncludeObject,
+    headers: bool,
+) -> Value {
+    table_in(
+        MetaVersion::V1,
+        kind,
+        objects,
+        list_metadata,
+        include,
+        headers,
+    )
+}
+
+/// [`table`] in `version`.
+pub fn table_in(
+    version: MetaVersion,
     kind: &dyn Strategy,
     objects: &[Value],
     list_metadata: Value,
@@ -69,11 +93,7 @@ pub fn table(
             let mut row = json!({"cells": kind.cells(obj, now)});
             let object = match include {
                 IncludeObject::Nothing => None,
-                IncludeObject::Metadata => Some(json!({
-                    "kind": "PartialObjectMetadata",
-                    "apiVersion": "meta.k8s.io/v1",
-                    "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-                })),
+                IncludeObject::Metadata => Some(partial_object_in(obj, version)),
                 IncludeObject::Object => {
                     let mut whole = obj.clone();
                     whole["apiVersion"] = info.api_version().into();
@@ -89,7 +109,7 @@ pub fn table(
         .collect();
     json!({
         "kind": "Table",
-        "apiVersion": "meta.k8s.io/v1",
+        "apiVersion": version.api_version(),
         "metadata": list_metadata,
         "columnDefinitions": columns,
         "rows": rows,

@@ -1,0 +1,103 @@
+//! Answers in the forms metadata-only and table clients ask for, with `curl` (kubectl sends
+//! only the Accept headers it needs): PartialObjectMetadata and its list in
+//! `meta.k8s.io/v1beta1`, in JSON and YAML; a Table in YAML; the conversion that does not fit
+//! the answer refused once it is made, a form not served and a YAML watch refused; each 406
+//! in kube-apiserver's words, every answer `application/json` or `application/yaml`.
+
+use keel_testkit::kube::Kube;
+
+use super::curl::Curl;
+
+fn accept(conversion: &str, version: &str, encoding: &str) -> String {
+    format!("application/{encoding};as={conversion};g=meta.k8s.io;v={version}")
+}
+
+/// The ConfigMap `c1` of `ns` and its list, in every form.
+pub fn check(kube: &Kube, ns: &str) {
+    let curl = Curl::new(kube);
+    let object = format!("/api/v1/namespaces/{ns}/configmaps/c1");
+    let list = format!("/api/v1/namespaces/{ns}/configmaps");
+
+    let partial = curl.get(&object, &accept("PartialObjectMetadata", "v1beta1", "json"));
+    assert_eq!(
+        (partial.code, partial.content_type.as_str()),
+        (200, "application/json"),
+        "{}",
+        partial.text
+    );
+    let body = partial.json();
+    assert_eq!(body["apiVersion"], "meta.k8s.io/v1beta1");
+    assert_eq!(body["kind"], "PartialObjectMetadata");
+    assert_eq!(body["metadata"]["name"], "c1");
+    assert!(body.get("data").is_none(), "{body}");
+
+    let items = curl.get(
+        &list,
+        &accept("PartialObjectMetadataList", "v1beta1", "yaml"),
+    );
+    assert_eq!(
+        (items.code, items.content_type.as_str()),
+        (200, "application/yaml"),
+        "{}",
+        items.text
+    );
+    assert!(
+        items
+            .text
+            .starts_with("apiVersion: meta.k8s.io/v1beta1\nitems:\n- apiVersion: meta.k8s.io/v1beta1\n  kind: PartialObjectMetadata\n"),
+        "{}",
+        items.text
+    );
+    assert!(items.text.contains("\nkind: PartialObjectMetadataList\n"));
+    assert!(
+        !items.text.lines().any(|l| l == "  data:"),
+        "{}",
+        items.text
+    );
+
+    let table = curl.get(&list, &accept("Table", "v1", "yaml"));
+    assert_eq!(
+        (table.code, table.content_type.as_str()),
+        (200, "application/yaml"),
+        "{}",
+        table.text
+    );
+    assert!(
+        table.text.contains("\nkind: Table\n") && table.text.contains("\n  name: Name\n"),
+        "{}",
+        table.text
+    );
+
+    let refusals = [
+        (
+            curl.get(&list, &accept("PartialObjectMetadata", "v1", "json")),
+            "you requested PartialObjectMetadata, but the requested object is a list (*core.ConfigMapList)",
+        ),
+        (
+            curl.get(
+                &object,
+                &accept("PartialObjectMetadataList", "v1beta1", "json"),
+            ),
+            "you requested PartialObjectMetadataList, but the requested object is not a list (*core.ConfigMap)",
+        ),
+        (
+            curl.get(&object, "text/html"),
+            "only the following media types are accepted: application/json, application/yaml",
+        ),
+        (
+            curl.get(
+                &format!("{list}?watch=1&timeoutSeconds=1"),
+                "application/yaml",
+            ),
+            "only the following media types are accepted: application/json;stream=watch",
+        ),
+    ];
+    for (answer, message) in refusals {
+        assert_eq!(answer.code, 406, "{}", answer.text);
+        let status = answer.json();
+        assert_eq!(
+            (status["reason"].as_str(), status["message"].as_str()),
+            (Some("NotAcceptable"), Some(message))
+        );
+    }
+}
