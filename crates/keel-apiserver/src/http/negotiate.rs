@@ -312,13 +312,14 @@ pub fn output(accept: Option<&str>, answer: Answer) -> Result<Output, Refused> {
                 return Err(Refused::NoStream);
             }
             return match conversion {
-                None => Ok(Output::Json),
-                // The watch stream makes v1 Tables and metadata only.
-                Some((Conversion::Table, _)) => Ok(Output::Table),
-                Some((Conversion::Metadata, MetaVersion::V1)) => Ok(Output::Metadata),
-                Some((Conversion::Metadata, MetaVersion::V1Beta1)) => continue,
                 // Upstream cannot make a list of a watch event and sends the object whole.
-                Some((Conversion::MetadataList, _)) => Ok(Output::Json),
+                None | Some((Conversion::MetadataList, _)) => Ok(Output::Json),
+                // Each event's object as a one-row Table or as its metadata, in the version
+                // asked for.
+                Some(conversion) => Ok(Output {
+                    encoding: Encoding::Json,
+                    conversion: Some(conversion),
+                }),
             };
         }
     }
@@ -594,12 +595,23 @@ mod tests {
         );
         let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
         assert_eq!(output(Some(list), Answer::Watch), Ok(Output::Json));
+        // Each event converted in the version asked for.
+        let beta = |conversion| Output {
+            encoding: Encoding::Json,
+            conversion: Some((conversion, MetaVersion::V1Beta1)),
+        };
         let beta_table = "application/json;as=Table;g=meta.k8s.io;v=v1beta1";
-        assert_eq!(output(Some(beta_table), Answer::Watch), Ok(Output::Table));
-        let beta = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1";
         assert_eq!(
-            output(Some(&format!("{beta}, application/json")), Answer::Watch),
-            Ok(Output::Json)
+            output(Some(beta_table), Answer::Watch),
+            Ok(beta(Conversion::Table))
+        );
+        let beta_meta = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1beta1";
+        assert_eq!(
+            output(
+                Some(&format!("{beta_meta}, application/json")),
+                Answer::Watch
+            ),
+            Ok(beta(Conversion::Metadata))
         );
         assert_eq!(
             output(Some("application/json;stream=watch"), Answer::Watch),

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use super::handlers::streamed;
 use super::metadata;
-use super::negotiate::Output;
+use super::negotiate::{Conversion, Output};
 use super::table::{self, IncludeObject};
 use crate::registry::watching::{WatchEvent, Watching};
 use crate::registry::{Strategy, meta_str};
@@ -99,11 +99,6 @@ pub fn stream(
         let chunk = state.chunk();
         Some((Ok::<Bytes, std::convert::Infallible>(chunk), state))
     });
-    let output = if output == Output::Yaml {
-        Output::Json
-    } else {
-        output
-    };
     streamed(output, Body::from_stream(events))
 }
 
@@ -129,8 +124,8 @@ impl State {
             let Some(event) = self.queue.pop_front() else {
                 break;
             };
-            let line = match (self.output, event.shared_encoding()) {
-                (Output::Json | Output::Yaml, Some(shared)) => shared
+            let line = match (self.output.conversion, event.shared_encoding()) {
+                (None, Some(shared)) => shared
                     .get_or_init(|| line(event.kind, &*event.object))
                     .clone(),
                 _ => {
@@ -152,16 +147,26 @@ impl State {
     }
 
     /// An event's object as the client asked for it: whole, as metadata only, or as a
-    /// one-row Table (column definitions with the first event only).
+    /// one-row Table (column definitions with the first event only), in the meta.k8s.io
+    /// version asked for.
     fn render(&mut self, object: Value) -> Value {
-        match self.output {
-            Output::Table => {}
-            Output::Metadata => return metadata::partial_object(&object),
+        let version = match self.output.conversion {
+            Some((Conversion::Table, version)) => version,
+            Some((Conversion::Metadata, version)) => {
+                return metadata::partial_object_in(&object, version);
+            }
             _ => return object,
-        }
+        };
         let metadata = json!({"resourceVersion": meta_str(&object, "resourceVersion")});
         let headers = std::mem::replace(&mut self.first, false);
-        table::table(self.kind, &[object], metadata, self.include, headers)
+        table::table_in(
+            version,
+            self.kind,
+            &[object],
+            metadata,
+            self.include,
+            headers,
+        )
     }
 }
 

@@ -1,7 +1,8 @@
 //! Answers in the forms metadata-only and table clients ask for, with `curl` (kubectl sends
 //! only the Accept headers it needs): PartialObjectMetadata and its list in
 //! `meta.k8s.io/v1beta1`, in JSON and YAML; a Table in YAML; the conversion that does not fit
-//! the answer refused once it is made, a form not served and a YAML watch refused; each 406
+//! the answer refused once it is made, a form not served and a YAML watch refused, a watch's
+//! events converted in v1beta1; each 406
 //! in kube-apiserver's words, every answer `application/json` or `application/yaml`.
 
 use keel_testkit::kube::Kube;
@@ -67,6 +68,28 @@ pub fn check(kube: &Kube, ns: &str) {
         "{}",
         table.text
     );
+
+    // A watch in v1beta1: each event's object converted in that version.
+    let watch = format!("{list}?watch=1&resourceVersion=0&timeoutSeconds=1");
+    for (conversion, kind) in [
+        ("PartialObjectMetadata", "PartialObjectMetadata"),
+        ("Table", "Table"),
+    ] {
+        let events = curl.get(&watch, &accept(conversion, "v1beta1", "json"));
+        assert_eq!(events.code, 200, "{}", events.text);
+        let first = events.text.lines().next().unwrap_or_default();
+        let event: serde_json::Value =
+            serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {}", events.text));
+        assert_eq!(
+            (
+                event["type"].as_str(),
+                event["object"]["apiVersion"].as_str(),
+                event["object"]["kind"].as_str()
+            ),
+            (Some("ADDED"), Some("meta.k8s.io/v1beta1"), Some(kind)),
+            "{first}"
+        );
+    }
 
     let refusals = [
         (
