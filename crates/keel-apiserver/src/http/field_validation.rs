@@ -518,7 +518,7 @@ mod tests {
     #[test]
     fn a_yaml_bodys_repeated_keys_come_before_its_unknown_fields() {
         let cm = kind("configmaps");
-        let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  name: y\n  foo: 1\ndata:\n  a: b\n  a: c\nbar: 1\n";
+        let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  name: w\n  foo: 1\ndata:\n  a: b\n  a: c\nbar: 1\n";
         let decoded = || crate::http::negotiate::decode(yaml, true).unwrap();
         let mut obj = decoded();
         let refused =

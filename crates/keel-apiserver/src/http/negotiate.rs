@@ -22,6 +22,7 @@
 //! that offers JSON as well gets JSON, one that asks for protobuf only gets 406, so the 406
 //! lists JSON and YAML where kube-apiserver adds protobuf.
 
+use super::decode::yaml_strict;
 use serde_json::Value;
 
 use crate::registry::ResourceInfo;
@@ -405,8 +406,10 @@ pub fn decode(bytes: &[u8], yaml: bool) -> Result<Value, Status> {
         .map_err(|e| Status::failure(400, "BadRequest", format!("couldn't get version/kind; {e}")))
 }
 
-/// A YAML document as the JSON Go's `YAMLToJSON` makes of it: a float without a fraction
-/// is written as an integer (`80.0` is `80`), as `encoding/json` writes such a `float64`.
+/// A YAML document as the JSON Go's `YAMLToJSON` makes of it: plain scalars read as yaml.v2
+/// reads YAML 1.1 (`yes` and `on` are true, `0644` is octal 420, `1_000` is 1000), and a
+/// float without a fraction written as an integer (`80.0` is `80`), as `encoding/json`
+/// writes such a `float64`.
 pub fn from_yaml(bytes: &[u8]) -> Result<Value, serde_yaml_ng::Error> {
     fn whole_floats(value: &mut Value) {
         match value {
@@ -423,6 +426,20 @@ pub fn from_yaml(bytes: &[u8]) -> Result<Value, serde_yaml_ng::Error> {
         }
     }
     let mut value: Value = serde_yaml_ng::from_slice(bytes)?;
+    // Plain scalars typed as yaml.v2 types them (YAML 1.1: `yes` is true, `0644` is 420).
+    for (path, typed) in yaml_strict::yaml11_scalars(bytes) {
+        let mut at = Some(&mut value);
+        for step in &path {
+            at = match (at, step) {
+                (Some(Value::Object(map)), yaml_strict::Step::Key(key)) => map.get_mut(key),
+                (Some(Value::Array(items)), yaml_strict::Step::Index(i)) => items.get_mut(*i),
+                _ => None,
+            };
+        }
+        if let Some(at) = at {
+            *at = typed;
+        }
+    }
     whole_floats(&mut value);
     Ok(value)
 }
@@ -444,6 +461,25 @@ pub fn encode(value: &impl serde::Serialize, output: Output) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn yaml_plain_scalars_are_typed_as_yaml_v2_types_them() {
+        let doc = b"spec:\n  containers:\n  - name: c\n    stdin: yes\n    tty: on\n    quoted: \"yes\"\n  volumes:\n  - secret:\n      defaultMode: 0644\n  deadline: 1_000\n  nothing: ~\n  big: 0x1F\n  flag: Off\n  list: [y, n, \"n\", 010]\n  port: 80\n  ratio: 1.5\n  name: \"0644\"\n  word: yesterday\n";
+        let value = from_yaml(doc).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"spec": {
+                "containers": [{"name": "c", "stdin": true, "tty": true, "quoted": "yes"}],
+                "volumes": [{"secret": {"defaultMode": 420}}],
+                "deadline": 1000, "nothing": null, "big": 31, "flag": false,
+                "list": [true, false, "n", 8], "port": 80, "ratio": 1.5,
+                "name": "0644", "word": "yesterday",
+            }})
+        );
+        // Aliases keep the YAML 1.2 reading rather than guess at paths.
+        let aliased = from_yaml(b"a: &x yes\nb: *x\n").unwrap();
+        assert_eq!(aliased, serde_json::json!({"a": "yes", "b": "yes"}));
+    }
 
     fn yaml(conversion: Conversion, version: MetaVersion) -> Output {
         Output {

@@ -286,6 +286,99 @@ fn value_done(stack: &mut [Frame]) {
     }
 }
 
+/// One step into a document: a mapping's key (as written) or a sequence's index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// A mapping's value, by its key's text.
+    Key(String),
+    /// A sequence's item.
+    Index(usize),
+}
+
+/// Where the plain scalar values of a document that yaml.v2 reads as YAML 1.1 null, bool,
+/// int or float are, with the JSON value each becomes (`yes` true, `0644` 420, `1_000`
+/// 1000): what a YAML 1.2 reader makes strings of must be typed as kube-apiserver types it.
+/// Documents with aliases or merge keys give nothing (their paths are not the text's).
+pub fn yaml11_scalars(bytes: &[u8]) -> Vec<(Vec<Step>, serde_json::Value)> {
+    use serde_json::Value;
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Vec::new();
+    };
+    /// An open collection: a mapping with the key of the value it waits for (None: it
+    /// wants a key), or a sequence with its next index.
+    enum Open {
+        Mapping(Option<String>),
+        Sequence(usize),
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<Open> = Vec::new();
+    let path = |stack: &[Open]| -> Vec<Step> {
+        stack
+            .iter()
+            .map(|open| match open {
+                Open::Mapping(key) => Step::Key(key.clone().unwrap_or_default()),
+                Open::Sequence(i) => Step::Index(*i),
+            })
+            .collect()
+    };
+    // A node in value position is done: its mapping wants a key, its sequence moves on.
+    let done = |stack: &mut Vec<Open>| match stack.last_mut() {
+        Some(Open::Mapping(key)) => *key = None,
+        Some(Open::Sequence(i)) => *i += 1,
+        None => {}
+    };
+    for next in Parser::new_from_str(text) {
+        let Ok((event, _)) = next else {
+            return Vec::new();
+        };
+        let wants_key = matches!(stack.last(), Some(Open::Mapping(None)));
+        match event {
+            Event::DocumentEnd => break,
+            Event::Alias(..) => return Vec::new(),
+            Event::Scalar(text, style, _, tag) if wants_key => {
+                if style == ScalarStyle::Plain && tag.is_none() && text == "<<" {
+                    return Vec::new();
+                }
+                if let Some(Open::Mapping(key)) = stack.last_mut() {
+                    *key = Some(text.to_string());
+                }
+            }
+            Event::MappingStart(..) | Event::SequenceStart(..) if wants_key => {
+                // A collection as a key: not something a JSON path can name.
+                return Vec::new();
+            }
+            Event::Scalar(text, style, _, tag) => {
+                if style == ScalarStyle::Plain && tag.is_none() {
+                    let value = match resolve_plain(&text) {
+                        Key::Null => Some(Value::Null),
+                        Key::Bool(b) => Some(Value::Bool(b)),
+                        Key::Int(i) => i64::try_from(i)
+                            .map(Value::from)
+                            .or_else(|_| u64::try_from(i).map(Value::from))
+                            .ok(),
+                        Key::Float(bits) => {
+                            serde_json::Number::from_f64(f64::from_bits(bits)).map(Value::Number)
+                        }
+                        _ => None,
+                    };
+                    if let Some(value) = value {
+                        out.push((path(&stack), value));
+                    }
+                }
+                done(&mut stack);
+            }
+            Event::MappingStart(..) => stack.push(Open::Mapping(None)),
+            Event::SequenceStart(..) => stack.push(Open::Sequence(0)),
+            Event::MappingEnd | Event::SequenceEnd => {
+                stack.pop();
+                done(&mut stack);
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// yaml.v2's `TypeError` message for `errors`: `yaml: unmarshal errors:` and each on a line
 /// of its own, indented by two spaces.
 pub fn unmarshal_errors(errors: &[String]) -> String {
