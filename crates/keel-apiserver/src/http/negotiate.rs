@@ -406,6 +406,9 @@ pub fn decode(bytes: &[u8], yaml: bool) -> Result<Value, Status> {
         .map_err(|e| Status::failure(400, "BadRequest", format!("couldn't get version/kind; {e}")))
 }
 
+/// Flow collections nested deeper than this refuse a YAML body before it is parsed.
+const MAX_YAML_DEPTH: usize = 1000;
+
 /// A YAML document as the JSON Go's `YAMLToJSON` makes of it: plain scalars read as yaml.v2
 /// reads YAML 1.1 (`yes` and `on` are true, `0644` is octal 420, `1_000` is 1000), and a
 /// float without a fraction written as an integer (`80.0` is `80`), as `encoding/json`
@@ -424,6 +427,11 @@ pub fn from_yaml(bytes: &[u8]) -> Result<Value, serde_yaml_ng::Error> {
             Value::Object(map) => map.values_mut().for_each(whole_floats),
             _ => {}
         }
+    }
+    // The YAML parser takes time in the square of a flow collection's depth before its own
+    // limit of 128 levels refuses it: refuse a body that deep at once.
+    if crate::registry::store::nesting_depth(bytes) > MAX_YAML_DEPTH {
+        return Err(serde::de::Error::custom("recursion limit exceeded"));
     }
     let mut value: Value = serde_yaml_ng::from_slice(bytes)?;
     // Plain scalars typed as yaml.v2 types them (YAML 1.1: `yes` is true, `0644` is 420).
@@ -461,6 +469,18 @@ pub fn encode(value: &impl serde::Serialize, output: Output) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_yaml_body_nested_too_deep_is_refused_before_it_is_parsed() {
+        let deep = format!("x: {}{}\n", "[".repeat(200_000), "]".repeat(200_000));
+        // Without the depth check the parser would take minutes over this.
+        let err = from_yaml(deep.as_bytes()).unwrap_err();
+        assert!(
+            err.to_string().contains("recursion limit exceeded"),
+            "{err}"
+        );
+        assert!(from_yaml(b"x: [[[1]]]\n").is_ok());
+    }
 
     #[test]
     fn yaml_plain_scalars_are_typed_as_yaml_v2_types_them() {

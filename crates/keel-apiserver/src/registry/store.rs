@@ -819,9 +819,10 @@ pub(super) fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     Ok(value)
 }
 
-/// The deepest nesting of arrays and objects in a JSON text (brackets inside strings do not
-/// count); malformed text gives some number, and the parser then says what is wrong.
-fn nesting_depth(bytes: &[u8]) -> usize {
+/// The deepest nesting of arrays and objects in a JSON text, or of flow collections in a
+/// YAML one (brackets inside double-quoted strings do not count); malformed text gives some
+/// number, and the parser then says what is wrong.
+pub(crate) fn nesting_depth(bytes: &[u8]) -> usize {
     let (mut depth, mut deepest) = (0usize, 0);
     let (mut in_string, mut escaped) = (false, false);
     for &b in bytes {
