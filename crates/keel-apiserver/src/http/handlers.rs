@@ -482,7 +482,7 @@ pub fn check_type(kind: &dyn Strategy, obj: &Value, body: &[u8]) -> Result<(), S
                      field .{field} of type string ({})",
                     info.kind,
                     got.json_kind(),
-                    summarize(body)
+                    super::protobuf::summary(body)
                 ),
             ));
         }
@@ -510,24 +510,6 @@ pub fn check_type(kind: &dyn Strategy, obj: &Value, body: &[u8]) -> Result<(), S
         ));
     }
     Ok(())
-}
-
-/// The start of a body as kube-apiserver's `summarizeData` shows it: the text of a JSON
-/// object, else hex; 30 bytes and ` ...` when there are more.
-fn summarize(body: &[u8]) -> String {
-    const MAX: usize = 30;
-    let (head, more) = match body.len() > MAX {
-        true => (&body[..MAX], " ..."),
-        false => (body, ""),
-    };
-    match body.first() {
-        None => "<empty>".to_string(),
-        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
-        Some(_) => {
-            let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
-            format!("{hex}{more}")
-        }
-    }
 }
 
 /// `DeleteOptions` from the body (JSON, YAML or protobuf) and the query.

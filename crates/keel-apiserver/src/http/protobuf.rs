@@ -130,8 +130,9 @@ fn bad_request(message: String) -> Status {
     Status::failure(400, "BadRequest", message)
 }
 
-/// The start of a body for an error message, as apimachinery's `summarizeData` gives it.
-fn summary(body: &[u8]) -> String {
+/// The start of a body for an error message, as apimachinery's `summarizeData` gives it:
+/// the text of a JSON object, else hex; 30 bytes and ` ...` when there are more.
+pub(super) fn summary(body: &[u8]) -> String {
     let head = &body[..body.len().min(30)];
     let more = if body.len() > head.len() { " ..." } else { "" };
     match body.first() {
