@@ -11,6 +11,7 @@
 //!   generic store that runs every verb through it.
 //! - [`http`]: routes, content negotiation, Tables, watch streaming, patches, TLS and tokens.
 //! - [`controllers`]: the system namespaces and namespace deletion, through the registry.
+//! - [`nesting`]: how deep a body or a stored value nests, checked before it is parsed.
 //! - [`server`]: start-up ([`ApiServer`]), with [`config`] (kube-apiserver's flags) and
 //!   [`metrics`] (kube-apiserver's metric names).
 
@@ -19,6 +20,7 @@ pub mod controllers;
 pub mod http;
 pub mod kubeconfig;
 pub mod metrics;
+pub mod nesting;
 pub mod registry;
 pub mod server;
 pub mod storage;

@@ -430,7 +430,7 @@ pub fn from_yaml(bytes: &[u8]) -> Result<Value, serde_yaml_ng::Error> {
     }
     // The YAML parser takes time in the square of a flow collection's depth before its own
     // limit of 128 levels refuses it: refuse a body that deep at once.
-    if crate::registry::store::nesting_depth(bytes) > MAX_YAML_DEPTH {
+    if crate::nesting::depth(bytes) > MAX_YAML_DEPTH {
         return Err(serde::de::Error::custom("recursion limit exceeded"));
     }
     let mut value: Value = serde_yaml_ng::from_slice(bytes)?;

@@ -807,7 +807,7 @@ const MAX_STORED_DEPTH: usize = 1000;
 pub(super) fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     use serde::Deserialize;
     use serde::de::Error;
-    if nesting_depth(bytes) > MAX_STORED_DEPTH {
+    if crate::nesting::depth(bytes) > MAX_STORED_DEPTH {
         return Err(serde_json::Error::custom(format!(
             "nested deeper than {MAX_STORED_DEPTH} levels"
         )));
@@ -817,35 +817,6 @@ pub(super) fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     let value = Value::deserialize(&mut de)?;
     de.end()?;
     Ok(value)
-}
-
-/// The deepest nesting of arrays and objects in a JSON text, or of flow collections in a
-/// YAML one (brackets inside double-quoted strings do not count); malformed text gives some
-/// number, and the parser then says what is wrong.
-pub(crate) fn nesting_depth(bytes: &[u8]) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0);
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in bytes {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
 }
 
 /// A stored object in `kind`'s form, with its resourceVersion set.
@@ -882,7 +853,6 @@ mod tests {
             text.push_str(&"]".repeat(depth));
             text
         };
-        assert_eq!(nesting_depth(br#"{"a":["[{\"]",{"b":{}}]}"#), 4);
         assert!(parse_stored(nested(MAX_STORED_DEPTH).as_bytes()).is_ok());
         let err = parse_stored(nested(MAX_STORED_DEPTH + 1).as_bytes()).unwrap_err();
         assert!(err.to_string().contains("nested deeper than 1000"), "{err}");
