@@ -75,8 +75,6 @@ pub struct Ring<T> {
     first: u64,
     /// Every event with a higher revision is in the buffer or still to come.
     covered_from: i64,
-    /// The highest revision known to be reflected: the last event's, or a later one.
-    revision: i64,
     limits: Limits,
     generation: u64,
 }
@@ -89,7 +87,6 @@ impl<T> Ring<T> {
             bytes: 0,
             first: 0,
             covered_from: revision,
-            revision,
             limits,
             generation: 0,
         }
@@ -102,14 +99,12 @@ impl<T> Ring<T> {
         self.events.clear();
         self.bytes = 0;
         self.covered_from = revision;
-        self.revision = revision;
         self.generation += 1;
     }
 
     /// Appends the next event of the stream, which costs `weight` bytes; events come in
     /// revision order.
     pub fn push(&mut self, revision: i64, key: String, value: T, weight: usize) {
-        self.revision = self.revision.max(revision);
         self.bytes += weight;
         self.events.push_back((
             Arc::new(Cached {
@@ -127,11 +122,6 @@ impl<T> Ring<T> {
             self.bytes -= weight;
             self.covered_from = self.covered_from.max(oldest.revision);
         }
-    }
-
-    /// The revision the buffer reflects: its start's, or its last event's.
-    pub fn revision(&self) -> i64 {
-        self.revision
     }
 
     /// The revision after which the buffer is complete.
@@ -291,7 +281,7 @@ mod tests {
         let mut out = Vec::new();
         assert_eq!(ring.read(&mut old, &mut out, ALL), Err(Behind::Reset));
         assert_eq!(ring.cursor(12), None);
-        assert_eq!((ring.covered_from(), ring.revision()), (50, 50));
+        assert_eq!(ring.covered_from(), 50);
         let mut fresh = ring.cursor(50).unwrap();
         ring.push(51, "/k/51".into(), (), 1);
         ring.read(&mut fresh, &mut out, ALL).unwrap();
