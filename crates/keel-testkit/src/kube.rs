@@ -41,50 +41,61 @@ pub struct Kube {
 impl Kube {
     /// Starts `stack` and waits until `/readyz` answers `ok`.
     pub fn start(stack: Stack) -> Kube {
-        let tmp = tempfile::Builder::new()
-            .prefix("keel-test-kube-")
-            .tempdir()
-            .expect("create tempdir");
-        let scratch = tmp.path().to_path_buf();
-        let log = scratch.join("server.log");
-        let port = free_port().to_string();
-        let (args, kubeconfig, store_url, etcd) = match stack {
+        let tmp = scratch();
+        match stack {
             Stack::Up => {
-                let dir = scratch.join("keel.data");
-                let client = format!("http://127.0.0.1:{}", free_port());
-                let peer = format!("http://127.0.0.1:{}", free_port());
-                let args = vec![
-                    "up".to_string(),
-                    "--data-dir".into(),
-                    dir.display().to_string(),
-                    "--secure-port".into(),
-                    port,
-                    "--listen-client-urls".into(),
-                    client.clone(),
-                    "--listen-peer-urls".into(),
-                    peer,
-                ];
-                (args, dir.join("kubeconfig"), client, None)
+                let dir = tmp.path().join("keel.data");
+                let (args, client) = up_args(&dir);
+                Kube::launch(tmp, stack, args, dir.join("kubeconfig"), client, None)
             }
             Stack::OnEtcd => {
                 let etcd = Server::start(Flavor::Etcd);
-                let certs = scratch.join("certs");
-                let args = vec![
-                    "apiserver".to_string(),
-                    "--etcd-servers".into(),
-                    etcd.client_url.clone(),
-                    "--bind-address".into(),
-                    "127.0.0.1".into(),
-                    "--secure-port".into(),
-                    port,
-                    "--cert-dir".into(),
-                    certs.display().to_string(),
-                ];
+                let certs = tmp.path().join("certs");
+                let args = apiserver_args(&etcd.client_url, &certs);
                 let url = etcd.client_url.clone();
-                (args, certs.join("kubeconfig"), url, Some(etcd))
+                Kube::launch(tmp, stack, args, certs.join("kubeconfig"), url, Some(etcd))
             }
             Stack::OnStores => panic!("Kube::start_on starts keel apiserver on the test's stores"),
-        };
+        }
+    }
+
+    /// Starts `keel apiserver --etcd-servers <etcd_servers>` (stores the caller runs, e.g.
+    /// members of a [`crate::Cluster`]) and waits until `/readyz` answers `ok`.
+    pub fn start_on(etcd_servers: &str) -> Kube {
+        let tmp = scratch();
+        let certs = tmp.path().join("certs");
+        let args = apiserver_args(etcd_servers, &certs);
+        let url = etcd_servers.to_string();
+        Kube::launch(
+            tmp,
+            Stack::OnStores,
+            args,
+            certs.join("kubeconfig"),
+            url,
+            None,
+        )
+    }
+
+    /// Starts `keel up` with its data folder at `data_dir` (which may be on a
+    /// [`crate::disk::Disk`]), its log in a scratch folder of its own, and waits until
+    /// `/readyz` answers `ok`.
+    pub fn start_up_in(data_dir: &Path) -> Kube {
+        let (args, client) = up_args(data_dir);
+        let kubeconfig = data_dir.join("kubeconfig");
+        Kube::launch(scratch(), Stack::Up, args, kubeconfig, client, None)
+    }
+
+    /// Spawns `keel` with `args`, its log in `tmp`, and waits until `/readyz` answers `ok`.
+    fn launch(
+        tmp: tempfile::TempDir,
+        stack: Stack,
+        args: Vec<String>,
+        kubeconfig: PathBuf,
+        store_url: String,
+        etcd: Option<Server>,
+    ) -> Kube {
+        let scratch = tmp.path().to_path_buf();
+        let log = scratch.join("server.log");
         let child = spawn(&args, &log);
         let mut kube = Kube {
             stack,
@@ -95,81 +106,6 @@ impl Kube {
             args,
             log,
             _etcd: etcd,
-            _tmp: tmp,
-        };
-        kube.wait_ready();
-        kube
-    }
-
-    /// Starts `keel apiserver --etcd-servers <etcd_servers>` (stores the caller runs, e.g.
-    /// members of a [`crate::Cluster`]) and waits until `/readyz` answers `ok`.
-    pub fn start_on(etcd_servers: &str) -> Kube {
-        let tmp = tempfile::Builder::new()
-            .prefix("keel-test-kube-")
-            .tempdir()
-            .expect("create tempdir");
-        let scratch = tmp.path().to_path_buf();
-        let certs = scratch.join("certs");
-        let args = vec![
-            "apiserver".to_string(),
-            "--etcd-servers".into(),
-            etcd_servers.to_string(),
-            "--bind-address".into(),
-            "127.0.0.1".into(),
-            "--secure-port".into(),
-            free_port().to_string(),
-            "--cert-dir".into(),
-            certs.display().to_string(),
-        ];
-        let log = scratch.join("server.log");
-        let child = spawn(&args, &log);
-        let mut kube = Kube {
-            stack: Stack::OnStores,
-            kubeconfig: certs.join("kubeconfig"),
-            scratch,
-            store_url: etcd_servers.to_string(),
-            child,
-            args,
-            log,
-            _etcd: None,
-            _tmp: tmp,
-        };
-        kube.wait_ready();
-        kube
-    }
-
-    /// Starts `keel up` with its data folder at `data_dir` (which may be on a
-    /// [`crate::disk::Disk`]), its log in a scratch folder of its own, and waits until
-    /// `/readyz` answers `ok`.
-    pub fn start_up_in(data_dir: &Path) -> Kube {
-        let tmp = tempfile::Builder::new()
-            .prefix("keel-test-kube-")
-            .tempdir()
-            .expect("create tempdir");
-        let scratch = tmp.path().to_path_buf();
-        let client = format!("http://127.0.0.1:{}", free_port());
-        let args = vec![
-            "up".to_string(),
-            "--data-dir".into(),
-            data_dir.display().to_string(),
-            "--secure-port".into(),
-            free_port().to_string(),
-            "--listen-client-urls".into(),
-            client.clone(),
-            "--listen-peer-urls".into(),
-            format!("http://127.0.0.1:{}", free_port()),
-        ];
-        let log = scratch.join("server.log");
-        let child = spawn(&args, &log);
-        let mut kube = Kube {
-            stack: Stack::Up,
-            kubeconfig: data_dir.join("kubeconfig"),
-            scratch,
-            store_url: client,
-            child,
-            args,
-            log,
-            _etcd: None,
             _tmp: tmp,
         };
         kube.wait_ready();
@@ -262,6 +198,46 @@ impl Drop for Kube {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A scratch folder for one stack.
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("keel-test-kube-")
+        .tempdir()
+        .expect("create tempdir")
+}
+
+/// `keel up` on `data_dir`, on free ports: its arguments and the store's client URL.
+fn up_args(data_dir: &Path) -> (Vec<String>, String) {
+    let client = format!("http://127.0.0.1:{}", free_port());
+    let args = vec![
+        "up".to_string(),
+        "--data-dir".into(),
+        data_dir.display().to_string(),
+        "--secure-port".into(),
+        free_port().to_string(),
+        "--listen-client-urls".into(),
+        client.clone(),
+        "--listen-peer-urls".into(),
+        format!("http://127.0.0.1:{}", free_port()),
+    ];
+    (args, client)
+}
+
+/// `keel apiserver` on `etcd_servers` with its certificates in `certs`, on a free port.
+fn apiserver_args(etcd_servers: &str, certs: &Path) -> Vec<String> {
+    vec![
+        "apiserver".to_string(),
+        "--etcd-servers".into(),
+        etcd_servers.to_string(),
+        "--bind-address".into(),
+        "127.0.0.1".into(),
+        "--secure-port".into(),
+        free_port().to_string(),
+        "--cert-dir".into(),
+        certs.display().to_string(),
+    ]
 }
 
 /// Starts `keel` with `args`, appending its output to `log`.
