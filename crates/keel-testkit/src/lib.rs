@@ -12,6 +12,8 @@
 //! - [`disk::Disk`]: a data folder on a `keel-lazyfs` mount, whose power a test can cut.
 //! - [`configmap_writer::Api`]: ConfigMaps written and read back through kubectl on one API
 //!   server, with the resourceVersions answered.
+//! - [`skip`] and [`not_applicable`]: the one rule for a test that cannot run here (a failure
+//!   when `CI=true`, listed by `scripts/test` otherwise) or does not apply to the target.
 //!
 //! Binaries are found through environment variables, with the standard install locations as a
 //! fallback; a missing binary is a test failure with a message saying how to install it:
@@ -29,6 +31,9 @@ pub mod kube;
 pub mod kv;
 pub mod linearizable;
 pub mod netns;
+pub mod skip;
+
+pub use skip::{not_applicable, skip};
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
@@ -732,29 +737,6 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join(",")
     }
-}
-
-/// Skips the running test because the machine lacks `what` it needs (root, network
-/// namespaces, FUSE), saying so. In CI as root (`CI=true`), where every such capability must be
-/// there, it fails the test instead: a missing capability never passes silently.
-pub fn skip(test: &str, what: &str) {
-    let ci = std::env::var("CI").as_deref() == Ok("true");
-    assert!(
-        !(ci && is_root()),
-        "{test}: cannot run in CI: {what}; scripts/test installs what the tests need"
-    );
-    eprintln!("SKIPPED: {test}: {what}");
-}
-
-/// Whether this process runs as root (effective uid 0).
-pub fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let uids = s.lines().find_map(|l| l.strip_prefix("Uid:"))?.to_string();
-            uids.split_whitespace().nth(1).map(|euid| euid == "0")
-        })
-        .unwrap_or(false)
 }
 
 /// The last `n` lines of `s`.
