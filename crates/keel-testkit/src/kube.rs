@@ -62,9 +62,16 @@ impl Kube {
     /// Starts `keel apiserver --etcd-servers <etcd_servers>` (stores the caller runs, e.g.
     /// members of a [`crate::Cluster`]) and waits until `/readyz` answers `ok`.
     pub fn start_on(etcd_servers: &str) -> Kube {
+        Kube::start_on_with(etcd_servers, &[])
+    }
+
+    /// [`Kube::start_on`] with `flags` added to `keel apiserver`'s command line (e.g.
+    /// `--max-requests-inflight=2`).
+    pub fn start_on_with(etcd_servers: &str, flags: &[&str]) -> Kube {
         let tmp = scratch();
         let certs = tmp.path().join("certs");
-        let args = apiserver_args(etcd_servers, &certs);
+        let mut args = apiserver_args(etcd_servers, &certs);
+        args.extend(flags.iter().map(|f| f.to_string()));
         let url = etcd_servers.to_string();
         Kube::launch(
             tmp,

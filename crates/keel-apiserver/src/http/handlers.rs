@@ -298,6 +298,11 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             ))
         }
         (&Method::DELETE, None) => {
+            // As kube-apiserver's installer: a namespaced kind's deletecollection is served
+            // only within a namespace; across all of them there is list and watch alone.
+            if info.namespaced && namespace.is_none() {
+                return Err(method_not_allowed());
+            }
             let options = delete_options(&req)?;
             let mut list = list(&registry, kind, namespace, &req).await?;
             let mut deleted = Vec::new();

@@ -1,0 +1,583 @@
+//! The apiserver's limits and bulk deletes, as an operator and kubectl meet them:
+//!
+//! - `--max-requests-inflight` / `--max-mutating-requests-inflight`: past either limit a
+//!   request is answered at once with 429, a `Retry-After` header and a `Status` whose reason
+//!   is `TooManyRequests`; read-only and mutating requests are counted apart, as
+//!   kube-apiserver's max-in-flight filter counts them; the requests within the limits are
+//!   served in full.
+//! - `--request-timeout`: a request the store does not answer in time gets 504 with a
+//!   `Status` whose reason is `Timeout`, gives its in-flight slot back, and the server serves
+//!   again once the store does.
+//! - deletecollection with label and field selectors (`DELETE` on a namespace's collection,
+//!   sent by `kubectl delete --raw`) and `kubectl delete -l` / `--field-selector` delete
+//!   exactly the matching objects of that namespace; a collection `DELETE` across all
+//!   namespaces is refused as kube-apiserver refuses it (405), and a bad selector deletes
+//!   nothing. Run on `keel up` and on `keel apiserver` over a real etcd 3.5.1.
+//!
+//! Requests are held in flight by freezing the store (`kill -STOP`) under `keel apiserver`:
+//! a request that reached the store cannot finish before the store is resumed, so which
+//! requests are answered while it is frozen is decided by the limits alone, whatever the
+//! machine's speed. The store is `keel store`, or etcd 3.5.1 with `KEEL_TEST_TARGET=etcd`.
+//! The requests are sent with `curl` (kubectl would retry a 429 on its own).
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::{Server, target_flavor};
+use serde_json::{Value, json};
+
+/// How long a request held by the frozen store may take to be answered once it is resumed,
+/// and how long the requests past the limits may take to be refused.
+const ANSWER_LIMIT: Duration = Duration::from_secs(120);
+
+/// An answer to one curl request.
+#[derive(Debug)]
+struct Answer {
+    code: u16,
+    /// The `Retry-After` header, if any.
+    retry_after: Option<String>,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: answer {} {:?}", self.code, self.body))
+    }
+}
+
+/// `curl` with the admin kubeconfig's server, token and CA.
+struct Curl {
+    server: String,
+    token: String,
+    ca_file: PathBuf,
+    dir: PathBuf,
+}
+
+/// A request curl is sending.
+struct Pending {
+    child: Child,
+    headers: PathBuf,
+    body: PathBuf,
+}
+
+impl Curl {
+    fn new(kube: &Kube) -> Curl {
+        let view = |field: &str| {
+            kube.kubectl_ok(&[
+                "config",
+                "view",
+                "--raw",
+                "-o",
+                &format!("jsonpath={{{field}}}"),
+            ])
+        };
+        let ca = base64::engine::general_purpose::STANDARD
+            .decode(view(".clusters[0].cluster.certificate-authority-data"))
+            .expect("the kubeconfig's CA");
+        let ca_file = kube.scratch.join("curl-ca.crt");
+        fs::write(&ca_file, ca).expect("write the CA");
+        Curl {
+            server: view(".clusters[0].cluster.server"),
+            token: view(".users[0].user.token"),
+            ca_file,
+            dir: kube.scratch.clone(),
+        }
+    }
+
+    /// Starts `method path` (with a JSON `body`) under the file name `tag`.
+    fn spawn(&self, tag: &str, method: &str, path: &str, body: Option<&Value>) -> Pending {
+        let headers = self.dir.join(format!("{tag}.headers"));
+        let out = self.dir.join(format!("{tag}.body"));
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--max-time", "300", "--cacert"])
+            .arg(&self.ca_file)
+            .arg("-D")
+            .arg(&headers)
+            .arg("-o")
+            .arg(&out)
+            .args(["-H", &format!("Authorization: Bearer {}", self.token)])
+            .args(["-X", method]);
+        if let Some(body) = body {
+            let file = self.dir.join(format!("{tag}.request"));
+            fs::write(&file, body.to_string()).expect("write the request body");
+            cmd.args(["-H", "Content-Type: application/json", "--data-binary"])
+                .arg(format!("@{}", file.display()));
+        }
+        let child = cmd
+            .arg(format!("{}{path}", self.server))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run curl (apt-get install -y curl)");
+        Pending {
+            child,
+            headers,
+            body: out,
+        }
+    }
+
+    /// `method path` to its answer.
+    fn send(&self, tag: &str, method: &str, path: &str, body: Option<&Value>) -> Answer {
+        let mut pending = self.spawn(tag, method, path, body);
+        let deadline = Instant::now() + ANSWER_LIMIT;
+        loop {
+            if let Some(answer) = pending.answer() {
+                return answer;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{method} {path}: no answer within {ANSWER_LIMIT:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Pending {
+    /// The answer, once curl has it.
+    fn answer(&mut self) -> Option<Answer> {
+        let status = self.child.try_wait().expect("wait for curl")?;
+        let mut err = String::new();
+        if let Some(mut stderr) = self.child.stderr.take() {
+            std::io::Read::read_to_string(&mut stderr, &mut err).expect("read curl's stderr");
+        }
+        assert!(status.success(), "curl failed ({status}): {err}");
+        let headers = fs::read_to_string(&self.headers).expect("read the headers");
+        let code = headers
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("no status line in {headers:?}"));
+        let retry_after = headers
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.eq_ignore_ascii_case("retry-after"))
+            .map(|(_, v)| v.trim().to_string());
+        Some(Answer {
+            code,
+            retry_after,
+            body: fs::read_to_string(&self.body).unwrap_or_default(),
+        })
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn configmap(name: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"k": "v"},
+    })
+}
+
+/// Asserts `answer` is kube's `Status` failure with `code` and `reason` (and `message`).
+fn assert_status(answer: &Answer, code: u16, reason: &str, message: Option<&str>) {
+    assert_eq!(answer.code, code, "{answer:?}");
+    let status = answer.json();
+    assert_eq!(status["kind"], "Status", "{status}");
+    assert_eq!(status["apiVersion"], "v1", "{status}");
+    assert_eq!(status["status"], "Failure", "{status}");
+    assert_eq!(status["reason"], reason, "{status}");
+    assert_eq!(status["code"], code, "{status}");
+    if let Some(message) = message {
+        assert_eq!(status["message"], message, "{status}");
+    }
+}
+
+const CONFIGMAPS: &str = "/api/v1/namespaces/default/configmaps";
+
+/// With two read-only and two mutating slots, four reads and four writes sent while the
+/// store is frozen: two of each are answered 429 at once, the other two of each are served
+/// in full once the store is resumed, and nothing else is answered.
+#[test]
+fn requests_past_the_inflight_limits_get_429_with_retry_after() {
+    let store = Server::start(target_flavor());
+    let kube = Kube::start_on_with(
+        &store.client_url,
+        &[
+            "--max-requests-inflight=2",
+            "--max-mutating-requests-inflight=2",
+            // Far longer than the test holds a request: only the limits answer early.
+            "--request-timeout=10m",
+        ],
+    );
+    let curl = Curl::new(&kube);
+    kube.kubectl_ok(&["create", "configmap", "held", "--from-literal=k=v"]);
+
+    store.pause();
+    let mut writes: Vec<(String, Pending)> = (0..4)
+        .map(|i| {
+            let name = format!("w{i}");
+            let pending = curl.spawn(&name, "POST", CONFIGMAPS, Some(&configmap(&name)));
+            (name, pending)
+        })
+        .collect();
+    let mut reads: Vec<Pending> = (0..4)
+        .map(|i| curl.spawn(&format!("r{i}"), "GET", &format!("{CONFIGMAPS}/held"), None))
+        .collect();
+
+    // Nothing can be served while the store is frozen: what is answered now is refused by
+    // the limits, and two of each kind must be (the others hold the slots until the end).
+    let mut write_answers: Vec<Option<Answer>> = (0..4).map(|_| None).collect();
+    let mut read_answers: Vec<Option<Answer>> = (0..4).map(|_| None).collect();
+    let deadline = Instant::now() + ANSWER_LIMIT;
+    loop {
+        for (i, (_, p)) in writes.iter_mut().enumerate() {
+            if write_answers[i].is_none() {
+                write_answers[i] = p.answer();
+            }
+        }
+        for (i, p) in reads.iter_mut().enumerate() {
+            if read_answers[i].is_none() {
+                read_answers[i] = p.answer();
+            }
+        }
+        for answer in write_answers.iter().chain(&read_answers).flatten() {
+            assert_status(
+                answer,
+                429,
+                "TooManyRequests",
+                Some("Too many requests, please try again later."),
+            );
+            assert_eq!(answer.retry_after.as_deref(), Some("1"), "{answer:?}");
+            assert_eq!(answer.json()["details"]["retryAfterSeconds"], 1);
+        }
+        let refused = |answers: &[Option<Answer>]| answers.iter().flatten().count();
+        if refused(&write_answers) >= 2 && refused(&read_answers) >= 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "past 2 read-only and 2 mutating requests in flight, {} of 2 extra writes and {} \
+             of 2 extra reads were refused within {ANSWER_LIMIT:?}\n{}",
+            refused(&write_answers),
+            refused(&read_answers),
+            kube.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    store.resume();
+    let deadline = Instant::now() + ANSWER_LIMIT;
+    let mut created = BTreeSet::new();
+    let mut refused_names = BTreeSet::new();
+    for (i, (name, p)) in writes.iter_mut().enumerate() {
+        let answer = match write_answers[i].take() {
+            Some(answer) => {
+                refused_names.insert(name.clone());
+                answer
+            }
+            None => loop {
+                if let Some(answer) = p.answer() {
+                    assert_eq!(answer.code, 201, "a held create: {answer:?}");
+                    assert_eq!(answer.json()["metadata"]["name"], name.as_str());
+                    created.insert(name.clone());
+                    break answer;
+                }
+                assert!(Instant::now() < deadline, "a held create was not answered");
+                std::thread::sleep(Duration::from_millis(20));
+            },
+        };
+        assert!(matches!(answer.code, 201 | 429), "{answer:?}");
+    }
+    for (i, p) in reads.iter_mut().enumerate() {
+        if read_answers[i].is_some() {
+            continue;
+        }
+        let answer = loop {
+            if let Some(answer) = p.answer() {
+                break answer;
+            }
+            assert!(Instant::now() < deadline, "a held get was not answered");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert_eq!(answer.code, 200, "a held get: {answer:?}");
+        assert_eq!(answer.json()["metadata"]["name"], "held");
+    }
+    assert_eq!(
+        created.len(),
+        2,
+        "created {created:?}, refused {refused_names:?}"
+    );
+    assert_eq!(
+        refused_names.len(),
+        2,
+        "created {created:?}, refused {refused_names:?}"
+    );
+
+    // Exactly the served creates exist, and every slot was given back.
+    let names: BTreeSet<String> = kube
+        .kubectl_ok(&["get", "configmaps", "-o", "name"])
+        .lines()
+        .map(|l| l.trim_start_matches("configmap/").to_string())
+        .collect();
+    let mut expected = created.clone();
+    expected.insert("held".to_string());
+    assert_eq!(names, expected);
+    let again: Vec<Pending> = (0..2)
+        .map(|i| curl.spawn(&format!("list{i}"), "GET", CONFIGMAPS, None))
+        .chain((0..2).map(|i| {
+            let name = format!("again{i}");
+            curl.spawn(&name, "POST", CONFIGMAPS, Some(&configmap(&name)))
+        }))
+        .collect();
+    for mut p in again {
+        let deadline = Instant::now() + ANSWER_LIMIT;
+        let answer = loop {
+            if let Some(answer) = p.answer() {
+                break answer;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no answer after the limits emptied"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(matches!(answer.code, 200 | 201), "{answer:?}");
+    }
+}
+
+/// `--request-timeout=2s` with one slot of each kind: a get and a create the frozen store
+/// does not answer get 504 `Timeout`; the get's slot is given back (a second get times out
+/// too rather than being refused 429); once the store is resumed the server serves again.
+#[test]
+fn a_request_past_the_request_timeout_gets_504() {
+    let store = Server::start(target_flavor());
+    let kube = Kube::start_on_with(
+        &store.client_url,
+        &[
+            "--request-timeout=2s",
+            "--max-requests-inflight=1",
+            "--max-mutating-requests-inflight=1",
+        ],
+    );
+    let curl = Curl::new(&kube);
+    kube.kubectl_ok(&["create", "configmap", "before", "--from-literal=k=v"]);
+    let timeout = "Timeout: request did not complete within requested timeout - context \
+                   deadline exceeded";
+
+    store.pause();
+    let get = format!("{CONFIGMAPS}/before");
+    for tag in ["get1", "get2"] {
+        let answer = curl.send(tag, "GET", &get, None);
+        assert_status(&answer, 504, "Timeout", Some(timeout));
+    }
+    let answer = curl.send("create", "POST", CONFIGMAPS, Some(&configmap("during")));
+    assert_status(&answer, 504, "Timeout", Some(timeout));
+    store.resume();
+
+    let deadline = Instant::now() + ANSWER_LIMIT;
+    loop {
+        let answer = curl.send("get3", "GET", &get, None);
+        if answer.code == 200 {
+            assert_eq!(answer.json()["data"]["k"], "v");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not serve again after the store was resumed: {answer:?}\n{}",
+            kube.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    kube.kubectl_ok(&["create", "configmap", "after", "--from-literal=k=v"]);
+    let names = kube.kubectl_ok(&["get", "configmaps", "-o", "name"]);
+    for name in ["configmap/before", "configmap/after"] {
+        assert!(names.lines().any(|l| l == name), "{name} missing:\n{names}");
+    }
+}
+
+/// The configmaps of the test's namespaces as `namespace/name`.
+fn configmaps(kube: &Kube) -> BTreeSet<String> {
+    let mut all = BTreeSet::new();
+    for ns in NAMESPACES {
+        let out = kube.kubectl_ok(&[
+            "get",
+            "configmaps",
+            "-n",
+            ns,
+            "-o",
+            "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}",
+        ]);
+        // kube-apiserver's root CA publisher adds one to every namespace; it is no part of
+        // what the selectors below pick.
+        all.extend(
+            out.lines()
+                .filter(|n| *n != "kube-root-ca.crt")
+                .map(|n| format!("{ns}/{n}")),
+        );
+    }
+    all
+}
+
+const NAMESPACES: [&str; 2] = ["sel-a", "sel-b"];
+
+/// The names deleted by a collection `DELETE` (its answer is the list of what it deleted).
+fn delete_collection(kube: &Kube, ns: &str, query: &str) -> BTreeSet<String> {
+    let path = format!("/api/v1/namespaces/{ns}/configmaps?{query}");
+    let out = kube.kubectl_ok(&["delete", "--raw", &path]);
+    let list: Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: DELETE {path}: {out}"));
+    assert_eq!(list["kind"], "ConfigMapList", "{list}");
+    list["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no items in {list}"))
+        .iter()
+        .map(|item| {
+            assert_eq!(item["metadata"]["namespace"], ns, "{item}");
+            format!("{ns}/{}", item["metadata"]["name"].as_str().unwrap())
+        })
+        .collect()
+}
+
+/// Removes `gone` from `expected` and checks the store holds exactly `expected`.
+fn check(kube: &Kube, expected: &mut BTreeSet<String>, gone: &[&str], step: &str) {
+    for g in gone {
+        assert!(expected.remove(*g), "{step}: {g} was not there to delete");
+    }
+    assert_eq!(&configmaps(kube), expected, "{step} on {:?}", kube.stack);
+}
+
+fn deletes_by_selector(stack: Stack) {
+    let kube = Kube::start(stack);
+    let mut expected = BTreeSet::new();
+    for ns in NAMESPACES {
+        kube.kubectl_ok(&["create", "namespace", ns]);
+        for (name, labels) in [
+            ("c1", "app=x"),
+            ("c2", "app=x,tier=web"),
+            ("c3", "app=y"),
+            ("c4", "tier=web"),
+            ("c5", ""),
+            ("c6", "app=x"),
+        ] {
+            kube.kubectl_ok(&["create", "configmap", name, "-n", ns]);
+            if !labels.is_empty() {
+                let mut args = vec!["label", "configmap", name, "-n", ns];
+                args.extend(labels.split(','));
+                kube.kubectl_ok(&args);
+            }
+            expected.insert(format!("{ns}/{name}"));
+        }
+    }
+    assert_eq!(configmaps(&kube), expected);
+
+    // kubectl's own selector deletes (a list with the selector, then one delete per item).
+    kube.kubectl_ok(&[
+        "delete",
+        "configmaps",
+        "-n",
+        "sel-a",
+        "-l",
+        "app=x,tier=web",
+    ]);
+    check(&kube, &mut expected, &["sel-a/c2"], "kubectl delete -l");
+    kube.kubectl_ok(&[
+        "delete",
+        "configmaps",
+        "-n",
+        "sel-a",
+        "--field-selector",
+        "metadata.name=c3",
+    ]);
+    check(
+        &kube,
+        &mut expected,
+        &["sel-a/c3"],
+        "kubectl delete --field-selector",
+    );
+
+    // deletecollection: DELETE on the namespace's collection.
+    let deleted = delete_collection(&kube, "sel-b", "labelSelector=app%3Dx");
+    let want = ["sel-b/c1", "sel-b/c2", "sel-b/c6"];
+    assert_eq!(deleted, want.iter().map(|s| s.to_string()).collect());
+    check(
+        &kube,
+        &mut expected,
+        &want,
+        "deletecollection labelSelector=app=x",
+    );
+    let deleted = delete_collection(&kube, "sel-b", "fieldSelector=metadata.name%3Dc4");
+    assert_eq!(deleted, BTreeSet::from(["sel-b/c4".to_string()]));
+    check(
+        &kube,
+        &mut expected,
+        &["sel-b/c4"],
+        "deletecollection fieldSelector",
+    );
+    let deleted = delete_collection(
+        &kube,
+        "sel-a",
+        "labelSelector=app%20in%20(x%2Cy)&fieldSelector=metadata.name!%3Dc6",
+    );
+    assert_eq!(deleted, BTreeSet::from(["sel-a/c1".to_string()]));
+    check(
+        &kube,
+        &mut expected,
+        &["sel-a/c1"],
+        "deletecollection both selectors",
+    );
+    let deleted = delete_collection(&kube, "sel-a", "labelSelector=app%3Dnone");
+    assert!(deleted.is_empty(), "{deleted:?}");
+    check(
+        &kube,
+        &mut expected,
+        &[],
+        "deletecollection matching nothing",
+    );
+
+    // Refusals delete nothing: a selector that does not parse, and a DELETE of every
+    // namespace's collection at once (kube-apiserver serves deletecollection only within a
+    // namespace: 405 MethodNotAllowed).
+    let out = kube.kubectl(&[
+        "delete",
+        "--raw",
+        "/api/v1/namespaces/sel-a/configmaps?labelSelector=app%3D%3D%3Dx",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("BadRequest"), "{err}");
+    check(&kube, &mut expected, &[], "a bad selector");
+    let out = kube.kubectl(&[
+        "delete",
+        "--raw",
+        "/api/v1/configmaps?labelSelector=app%3Dx",
+    ]);
+    assert!(
+        !out.status.success(),
+        "DELETE /api/v1/configmaps was served"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("MethodNotAllowed"), "{err}");
+    check(&kube, &mut expected, &[], "DELETE across namespaces");
+
+    // What is left: sel-a c4 c5 c6, sel-b c3 c5; `kubectl delete -l` across namespaces.
+    kube.kubectl_ok(&["delete", "configmaps", "-A", "-l", "tier=web"]);
+    check(&kube, &mut expected, &["sel-a/c4"], "kubectl delete -A -l");
+    let left: Vec<&str> = expected.iter().map(String::as_str).collect();
+    assert_eq!(left, ["sel-a/c5", "sel-a/c6", "sel-b/c3", "sel-b/c5"]);
+}
+
+#[test]
+fn deletecollection_deletes_what_the_selectors_match_on_keel_up() {
+    deletes_by_selector(Stack::Up);
+}
+
+#[test]
+fn deletecollection_deletes_what_the_selectors_match_on_etcd() {
+    deletes_by_selector(Stack::OnEtcd);
+}
