@@ -250,6 +250,10 @@ mod tests {
     use super::*;
     use crate::api::kv::KvService;
     use crate::config::Config;
+    use crate::lease::{CHECKPOINT_INTERVAL, LeaseClock, checkpoint_allowance};
+
+    /// How long a test waits for a condition before it fails: far more than any needs.
+    const PATIENCE: Duration = Duration::from_secs(60);
 
     #[test]
     fn generated_ids_are_positive_unique_and_carry_the_member() {
@@ -267,7 +271,9 @@ mod tests {
         config: Config,
     }
 
-    async fn open(dir: &std::path::Path) -> Arc<Store> {
+    /// Opens the store in `dir` with its leases timed by a manual clock reading `start`: lease
+    /// time moves only when a test moves it ([`advance`]).
+    async fn open(dir: &std::path::Path, start: Instant) -> Arc<Store> {
         let config = Cli::try_parse_from([
             "keel",
             "--data-dir",
@@ -280,18 +286,31 @@ mod tests {
         ])
         .unwrap()
         .config;
-        let mut tries = 0;
-        loop {
-            // A store of this process closed just before may still hold the backend briefly.
-            match Store::open(config.clone()).await {
-                Ok(store) => return store,
-                Err(_) if tries < 50 => {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => panic!("opening the store: {e}"),
-            }
-        }
+        Store::open_with_lease_clock(config, LeaseClock::manual(start))
+            .await
+            .unwrap_or_else(|e| panic!("opening the store: {e}"))
+    }
+
+    /// Moves lease time forward by `by`, then waits until the lease loop has made its pass at
+    /// the new time (every expiry and checkpoint due by then applied).
+    async fn advance(store: &Store, by: Duration) {
+        let clock = store.lease_clock();
+        clock.advance(by);
+        let at = clock.now();
+        tokio::time::timeout(PATIENCE, clock.pass_at(at))
+            .await
+            .unwrap_or_else(|_| panic!("no lease loop pass {by:?} later within {PATIENCE:?}"));
+    }
+
+    /// Shuts `store` (its last handle) down and waits until its backend is released, so its
+    /// data directory can be opened again.
+    async fn close(store: Arc<Store>) {
+        let released = store.backend_released();
+        store.shutdown().await;
+        drop(store);
+        tokio::time::timeout(PATIENCE, released)
+            .await
+            .unwrap_or_else(|_| panic!("the backend was still held {PATIENCE:?} after shutdown"));
     }
 
     fn put(key: &str, lease: i64) -> PutRequest {
@@ -333,7 +352,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lease_service_as_etcd() {
         let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path()).await;
+        let store = open(dir.path(), Instant::now()).await;
         let svc = LeaseService::new(store.clone());
         let kv = KvService::new(store.clone());
 
@@ -375,11 +394,14 @@ mod tests {
         }))
         .await
         .unwrap();
+        // No lease time passed since the grant.
         let t = ttl(&svc, 42, true).await;
-        assert_eq!(t.granted_ttl, 100);
-        assert!((99..=100).contains(&t.ttl), "{}", t.ttl);
+        assert_eq!((t.granted_ttl, t.ttl), (100, 100));
         assert_eq!(t.keys, vec![b"k1".to_vec(), b"k3".to_vec()]);
         assert!(ttl(&svc, 42, false).await.keys.is_empty());
+        // etcd truncates the remaining seconds.
+        advance(&store, Duration::from_millis(1500)).await;
+        assert_eq!(ttl(&svc, 42, false).await.ttl, 98);
         let t = ttl(&svc, 5, true).await;
         assert_eq!((t.id, t.ttl, t.granted_ttl), (5, -1, 0));
 
@@ -421,7 +443,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn keepalive_stream_answers_ttl_or_zero() {
         let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path()).await;
+        let store = open(dir.path(), Instant::now()).await;
         let svc = LeaseService::new(store.clone());
         svc.lease_grant(grant(9, 30)).await.unwrap();
         let rev = store.mvcc().current_revision();
@@ -441,20 +463,22 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn idle_leases_add_no_log_entries_and_a_renewal_one() {
         let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path()).await;
+        let store = open(dir.path(), Instant::now()).await;
         let svc = LeaseService::new(store.clone());
         for id in 1..=500 {
             svc.lease_grant(grant(id, 600)).await.unwrap();
         }
         // Three checkpoint passes; no lease's checkpoint is off by its allowance (60 s) yet.
         let before = store.last_log_index();
-        tokio::time::sleep(Duration::from_millis(3500)).await;
+        for _ in 0..3 {
+            advance(&store, CHECKPOINT_INTERVAL).await;
+        }
         assert_eq!(store.last_log_index(), before, "entries with idle leases");
         // A renewed lease is checkpointed at the next pass, in one entry.
         keep_alive(&store, LeaseKeepAliveRequest { id: 7 })
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        advance(&store, CHECKPOINT_INTERVAL).await;
         assert_eq!(
             store.last_log_index(),
             before + 1,
@@ -466,7 +490,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn expiry_deletes_keys_and_remaining_ttl_survives_restart() {
         let dir = tempfile::tempdir().unwrap();
-        let store = open(dir.path()).await;
+        let granted = Instant::now();
+        let store = open(dir.path(), granted).await;
         let svc = LeaseService::new(store.clone());
         let kv = KvService::new(store.clone());
         svc.lease_grant(grant(1, 2)).await.unwrap();
@@ -474,44 +499,48 @@ mod tests {
         kv.put(Request::new(put("a", 1))).await.unwrap();
         kv.put(Request::new(put("b", 1))).await.unwrap();
         kv.put(Request::new(put("c", 2))).await.unwrap();
-        let granted = Instant::now();
         let before = store.mvcc().current_revision();
-        while store.lessor(|l| l.contains(1)) {
-            assert!(
-                granted.elapsed() < Duration::from_secs(5),
-                "lease 1 never expired"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert!(granted.elapsed() >= Duration::from_millis(1900));
+        // Not a moment before its TTL is up, and at once when it is.
+        advance(&store, Duration::from_millis(1999)).await;
+        assert!(store.lessor(|l| l.contains(1)), "lease 1 expired early");
+        advance(&store, Duration::from_millis(1)).await;
+        assert!(!store.lessor(|l| l.contains(1)), "lease 1 never expired");
         assert_eq!(store.mvcc().current_revision(), before + 1, "one revision");
         assert_eq!(keys(&kv).await, vec![("c".to_string(), 2)]);
         assert_eq!(store.metrics().lease_revoked.get(), 1);
-        // Let a checkpoint of lease 2 happen (its allowance is 3 s), then restart.
-        tokio::time::sleep(Duration::from_millis(3000)).await;
-        let lived = granted.elapsed();
-        store.shutdown().await;
-        drop((svc, kv, store));
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // Lease 2 is checkpointed once its last checkpoint (the grant) is off by its allowance
+        // (3 s), then lives on 1.5 s past it before the stop.
+        let allowance = checkpoint_allowance(30);
+        advance(&store, allowance - Duration::from_secs(2)).await;
+        advance(&store, Duration::from_millis(1500)).await;
+        let lived = store.lease_clock().now() - granted;
+        let stopped = store.lease_clock().now();
+        drop((svc, kv));
+        close(store).await;
 
-        let store = open(dir.path()).await;
+        // An hour of downtime, which is not counted.
+        let store = open(dir.path(), stopped + Duration::from_secs(3600)).await;
         let svc = LeaseService::new(store.clone());
         let kv = KvService::new(store.clone());
         let t = ttl(&svc, 2, true).await;
         assert_eq!(t.granted_ttl, 30);
         assert_eq!(t.keys, vec![b"c".to_vec()]);
-        // Never less than at the stop, at most one allowance and one pass (~1.25 s) more; the
-        // 2 s of downtime are not counted.
+        // Resumed from the checkpoint at 3 s: 27 s. The rule: never less than at the stop, at
+        // most one allowance and one pass (~1.25 s) more.
+        assert_eq!(t.ttl, 27, "after {lived:?}");
         let left = 30.0 - lived.as_secs_f64();
-        let allowance = crate::lease::checkpoint_allowance(30).as_secs_f64();
         let got = t.ttl as f64;
         assert!(
-            t.ttl < 30 && got <= left + allowance + 1.25,
+            (left..=left + allowance.as_secs_f64() + 1.25).contains(&got),
             "ttl {got} after {lived:?}"
         );
-        assert!(got >= left - 1.0, "ttl {got} after {lived:?}");
         assert_eq!(ttl(&svc, 1, false).await.ttl, -1);
         assert_eq!(keys(&kv).await, vec![("c".to_string(), 2)]);
+        // It expires when those 27 s are up.
+        advance(&store, Duration::from_millis(26_999)).await;
+        assert!(store.lessor(|l| l.contains(2)), "lease 2 expired early");
+        advance(&store, Duration::from_millis(1)).await;
+        assert!(keys(&kv).await.is_empty(), "lease 2 never expired");
         store.shutdown().await;
     }
 }

@@ -247,6 +247,20 @@ mod tests {
             .expect("no stream error")
     }
 
+    /// Polls `check` until it returns a value, for at most 60 s (then `None`).
+    async fn until<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(found) = check() {
+                return Some(found);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     async fn put_all(ch: &Channel, keys: impl Iterator<Item = String>, value: usize) {
         let keys: Vec<String> = keys.collect();
         let mut tasks = tokio::task::JoinSet::new();
@@ -406,14 +420,19 @@ mod tests {
             .await
             .unwrap()
             .into_inner();
-        let mut most = 0;
-        for _ in 0..40 {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            most = most.max(hub.stats().queued);
-        }
+        // The server reads requests until etcd's control buffer is full, then waits for the
+        // client to read: wait for that, so the test cannot pass before the server has read
+        // anything. Held back, the stream reads no request, so its queue cannot grow.
+        let held = until(|| {
+            let s = hub.stats();
+            (s.held_back == 1).then_some(s)
+        })
+        .await
+        .unwrap_or_else(|| panic!("never held back: {:?}", hub.stats()));
         assert!(
-            most <= crate::watch::core::CTRL_QUEUE_CAPACITY + 2,
-            "{most} responses queued for a client that does not read"
+            held.queued <= crate::watch::core::CTRL_QUEUE_CAPACITY + 2,
+            "{} responses queued for a client that does not read",
+            held.queued
         );
         for id in 1..=PAIRS {
             let created = next(&mut s).await;

@@ -48,7 +48,7 @@ enum Whom {
 pub async fn renew(store: &Store, id: i64) -> Result<i64, EtcdError> {
     ask_leader(store, |whom| async move {
         match whom {
-            Whom::Here => store.lessor(|l| renew_here(l, store.metrics(), id)),
+            Whom::Here => store.lessor_at(|l, now| renew_here(l, store.metrics(), id, now)),
             Whom::Leader((mut client, header)) => {
                 let req = raftpb::LeaseRenewRequest {
                     header: Some(header),
@@ -85,7 +85,7 @@ pub async fn time_to_live(
                     .read_barrier()
                     .await
                     .map_err(|_| LeaseError::NotPrimary)?;
-                store.lessor(|l| time_to_live_here(l, id, keys))
+                store.lessor_at(|l, now| time_to_live_here(l, id, keys, now))
             }
             Whom::Leader((mut client, header)) => {
                 let req = raftpb::LeaseTimeToLiveRequest {
@@ -146,15 +146,17 @@ where
     }
 }
 
-/// The leader's answer to a forwarded keepalive; `leads` says whether this member leads.
+/// The leader's answer at lease time `now` to a forwarded keepalive; `leads` says whether
+/// this member leads.
 pub fn answer_renew(
     lessor: &mut Lessor,
     metrics: &Metrics,
     leads: bool,
     req: &raftpb::LeaseRenewRequest,
+    now: Instant,
 ) -> raftpb::LeaseRenewResponse {
     let renewed = if leads {
-        renew_here(lessor, metrics, req.id)
+        renew_here(lessor, metrics, req.id, now)
     } else {
         Err(LeaseError::NotPrimary)
     };
@@ -167,14 +169,16 @@ pub fn answer_renew(
     }
 }
 
-/// The leader's answer to a forwarded TimeToLive; `leads` says whether this member leads.
+/// The leader's answer at lease time `now` to a forwarded TimeToLive; `leads` says whether
+/// this member leads.
 pub fn answer_time_to_live(
     lessor: &Lessor,
     leads: bool,
     req: &raftpb::LeaseTimeToLiveRequest,
+    now: Instant,
 ) -> raftpb::LeaseTimeToLiveResponse {
     let found = if leads {
-        time_to_live_here(lessor, req.id, req.keys)
+        time_to_live_here(lessor, req.id, req.keys, now)
     } else {
         Err(LeaseError::NotPrimary)
     };
@@ -187,20 +191,27 @@ pub fn answer_time_to_live(
     }
 }
 
-/// The leader's renewal of lease `id` (counted in `etcd_debugging_lease_renewed_total`).
-fn renew_here(lessor: &mut Lessor, metrics: &Metrics, id: i64) -> Result<i64, LeaseError> {
-    let ttl = lessor.renew(id, Instant::now())?;
+/// The leader's renewal of lease `id` at lease time `now` (counted in
+/// `etcd_debugging_lease_renewed_total`).
+fn renew_here(
+    lessor: &mut Lessor,
+    metrics: &Metrics,
+    id: i64,
+    now: Instant,
+) -> Result<i64, LeaseError> {
+    let ttl = lessor.renew(id, now)?;
     metrics.lease_renewed.inc();
     Ok(ttl)
 }
 
-/// The leader's TimeToLive of lease `id`, without a header.
+/// The leader's TimeToLive of lease `id` at lease time `now`, without a header.
 fn time_to_live_here(
     lessor: &Lessor,
     id: i64,
     keys: bool,
+    now: Instant,
 ) -> Result<LeaseTimeToLiveResponse, LeaseError> {
-    let status = lessor.time_to_live(id, Instant::now())?;
+    let status = lessor.time_to_live(id, now)?;
     Ok(LeaseTimeToLiveResponse {
         header: None,
         id,

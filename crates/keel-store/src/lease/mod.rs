@@ -49,11 +49,15 @@
 //! on leader change unless its alpha `LeaseCheckpoint` feature is on (etcd-io/etcd#9888,
 //! #13294).
 //!
-//! The [`Lessor`] is a plain struct driven by `(input, now)`; the async shell that runs the
-//! expiry and checkpoint loop is [`task`], the gRPC service is `api::lease`.
+//! The [`Lessor`] is a plain struct driven by `(input, now)`, every `now` read from the
+//! member's [`LeaseClock`] ([`clock`]); the async shell that runs the expiry and checkpoint
+//! loop is [`task`], the gRPC service is `api::lease`.
 
+pub mod clock;
 pub mod forward;
 pub mod task;
+
+pub use clock::LeaseClock;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap};

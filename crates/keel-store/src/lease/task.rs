@@ -5,7 +5,8 @@
 //! [`REVOKE_RATE`] a second, in one entry per tick, each lease deleted in its own revision),
 //! and every [`CHECKPOINT_INTERVAL`] proposes the checkpoint of remaining TTLs the lessor says
 //! is due. All decisions are the [`Lessor`](super::Lessor)'s; this module only moves them into
-//! the log.
+//! the log. Times are the member's [`LeaseClock`](super::LeaseClock)'s, to which each finished
+//! pass is reported ([`LeaseClock::pass_at`](super::LeaseClock::pass_at)).
 
 use std::sync::Weak;
 use std::time::{Duration, Instant};
@@ -25,25 +26,25 @@ pub const TICK: Duration = Duration::from_millis(250);
 /// Expired leases revoked per tick at most.
 const REVOKES_PER_TICK: usize = REVOKE_RATE * TICK.as_millis() as usize / 1000;
 
-/// Runs the loop until the store is dropped.
-pub async fn run(store: Weak<Store>) {
+/// Runs the loop until the store is dropped; `started` is the lease time it starts at (the
+/// first checkpoint pass comes one [`CHECKPOINT_INTERVAL`] later).
+pub async fn run(store: Weak<Store>, started: Instant) {
     let mut ticker = tokio::time::interval(TICK);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    let mut last_checkpoint = Instant::now();
+    let mut last_checkpoint = started;
     loop {
         ticker.tick().await;
         let Some(store) = store.upgrade() else {
             return;
         };
-        let now = Instant::now();
         let leads = store.leader() == store.member_id();
-        let checkpoint_due = now.duration_since(last_checkpoint) >= CHECKPOINT_INTERVAL;
-        let (expired, checkpoints) = store.lessor(|l| {
+        let (now, checkpoint_due, expired, checkpoints) = store.lessor_at(|l, now| {
+            let checkpoint_due = now.duration_since(last_checkpoint) >= CHECKPOINT_INTERVAL;
             if !leads {
                 if l.is_primary() {
                     l.demote();
                 }
-                return (Vec::new(), Vec::new());
+                return (now, checkpoint_due, Vec::new(), Vec::new());
             }
             l.promote(now);
             let expired = l.expired(now, REVOKES_PER_TICK);
@@ -52,7 +53,7 @@ pub async fn run(store: Weak<Store>) {
             } else {
                 Vec::new()
             };
-            (expired, checkpoints)
+            (now, checkpoint_due, expired, checkpoints)
         });
         if checkpoint_due {
             last_checkpoint = now;
@@ -72,6 +73,7 @@ pub async fn run(store: Weak<Store>) {
                 store.lessor(|l| l.checkpoint_failed(ids));
             }
         }
+        store.lease_clock().pass_finished(now);
     }
 }
 

@@ -17,7 +17,6 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 
 use keel_mvcc::{ApplyBatch, Mvcc};
 use keel_proto::etcdserverpb::{
@@ -33,7 +32,7 @@ use super::codec::{self, LogId};
 use super::{Applied, KeelRaft, Proposal, ProposalOp};
 use crate::auth::{AuthOp, AuthProposal, AuthStore};
 use crate::error::EtcdError;
-use crate::lease::{self, LeaseOp, LeaseProposal, LeaseRecord, Lessor};
+use crate::lease::{self, LeaseClock, LeaseOp, LeaseProposal, LeaseRecord, Lessor};
 use crate::metrics::Metrics;
 use crate::watch::WatchHub;
 
@@ -58,7 +57,10 @@ pub struct Applier {
     removed: RwLock<BTreeSet<u64>>,
     auth: RwLock<AuthStore>,
     pub(super) lessor: Mutex<Lessor>,
-    /// The watchers fed by every committed batch.
+    /// The time every lessor call is made at.
+    lease_clock: LeaseClock,
+    /// The watchers fed by every committed batch. Declared after `mvcc`, so the hub (which
+    /// holds the backend too) outlives this handle on it: see `Store::backend_released`.
     pub watch: Arc<WatchHub>,
     /// The last applied log id and the membership applied with it; written through
     /// [`Applier::set_applied`].
@@ -159,8 +161,13 @@ pub(super) fn decode_membership(bytes: Option<Vec<u8>>) -> io::Result<StoredMemb
 
 impl Applier {
     /// Loads the applied state recorded in the backend; leases get etcd's minimum TTL
-    /// `min_lease_ttl` (seconds).
-    pub fn open(mvcc: Arc<Mvcc>, metrics: Arc<Metrics>, min_lease_ttl: i64) -> io::Result<Applier> {
+    /// `min_lease_ttl` (seconds) and are timed by `lease_clock`.
+    pub fn open(
+        mvcc: Arc<Mvcc>,
+        metrics: Arc<Metrics>,
+        min_lease_ttl: i64,
+        lease_clock: LeaseClock,
+    ) -> io::Result<Applier> {
         let state = Recorded::load(&mvcc, min_lease_ttl)?;
         metrics.lease_count.set(state.lessor.len() as i64);
         let watch = Arc::new(WatchHub::new(mvcc.clone(), metrics.clone()));
@@ -172,6 +179,7 @@ impl Applier {
             removed: RwLock::new(state.removed),
             auth: RwLock::new(state.auth),
             lessor: Mutex::new(state.lessor),
+            lease_clock,
             applied_index: AtomicU64::new(index(state.applied)),
             applied: RwLock::new((state.applied, state.membership)),
             min_lease_ttl,
@@ -248,6 +256,18 @@ impl Applier {
         f(&mut self.lessor.lock())
     }
 
+    /// Runs `f` on the lessor with the lease clock's current time, read under the lessor's
+    /// lock so calls see the lessor's times in order.
+    pub fn lessor_at<T>(&self, f: impl FnOnce(&mut Lessor, std::time::Instant) -> T) -> T {
+        let mut lessor = self.lessor.lock();
+        f(&mut lessor, self.lease_clock.now())
+    }
+
+    /// The clock leases are timed by.
+    pub fn lease_clock(&self) -> &LeaseClock {
+        &self.lease_clock
+    }
+
     /// The last applied log id.
     pub fn applied(&self) -> Option<LogId> {
         self.applied.read().0
@@ -322,7 +342,7 @@ impl Applier {
         };
         match op {
             LeaseOp::Grant(req) => {
-                let granted = self.lessor.lock().grant(req.id, req.ttl, Instant::now());
+                let granted = self.lessor_at(|l, now| l.grant(req.id, req.ttl, now));
                 match granted {
                     Ok(record) => {
                         batch.set_meta(&lease::meta_name(req.id), &record.encode_to_vec());

@@ -328,7 +328,7 @@ impl Peer for PeerService {
         let leads = self.leads();
         let answer = self
             .applier
-            .lessor(|l| forward::answer_renew(l, &self.metrics, leads, &req));
+            .lessor_at(|l, now| forward::answer_renew(l, &self.metrics, leads, &req, now));
         self.counted(req.header.as_ref(), req.encoded_len(), answer)
     }
 
@@ -341,7 +341,7 @@ impl Peer for PeerService {
         let leads = self.leads();
         let answer = self
             .applier
-            .lessor(|l| forward::answer_time_to_live(l, leads, &req));
+            .lessor_at(|l, now| forward::answer_time_to_live(l, leads, &req, now));
         self.counted(req.header.as_ref(), req.encoded_len(), answer)
     }
 }

@@ -162,6 +162,20 @@ impl Store {
         self.applier.lessor(f)
     }
 
+    /// Runs `f` on the lessor with the lease clock's current time (read under the lessor's
+    /// lock).
+    pub fn lessor_at<T>(
+        &self,
+        f: impl FnOnce(&mut crate::lease::Lessor, std::time::Instant) -> T,
+    ) -> T {
+        self.applier.lessor_at(f)
+    }
+
+    /// The clock this member's leases are timed by.
+    pub fn lease_clock(&self) -> &crate::lease::LeaseClock {
+        self.applier.lease_clock()
+    }
+
     /// A response header for `revision`.
     pub fn header(&self, revision: i64) -> ResponseHeader {
         ResponseHeader {
@@ -187,6 +201,20 @@ impl Store {
         if let Err(e) = self.mvcc().sync() {
             tracing::error!(error = %e, "backend sync at shutdown failed");
         }
+    }
+
+    /// Resolves once this member's backend is closed, its file lock released, so that its
+    /// data directory can be opened again in this process (a restart in place).
+    ///
+    /// The backend closes when its last holder goes: after [`Store::shutdown`], once every
+    /// handle on the store and the tasks that still hold one (the peer server being aborted,
+    /// openraft's state machine worker, the lease and metrics loops, watch streams) have
+    /// ended. The future holds none of them. The watch hub is the backend's last holder (the
+    /// applier that owns the backend owns the hub too, and lets go of the backend first), so
+    /// this waits for the hub to be dropped; a snapshot being sent to a peer also holds the
+    /// backend's file, for as long as it is sent.
+    pub fn backend_released(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.applier.watch.dropped()
     }
 }
 

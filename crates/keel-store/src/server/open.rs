@@ -20,6 +20,7 @@ use super::raft_metrics::track_raft_metrics;
 use crate::config::{Config, ConfigError};
 use crate::data_dir::DataDir;
 use crate::identity::{Identity, IdentityError};
+use crate::lease::LeaseClock;
 use crate::metrics::Metrics;
 use crate::raft::RaftNode;
 use crate::raft::apply::Applier;
@@ -73,6 +74,16 @@ impl Store {
     /// The flags are checked here, where every start comes through ([`crate::StoreHandle::start`]
     /// checks them once more before it binds the client ports).
     pub async fn open(config: Config) -> Result<Arc<Store>, StartError> {
+        Store::open_with_lease_clock(config, LeaseClock::system()).await
+    }
+
+    /// [`Store::open`], with leases timed by `lease_clock` instead of the monotonic clock:
+    /// the injection point for tests that move lease time themselves (see
+    /// [`crate::lease::clock`]).
+    pub async fn open_with_lease_clock(
+        config: Config,
+        lease_clock: LeaseClock,
+    ) -> Result<Arc<Store>, StartError> {
         config.validate()?;
         config.warn_replaced_values();
         let storage = |source: Box<dyn std::error::Error + Send + Sync>| StartError::Storage {
@@ -104,7 +115,8 @@ impl Store {
         let min_lease_ttl =
             crate::lease::min_lease_ttl(config.heartbeat_interval, config.election_timeout);
         let applier = Arc::new(
-            Applier::open(mvcc, metrics.clone(), min_lease_ttl).map_err(|e| storage(e.into()))?,
+            Applier::open(mvcc, metrics.clone(), min_lease_ttl, lease_clock)
+                .map_err(|e| storage(e.into()))?,
         );
         // The log as it stands now: replayed up to its end before serving.
         let (start, started) = persisted_log(&log).await.map_err(|e| storage(e.into()))?;
@@ -244,14 +256,13 @@ impl Store {
         store.mirror_raft_metrics();
         if store.leader() == member_id {
             // This member leads with its log applied: leases resume from their checkpoints.
-            store
-                .applier
-                .lessor(|l| l.promote(std::time::Instant::now()));
+            store.applier.lessor_at(|l, now| l.promote(now));
         }
         tokio::spawn(track_raft_metrics(store.clone()));
         // As etcd, serve clients only once this member's attributes are in the cluster.
         store.publish().await;
-        tokio::spawn(crate::lease::task::run(Arc::downgrade(&store)));
+        let started = store.lease_clock().now();
+        tokio::spawn(crate::lease::task::run(Arc::downgrade(&store), started));
         Ok(store)
     }
 

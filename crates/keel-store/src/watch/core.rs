@@ -130,6 +130,9 @@ pub struct Stats {
     pub pending_events: usize,
     /// Responses of any kind in stream queues.
     pub queued: usize,
+    /// Streams whose client requests wait until their client reads: [`CTRL_QUEUE_CAPACITY`]
+    /// control responses are queued (see [`WatchCore::accepts_requests`]).
+    pub held_back: usize,
 }
 
 #[derive(Debug)]
@@ -284,6 +287,11 @@ impl WatchCore {
             unsynced: self.unsynced.len(),
             pending_events: self.pending_events,
             queued: self.streams.values().map(|s| s.queue.len()).sum(),
+            held_back: self
+                .streams
+                .values()
+                .filter(|s| s.replies >= CTRL_QUEUE_CAPACITY)
+                .count(),
         }
     }
 

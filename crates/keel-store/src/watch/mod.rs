@@ -65,6 +65,9 @@ pub struct WatchHub {
     resync_started: AtomicBool,
     /// Whether any watcher asked for `prev_kv` (kept by every change to the core).
     wants_prev: AtomicBool,
+    /// Closed when the hub is dropped: declared after `mvcc`, so by then the hub's handle on
+    /// the backend is gone (see [`WatchHub::dropped`]).
+    alive: tokio::sync::watch::Sender<()>,
 }
 
 impl WatchHub {
@@ -86,6 +89,17 @@ impl WatchHub {
             resync_wake: Arc::new(Notify::new()),
             resync_started: AtomicBool::new(false),
             wants_prev: AtomicBool::new(false),
+            alive: tokio::sync::watch::Sender::new(()),
+        }
+    }
+
+    /// Resolves once this hub has been dropped, and with it its handle on the backend; holds
+    /// no reference to the hub.
+    pub fn dropped(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut alive = self.alive.subscribe();
+        async move {
+            // Nothing is ever sent: `changed` fails once the sender, in the hub, is dropped.
+            while alive.changed().await.is_ok() {}
         }
     }
 

@@ -503,12 +503,14 @@ fn requests_wait_while_the_control_queue_is_full() {
         core.create(s, &create("a", "", 0), -1);
     }
     assert!(!core.accepts_requests(s), "etcd's ctrlStream is full");
+    assert_eq!(core.stats().held_back, 1);
     // Events do not count against the control buffer, and the queue drains in order.
     let mut log = Log::new();
     core.notify(log.put(&["a"]), log.revision);
     assert!(!core.accepts_requests(s));
     assert!(core.pop(s).unwrap().response.created);
     assert!(core.accepts_requests(s));
+    assert_eq!(core.stats().held_back, 0);
     assert_eq!(core.stats().queued, 2 * CTRL_QUEUE_CAPACITY - 1);
 }
 
