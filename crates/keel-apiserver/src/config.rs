@@ -20,6 +20,11 @@ pub struct Config {
     /// disables compaction by this server.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub etcd_compaction_interval: Duration,
+    /// How often the objects of each resource are counted in the store for
+    /// `apiserver_storage_objects` (by one background task: `/metrics` only reads the last
+    /// counts, so a scrape never waits on the store); 0 disables the counting.
+    #[arg(long, default_value = "1m0s", value_parser = parse_duration)]
+    pub etcd_count_metric_poll_period: Duration,
     /// The IP address to serve on.
     #[arg(long, default_value = "0.0.0.0")]
     pub bind_address: IpAddr,
@@ -138,6 +143,30 @@ mod tests {
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("5x").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn the_count_metric_poll_period_defaults_to_kube_apiservers_minute() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Flags {
+            #[command(flatten)]
+            config: Config,
+        }
+        let parse = |extra: &[&str]| {
+            let mut args = vec!["apiserver", "--etcd-servers", "http://127.0.0.1:2379"];
+            args.extend_from_slice(extra);
+            Flags::try_parse_from(args).map(|f| f.config.etcd_count_metric_poll_period)
+        };
+        assert_eq!(parse(&[]).unwrap(), Duration::from_secs(60));
+        assert_eq!(
+            parse(&["--etcd-count-metric-poll-period=5s"]).unwrap(),
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            parse(&["--etcd-count-metric-poll-period=0"]).unwrap(),
+            Duration::ZERO
+        );
     }
 
     #[test]

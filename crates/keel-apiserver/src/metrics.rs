@@ -44,7 +44,8 @@ pub struct Metrics {
     /// `apiserver_registered_watchers{group, kind, version}`.
     pub watchers: Family<Labels, Gauge>,
     etcd: Family<Labels, Histogram>,
-    /// `apiserver_storage_objects{resource}`, refreshed when scraped.
+    /// `apiserver_storage_objects{resource}`, set by the background count
+    /// ([`crate::registry::object_count`]), never by a scrape.
     pub objects: Family<Labels, Gauge>,
     cache_received: Family<Labels, Counter>,
     cache_revision: Family<Labels, Gauge>,

@@ -162,6 +162,11 @@ impl ApiServer {
             },
         ));
         tokio::spawn(controllers::namespaces::run(registry.clone()));
+        tokio::spawn(registry::object_count::observe(
+            registry.clone(),
+            app.metrics.clone(),
+            config.etcd_count_metric_poll_period,
+        ));
         if !config.etcd_compaction_interval.is_zero() {
             let compactor = Compactor::new(registry.storage());
             tokio::spawn(compactor.run(config.etcd_compaction_interval));

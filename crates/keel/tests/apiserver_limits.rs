@@ -13,6 +13,16 @@
 //!   exactly the matching objects of that namespace; a collection `DELETE` across all
 //!   namespaces is refused as kube-apiserver refuses it (405), and a bad selector deletes
 //!   nothing. Run on `keel up` and on `keel apiserver` over a real etcd 3.5.1.
+//! - `/metrics` never waits on the store: `apiserver_storage_objects` is counted in the
+//!   background every `--etcd-count-metric-poll-period`, and a scrape while the store is
+//!   frozen answers with the last counts.
+//! - the paths kube-apiserver does not serve: `POST` (or `PUT`, `PATCH`) on a namespaced
+//!   kind's collection across all namespaces (`/api/v1/configmaps`) is 405
+//!   `MethodNotAllowed`, as its installer registers only list and watch there, and a named
+//!   object of such a kind without its namespace (`/api/v1/configmaps/x`) is 404 (on
+//!   `keel up` and on etcd 3.5.1).
+//! - authentication: `/healthz`, `/livez`, `/readyz` and `/version` answer without a token;
+//!   everything else is 401 with an `Unauthorized` Status without a token or with a wrong one.
 //!
 //! Requests are held in flight by freezing the store (`kill -STOP`) under `keel apiserver`:
 //! a request that reached the store cannot finish before the store is resumed, so which
@@ -92,17 +102,33 @@ impl Curl {
 
     /// Starts `method path` (with a JSON `body`) under the file name `tag`.
     fn spawn(&self, tag: &str, method: &str, path: &str, body: Option<&Value>) -> Pending {
+        self.spawn_as(tag, method, path, body, Some(&self.token))
+    }
+
+    /// [`Curl::spawn`] with `token` as the bearer token, or none at all.
+    fn spawn_as(
+        &self,
+        tag: &str,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        token: Option<&str>,
+    ) -> Pending {
         let headers = self.dir.join(format!("{tag}.headers"));
         let out = self.dir.join(format!("{tag}.body"));
         let mut cmd = Command::new("curl");
-        cmd.args(["-sS", "--max-time", "300", "--cacert"])
+        // HTTP/1.1: over HTTP/2, curl 7.88 sometimes fails (exit 92) when the server answers
+        // before it has sent the request body, as a 429 or a 401 is answered.
+        cmd.args(["-sS", "--http1.1", "--max-time", "300", "--cacert"])
             .arg(&self.ca_file)
             .arg("-D")
             .arg(&headers)
             .arg("-o")
             .arg(&out)
-            .args(["-H", &format!("Authorization: Bearer {}", self.token)])
             .args(["-X", method]);
+        if let Some(token) = token {
+            cmd.args(["-H", &format!("Authorization: Bearer {token}")]);
+        }
         if let Some(body) = body {
             let file = self.dir.join(format!("{tag}.request"));
             fs::write(&file, body.to_string()).expect("write the request body");
@@ -125,22 +151,33 @@ impl Curl {
 
     /// `method path` to its answer.
     fn send(&self, tag: &str, method: &str, path: &str, body: Option<&Value>) -> Answer {
-        let mut pending = self.spawn(tag, method, path, body);
-        let deadline = Instant::now() + ANSWER_LIMIT;
-        loop {
-            if let Some(answer) = pending.answer() {
-                return answer;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{method} {path}: no answer within {ANSWER_LIMIT:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.spawn(tag, method, path, body)
+            .wait(method, path, ANSWER_LIMIT)
+    }
+
+    /// `GET path` without a token, to its answer.
+    fn get_anonymous(&self, tag: &str, path: &str) -> Answer {
+        self.spawn_as(tag, "GET", path, None, None)
+            .wait("GET", path, ANSWER_LIMIT)
     }
 }
 
 impl Pending {
+    /// The answer, waited for up to `limit` (failing loudly past it).
+    fn wait(mut self, method: &str, path: &str, limit: Duration) -> Answer {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(answer) = self.answer() {
+                return answer;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{method} {path}: no answer within {limit:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The answer, once curl has it.
     fn answer(&mut self) -> Option<Answer> {
         let status = self.child.try_wait().expect("wait for curl")?;
@@ -580,4 +617,252 @@ fn deletecollection_deletes_what_the_selectors_match_on_keel_up() {
 #[test]
 fn deletecollection_deletes_what_the_selectors_match_on_etcd() {
     deletes_by_selector(Stack::OnEtcd);
+}
+
+/// The value of `apiserver_storage_objects{resource="<resource>"}` in a scrape, if any.
+fn storage_objects(scrape: &str, resource: &str) -> Option<i64> {
+    let series = format!("apiserver_storage_objects{{resource=\"{resource}\"}} ");
+    scrape
+        .lines()
+        .find_map(|line| line.strip_prefix(series.as_str()))
+        .map(|value| {
+            value
+                .trim()
+                .parse()
+                .unwrap_or_else(|e| panic!("{e}: {series}{value}"))
+        })
+}
+
+/// Scrapes `/metrics` until `apiserver_storage_objects` counts at least `at_least`
+/// configmaps, and returns that count.
+fn wait_for_configmap_count(kube: &Kube, curl: &Curl, at_least: i64) -> i64 {
+    let deadline = Instant::now() + ANSWER_LIMIT;
+    loop {
+        let answer = curl.send("metrics", "GET", "/metrics", None);
+        assert_eq!(answer.code, 200, "{answer:?}");
+        let count = storage_objects(&answer.body, "configmaps");
+        if let Some(count) = count.filter(|c| *c >= at_least) {
+            return count;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "apiserver_storage_objects did not count {at_least} configmaps within \
+             {ANSWER_LIMIT:?} (last: {count:?})\n{}",
+            kube.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// How long a scrape may take while the store is frozen: generous, but far below what a
+/// scrape waiting on the store would take (it would wait until the store is resumed).
+const FROZEN_SCRAPE_LIMIT: Duration = Duration::from_secs(10);
+
+/// `apiserver_storage_objects` is counted in the background (every second here), so while
+/// the store is frozen a scrape answers at once with the last counts, and the counting goes
+/// on once the store is resumed.
+#[test]
+fn metrics_answers_with_the_last_counts_while_the_store_is_frozen() {
+    let store = Server::start(target_flavor());
+    let kube = Kube::start_on_with(&store.client_url, &["--etcd-count-metric-poll-period=1s"]);
+    let curl = Curl::new(&kube);
+    for name in ["counted1", "counted2"] {
+        kube.kubectl_ok(&["create", "configmap", name, "--from-literal=k=v"]);
+    }
+    let counted = wait_for_configmap_count(&kube, &curl, 2);
+
+    store.pause();
+    // Twice: the second scrape comes after a counting round has surely started on the frozen
+    // store.
+    for tag in ["frozen1", "frozen2"] {
+        let answer =
+            curl.spawn(tag, "GET", "/metrics", None)
+                .wait("GET", "/metrics", FROZEN_SCRAPE_LIMIT);
+        assert_eq!(answer.code, 200, "{answer:?}");
+        let count = storage_objects(&answer.body, "configmaps");
+        assert!(
+            count.is_some_and(|c| c >= counted),
+            "a scrape while the store is frozen: configmaps counted {count:?}, {counted} \
+             before\n{}",
+            answer.body
+        );
+        assert!(
+            storage_objects(&answer.body, "leases.coordination.k8s.io").is_some(),
+            "{}",
+            answer.body
+        );
+        assert!(
+            answer.body.contains("apiserver_request_total{"),
+            "{}",
+            answer.body
+        );
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    store.resume();
+
+    kube.kubectl_ok(&["create", "configmap", "counted3", "--from-literal=k=v"]);
+    wait_for_configmap_count(&kube, &curl, counted + 1);
+}
+
+/// `POST`, `PUT` and `PATCH` on a namespaced kind's collection across all namespaces are
+/// 405 `MethodNotAllowed` and write nothing; list is still served there.
+fn writes_across_all_namespaces_are_not_allowed(stack: Stack) {
+    let kube = Kube::start(stack);
+    let curl = Curl::new(&kube);
+    let message = "the server does not allow this method on the requested resource";
+    let in_default = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "everywhere2", "namespace": "default"},
+    });
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "everywhere", "namespace": "default"},
+    });
+    for (tag, method, path, body) in [
+        (
+            "post",
+            "POST",
+            "/api/v1/configmaps",
+            configmap("everywhere"),
+        ),
+        ("post-ns", "POST", "/api/v1/configmaps", in_default.clone()),
+        ("put", "PUT", "/api/v1/configmaps", in_default.clone()),
+        (
+            "patch",
+            "PATCH",
+            "/api/v1/configmaps",
+            json!({"data": {"k": "v"}}),
+        ),
+        (
+            "lease",
+            "POST",
+            "/apis/coordination.k8s.io/v1/leases",
+            lease.clone(),
+        ),
+    ] {
+        let answer = curl.send(tag, method, path, Some(&body));
+        assert_status(&answer, 405, "MethodNotAllowed", Some(message));
+    }
+    let list = curl.send("list", "GET", "/api/v1/configmaps", None);
+    assert_eq!(list.code, 200, "{list:?}");
+    assert_eq!(list.json()["kind"], "ConfigMapList");
+    let names = kube.kubectl_ok(&["get", "configmaps,leases", "-A", "-o", "name"]);
+    assert!(!names.contains("everywhere"), "{names}");
+
+    // The same objects are created within their namespace.
+    let answer = curl.send("create", "POST", CONFIGMAPS, Some(&in_default));
+    assert_eq!(answer.code, 201, "{answer:?}");
+
+    // A named object is served only under its namespace: the same name without one is a
+    // path kube-apiserver does not serve (404), whatever the method, and nothing changes.
+    let missing = "the server could not find the requested resource";
+    for (tag, method, path, body) in [
+        ("get-named", "GET", "/api/v1/configmaps/everywhere2", None),
+        (
+            "put-named",
+            "PUT",
+            "/api/v1/configmaps/everywhere2",
+            Some(&in_default),
+        ),
+        (
+            "patch-named",
+            "PATCH",
+            "/api/v1/configmaps/everywhere2",
+            Some(&json!({"data": {"k": "v"}})),
+        ),
+        (
+            "delete-named",
+            "DELETE",
+            "/api/v1/configmaps/everywhere2",
+            None,
+        ),
+        (
+            "status-named",
+            "GET",
+            "/apis/coordination.k8s.io/v1/leases/everywhere/status",
+            None,
+        ),
+    ] {
+        let answer = curl.send(tag, method, path, body);
+        assert_status(&answer, 404, "NotFound", Some(missing));
+    }
+    let answer = curl.send(
+        "still-there",
+        "GET",
+        &format!("{CONFIGMAPS}/everywhere2"),
+        None,
+    );
+    assert_eq!(answer.code, 200, "{answer:?}");
+    assert!(answer.json()["data"].is_null(), "{answer:?}");
+}
+
+#[test]
+fn writes_across_all_namespaces_are_405_on_keel_up() {
+    writes_across_all_namespaces_are_not_allowed(Stack::Up);
+}
+
+#[test]
+fn writes_across_all_namespaces_are_405_on_etcd() {
+    writes_across_all_namespaces_are_not_allowed(Stack::OnEtcd);
+}
+
+/// `/healthz`, `/livez`, `/readyz` and `/version` answer without a token; everything else
+/// (discovery, `/metrics`, OpenAPI, resources) is 401 with an `Unauthorized` Status, without
+/// a token or with a wrong one.
+#[test]
+fn only_health_and_version_answer_without_a_token() {
+    let kube = Kube::start(Stack::Up);
+    let curl = Curl::new(&kube);
+    for path in ["/healthz", "/livez", "/readyz"] {
+        let answer = curl.get_anonymous(path.trim_start_matches('/'), path);
+        assert_eq!((answer.code, answer.body.trim()), (200, "ok"), "{path}");
+    }
+    let answer = curl.get_anonymous("version", "/version");
+    assert_eq!(answer.code, 200, "{answer:?}");
+    assert!(answer.json()["gitVersion"].as_str().is_some(), "{answer:?}");
+    for (i, path) in [
+        "/api",
+        "/apis",
+        "/api/v1",
+        "/metrics",
+        "/openapi/v2",
+        CONFIGMAPS,
+        "/api/v1/namespaces/default",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let answer = curl.get_anonymous(&format!("anonymous{i}"), path);
+        assert_status(&answer, 401, "Unauthorized", Some("Unauthorized"));
+        let answer = curl
+            .spawn_as(&format!("wrong{i}"), "GET", path, None, Some("not-a-token"))
+            .wait("GET", path, ANSWER_LIMIT);
+        assert_status(&answer, 401, "Unauthorized", Some("Unauthorized"));
+    }
+    // A write with a wrong token is refused the same way, and writes nothing (kubectl: curl
+    // 7.88 fails with exit 92 when an HTTP/2 server answers before it has sent the body,
+    // which kube-apiserver does too).
+    let out = kube.kubectl(&[
+        "--token",
+        "not-a-token",
+        "create",
+        "configmap",
+        "anon",
+        "--from-literal=k=v",
+    ]);
+    assert!(
+        !out.status.success(),
+        "a create with a wrong token was served"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Unauthorized"), "{err}");
+    let names = kube.kubectl_ok(&["get", "configmaps", "-o", "name"]);
+    assert!(!names.contains("configmap/anon"), "{names}");
+    // The same paths with the token are served.
+    for path in ["/api", "/metrics"] {
+        let answer = curl.send("authorized", "GET", path, None);
+        assert_eq!(answer.code, 200, "{path}: {answer:?}");
+    }
 }

@@ -143,6 +143,19 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
     if path.namespace.is_some() && !info.namespaced {
         return Err(not_found());
     }
+    // As kube-apiserver's installer registers a namespaced kind: across all namespaces
+    // (`/api/v1/configmaps`) there is list and watch alone, so any other method there is
+    // 405 (its router's answer for a path it serves with other methods); create,
+    // deletecollection and every named path live under `namespaces/<ns>/`, so a name
+    // without a namespace (`/api/v1/configmaps/x`) is a path it does not serve: 404.
+    if info.namespaced && path.namespace.is_none() {
+        if path.name.is_some() {
+            return Err(not_found());
+        }
+        if req.method != Method::GET {
+            return Err(method_not_allowed());
+        }
+    }
     match path.subresource.as_deref() {
         None => {}
         Some("status") if info.status => {}
@@ -298,11 +311,8 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             ))
         }
         (&Method::DELETE, None) => {
-            // As kube-apiserver's installer: a namespaced kind's deletecollection is served
-            // only within a namespace; across all of them there is list and watch alone.
-            if info.namespaced && namespace.is_none() {
-                return Err(method_not_allowed());
-            }
+            // A namespaced kind's deletecollection is served only within a namespace (405
+            // above across all of them).
             let options = delete_options(&req)?;
             let mut list = list(&registry, kind, namespace, &req).await?;
             let mut deleted = Vec::new();

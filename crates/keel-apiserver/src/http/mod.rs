@@ -92,7 +92,8 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
         return response;
     }
     if path == "/metrics" {
-        app.refresh_object_counts().await;
+        // Only reads: `apiserver_storage_objects` is counted in the background
+        // (`registry::object_count`), so a scrape never waits on the store.
         return (
             [(
                 header::CONTENT_TYPE,
@@ -322,25 +323,5 @@ impl http_body::Body for CountedBody {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         std::pin::Pin::new(&mut self.inner).poll_frame(cx)
-    }
-}
-
-impl App {
-    /// Refreshes `apiserver_storage_objects` from the store (one count-only Range per kind).
-    async fn refresh_object_counts(&self) {
-        for kind in self.registry.kinds() {
-            let info = kind.info();
-            if let Ok(count) = self.registry.count(*kind).await {
-                let resource = if info.group.is_empty() {
-                    info.resource.to_string()
-                } else {
-                    format!("{}.{}", info.resource, info.group)
-                };
-                self.metrics
-                    .objects
-                    .get_or_create(&vec![("resource", resource)])
-                    .set(count);
-            }
-        }
     }
 }

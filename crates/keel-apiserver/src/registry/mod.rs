@@ -18,6 +18,7 @@ pub mod meta;
 pub mod names;
 pub mod namespaces;
 pub mod nodes;
+pub mod object_count;
 pub mod pods;
 pub mod resource_lists;
 pub mod resourcequotas;
