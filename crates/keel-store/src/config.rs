@@ -215,7 +215,13 @@ pub enum ConfigError {
         "invalid --auto-compaction-retention {0:?}: use a duration like 1h or 30m, or a revision count"
     )]
     BadRetention(String),
+    /// `--heartbeat-interval` and `--election-timeout` that etcd would refuse (its words).
+    #[error("{0}")]
+    BadRaftTiming(String),
 }
+
+/// etcd's longest `--election-timeout`, in milliseconds (`maxElectionMs`).
+const MAX_ELECTION_MS: u64 = 50_000;
 
 /// What `--auto-compaction-*` asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -326,7 +332,29 @@ impl Config {
         self.peer_listen_addrs()?;
         self.initial_members()?;
         self.retention()?;
+        self.check_raft_timing()?;
         Ok(())
+    }
+
+    /// etcd's checks of the Raft timings, in its order and words (`embed.Config.Validate`).
+    fn check_raft_timing(&self) -> Result<(), ConfigError> {
+        let (tick, election) = (self.heartbeat_interval, self.election_timeout);
+        let refusal = if tick == 0 {
+            format!("--heartbeat-interval must be >0 (set to {tick}ms)")
+        } else if election == 0 {
+            format!("--election-timeout must be >0 (set to {election}ms)")
+        } else if tick.saturating_mul(5) > election {
+            format!(
+                "--election-timeout[{election}ms] should be at least as 5 times as --heartbeat-interval[{tick}ms]"
+            )
+        } else if election > MAX_ELECTION_MS {
+            format!(
+                "--election-timeout[{election}ms] is too long, and should be set less than {MAX_ELECTION_MS}ms"
+            )
+        } else {
+            return Ok(());
+        };
+        Err(ConfigError::BadRaftTiming(refusal))
     }
 
     /// Logs, once at start, the flags whose value is replaced rather than refused (as etcd
@@ -446,6 +474,33 @@ mod tests {
 
     fn parse(args: &[&str]) -> Config {
         parse_for_test(args)
+    }
+
+    #[test]
+    fn raft_timings_checked_as_etcd() {
+        let refusal = |args: &[&str]| parse(args).validate().unwrap_err().to_string();
+        assert_eq!(
+            refusal(&["--heartbeat-interval", "0"]),
+            "--heartbeat-interval must be >0 (set to 0ms)"
+        );
+        assert_eq!(
+            refusal(&["--election-timeout", "0"]),
+            "--election-timeout must be >0 (set to 0ms)"
+        );
+        assert_eq!(
+            refusal(&["--heartbeat-interval", "300", "--election-timeout", "1000"]),
+            "--election-timeout[1000ms] should be at least as 5 times as --heartbeat-interval[300ms]"
+        );
+        assert_eq!(
+            refusal(&["--election-timeout", "50001"]),
+            "--election-timeout[50001ms] is too long, and should be set less than 50000ms"
+        );
+        for ok in [
+            &["--heartbeat-interval", "200", "--election-timeout", "1000"][..],
+            &["--election-timeout", "50000"],
+        ] {
+            parse(ok).validate().unwrap();
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@ pub mod kv;
 pub mod linearizable;
 pub mod netns;
 pub mod skip;
+pub mod wait;
 
 pub use skip::{not_applicable, skip};
 

@@ -3,11 +3,15 @@
 //! resourceVersion goes backwards, and a watch resumed from a resourceVersion taken before
 //! the kill sees every acknowledged create after it.
 
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
 
 use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::wait;
 
 #[test]
 fn acknowledged_writes_survive_kill_9_of_keel_up() {
@@ -50,9 +54,22 @@ fn acknowledged_writes_survive_kill_9_of_keel_up() {
             })
         })
         .collect();
-    while acked.lock().unwrap().len() < 20 {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait::until(
+        "20 creates acknowledged before the kill",
+        Duration::from_secs(60),
+        || {
+            let n = acked.lock().unwrap().len();
+            if n >= 20 {
+                Ok(())
+            } else {
+                assert!(
+                    !writers.iter().any(|w| w.is_finished()),
+                    "a writer stopped after {n} acknowledged creates"
+                );
+                Err(format!("{n} acknowledged"))
+            }
+        },
+    );
     kube.kill_and_restart();
     stop.store(true, Ordering::Relaxed);
     for w in writers {
@@ -94,27 +111,55 @@ fn acknowledged_writes_survive_kill_9_of_keel_up() {
         list_rv >= max_acked,
         "the list's resourceVersion {list_rv} went below {max_acked}"
     );
-    // A watch from before the kill replays every acknowledged create.
-    let watch = kube.kubectl(&[
-        "get",
-        "--raw",
-        &format!(
-            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={since}&timeoutSeconds=3"
-        ),
-    ]);
-    let events = String::from_utf8_lossy(&watch.stdout);
-    let added: std::collections::HashSet<String> = events
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["type"] == "ADDED")
-        .map(|e| {
-            e["object"]["metadata"]["name"]
+    // A watch from before the kill replays every acknowledged create: read as it streams,
+    // until every one of them was seen (not for a fixed time).
+    let mut watch = std::process::Command::new(keel_testkit::kube::kubectl_bin(None))
+        .arg("--kubeconfig")
+        .arg(&kube.kubeconfig)
+        .args([
+            "get",
+            "--raw",
+            &format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={since}"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the watch");
+    let (tx, rx) = mpsc::channel();
+    let stdout = watch.stdout.take().expect("the watch's stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut missing: HashSet<String> = acked.iter().map(|(name, _)| name.clone()).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !missing.is_empty() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx.recv_timeout(left).unwrap_or_else(|e| {
+            panic!(
+                "the resumed watch from {since} ({e}) missed {} acknowledged creates: {:?}",
+                missing.len(),
+                missing.iter().take(20).collect::<Vec<_>>()
+            )
+        });
+        let event: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("a watch event that is not JSON ({e}): {line}"));
+        assert_ne!(
+            event["type"], "ERROR",
+            "the resumed watch from {since}: {event}"
+        );
+        if event["type"] == "ADDED" {
+            let name = event["object"]["metadata"]["name"]
                 .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
-    for (name, _) in &acked {
-        assert!(added.contains(name), "the resumed watch missed {name}");
+                .unwrap_or_default();
+            missing.remove(name);
+        }
     }
+    let _ = watch.kill();
+    let _ = watch.wait();
 }

@@ -22,6 +22,8 @@ use keel_testkit::{CtlVersion, Flavor, Server, etcdctl, try_http_get};
 const TMPFS_SIZE: &str = "64m";
 /// Value size of the puts that run into the full disk.
 const VALUE_BYTES: usize = 64 * 1024;
+/// Puts acknowledged before the disk is filled (each of [`VALUE_BYTES`]).
+const BEFORE_FULL: usize = 20;
 /// How long the member may take to exit after the failed write.
 const EXIT_LIMIT: Duration = Duration::from_secs(15);
 
@@ -95,10 +97,24 @@ async fn full_disk_stops_the_member_and_loses_nothing() {
         return;
     };
     server.restart();
-    fill(&server.data_dir.join("filler"));
 
+    // Writes acknowledged while there is room: "nothing lost" below must cover some.
     let mut kv = KvClient::new(server.channel().await);
     let mut acked = Vec::new();
+    for _ in 0..BEFORE_FULL {
+        let key = format!("k/{:05}", acked.len());
+        let put = PutRequest {
+            key: key.clone().into_bytes(),
+            value: vec![b'v'; VALUE_BYTES],
+            ..Default::default()
+        };
+        kv.put(put)
+            .await
+            .unwrap_or_else(|e| panic!("put {key} before the disk is full: {e}"));
+        acked.push(key);
+    }
+    fill(&server.data_dir.join("filler"));
+
     let failed = loop {
         let key = format!("k/{:05}", acked.len());
         let put = PutRequest {
@@ -117,6 +133,11 @@ async fn full_disk_stops_the_member_and_loses_nothing() {
         (tonic::Code::Unavailable, "etcdserver: server stopped"),
         "after {} puts",
         acked.len()
+    );
+    eprintln!(
+        "disk_full: {} puts acknowledged, {} of them after the disk was filled",
+        acked.len(),
+        acked.len() - BEFORE_FULL
     );
 
     // Never healthy again: unhealthy while it still answers, then gone.
@@ -164,7 +185,18 @@ async fn full_disk_stops_the_member_and_loses_nothing() {
         .into_iter()
         .map(|kv| String::from_utf8(kv.key).expect("utf-8 key"))
         .collect();
-    for key in &acked {
-        assert!(keys.contains(key), "acknowledged {key} lost");
-    }
+    let lost: Vec<&String> = acked.iter().filter(|k| !keys.contains(k)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} acknowledged puts lost: {lost:?}",
+        lost.len(),
+        acked.len()
+    );
+    // Nothing but acknowledged puts and at most the one that failed (it may have reached the
+    // log before the member stopped) is there.
+    let unknown: Vec<&String> = keys
+        .iter()
+        .filter(|k| !acked.contains(k) && **k != format!("k/{:05}", acked.len()))
+        .collect();
+    assert!(unknown.is_empty(), "keys never written: {unknown:?}");
 }

@@ -164,6 +164,12 @@ fn typed_kubectl_commands_send_protobuf_and_json_alike() {
     let kube = Kube::start(Stack::Up);
     let protobuf = creates(&kube, None, "current", 30080);
     let json_bodies = creates(&kube, Some("1.27"), "old", 30081);
+    assert!(
+        !protobuf.is_empty() && protobuf.len() == json_bodies.len(),
+        "{} objects created with protobuf bodies, {} with JSON ones",
+        protobuf.len(),
+        json_bodies.len()
+    );
     for (p, j) in protobuf.iter().zip(&json_bodies) {
         assert_eq!(anonymous(p, "current"), anonymous(j, "old"));
     }

@@ -33,7 +33,7 @@ use keel_proto::etcdserverpb::{
 use keel_proto::mvccpb::KeyValue;
 use keel_proto::mvccpb::event::EventType;
 use keel_testkit::kv::watch;
-use keel_testkit::{Rng, SeedReport, Server, target_flavor};
+use keel_testkit::{Rng, SeedReport, Server, target_flavor, wait};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
@@ -371,8 +371,51 @@ async fn expiry_under_load(seed: u64) {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // A little more load after the last expiry, then stop.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // A little more load after the last expiry, then stop: until a write made now is seen by
+    // the watch (so any event the expiries still had to produce, a second DELETE say, came
+    // before it, as the watch delivers in revision order) and a full round of keep-alives
+    // has been answered since (the kept-alive leases outlived the expiries). The marker is a
+    // rewrite of a kept-alive key with its lease, as the background writer makes them.
+    let renewed_before = renewals.load(Ordering::Relaxed);
+    let marker = kv
+        .put(PutRequest {
+            key: b"lease/live/000".to_vec(),
+            value: b"marker".to_vec(),
+            lease: live[0],
+            ..Default::default()
+        })
+        .await
+        .expect("the marker put")
+        .into_inner()
+        .header
+        .expect("a header")
+        .revision;
+    wait::until_async(
+        "the watch to see the marker put and a round of keep-alives to be answered",
+        EXPIRY_TIMEOUT,
+        || async {
+            if let Some(e) = watch_error.lock().unwrap().clone() {
+                panic!("{e}");
+            }
+            let seen_to = seen
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|s| s.kv.mod_revision)
+                .max()
+                .unwrap_or(0);
+            let renewed = renewals.load(Ordering::Relaxed) - renewed_before;
+            if seen_to >= marker && renewed >= LIVE as u64 {
+                Ok(())
+            } else {
+                Err(format!(
+                    "the watch is at revision {seen_to} of {marker}; {renewed} of {LIVE} \
+                     keep-alives answered"
+                ))
+            }
+        },
+    )
+    .await;
     stop.store(true, Ordering::Relaxed);
     writer.await.expect("writer task");
     keepalive.await.expect("keep-alive task");

@@ -14,7 +14,9 @@
 //!   watch stream opened with `hasleader=true` ends with that error (Unavailable) within a
 //!   few election timeouts.
 
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use keel_proto::etcdserverpb::kv_client::KvClient;
@@ -24,7 +26,7 @@ use keel_proto::etcdserverpb::{
     PutRequest, RangeRequest, WatchCreateRequest,
 };
 use keel_testkit::kv::{agreed_leader, watch};
-use keel_testkit::{Cluster, CtlVersion, Server, etcdctl, etcdctl_command, target_flavor};
+use keel_testkit::{Cluster, CtlVersion, Server, etcdctl, etcdctl_command, target_flavor, wait};
 use tokio_stream::StreamExt;
 
 /// How long a 3-member cluster may take to agree on a leader.
@@ -66,7 +68,7 @@ async fn exists(m: &Server, key: &str) -> bool {
 
 /// `etcdctl lease keep-alive` of `id` against `m`, running until killed.
 fn keep_alive(m: &Server, id: i64) -> KeepAlive {
-    let child = etcdctl_command(
+    let mut child = etcdctl_command(
         CtlVersion::V35,
         &m.endpoint,
         &["lease".into(), "keep-alive".into(), format!("{id:x}")],
@@ -76,37 +78,88 @@ fn keep_alive(m: &Server, id: i64) -> KeepAlive {
     .stderr(Stdio::piped())
     .spawn()
     .expect("spawn etcdctl lease keep-alive");
-    KeepAlive(child)
+    let printed: Arc<Mutex<String>> = Arc::default();
+    let readers = [
+        child
+            .stdout
+            .take()
+            .map(|o| Box::new(o) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|e| Box::new(e) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|pipe| {
+        let printed = printed.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                let mut p = printed.lock().unwrap();
+                p.push_str(&line);
+                p.push('\n');
+            }
+        })
+    })
+    .collect();
+    KeepAlive {
+        child,
+        printed,
+        readers,
+    }
 }
 
-/// A running `etcdctl lease keep-alive`, killed on drop.
-struct KeepAlive(Child);
+/// A running `etcdctl lease keep-alive`, killed on drop; what it prints is collected as it
+/// comes.
+struct KeepAlive {
+    child: Child,
+    printed: Arc<Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
 
 impl KeepAlive {
+    /// The renewals it has printed so far (`lease ... keepalived with TTL(n)`).
+    fn renewals(&self) -> usize {
+        self.printed
+            .lock()
+            .unwrap()
+            .matches("keepalived with TTL(")
+            .count()
+    }
+
+    /// Waits until it has printed `n` renewals in all; fails after [`ELECTION_LIMIT`] more,
+    /// saying `what`.
+    fn wait_renewals(&self, n: usize, what: &str) {
+        wait::until(
+            &format!("{n} renewals printed by etcdctl lease keep-alive ({what})"),
+            ELECTION_LIMIT,
+            || {
+                let got = self.renewals();
+                if got >= n {
+                    Ok(())
+                } else {
+                    Err(format!("{got}: {}", self.printed.lock().unwrap()))
+                }
+            },
+        );
+    }
+
     /// Stops it; what it printed.
     fn stop(mut self) -> String {
-        use std::io::Read;
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let mut printed = String::new();
-        for pipe in [
-            self.0.stdout.take().map(|o| Box::new(o) as Box<dyn Read>),
-            self.0.stderr.take().map(|e| Box::new(e) as Box<dyn Read>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let mut pipe = pipe;
-            let _ = pipe.read_to_string(&mut printed);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for reader in std::mem::take(&mut self.readers) {
+            let _ = reader.join();
         }
-        printed
+        self.printed.lock().unwrap().clone()
     }
 }
 
 impl Drop for KeepAlive {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -170,6 +223,9 @@ async fn a_lease_kept_alive_through_a_follower_lives_3_ttls() {
     let id = leased_key(follower, TTL, "k/kept").await;
 
     let kept = keep_alive(follower, id);
+    // A fixed period is the claim itself (the lease outlives 3 TTLs). It is anchored on the
+    // renewals: etcdctl renews every third of the TTL, and at least one renewal per TTL must
+    // have gone through the follower for the key to be there at the end.
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(3 * TTL as u64) {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -179,7 +235,13 @@ async fn a_lease_kept_alive_through_a_follower_lives_3_ttls() {
             started.elapsed()
         );
     }
+    let renewals = kept.renewals();
     let printed = kept.stop();
+    assert!(
+        renewals >= 3,
+        "{renewals} renewals in {:?} through the follower:\n{printed}",
+        started.elapsed()
+    );
     assert!(
         printed.contains(&format!("lease {id:016x} keepalived with TTL({TTL})")),
         "{printed}"
@@ -200,7 +262,19 @@ async fn time_to_live_through_a_follower_reports_the_renewed_ttl() {
     // the renewed TTL at once, as the leader does, with the key attached.
     let id = leased_key(follower, 30, "k/renewed").await;
     for round in 0..3 {
-        tokio::time::sleep(Duration::from_millis(2500)).await;
+        // Idle until the leader counts at least 3 s gone, so the renewal shows.
+        let leader_member = &cluster.members[leader];
+        wait::until_async(
+            &format!("round {round}: the leader to report at most 27 s left of the lease"),
+            wait::LIMIT,
+            || async {
+                match time_to_live(leader_member, id).await {
+                    ttl if ttl <= 27 => Ok(()),
+                    ttl => Err(format!("{ttl} s left")),
+                }
+            },
+        )
+        .await;
         let renewed = LeaseClient::new(cluster.members[leader].channel().await)
             .lease_keep_alive(tokio_stream::iter([LeaseKeepAliveRequest { id }]))
             .await
@@ -230,13 +304,18 @@ async fn a_lease_kept_alive_through_a_follower_survives_a_leader_kill() {
     let f = (leader + 1) % 3;
     let id = leased_key(&cluster.members[f], TTL, "k/kept").await;
     let kept = keep_alive(&cluster.members[f], id);
-    tokio::time::sleep(Duration::from_secs(TTL as u64)).await;
+    // Renewed through the follower at least twice before the kill (the first renewal is
+    // sent at once, the next a third of the TTL later).
+    tokio::task::block_in_place(|| kept.wait_renewals(2, "before the leader's kill"));
+    let before_kill = kept.renewals();
 
     cluster.members[leader].kill();
     let killed = Instant::now();
     let survivors: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
     let new_leader = agreed_leader(&cluster, &survivors, ELECTION_LIMIT).await;
     eprintln!("new leader after {:?}", killed.elapsed());
+    // A fixed period is the claim itself (the lease outlives the old leader by two TTLs);
+    // it is anchored on renewals answered after the kill, checked below.
     while killed.elapsed() < Duration::from_secs(2 * TTL as u64) {
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(
@@ -245,7 +324,13 @@ async fn a_lease_kept_alive_through_a_follower_survives_a_leader_kill() {
             killed.elapsed()
         );
     }
+    let after_kill = kept.renewals() - before_kill;
     let printed = kept.stop();
+    assert!(
+        after_kill >= 2,
+        "{after_kill} renewals through the follower in {:?} after the leader's kill:\n{printed}",
+        killed.elapsed()
+    );
     assert!(!printed.contains("no leader"), "{printed}");
     let (remaining, _, line) = ctl_time_to_live(&cluster.members[f], id);
     let on_leader = time_to_live(&cluster.members[new_leader], id).await;

@@ -308,12 +308,13 @@ async fn members_are_added_removed_readded_promoted_and_updated() {
 
     // The leader itself is removed: it stops, the others elect a leader and take writes.
     let leader_id = leader_of(&cluster.members[0]).await.expect("a leader");
-    let mut leader = 0;
+    let mut leader = None;
     for (i, m) in cluster.members.iter().enumerate() {
         if m.ids().await.1 == leader_id {
-            leader = i;
+            leader = Some(i);
         }
     }
+    let leader = leader.unwrap_or_else(|| panic!("the leader {leader_id:x} is not a member"));
     // Asked through a follower: etcd's leader may stop before it answers its own removal.
     let out = ctl_ok(
         &cluster.members[(leader + 1) % cluster.members.len()],

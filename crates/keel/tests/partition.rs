@@ -19,7 +19,7 @@ use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{HashKvRequest, PutRequest, RangeRequest, StatusRequest};
 use keel_testkit::netns::Net;
-use keel_testkit::{Cluster, Flavor, Server, target_flavor};
+use keel_testkit::{Cluster, Flavor, Server, target_flavor, wait};
 use tonic::transport::Channel;
 
 /// How long anything the test waits for may take (the election timeout is 1 s).
@@ -141,11 +141,13 @@ async fn partition_and_heal(cluster: &Cluster, net: &Net, cut: usize, round: &st
         status_leader(&cluster.members[cut]).await == Some(cluster.members[cut].ids().await.1);
     net.isolate(cut);
     let isolated = Instant::now();
+    let cut_id = cluster.members[cut].ids().await.1;
     let queued = was_leader.then(|| {
         let follower = &cluster.members[others[0]];
         tokio::spawn(writes_queued_for_the_old_leader(
             follower.flavor,
             follower.endpoint.clone(),
+            cut_id,
             round.to_string(),
         ))
     });
@@ -220,13 +222,18 @@ async fn partition_and_heal(cluster: &Cluster, net: &Net, cut: usize, round: &st
     );
 }
 
-/// Two writes through a follower (at `endpoint`) right after its leader was cut off. The
-/// first goes to the old leader, which cannot commit it: it times out, with etcd's message for
-/// a leader lost meanwhile. The second is queued
-/// behind it; keel hands it to the new leader once the majority has one, so it succeeds
-/// (etcd drops what its follower forwarded to the old leader, so it times out too: printed,
-/// not checked).
-async fn writes_queued_for_the_old_leader(flavor: Flavor, endpoint: String, round: String) {
+/// Two writes through a follower (at `endpoint`) right after its leader (`old_leader`) was
+/// cut off. The first goes to the old leader, which cannot commit it: it times out, with
+/// etcd's message for a leader lost meanwhile. The second is sent once the first is in flight
+/// (see [`in_flight_to`]), so it is queued behind it; keel hands it to the new leader once
+/// the majority has one, so it succeeds (etcd drops what its follower forwarded to the old
+/// leader, so it times out too: printed, not checked).
+async fn writes_queued_for_the_old_leader(
+    flavor: Flavor,
+    endpoint: String,
+    old_leader: u64,
+    round: String,
+) {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{endpoint}"))
         .unwrap()
         .connect()
@@ -239,8 +246,10 @@ async fn writes_queued_for_the_old_leader(flavor: Flavor, endpoint: String, roun
             (put_via(kv, &key).await, started.elapsed())
         }
     };
+    let sent_to_old = format!("etcd_network_peer_sent_bytes_total{{To=\"{old_leader:x}\"}}");
+    let sent_before = metrics_of(&endpoint, &[&sent_to_old]).await[0].unwrap_or(0.0);
     let first = tokio::spawn(write(format!("k/{round}-sent-to-old-leader")));
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    in_flight_to(flavor, &endpoint, &sent_to_old, sent_before).await;
     let (second, took) = write(format!("k/{round}-queued")).await;
     let first = first.await.unwrap();
     eprintln!(
@@ -256,6 +265,47 @@ async fn writes_queued_for_the_old_leader(flavor: Flavor, endpoint: String, roun
         );
         second.expect("the queued write, handed to the new leader");
     }
+}
+
+/// The samples `series` on the `/metrics` of `endpoint`, fetched off the runtime's threads.
+async fn metrics_of(endpoint: &str, series: &[&str]) -> Vec<Option<f64>> {
+    let endpoint = endpoint.to_string();
+    let series: Vec<String> = series.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        series
+            .iter()
+            .map(|s| wait::metric_at(&endpoint, s))
+            .collect()
+    })
+    .await
+    .expect("fetch /metrics")
+}
+
+/// Waits until the write just sent to the follower at `endpoint` is in flight: the follower
+/// counts it in `etcd_server_proposals_pending`, and (keel) has sent its old leader more than
+/// `sent_before` bytes (`sent_to_old`), which, with that leader cut off and so sending the
+/// follower nothing to answer, is the forwarded write. Writes that come later queue behind it.
+async fn in_flight_to(flavor: Flavor, endpoint: &str, sent_to_old: &str, sent_before: f64) {
+    let pending = "etcd_server_proposals_pending";
+    wait::until_async(
+        "the first write to be pending on the follower and forwarded to the old leader",
+        LIMIT,
+        || async {
+            let now = metrics_of(endpoint, &[pending, sent_to_old]).await;
+            let is_pending = now[0].is_some_and(|p| p >= 1.0);
+            // etcd queues a forwarded proposal on its peer stream; only keel counts it sent.
+            let forwarded = flavor != Flavor::Keel || now[1].is_some_and(|s| s > sent_before);
+            if is_pending && forwarded {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{pending} {:?}, {sent_to_old} {:?} (was {sent_before})",
+                    now[0], now[1]
+                ))
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -178,21 +178,12 @@ async fn a_member_killed_before_the_first_commit_starts_again() {
     // anything: the others are not started.
     let m0 = &mut cluster.members[0];
     m0.spawn().expect("start m0");
-    let wal = m0.data_dir.join("member").join("wal");
-    let deadline = Instant::now() + LIMIT;
-    while !std::fs::read_dir(&wal).is_ok_and(|mut d| d.next().is_some()) {
-        assert!(Instant::now() < deadline, "m0 wrote no WAL");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_secs(1));
+    wait_for_campaign(m0, "m0's first start");
     m0.kill();
     m0.spawn().expect("start m0 again");
-    assert_eq!(
-        m0.wait_exit(Duration::from_secs(3)),
-        None,
-        "m0 stopped after its restart:\n{}",
-        keel_testkit::tail(&m0.log(), 20)
-    );
+    // Past its start-up (where a member that bootstraps again on an initialized log exits),
+    // and still running.
+    wait_for_campaign(m0, "m0's restart");
     for m in &mut cluster.members[1..] {
         m.spawn().expect("start a member");
     }
@@ -202,6 +193,35 @@ async fn a_member_killed_before_the_first_commit_starts_again() {
     ctl_ok(&cluster.members[0], &["put", "k", "v"]);
     let got = ctl_ok(&cluster.members[2], &["get", "k", "--print-value-only"]);
     assert_eq!(got.trim(), "v");
+}
+
+/// Waits until `m`, started alone among members that are not running, campaigns for
+/// leadership (its log says it asked for votes): it is then past its start-up, and it has
+/// made its initial log durable (etcd writes its bootstrap entries before its Raft node
+/// runs; keel's WAL thread writes in order, and openraft asks for votes only after keel's
+/// `save_vote` returned from its fsync, which comes after the membership entry's). Fails if
+/// `m` exits first, saying `what`.
+fn wait_for_campaign(m: &mut Server, what: &str) {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        let log = m.log();
+        // keel: openraft's warning for a vote request no one answered; etcd: its election.
+        if log.contains("while requesting vote") || log.contains("is starting a new election") {
+            return;
+        }
+        assert!(
+            m.is_running(),
+            "{what}: the member stopped before it campaigned ({}):\n{}",
+            m.process_state(),
+            keel_testkit::tail(&log, 20)
+        );
+        assert!(
+            Instant::now() < deadline,
+            "{what}: the member did not campaign within {LIMIT:?}:\n{}",
+            keel_testkit::tail(&log, 20)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// `member add NAME --peer-urls=URL` through `via` for `new`, then starts it.
