@@ -4,8 +4,9 @@
 //! default, `KEEL_LIN_RUNS` overrides for a longer soak). Each run uses its own key prefix and
 //! 2-4 keys, so there is contention: 4-6 concurrent clients, each talking to a random member
 //! (and moving to another one after a failure), issue a random mix of put (unique values),
-//! linearizable get, delete and compare-and-set txns for about 2.5 s. About half of the runs
-//! inject a fault in the middle into a member (the leader half of the time):
+//! linearizable get, delete and compare-and-set txns for about 2.5 s. The runs go through five
+//! cases in turn (`CASES`): no fault, and each fault below injected in the middle of the run
+//! into the leader or into a follower:
 //! - kill: the member is killed with SIGKILL and restarted (and waited for) before the run
 //!   ends; it stays down 0.3-0.8 s, so a killed leader sometimes comes back before anyone else
 //!   starts an election and sometimes after a new leader took over;
@@ -357,7 +358,6 @@ fn dump_history(
     path
 }
 
-/// Counters over all runs.
 /// A fault injected into one member in the middle of a run.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Fault {
@@ -367,6 +367,17 @@ enum Fault {
     Partition,
 }
 
+/// The cases the runs go through in turn: no fault, then each fault on the leader and on a
+/// follower (`true`: the leader).
+const CASES: [(Option<Fault>, bool); 5] = [
+    (None, false),
+    (Some(Fault::Kill), true),
+    (Some(Fault::Partition), true),
+    (Some(Fault::Kill), false),
+    (Some(Fault::Partition), false),
+];
+
+/// Counters over all runs.
 #[derive(Default)]
 struct Totals {
     ops: usize,
@@ -440,12 +451,12 @@ async fn concurrent_histories_under_kills_and_partitions_are_linearizable() {
                 .map(|k| format!("lin/{run}/k{k}"))
                 .collect(),
         );
-        let fault = if !rng.chance(1, 2) {
-            None
-        } else if net.is_some() && rng.chance(1, 2) {
-            Some(Fault::Partition)
-        } else {
-            Some(Fault::Kill)
+        // The runs go through CASES in turn, so every fault kind meets the leader and a
+        // follower in any 5 consecutive runs; what varies at random is when and how long.
+        let (fault, on_leader) = CASES[run % CASES.len()];
+        let fault = match fault {
+            Some(Fault::Partition) if net.is_none() => Some(Fault::Kill),
+            fault => fault,
         };
         let origin = Instant::now();
         let stop = Arc::new(AtomicBool::new(false));
@@ -470,10 +481,10 @@ async fn concurrent_histories_under_kills_and_partitions_are_linearizable() {
         if let Some(fault) = fault {
             tokio::time::sleep(Duration::from_millis(400 + rng.below(600))).await;
             let current = agreed_leader(&urls, &ids).await.unwrap_or(leader);
-            let victim = if rng.chance(1, 2) {
+            let victim = if on_leader {
                 current
             } else {
-                rng.below(3) as usize
+                (current + 1 + rng.below(2) as usize) % 3
             };
             let was_leader = victim == current;
             let at = origin.elapsed();
