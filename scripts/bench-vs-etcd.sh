@@ -5,7 +5,12 @@
 # temporary folder (same disk). Every test runs `keel bench` against both servers, alternating which goes first by run.
 #   put / txn-put : --conns 8 --clients 64, 8-byte keys, 256-byte values, 100k-key space
 #   range l / s   : `range foo`, linearizable and serializable, same conns/clients
-#   memory        : fresh servers, VmRSS idle, load 1M sequential keys of 256 B, VmRSS again
+#   memory        : fresh servers, VmRSS idle, load 1M sequential keys of 256 B, count them
+#                   (each server must hold exactly the keys loaded), VmRSS again. Target: keel's
+#                   VmRSS with 1M keys at most 0.5x etcd's (medians over the runs); the script
+#                   prints `Target (...): met` or `NOT met` and exits 1 when not met (or when
+#                   a load failed, so there is nothing to compare). Not judged with --quick
+#                   (100k keys) or --skip-keel.
 #   watch         : fresh servers; memory per stream and per idle watcher (VmRSS before/after
 #                   opening 100 streams x 100 watchers, divided); then 10,000 watchers (100 streams
 #                   x 100) on one key prefix receive every event of puts offered at 1,000/s
@@ -388,6 +393,16 @@ rss() {
     awk -v key="$2:" '$1 == key {printf "%.1f", $2 / 1024}' "/proc/${PID[$1]}/status"
 }
 
+# count_keys SERVER : how many keys the server holds (all of them), or "fail". etcdctl 3.5
+# prints a count only with `-w fields` (`"Count" : N`).
+count_keys() {
+    local out count
+    out=$(ETCDCTL_API=3 "$ETCDCTL" --endpoints "${EP[$1]}" --command-timeout 120s \
+        get '' --from-key --count-only -w fields 2>>"$WORK/bench-stderr.log") || { echo fail; return 0; }
+    count=$(awk '$1 == "\"Count\"" {print $3}' <<<"$out")
+    [[ "$count" =~ ^[0-9]+$ ]] && echo "$count" || echo fail
+}
+
 # order RUN : the servers in the order to benchmark them; odd runs start with etcd, even runs with
 # keel, so neither always enjoys the warmer machine (use --runs 2 or more for a fair median).
 order() {
@@ -428,6 +443,11 @@ for run in $(seq "$RUNS"); do
     for server in $(order "$run"); do
         bench "$run" load "$server" "${COMMON[@]}" put --total "$LOAD" --key-size 8 --val-size 256 \
             --key-space-size "$LOAD" --sequential-keys
+    done
+    for server in $(order "$run"); do
+        # What the VmRSS below is of: the number of keys the server holds (a load that failed
+        # part-way must not pass for a small footprint).
+        record load "$server" keys "$(count_keys "$server")"
     done
     sleep 2
     for server in $(order "$run"); do
@@ -506,11 +526,12 @@ FS=$(df -T "$WORK" | awk 'NR == 2 {print $1 " (" $2 ")"}')
 KEEL_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 python3 - "$RESULTS" "$RUNS" "$TOTAL" "$LOAD" "$CONNS" "$CLIENTS" "$ETCD_VERSION" "$KEEL_REV" \
     "$(nproc)" "$CPU" "$FS" "$WATCH_STREAMS" "$WATCH_PER_STREAM" "$WATCH_RATE" "$WATCH_PUTS" \
-    "$COMPACT_KEYS" "$COMPACT_REVS" <<'PY'
+    "$COMPACT_KEYS" "$COMPACT_REVS" "$ONLY" "$SKIP_KEEL" <<'PY'
 import statistics, sys
 from collections import defaultdict
 path, runs, total, load, conns, clients, etcd_version, keel_rev, cores, cpu, fs = sys.argv[1:12]
 w_streams, w_per, w_rate, w_puts, c_keys, c_revs = (int(x) for x in sys.argv[12:18])
+only, skip_keel = sys.argv[18].split(","), sys.argv[19] == "1"
 cells = defaultdict(list)
 errors = defaultdict(int)
 for line in open(path):
@@ -536,6 +557,7 @@ rows = [
     ("range-s", "throughput", f"range serializable, {cc} (req/s ↑)", 0),
     ("range-s", "p99", "range serializable p99 (ms ↓)", 2),
     ("load", "throughput", f"load {human(load)} sequential keys (req/s ↑)", 0),
+    ("load", "keys", "keys held after the load (must be the keys loaded)", 0),
     ("rss-idle", "value", "memory idle, VmRSS (MiB ↓)", 0),
     ("rss-loaded", "value", f"memory with {human(load)} keys × 256 B, VmRSS (MiB ↓)", 0),
     ("rss-anon", "value", f"memory with {human(load)} keys × 256 B, RssAnon (MiB ↓)", 0),
@@ -613,4 +635,41 @@ for test, metric, label, digits in rows:
         cpu_cells = f"{show(ce, 1, test, None)} | {show(ck_, 1, test, None)} | {ratio(ce, ck_)}"
     print(f"| {label} | {show(e, digits, test, 'etcd')} | {show(k, digits, test, 'keel')} | "
           f"{ratio(e, k)} | {cpu_cells} |")
+
+# The memory target: keel's VmRSS with 1M keys of 256 B at most 0.5x etcd's, on loads that
+# both succeeded in full (every run: no failed or erroring load, exactly the loaded keys held).
+TARGET = 0.5
+if "memory" in only:
+    label = "Target (VmRSS with 1M keys × 256 B at most 0.5× etcd's)"
+    print()
+    if skip_keel:
+        print(f"{label}: not judged (--skip-keel)")
+        sys.exit(0)
+    if int(load) != 1_000_000:
+        print(f"{label}: not judged (this run loaded {human(load)} keys; --quick is a smoke run)")
+        sys.exit(0)
+    problems = []
+    for server in ("etcd", "keel"):
+        if "fail" in cells.get(("load", server, "throughput"), ["fail"]):
+            problems.append(f"the {server} load failed")
+        if errors[("load", server)]:
+            problems.append(f"the {server} load had {errors[('load', server)]} errors")
+        counts = cells.get(("load", server, "keys"), [])
+        if not counts or any(c != load for c in counts):
+            problems.append(f"{server} held {', '.join(counts) or 'no counted'} keys, not {load}")
+    e, k = median("rss-loaded", "etcd", "value"), median("rss-loaded", "keel", "value")
+    if not isinstance(e, float) or not isinstance(k, float) or e <= 0:
+        problems.append("no VmRSS measured")
+    if problems:
+        print(f"{label}: NOT met (not measured: {'; '.join(problems)})")
+        sys.exit(1)
+    ratio_ = k / e
+    per_run = [float(kv) / float(ev) for ev, kv in
+               zip(cells[("rss-loaded", "etcd", "value")], cells[("rss-loaded", "keel", "value")])]
+    detail = (f"keel {k:,.0f} MiB / etcd {e:,.0f} MiB = {ratio_:.2f}×"
+              + (f", medians of {runs} runs; per run {', '.join(f'{r:.2f}×' for r in per_run)}"
+                 if int(runs) > 1 else ""))
+    met = ratio_ <= TARGET
+    print(f"{label}: {'met' if met else 'NOT met'} ({detail})")
+    sys.exit(0 if met else 1)
 PY

@@ -7,6 +7,9 @@
 //! the same protobuf bytes, the same history hashes to the same value as on etcd. Revisions a
 //! running compaction has yet to remove lie below the compact revision and outside the keep
 //! set, so HashKV is the same before, during and after the removals (when anything is kept).
+//! A tombstone at exactly the compact revision is left out, as etcd's hasher leaves it out:
+//! keel's compaction keeps it (as etcd > 3.5.15 does) where etcd 3.5.1 deleted it, and
+//! skipping it gives every version the same hash, even when the compaction keeps nothing.
 
 use std::collections::HashSet;
 
@@ -14,7 +17,7 @@ use redb::{ReadableDatabase, ReadableTable};
 
 use crate::backend::{APP_META, KEY};
 use crate::error::MvccError;
-use crate::revision::Rev;
+use crate::revision::{Rev, is_tombstone_key};
 use crate::store::Mvcc;
 
 /// The answer of [`Mvcc::hash_kv`].
@@ -59,6 +62,9 @@ impl Mvcc {
                 continue;
             }
             if kr < lower && !keep.is_empty() && !keep.contains(&kr) {
+                continue;
+            }
+            if kr.main == compact && is_tombstone_key(k) {
                 continue;
             }
             h = crc32c::crc32c_append(h, k);

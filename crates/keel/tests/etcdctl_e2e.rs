@@ -65,7 +65,10 @@ struct Bg {
 
 /// Upper bound on each wait of a long-running command.
 const BG_TIMEOUT: Duration = Duration::from_secs(20);
-/// How long a long-running command keeps running after printing what was expected.
+/// How long a long-running command keeps running after printing what was expected, so that
+/// output it should not print (an extra or duplicate event) shows up in the comparison. This is
+/// a window to observe an absence, not a wait for a condition: a correct server passes however
+/// short it is, and a noisy machine can only make it miss extra output, never fail a test.
 const BG_SETTLE: Duration = Duration::from_millis(300);
 
 /// A long-running etcdctl step: `args` with the [`Bg`] settings.
@@ -276,6 +279,8 @@ struct Running {
     stdin: Option<std::process::ChildStdin>,
     out: Arc<Mutex<String>>,
     err: Arc<Mutex<String>>,
+    /// The threads copying stdout and stderr; each ends at its pipe's end of file.
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Running {
@@ -289,7 +294,7 @@ impl Running {
         let collect = |mut r: Box<dyn Read + Send>| {
             let buf = Arc::new(Mutex::new(String::new()));
             let b = buf.clone();
-            std::thread::spawn(move || {
+            let reader = std::thread::spawn(move || {
                 let mut chunk = [0u8; 4096];
                 while let Ok(n) = r.read(&mut chunk) {
                     if n == 0 {
@@ -300,15 +305,16 @@ impl Running {
                         .push_str(&String::from_utf8_lossy(&chunk[..n]));
                 }
             });
-            buf
+            (buf, reader)
         };
-        let out = collect(Box::new(child.stdout.take().unwrap()));
-        let err = collect(Box::new(child.stderr.take().unwrap()));
+        let (out, out_reader) = collect(Box::new(child.stdout.take().unwrap()));
+        let (err, err_reader) = collect(Box::new(child.stderr.take().unwrap()));
         Running {
             stdin: child.stdin.take(),
             child,
             out,
             err,
+            readers: vec![out_reader, err_reader],
         }
     }
 
@@ -349,8 +355,20 @@ impl Running {
                 0
             }
         };
-        // Let the reader threads drain what is left in the pipes.
-        std::thread::sleep(Duration::from_millis(50));
+        // The process is gone, so its pipes end: wait for the reader threads to have copied
+        // everything it wrote.
+        self.stdin = None;
+        let deadline = Instant::now() + BG_TIMEOUT;
+        while !self.readers.iter().all(|r| r.is_finished()) {
+            assert!(
+                Instant::now() < deadline,
+                "etcdctl's output pipes did not close within {BG_TIMEOUT:?} after it ended"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for reader in self.readers.drain(..) {
+            reader.join().expect("an output reader thread panicked");
+        }
         let mut stdout = self.out.lock().unwrap().clone();
         if let Some(n) = keep_lines {
             stdout = stdout.lines().take(n).map(|l| format!("{l}\n")).collect();
@@ -695,14 +713,58 @@ fn scenario_maintenance(ver: CtlVersion) {
     });
     let pair = run(ver, steps);
     for s in [&pair.reference, &pair.target] {
-        let path = s.scratch.join("snap.db");
-        let len = std::fs::metadata(&path)
-            .unwrap_or_else(|e| {
-                panic!("{}: snapshot file {}: {e}", s.flavor.name(), path.display())
-            })
-            .len();
-        assert!(len > 0, "{}: snapshot file is empty", s.flavor.name());
+        check_snapshot_hash(s.flavor.name(), &s.scratch.join("snap.db"));
     }
+}
+
+/// Checks a snapshot file's integrity hash as `etcdutl snapshot restore` does (etcd's
+/// `hasChecksum` and the sha256 comparison in its `saveDB`): the file is a multiple of 512
+/// bytes plus 32, and its last 32 bytes are the SHA-256 of everything before them. keel's
+/// snapshot body is its own format, so only the trailing hash is checked, on both servers'
+/// files (etcd's proves the check itself).
+///
+/// `etcdctl snapshot save` (3.4 and 3.5) checks only the size (`size % 512 == 32`, else
+/// `sha256 checksum not found`), not the digest: a wrong hash is first noticed at restore.
+fn check_snapshot_hash(server: &str, path: &std::path::Path) {
+    let bytes = std::fs::read(path)
+        .unwrap_or_else(|e| panic!("{server}: snapshot file {}: {e}", path.display()));
+    assert!(
+        bytes.len() > 32 && bytes.len() % 512 == 32,
+        "{server}: a snapshot of {} bytes has no trailing sha256 (its size must be a multiple \
+         of 512 plus 32)",
+        bytes.len()
+    );
+    let (body, trailer) = bytes.split_at(bytes.len() - 32);
+    assert_eq!(
+        sha256_hex(body),
+        hex(trailer),
+        "{server}: the snapshot's last 32 bytes are not the sha256 of the {} bytes before them",
+        body.len()
+    );
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The SHA-256 of `data` in hex, from coreutils' `sha256sum`.
+fn sha256_hex(data: &[u8]) -> String {
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run sha256sum (coreutils)");
+    let mut stdin = child.stdin.take().unwrap();
+    let data = data.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&data));
+    let out = child.wait_with_output().expect("sha256sum output");
+    writer.join().unwrap().expect("write to sha256sum");
+    assert!(out.status.success(), "sha256sum failed: {out:?}");
+    let text = String::from_utf8(out.stdout).expect("sha256sum prints ASCII");
+    text.split_whitespace()
+        .next()
+        .expect("sha256sum prints the digest first")
+        .to_string()
 }
 
 fn scenario_lease(ver: CtlVersion) {
@@ -992,4 +1054,24 @@ fn passwords_reach_the_log_only_as_bcrypt_hashes() {
         2,
         "the log carries two bcrypt hashes of cost 10"
     );
+}
+
+/// The snapshot check accepts a body followed by its sha256 and refuses one byte changed.
+#[test]
+fn snapshot_hash_check_refuses_a_changed_byte() {
+    assert_eq!(
+        sha256_hex(b"abc"),
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("snap.db");
+    let mut file: Vec<u8> = (0..1024u32).map(|i| (i * 7) as u8).collect();
+    let digest = sha256_hex(&file);
+    file.extend((0..32).map(|i| u8::from_str_radix(&digest[2 * i..2 * i + 2], 16).unwrap()));
+    std::fs::write(&path, &file).unwrap();
+    check_snapshot_hash("test", &path);
+    file[100] ^= 1;
+    std::fs::write(&path, &file).unwrap();
+    let refused = std::panic::catch_unwind(|| check_snapshot_hash("test", &path));
+    assert!(refused.is_err(), "a changed byte passed the check");
 }
