@@ -122,6 +122,11 @@ fn transcript(stack: Stack) -> (Vec<String>, Vec<String>) {
 fn keel_up_answers_and_stores_as_keel_apiserver_on_etcd() {
     let (keel, keel_store) = transcript(Stack::Up);
     let (etcd, etcd_store) = transcript(Stack::OnEtcd);
+    assert_eq!(
+        keel.len(),
+        etcd.len(),
+        "the transcripts differ in length:\nkeel: {keel:#?}\netcd: {etcd:#?}"
+    );
     for (k, e) in keel.iter().zip(&etcd) {
         assert_eq!(k, e, "the answers differ");
     }
