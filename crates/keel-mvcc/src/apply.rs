@@ -436,7 +436,7 @@ impl<'a> ApplyBatch<'a> {
         };
         let kv = KeyValue {
             key: req.key.clone(),
-            create_revision: found.map_or(rev, |f| f.created.main),
+            create_revision: found.map_or(rev, |f| f.created),
             mod_revision: rev,
             version: found.map_or(0, |f| f.ver) + 1,
             value,
@@ -541,7 +541,7 @@ impl<'a> ApplyBatch<'a> {
             } else {
                 KeyValue {
                     key,
-                    create_revision: f.created.main,
+                    create_revision: f.created,
                     mod_revision: f.modified.main,
                     version: f.ver,
                     ..Default::default()

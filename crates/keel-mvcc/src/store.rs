@@ -57,8 +57,9 @@ impl State {
 /// Options for [`Mvcc::open_with`].
 #[derive(Debug, Clone)]
 pub struct MvccOptions {
-    /// Bytes of page cache the redb backend may use (default 64 MiB; the OS page cache serves
-    /// the rest without counting against the process).
+    /// Bytes of page cache the redb backend may use (default 32 MiB, see
+    /// `backend::DEFAULT_CACHE_BYTES`; the OS page cache serves the rest without counting
+    /// against the process).
     pub cache_bytes: usize,
     /// Backend revisions a compaction removes per redb transaction (etcd's
     /// `compactionBatchLimit`, default 1000).

@@ -590,11 +590,18 @@ fn restart_restores_state_and_applied_index() {
     assert_eq!(m.meta("none").unwrap(), None);
     let k0 = get(&m, "k0").unwrap();
     assert_eq!((k0.version, k0.value.as_slice()), (6, b"v4".as_slice()));
+    // Created at revision 2 (the first write), its history compacted to one revision: the index rebuilt from
+    // the backend keeps the creation, not the oldest revision left.
+    assert_eq!((k0.create_revision, k0.mod_revision), (2, 12));
     assert!(get(&m, "k1").is_none());
     let mut b = m.begin_apply(&no_leases);
     assert_eq!(b.put(&put("k0", "x")).unwrap().header.unwrap().revision, 13);
     b.commit(15).unwrap();
-    assert_eq!(get(&m, "k0").unwrap().version, 7);
+    let k0 = get(&m, "k0").unwrap();
+    assert_eq!(
+        (k0.version, k0.create_revision, k0.mod_revision),
+        (7, 2, 13)
+    );
 }
 
 #[test]
@@ -676,6 +683,18 @@ fn tombstone_at_compaction_revision_survives_reopen() {
         "index rebuilt with the kept tombstone"
     );
     assert_eq!(m.hash_kv(0).unwrap(), before);
+    // The key is dead after the reopen; a put creates it again, in a new generation.
+    assert!(get(&m, "a").is_none());
+    let mut b = m.begin_apply(&none);
+    b.put(&PutRequest {
+        key: "a".into(),
+        value: "2".into(),
+        ..Default::default()
+    })
+    .unwrap();
+    b.commit(2).unwrap();
+    let a = get(&m, "a").unwrap();
+    assert_eq!((a.version, a.create_revision, a.mod_revision), (1, 5, 5));
 }
 
 #[test]
