@@ -148,6 +148,10 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
     // 405 (its router's answer for a path it serves with other methods); create,
     // deletecollection and every named path live under `namespaces/<ns>/`, so a name
     // without a namespace (`/api/v1/configmaps/x`) is a path it does not serve: 404.
+    // Under `watch/` kube-apiserver registers GET alone: a write there is 405, never a write.
+    if path.watch_path && req.method != Method::GET {
+        return Err(method_not_allowed());
+    }
     if info.namespaced && path.namespace.is_none() {
         if path.name.is_some() {
             return Err(not_found());
@@ -167,6 +171,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
     }
     let namespace = path.namespace.as_deref();
     let answer = match (&req.method, path.name.is_some()) {
+        (&Method::GET, _) if path.watch_path => Answer::Watch,
         (&Method::GET, true) => Answer::Object,
         (&Method::GET, false) if is_watch(path, &req.query) => Answer::Watch,
         (&Method::GET | &Method::DELETE, false) => Answer::List,
@@ -174,8 +179,13 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
     };
     let output = negotiate::output(req.header(header::ACCEPT), answer).map_err(|r| r.status())?;
     let include = IncludeObject::parse(req.param("includeObject"))?;
+    // A watch of one object (`watch/namespaces/<ns>/<resource>/<name>`) is a watch of the
+    // collection by the name's field selector, as kube-apiserver serves it.
+    let watched_name = path.name.as_deref().filter(|_| path.watch_path);
     match (&req.method, path.name.as_deref()) {
-        (&Method::GET, None) if is_watch(path, &req.query) => {
+        (&Method::GET, _)
+            if is_watch(path, &req.query) && (path.name.is_none() || watched_name.is_some()) =>
+        {
             let errors = validate_watch_options(
                 req.param("resourceVersionMatch").unwrap_or(""),
                 req.param("continue").unwrap_or(""),
@@ -184,7 +194,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             if !errors.is_empty() {
                 return Err(Status::invalid("meta.k8s.io", "ListOptions", "", &errors));
             }
-            let filter = filter(kind, &req)?;
+            let filter = filter(kind, &req, watched_name)?;
             let rv = req.param("resourceVersion").unwrap_or("");
             let watching = registry.watch(kind, namespace, rv, filter).await?;
             let timeout = watch::timeout(req.param("timeoutSeconds"))?;
@@ -371,7 +381,7 @@ async fn list(
         None | Some("") => 0,
         Some(l) => l.parse::<i64>().map_err(|_| bad_query("limit", l))?,
     };
-    let filter = filter(kind, req)?;
+    let filter = filter(kind, req, None)?;
     let query = ListQuery {
         resource_version: rv,
         resource_version_match: rvm,
@@ -394,13 +404,21 @@ fn bad_query(name: &str, value: &str) -> Status {
 fn filter(
     kind: &'static dyn Strategy,
     req: &ResourceRequest,
+    name: Option<&str>,
 ) -> Result<Option<Box<Filter>>, Status> {
     let bad = |message: String| Status::failure(400, "BadRequest", message);
     let labels = match req.param("labelSelector").filter(|s| !s.is_empty()) {
         Some(s) => Some(LabelSelector::parse(s).map_err(bad)?),
         None => None,
     };
-    let fields = match req.param("fieldSelector").filter(|s| !s.is_empty()) {
+    let given = req.param("fieldSelector").filter(|s| !s.is_empty());
+    // `name` (a watch of one object) adds `metadata.name=<name>` to the given selector.
+    let fields = match (name, given) {
+        (Some(name), Some(s)) => Some(format!("metadata.name={name},{s}")),
+        (Some(name), None) => Some(format!("metadata.name={name}")),
+        (None, s) => s.map(str::to_string),
+    };
+    let fields = match fields.as_deref() {
         Some(s) => {
             let selector = FieldSelector::parse(s).map_err(bad)?;
             selector

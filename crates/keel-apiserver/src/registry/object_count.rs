@@ -9,8 +9,9 @@
 //! One task counts every resource in turn (kube-apiserver runs one goroutine per resource,
 //! with jitter): a round waits on the store, never a scrape, and the next round starts one
 //! period after the previous one started, or at once when the previous one took longer. A
-//! count the store answers with an error is set to -1 until a later round counts it, as
-//! kube-apiserver marks a failed count.
+//! count the store answers with an error, or does not answer within [`COUNT_TIMEOUT`] (or the
+//! period, if shorter), is set to -1 until a later round counts it, as kube-apiserver marks a
+//! failed count; so a hung store stalls no round for long and shows as -1, not as old counts.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,6 +20,9 @@ use tokio::time::MissedTickBehavior;
 
 use super::store::Registry;
 use crate::metrics::Metrics;
+
+/// The longest one resource's count may take before it counts as failed (-1).
+pub const COUNT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `apiserver_storage_objects`' `resource` label: the plural, then `.group` for a named
 /// group (`configmaps`, `leases.coordination.k8s.io`), as `GroupResource.String()` reads.
@@ -36,19 +40,28 @@ pub async fn observe(registry: Arc<Registry>, metrics: Arc<Metrics>, period: Dur
     if period.is_zero() {
         return;
     }
+    let limit = period.min(COUNT_TIMEOUT);
     let mut rounds = tokio::time::interval(period);
     rounds.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         rounds.tick().await;
         for kind in registry.kinds() {
             let info = kind.info();
-            let count = match registry.count(*kind).await {
-                Ok(count) => count,
-                Err(status) => {
+            let count = match tokio::time::timeout(limit, registry.count(*kind)).await {
+                Ok(Ok(count)) => count,
+                Ok(Err(status)) => {
                     tracing::debug!(
                         resource = info.resource,
                         message = %status.message,
                         "counting objects for apiserver_storage_objects failed"
+                    );
+                    -1
+                }
+                Err(_) => {
+                    tracing::debug!(
+                        resource = info.resource,
+                        ?limit,
+                        "counting objects for apiserver_storage_objects timed out"
                     );
                     -1
                 }

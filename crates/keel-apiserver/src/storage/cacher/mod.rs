@@ -270,13 +270,15 @@ impl<T, D: Fn(Event) -> T> Shell<T, D> {
                                 reflected = Some(revision);
                                 ring.push(revision, key, value, weight);
                             }
+                            // Counted under the ring's lock, so a watcher that
+                            // has seen an event finds it counted.
+                            shared.metrics.received.inc_by(received);
+                            shared
+                                .metrics
+                                .resource_version
+                                .set(reflected.unwrap_or(after));
                         }
                         shared.notify();
-                        shared.metrics.received.inc_by(received);
-                        shared
-                            .metrics
-                            .resource_version
-                            .set(reflected.unwrap_or(after));
                     }
                     Some(Err(StorageError::Expired { .. })) => {
                         tracing::warn!(prefix = %self.prefix, revision = ?reflected, "watch cache: the store compacted past the cache; starting over");
