@@ -157,6 +157,12 @@ fn nospace_alarm_refuses_writes_until_compact_defrag_and_disarm() {
         m.flavor.name()
     );
 
+    // The alarm is kept across a restart, as etcd keeps it in its backend.
+    m.restart();
+    assert_eq!(ok(&m, &["alarm", "list"], None), alarm);
+    refused(&m, &["put", "after", "small"], None);
+    check_acked(&m, &big);
+
     assert_eq!(ok(&m, &["alarm", "disarm"], None), alarm);
     assert_eq!(ok(&m, &["alarm", "list"], None), "");
     assert_eq!(ok(&m, &["put", "after", "small"], None), "OK\n");

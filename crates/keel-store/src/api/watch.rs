@@ -401,7 +401,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_client_that_does_not_read_cannot_grow_the_queue() {
         let dir = tempfile::tempdir().unwrap();
-        let (handle, ch) = start(dir.path()).await;
+        let (handle, _) = start(dir.path()).await;
         let hub = handle.store().watch_hub().clone();
         const PAIRS: i64 = 5000;
         let requests = (1..=PAIRS).flat_map(|id| {
@@ -415,7 +415,17 @@ mod tests {
                 request_union: Some(r),
             })
         });
-        let mut s = WatchClient::new(ch.clone())
+        // HTTP/2's smallest windows, so the replies the client does not read fill the
+        // transport (about a thousand of the 10,000 fit) and the server must hold back.
+        let url = format!("http://{}", handle.addrs()[0]);
+        let narrow = Channel::from_shared(url.clone())
+            .unwrap()
+            .initial_stream_window_size(65_535)
+            .initial_connection_window_size(65_535)
+            .connect()
+            .await
+            .unwrap();
+        let mut s = WatchClient::new(narrow)
             .watch(futures::stream::iter(requests.collect::<Vec<_>>()))
             .await
             .unwrap()
@@ -423,16 +433,41 @@ mod tests {
         // The server reads requests until etcd's control buffer is full, then waits for the
         // client to read: wait for that, so the test cannot pass before the server has read
         // anything. Held back, the stream reads no request, so its queue cannot grow.
-        let held = until(|| {
-            let s = hub.stats();
-            (s.held_back == 1).then_some(s)
-        })
-        .await
-        .unwrap_or_else(|| panic!("never held back: {:?}", hub.stats()));
+        let held_back = || {
+            until(|| {
+                let s = hub.stats();
+                (s.held_back == 1).then_some(s)
+            })
+        };
+        let held = held_back()
+            .await
+            .unwrap_or_else(|| panic!("never held back: {:?}", hub.stats()));
+        let bound = crate::watch::core::CTRL_QUEUE_CAPACITY + 2;
         assert!(
-            held.queued <= crate::watch::core::CTRL_QUEUE_CAPACITY + 2,
+            held.queued <= bound,
             "{} responses queued for a client that does not read",
             held.queued
+        );
+        // A write elsewhere goes through the store and its watch hub meanwhile: once it is
+        // applied, the stream is still held back within the bound, though thousands of its
+        // requests are still waiting to be read. (On a connection of its own: the held
+        // stream's unread replies hold its connection's window.)
+        let other = Channel::from_shared(url).unwrap().connect().await.unwrap();
+        KvClient::new(other)
+            .put(PutRequest {
+                key: b"elsewhere".to_vec(),
+                value: b"v".to_vec(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let after = held_back()
+            .await
+            .unwrap_or_else(|| panic!("no longer held back: {:?}", hub.stats()));
+        assert!(
+            after.queued <= bound,
+            "{} responses queued for a client that does not read",
+            after.queued
         );
         for id in 1..=PAIRS {
             let created = next(&mut s).await;
