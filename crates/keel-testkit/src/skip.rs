@@ -11,7 +11,8 @@
 //!
 //! A test that does not apply to the server under test (`KEEL_TEST_TARGET=etcd` runs a test
 //! written for a behaviour only keel has) is not a skip: [`not_applicable`] says so and the
-//! test passes, whatever `CI` says, and nothing is logged.
+//! test passes, whatever `CI` says; it is recorded in `KEEL_TEST_NOT_APPLICABLE_LOG`, which
+//! `scripts/test` lists apart from the skips.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -20,6 +21,9 @@ use crate::target_flavor;
 
 /// The variable naming the file every skip is appended to.
 pub const SKIP_LOG_VAR: &str = "KEEL_TEST_SKIP_LOG";
+
+/// The variable naming the file every test that does not apply to the target is appended to.
+pub const NOT_APPLICABLE_LOG_VAR: &str = "KEEL_TEST_NOT_APPLICABLE_LOG";
 
 /// Whether this run is CI's (`CI=true`).
 pub fn in_ci() -> bool {
@@ -34,14 +38,19 @@ pub fn skip(test: &str, what: &str) {
         "{test}: cannot run in CI: {what}; scripts/test installs what the tests need"
     );
     eprintln!("SKIPPED: {test}: {what}");
-    if let Some(path) = std::env::var_os(SKIP_LOG_VAR) {
+    record(SKIP_LOG_VAR, &format!("{test}: {what}"));
+}
+
+/// Appends `line` to the file the variable `var` names, if it is set.
+fn record(var: &str, line: &str) {
+    if let Some(path) = std::env::var_os(var) {
         let logged = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
-            .and_then(|mut f| writeln!(f, "{test}: {what}"));
+            .and_then(|mut f| writeln!(f, "{line}"));
         if let Err(e) = logged {
-            panic!("{test}: record the skip in {}: {e}", path.to_string_lossy());
+            panic!("record `{line}` in {}: {e}", path.to_string_lossy());
         }
     }
 }
@@ -49,8 +58,7 @@ pub fn skip(test: &str, what: &str) {
 /// Says that `test` does not apply to the server under test (`KEEL_TEST_TARGET`), because
 /// `why`; the test then returns and passes. Not a skip: nothing is missing from the machine.
 pub fn not_applicable(test: &str, why: &str) {
-    eprintln!(
-        "NOT APPLICABLE to {}: {test}: {why}",
-        target_flavor().name()
-    );
+    let target = target_flavor().name();
+    eprintln!("NOT APPLICABLE to {target}: {test}: {why}");
+    record(NOT_APPLICABLE_LOG_VAR, &format!("{test} ({target}): {why}"));
 }
