@@ -1008,52 +1008,61 @@ fn normalize_replaces_cluster_specific_values() {
 }
 
 /// `etcdctl user add` and `user passwd` hand keel the passwords; only their bcrypt hashes, at
-/// etcd's default cost and each with its own salt, reach the log: neither password is
-/// anywhere in the data folder.
+/// etcd's default cost (10) or the one `--bcrypt-cost` sets, each with its own salt, reach the
+/// log: neither password is anywhere in the data folder.
 #[test]
 fn passwords_reach_the_log_only_as_bcrypt_hashes() {
-    let mut server = Server::start(Flavor::Keel);
-    for (args, stdin) in [
-        ("user add alice:first-secret-pw", None),
-        (
-            "user passwd alice --interactive=false",
-            Some("second-secret-pw\n"),
-        ),
-    ] {
-        let out = etcdctl(CtlVersion::V35, &server.endpoint, &split(args), stdin);
-        assert_eq!(out.code, 0, "etcdctl {args}: {out:#?}");
-    }
-    server.kill();
-    let mut files = vec![server.data_dir.clone()];
-    let (mut wal, mut all) = (Vec::new(), Vec::new());
-    while let Some(path) = files.pop() {
-        if path.is_dir() {
-            files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
-            continue;
+    for (args, cost) in [(vec![], "10"), (vec!["--bcrypt-cost=4".to_string()], "04")] {
+        let mut server = Server::start_with(
+            Flavor::Keel,
+            keel_testkit::ServerOpts {
+                args,
+                ..Default::default()
+            },
+        );
+        for (args, stdin) in [
+            ("user add alice:first-secret-pw", None),
+            (
+                "user passwd alice --interactive=false",
+                Some("second-secret-pw\n"),
+            ),
+        ] {
+            let out = etcdctl(CtlVersion::V35, &server.endpoint, &split(args), stdin);
+            assert_eq!(out.code, 0, "etcdctl {args}: {out:#?}");
         }
-        let bytes = keel_testkit::read_bytes(&path);
-        if path.components().any(|c| c.as_os_str() == "wal") {
-            wal.extend_from_slice(&bytes);
+        server.kill();
+        let mut files = vec![server.data_dir.clone()];
+        let (mut wal, mut all) = (Vec::new(), Vec::new());
+        while let Some(path) = files.pop() {
+            if path.is_dir() {
+                files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            let bytes = keel_testkit::read_bytes(&path);
+            if path.components().any(|c| c.as_os_str() == "wal") {
+                wal.extend_from_slice(&bytes);
+            }
+            all.extend(bytes);
         }
-        all.extend(bytes);
+        let found = |hay: &[u8], needle: &str| {
+            hay.windows(needle.len())
+                .filter(|w| *w == needle.as_bytes())
+                .count()
+        };
+        for password in ["first-secret-pw", "second-secret-pw"] {
+            assert_eq!(found(&all, password), 0, "{password} is in the data folder");
+        }
+        let prefix = format!("$2a${cost}$");
+        let hashes: std::collections::HashSet<&[u8]> = wal
+            .windows(60)
+            .filter(|w| w.starts_with(prefix.as_bytes()))
+            .collect();
+        assert_eq!(
+            hashes.len(),
+            2,
+            "the log carries two bcrypt hashes of cost {cost}"
+        );
     }
-    let found = |hay: &[u8], needle: &str| {
-        hay.windows(needle.len())
-            .filter(|w| *w == needle.as_bytes())
-            .count()
-    };
-    for password in ["first-secret-pw", "second-secret-pw"] {
-        assert_eq!(found(&all, password), 0, "{password} is in the data folder");
-    }
-    let hashes: std::collections::HashSet<&[u8]> = wal
-        .windows(60)
-        .filter(|w| w.starts_with(b"$2a$10$"))
-        .collect();
-    assert_eq!(
-        hashes.len(),
-        2,
-        "the log carries two bcrypt hashes of cost 10"
-    );
 }
 
 /// The snapshot check accepts a body followed by its sha256 and refuses one byte changed.

@@ -7,7 +7,10 @@
 //! - a learner is added, catches up, refuses what etcd's learners refuse, and is promoted;
 //! - a member's peer URLs are updated and it keeps replicating from its new address;
 //! - the leader itself is removed: it stops and the others elect a new one;
-//! - every refused change gets etcd's error.
+//! - every refused change gets etcd's error;
+//! - `--strict-reconfig-check` (on by default) refuses a voter added or a live voter removed
+//!   while a member is down, where the change would leave the cluster without a quorum of
+//!   connected members; off, the same add is made.
 //!
 //! Every member ends with the same HashKV. Runs against keel (default) or a real etcd 3.5
 //! cluster (`KEEL_TEST_TARGET=etcd`).
@@ -18,7 +21,9 @@ use keel_proto::etcdserverpb::cluster_client::ClusterClient;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::{Member, MemberAddRequest, MemberListRequest, StatusRequest};
 use keel_testkit::kv::{assert_same_hashkv, keys, leader_of, put};
-use keel_testkit::{Cluster, Flavor, Server, ctl, ctl_ok, target_flavor};
+use keel_testkit::{
+    Cluster, CtlVersion, Flavor, Server, ctl, ctl_ok, etcdctl, free_port, target_flavor, wait,
+};
 
 /// How long a new member may take to catch up, or a removed one to stop.
 const CATCH_UP: Duration = Duration::from_secs(20);
@@ -345,4 +350,110 @@ async fn members_are_added_removed_readded_promoted_and_updated() {
 
     let all: Vec<&Server> = cluster.members.iter().collect();
     assert_same_hashkv(&all, CATCH_UP).await;
+}
+
+/// etcd's `HealthInterval`: a member not heard from for this long is not connected.
+const HEALTH_INTERVAL: Duration = Duration::from_secs(5);
+
+/// With a member of three down, the strict check (the default) refuses to add a voter (the
+/// four would need three connected) and to remove a live one (the two left would need both),
+/// each with etcd's `unhealthy cluster`, and the membership stays as it was; with
+/// `--strict-reconfig-check=false` the same add is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_reconfig_check_refuses_changes_that_would_lose_quorum() {
+    let flavor = target_flavor();
+    for strict in [true, false] {
+        let args: &[&str] = if strict {
+            &[]
+        } else {
+            &["--strict-reconfig-check=false"]
+        };
+        let mut cluster = Cluster::start(flavor, 3, args);
+        let leader_id = leader_of(&cluster.members[0]).await.expect("a leader");
+        let mut leader = 0;
+        for (i, m) in cluster.members.iter().enumerate() {
+            if m.ids().await.1 == leader_id {
+                leader = i;
+            }
+        }
+        let down = (leader + 1) % 3;
+        let live = (leader + 2) % 3;
+        let (_, down_id) = cluster.members[down].ids().await;
+        let live_id = cluster.members[live].ids().await.1;
+        cluster.members[down].kill();
+        // "Down" is a rule about elapsed time: the leader has heard nothing from the member
+        // for etcd's health interval, measured from the last bytes it took in from it.
+        let from_down = format!("etcd_network_peer_received_bytes_total{{From=\"{down_id:x}\"}}");
+        let via = &cluster.members[leader];
+        tokio::task::block_in_place(|| {
+            wait::metric_quiet_for(
+                via,
+                &from_down,
+                HEALTH_INTERVAL + Duration::from_secs(1),
+                wait::LIMIT,
+            )
+        });
+        let before = members(via).await.len();
+        let peer_urls = format!("--peer-urls=http://127.0.0.1:{}", free_port());
+        let endpoint = via.endpoint.clone();
+        let run = |args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            etcdctl(CtlVersion::V35, &endpoint, &args, None)
+        };
+        let added = run(&["member", "add", "extra", &peer_urls]);
+        if strict {
+            assert_ne!(added.code, 0, "member add with a member down: {}", added.stdout);
+            assert!(
+                added.stderr.contains("etcdserver: unhealthy cluster"),
+                "member add with a member down: {}",
+                added.stderr
+            );
+            let removed = run(&["member", "remove", &format!("{live_id:x}")]);
+            assert_ne!(removed.code, 0, "member remove of a live voter: {}", removed.stdout);
+            assert!(
+                removed.stderr.contains("etcdserver: unhealthy cluster"),
+                "member remove of a live voter with another down: {}",
+                removed.stderr
+            );
+            assert_eq!(members(via).await.len(), before, "the membership changed");
+        } else {
+            // Not refused by a check. etcd commits the add at once under the old
+            // configuration, and the four then lack a quorum until a member comes back; keel
+            // changes membership by joint consensus, which needs a quorum of the new
+            // configuration too, so the add waits for one and the caller's deadline answers.
+            match flavor {
+                Flavor::Etcd => {
+                    assert_eq!(added.code, 0, "member add, not strict: {}", added.stderr);
+                    assert!(added.stdout.contains(" added to cluster "), "{}", added.stdout);
+                }
+                Flavor::Keel => assert!(
+                    added.code != 0 && added.stderr.contains("etcdserver: request timed out"),
+                    "member add, not strict, with no quorum of four up: {}{}",
+                    added.stdout,
+                    added.stderr
+                ),
+            }
+            // Either way, once the member is back the cluster has four members, the new one
+            // not started yet.
+            cluster.members[down].respawn();
+            let via = &cluster.members[leader];
+            let url = peer_urls.trim_start_matches("--peer-urls=").to_string();
+            let deadline = Instant::now() + CATCH_UP;
+            loop {
+                let mut c = ClusterClient::new(via.channel().await);
+                let listed = c.member_list(MemberListRequest { linearizable: true }).await;
+                if let Ok(listed) = &listed
+                    && listed.get_ref().members.iter().any(|m| m.peer_ur_ls.contains(&url))
+                {
+                    assert_eq!(listed.get_ref().members.len(), 4);
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the added member is not listed {CATCH_UP:?} after the member came back: {listed:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
 }

@@ -136,6 +136,19 @@ fn nospace_alarm_refuses_writes_until_compact_defrag_and_disarm() {
     refused(&m, &["txn"], Some("\nput after small\n\n\n"));
     refused(&m, &["lease", "grant", "60"], None);
 
+    // Disarming alone frees nothing: the next put that does not fit is refused again and
+    // raises the alarm again.
+    assert_eq!(ok(&m, &["alarm", "disarm"], None), alarm);
+    assert_eq!(ok(&m, &["alarm", "list"], None), "");
+    let out = ctl(&m, &["put", "big"], Some(&value(&mut rng)));
+    assert_eq!(
+        (out.code != 0, out.stderr.trim_end().lines().last()),
+        (true, Some(format!("Error: {NO_SPACE}").as_str())),
+        "a put that does not fit, after a disarm without freeing space: {out:?}"
+    );
+    assert_eq!(ok(&m, &["alarm", "list"], None), alarm);
+    refused(&m, &["put", "after", "small"], None);
+
     // Compaction and defragmentation free the space, but the alarm stays until disarmed.
     let (_, revision, before) = status(&m);
     assert_eq!(
