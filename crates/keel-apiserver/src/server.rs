@@ -90,6 +90,12 @@ impl ApiServer {
         let addr = SocketAddr::new(config.bind_address, config.secure_port);
         let (tls, ca_pem) = serving_tls(&config)?;
         let (tokens, admin_token) = if config.plain_http {
+            if let Some(file) = &config.token_auth_file {
+                tracing::warn!(
+                    file = %file.display(),
+                    "--plain-http serves without authentication: --token-auth-file is not used"
+                );
+            }
             (None, String::new())
         } else {
             let (tokens, admin) = tokens(&config)?;

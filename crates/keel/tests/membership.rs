@@ -402,14 +402,22 @@ async fn strict_reconfig_check_refuses_changes_that_would_lose_quorum() {
         };
         let added = run(&["member", "add", "extra", &peer_urls]);
         if strict {
-            assert_ne!(added.code, 0, "member add with a member down: {}", added.stdout);
+            assert_ne!(
+                added.code, 0,
+                "member add with a member down: {}",
+                added.stdout
+            );
             assert!(
                 added.stderr.contains("etcdserver: unhealthy cluster"),
                 "member add with a member down: {}",
                 added.stderr
             );
             let removed = run(&["member", "remove", &format!("{live_id:x}")]);
-            assert_ne!(removed.code, 0, "member remove of a live voter: {}", removed.stdout);
+            assert_ne!(
+                removed.code, 0,
+                "member remove of a live voter: {}",
+                removed.stdout
+            );
             assert!(
                 removed.stderr.contains("etcdserver: unhealthy cluster"),
                 "member remove of a live voter with another down: {}",
@@ -424,7 +432,11 @@ async fn strict_reconfig_check_refuses_changes_that_would_lose_quorum() {
             match flavor {
                 Flavor::Etcd => {
                     assert_eq!(added.code, 0, "member add, not strict: {}", added.stderr);
-                    assert!(added.stdout.contains(" added to cluster "), "{}", added.stdout);
+                    assert!(
+                        added.stdout.contains(" added to cluster "),
+                        "{}",
+                        added.stdout
+                    );
                 }
                 Flavor::Keel => assert!(
                     added.code != 0 && added.stderr.contains("etcdserver: request timed out"),
@@ -441,9 +453,15 @@ async fn strict_reconfig_check_refuses_changes_that_would_lose_quorum() {
             let deadline = Instant::now() + CATCH_UP;
             loop {
                 let mut c = ClusterClient::new(via.channel().await);
-                let listed = c.member_list(MemberListRequest { linearizable: true }).await;
+                let listed = c
+                    .member_list(MemberListRequest { linearizable: true })
+                    .await;
                 if let Ok(listed) = &listed
-                    && listed.get_ref().members.iter().any(|m| m.peer_ur_ls.contains(&url))
+                    && listed
+                        .get_ref()
+                        .members
+                        .iter()
+                        .any(|m| m.peer_ur_ls.contains(&url))
                 {
                     assert_eq!(listed.get_ref().members.len(), 4);
                     break;
