@@ -125,8 +125,13 @@ fn write_torn_record(flavor: Flavor, path: &Path, rng: &mut Rng) -> String {
     )
 }
 
-/// Runs `rounds` kill/restart rounds; with `torn`, each restart follows a torn WAL tail.
+/// Runs `rounds` kill/restart rounds (`KEEL_CRASH_ROUNDS` overrides it, for a soak); with
+/// `torn`, each restart follows a torn WAL tail.
 async fn crash_rounds(rounds: usize, torn: bool) {
+    let rounds: usize = std::env::var("KEEL_CRASH_ROUNDS").map_or(rounds, |s| {
+        s.parse()
+            .unwrap_or_else(|_| panic!("KEEL_CRASH_ROUNDS must be a number, not `{s}`"))
+    });
     let seed = base_seed();
     eprintln!("crash test seed: KEEL_TEST_SEED={seed}");
     let mut rng = Rng::new(seed);
