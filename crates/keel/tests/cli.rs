@@ -13,8 +13,9 @@
 //! `--max-concurrent-streams` (etcd has it since 3.5.5) always run the keel binary.
 //!
 //! The effect of `--snapshot-count` is checked by `log_compaction` and `power_loss`, that of
-//! `--strict-reconfig-check` (on by default) by `membership`; `--heartbeat-interval` and
-//! `--election-timeout` are checked here for etcd's validation only (their effect is timing).
+//! `--strict-reconfig-check` (on and off) by `membership`, that of `--election-timeout` by
+//! `cluster`, that of `--bcrypt-cost` by `etcdctl_e2e`; `--heartbeat-interval` and
+//! `--election-timeout` are checked here for etcd's validation.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -6,7 +6,8 @@
 //! across a leader change (keel; etcd gives it its full TTL back, which the test checks too);
 //! `etcdctl move-leader` hands leadership to a chosen member (and a move to a member that is
 //! down is refused, the leader staying in its term); `etcdctl member list` shows every
-//! member with the name and URLs it published.
+//! member with the name and URLs it published; `--election-timeout` sets how long followers
+//! wait for a leader that died.
 //!
 //! Runs against keel (default) or a real etcd 3.5 cluster (`KEEL_TEST_TARGET=etcd`).
 
@@ -496,4 +497,41 @@ async fn member_list_shows_every_member_with_what_it_published() {
         .into_inner()
         .members;
     assert_eq!(listed(members), expected);
+}
+
+/// `--election-timeout` takes effect: with 4 s, no member elects a new leader within 3.5 s
+/// of the leader's kill (at etcd's default 1 s, one is elected in about a second), and one is
+/// elected after. A slow machine can only delay an election, never hasten it, so the bound
+/// cannot fail for want of speed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_election_timeout_flag_sets_how_long_followers_wait() {
+    const TIMEOUT: Duration = Duration::from_millis(4000);
+    let flag = format!("--election-timeout={}", TIMEOUT.as_millis());
+    let mut cluster = Cluster::start(target_flavor(), 3, &["--heartbeat-interval=100", &flag]);
+    let old = leader_of(&cluster.members[0]).await.expect("a leader");
+    let mut leader = 0;
+    for (i, m) in cluster.members.iter().enumerate() {
+        if m.ids().await.1 == old {
+            leader = i;
+        }
+    }
+    cluster.members[leader].kill();
+    // The followers last heard from the leader before the kill returned, so none may start
+    // an election before a whole timeout (less one heartbeat) has passed since.
+    let killed = Instant::now();
+    let quiet = TIMEOUT - Duration::from_millis(500);
+    let rest: Vec<usize> = (0..3).filter(|i| *i != leader).collect();
+    while killed.elapsed() < quiet {
+        for &i in &rest {
+            let seen = leader_of(&cluster.members[i]).await;
+            assert!(
+                seen.is_none() || seen == Some(old),
+                "member {i} has a new leader {seen:x?} {:?} after the kill, with a {TIMEOUT:?} \
+                 election timeout",
+                killed.elapsed()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    agreed_leader(&cluster, &rest, FAILOVER_LIMIT + TIMEOUT).await;
 }
