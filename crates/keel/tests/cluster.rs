@@ -508,13 +508,8 @@ async fn the_election_timeout_flag_sets_how_long_followers_wait() {
     const TIMEOUT: Duration = Duration::from_millis(4000);
     let flag = format!("--election-timeout={}", TIMEOUT.as_millis());
     let mut cluster = Cluster::start(target_flavor(), 3, &["--heartbeat-interval=100", &flag]);
-    let old = leader_of(&cluster.members[0]).await.expect("a leader");
-    let mut leader = 0;
-    for (i, m) in cluster.members.iter().enumerate() {
-        if m.ids().await.1 == old {
-            leader = i;
-        }
-    }
+    let leader = agreed_leader(&cluster, &[0, 1, 2], FAILOVER_LIMIT + TIMEOUT).await;
+    let old = cluster.members[leader].ids().await.1;
     cluster.members[leader].kill();
     // The followers last heard from the leader before the kill returned, so none may start
     // an election before a whole timeout (less one heartbeat) has passed since.
