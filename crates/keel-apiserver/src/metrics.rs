@@ -141,6 +141,7 @@ impl Metrics {
             "Counter of watchers closed due to unresponsiveness broken by resource type.",
             Family::clone(&terminated_watchers),
         );
+        registry.register_collector(Box::new(keel_process::ProcessCollector));
         Metrics {
             registry,
             requests,

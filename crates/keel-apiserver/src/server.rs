@@ -233,7 +233,12 @@ fn tokens(config: &Config) -> Result<(Tokens, String), StartError> {
     Ok((Tokens::load(&path)?, admin))
 }
 
-/// Accepts connections (TLS first when configured) and serves HTTP/1.1 or HTTP/2 on each.
+/// How long a client may take to finish its TLS handshake (Go's `net/http` default TLS
+/// handshake timeout), so connections that never speak cannot hold the connection budget.
+const TLS_HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Accepts connections (TLS first when configured) and serves HTTP/1.1 or HTTP/2 on each,
+/// within the process's connection budget.
 async fn serve(
     listener: TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
@@ -242,6 +247,9 @@ async fn serve(
     let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
     let mut backoff = std::time::Duration::from_millis(5);
     loop {
+        // Room for the connection first: past the process's bound, clients wait in the
+        // listen queue rather than take the descriptors the store's files need.
+        let permit = keel_process::connections::budget().admit().await;
         let (stream, _) = match listener.accept().await {
             Ok(accepted) => {
                 backoff = std::time::Duration::from_millis(5);
@@ -260,7 +268,10 @@ async fn serve(
         tokio::spawn(async move {
             let builder = ConnectionBuilder::new(TokioExecutor::new());
             let result = match acceptor {
-                Some(acceptor) => match acceptor.accept(stream).await {
+                Some(acceptor) => match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream))
+                    .await
+                    .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+                {
                     Ok(tls) => {
                         builder
                             .serve_connection_with_upgrades(TokioIo::new(tls), service)
@@ -280,6 +291,7 @@ async fn serve(
             if let Err(e) = result {
                 tracing::debug!(error = %e, "connection ended");
             }
+            drop(permit);
         });
     }
 }

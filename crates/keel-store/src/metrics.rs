@@ -340,6 +340,7 @@ impl Metrics {
             "Total number of watch streams",
             m.watch_streams.clone(),
         );
+        r.register_collector(Box::new(keel_process::ProcessCollector));
         Metrics { registry, ..m }
     }
 

@@ -148,7 +148,7 @@ fn connection_builder(max_streams: u32) -> ConnectionBuilder<TokioExecutor> {
 }
 
 /// Accepts client connections on `listener` and serves each in its own task with
-/// `dispatch`, for as long as the process runs.
+/// `dispatch`, for as long as the process runs, within the process's connection budget.
 async fn serve_clients(
     listener: TcpListener,
     dispatch: Dispatch,
@@ -156,6 +156,9 @@ async fn serve_clients(
 ) -> std::io::Result<()> {
     let mut backoff = Duration::ZERO;
     loop {
+        // Room for the connection first: past the process's bound, clients wait in the
+        // listen queue rather than take the descriptors the WAL and backend need.
+        let permit = keel_process::connections::budget().admit().await;
         let tcp = match listener.accept().await {
             Ok((tcp, _)) => tcp,
             // The peer went away before it was accepted: nothing to serve.
@@ -179,6 +182,7 @@ async fn serve_clients(
             if let Err(e) = connections.serve_connection(io, dispatch).await {
                 tracing::debug!(error = %e, "client connection ended with an error");
             }
+            drop(permit);
         });
     }
 }

@@ -31,6 +31,9 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // As Go's runtime does for etcd and kube-apiserver: the operator's hard limit, not a
+    // shell's default soft limit, bounds how many files and connections the process may hold.
+    keel_process::fd_limit::raise();
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()

@@ -4,53 +4,159 @@
 //! store through an in-process channel with the same etcd v3 client code it uses for a
 //! remote etcd; the store's client URL stays open for `etcdctl`. The folder is locked while
 //! it runs, so a second `keel up` on it stops with an error instead of sharing the store.
+//!
+//! Its flags are `keel apiserver`'s and `keel store`'s own (the same definitions, so a flag
+//! added to either is accepted here too), less the few that `keel up` sets itself.
 
 use std::fs::File;
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use clap::{Args, Parser};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, Command, FromArgMatches};
 
-/// `keel up`'s flags (the apiserver's and the store's own names).
-#[derive(Debug, Clone, Args)]
+/// The address the apiserver's channel to its own store names; it never leaves the process.
+const IN_PROCESS_STORE: &str = "http://in-process.keel";
+
+/// Flags `keel up` sets itself, with why, refused when given.
+const SET_BY_UP: [(&str, &str); 4] = [
+    (
+        "etcd_servers",
+        "the apiserver uses the store keel up runs (use keel apiserver for another store)",
+    ),
+    ("cert_dir", "certificates are kept in DIR/apiserver"),
+    (
+        "initial_cluster",
+        "keel up's store is a cluster of one member named by --name",
+    ),
+    (
+        "initial_cluster_state",
+        "keel up's store is a new cluster of one member, or the one already in --data-dir",
+    ),
+];
+
+/// `keel up`'s defaults where they differ from `keel apiserver`'s and `keel store`'s: serve on
+/// loopback only, and keep everything in one folder of the current directory.
+const UP_DEFAULTS: [(&str, &str); 5] = [
+    ("bind_address", "127.0.0.1"),
+    ("data_dir", "keel.data"),
+    ("listen_client_urls", "http://127.0.0.1:2379"),
+    ("listen_peer_urls", "http://127.0.0.1:2380"),
+    ("controllers", "*"),
+];
+
+/// `keel up`'s flags: every `keel apiserver` and `keel store` flag that applies to one process
+/// serving both.
+#[derive(Debug, Clone)]
 pub struct UpArgs {
-    /// The folder for all state: the store's data, the apiserver's certificates and tokens,
-    /// and the admin kubeconfig.
-    #[arg(long, default_value = "keel.data")]
     data_dir: PathBuf,
-    /// The IP address the apiserver serves on.
-    #[arg(long, default_value = "127.0.0.1")]
-    bind_address: IpAddr,
-    /// The port the apiserver serves HTTPS on.
-    #[arg(long, default_value_t = 6443)]
-    secure_port: u16,
-    /// The store's client URLs (for etcdctl), comma-separated.
-    #[arg(long, default_value = "http://127.0.0.1:2379")]
-    listen_client_urls: String,
-    /// The store's peer URLs, comma-separated.
-    #[arg(long, default_value = "http://127.0.0.1:2380")]
-    listen_peer_urls: String,
-    /// How often the apiserver compacts the store; 0 disables.
-    #[arg(long, default_value = "5m")]
-    etcd_compaction_interval: String,
-    /// How long events are kept.
-    #[arg(long, default_value = "1h")]
-    event_ttl: String,
+    apiserver: keel_apiserver::Config,
+    store: keel_store::Config,
 }
 
-/// The store's flags, as `keel store` would read them.
-#[derive(Parser)]
-struct StoreFlags {
-    #[command(flatten)]
-    config: keel_store::Config,
+impl Args for UpArgs {
+    fn augment_args(cmd: Command) -> Command {
+        let apiserver = ids(keel_apiserver::Config::augment_args(Command::new("apiserver")));
+        let store = ids(keel_store::Config::augment_args(Command::new("store")));
+        // Both flag structs are named `Config`, so clap would give both argument groups that
+        // name: the apiserver's is renamed before the store's is added.
+        let cmd = keel_apiserver::Config::augment_args(cmd).mut_group("Config", |g| g.id("apiserver"));
+        let mut cmd = keel_store::Config::augment_args(cmd);
+        cmd = cmd.mut_args(|arg| {
+            let id = arg.get_id().to_string();
+            let id = id.as_str();
+            let heading = if store.iter().any(|s| s == id) {
+                "Store flags (as keel store)"
+            } else if apiserver.iter().any(|a| a == id) {
+                "API server flags (as keel apiserver)"
+            } else {
+                return arg;
+            };
+            // keel up reads flags only: an ETCD_* variable meant for another member must not
+            // reconfigure it.
+            let arg = arg.env(None).help_heading(heading);
+            match SET_BY_UP.iter().find(|(set, _)| *set == id) {
+                Some(_) => arg.hide(true).required(false),
+                None => arg,
+            }
+        });
+        for (id, value) in UP_DEFAULTS {
+            if cmd.get_arguments().any(|a| a.get_id() == id) {
+                cmd = cmd.mut_arg(id, |a| a.default_value(value));
+            }
+        }
+        cmd.mut_arg("etcd_servers", |a| a.default_value(IN_PROCESS_STORE))
+            .mut_arg("advertise_client_urls", |a| {
+                a.hide_default_value(true)
+                    .help("Comma-separated client URLs advertised to clients [default: the --listen-client-urls]")
+            })
+            .mut_arg("initial_advertise_peer_urls", |a| {
+                a.hide_default_value(true)
+                    .help("Comma-separated peer URLs advertised to members joining later [default: the --listen-peer-urls]")
+            })
+            .mut_arg("data_dir", |a| {
+                a.help_heading(None::<&str>).help(
+                    "The folder for all state: the store's data (DIR/store), the apiserver's \
+                     certificates and tokens (DIR/apiserver) and the admin kubeconfig \
+                     (DIR/kubeconfig)",
+                )
+            })
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
 }
 
-/// The apiserver's flags, as `keel apiserver` would read them.
-#[derive(Parser)]
-struct ApiserverFlags {
-    #[command(flatten)]
-    config: keel_apiserver::Config,
+impl FromArgMatches for UpArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let given = |id: &str| {
+            matches!(
+                matches.try_get_raw(id).ok().flatten().map(|_| matches.value_source(id)),
+                Some(Some(ValueSource::CommandLine))
+            )
+        };
+        for (id, why) in SET_BY_UP {
+            if given(id) {
+                return Err(clap::Error::raw(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!("--{} does not apply to keel up: {why}\n", id.replace('_', "-")),
+                ));
+            }
+        }
+        let mut apiserver = keel_apiserver::Config::from_arg_matches(matches)?;
+        let mut store = keel_store::Config::from_arg_matches(matches)?;
+        let data_dir = store.data_dir.take().unwrap_or_else(|| "keel.data".into());
+        apiserver.etcd_servers = vec![IN_PROCESS_STORE.to_string()];
+        apiserver.cert_dir = data_dir.join("apiserver");
+        store.data_dir = Some(data_dir.join("store"));
+        if !given("advertise_client_urls") {
+            store.advertise_client_urls = store.listen_client_urls.clone();
+        }
+        if !given("initial_advertise_peer_urls") {
+            store.initial_advertise_peer_urls = store.listen_peer_urls.clone();
+        }
+        let first_peer = store.initial_advertise_peer_urls.split(',').next();
+        store.initial_cluster = format!("{}={}", store.name, first_peer.unwrap_or_default());
+        store.initial_cluster_state = "new".into();
+        Ok(UpArgs {
+            data_dir,
+            apiserver,
+            store,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+/// The ids of a command's arguments.
+fn ids(cmd: Command) -> Vec<String> {
+    cmd.get_arguments()
+        .map(|a| a.get_id().to_string())
+        .collect()
 }
 
 /// Runs both until a signal or a failure of either.
@@ -60,47 +166,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     keel_wal::dir::create_all(&args.data_dir)
         .with_context(|| format!("cannot create the data folder {}", args.data_dir.display()))?;
     let _lock = lock(&args.data_dir)?;
-    let store_dir = args.data_dir.join("store");
-    let first_peer = args.listen_peer_urls.split(',').next().unwrap_or_default();
-    let store = StoreFlags::try_parse_from([
-        "keel-store".into(),
-        "--data-dir".into(),
-        store_dir.display().to_string(),
-        "--listen-client-urls".into(),
-        args.listen_client_urls.clone(),
-        "--advertise-client-urls".into(),
-        args.listen_client_urls.clone(),
-        "--listen-peer-urls".into(),
-        args.listen_peer_urls.clone(),
-        "--initial-advertise-peer-urls".into(),
-        args.listen_peer_urls.clone(),
-        "--initial-cluster".into(),
-        format!("default={first_peer}"),
-    ])
-    .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim()))?
-    .config;
-    let store = keel_store::StoreHandle::start(store).await?;
-    let apiserver_dir = args.data_dir.join("apiserver");
-    let apiserver = ApiserverFlags::try_parse_from([
-        "keel-apiserver".into(),
-        "--etcd-servers".into(),
-        "http://in-process.keel".into(),
-        "--bind-address".into(),
-        args.bind_address.to_string(),
-        "--secure-port".into(),
-        args.secure_port.to_string(),
-        "--cert-dir".into(),
-        apiserver_dir.display().to_string(),
-        "--etcd-compaction-interval".into(),
-        args.etcd_compaction_interval.clone(),
-        "--event-ttl".into(),
-        args.event_ttl.clone(),
-    ])
-    .map_err(|e| anyhow::anyhow!("{}", e.to_string().trim()))?
-    .config;
+    let store = keel_store::StoreHandle::start(args.store).await?;
     let kubeconfig = args.data_dir.join("kubeconfig");
     let server = keel_apiserver::ApiServer::start(
-        apiserver,
+        args.apiserver,
         store.in_process_channel(),
         Some(kubeconfig.clone()),
     )
@@ -137,5 +206,61 @@ fn lock(dir: &Path) -> anyhow::Result<File> {
         Err(std::fs::TryLockError::Error(e)) => {
             Err(e).with_context(|| format!("cannot lock {}", path.display()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use std::ffi::OsString;
+
+    #[derive(Parser)]
+    struct Up {
+        #[command(flatten)]
+        args: UpArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<UpArgs, clap::Error> {
+        let args = std::iter::once("up").chain(extra.iter().copied());
+        Up::try_parse_from(args.map(OsString::from)).map(|u| u.args)
+    }
+
+    #[test]
+    fn every_folder_and_url_follows_from_the_data_dir_and_the_listen_urls() {
+        let up = parse(&["--data-dir", "/tmp/k", "--listen-peer-urls", "http://127.0.0.1:9"])
+            .unwrap();
+        assert_eq!(up.data_dir, PathBuf::from("/tmp/k"));
+        assert_eq!(up.store.data_dir, Some(PathBuf::from("/tmp/k/store")));
+        assert_eq!(up.apiserver.cert_dir, PathBuf::from("/tmp/k/apiserver"));
+        assert_eq!(up.apiserver.etcd_servers, vec![IN_PROCESS_STORE.to_string()]);
+        assert_eq!(up.store.initial_cluster, "default=http://127.0.0.1:9");
+        assert_eq!(up.store.advertise_client_urls, "http://127.0.0.1:2379");
+        assert_eq!(up.apiserver.bind_address.to_string(), "127.0.0.1");
+    }
+
+    #[test]
+    fn flags_of_both_commands_are_accepted() {
+        let up = parse(&[
+            "--max-requests-inflight=7",
+            "--watch-cache=false",
+            "--quota-backend-bytes=1048576",
+            "--snapshot-count=5",
+            "--name=solo",
+        ])
+        .unwrap();
+        assert_eq!(up.apiserver.max_requests_inflight, 7);
+        assert!(!up.apiserver.watch_cache);
+        assert_eq!(up.store.quota_backend_bytes, 1 << 20);
+        assert_eq!(up.store.snapshot_count, 5);
+        assert_eq!(up.store.initial_cluster, "solo=http://127.0.0.1:2380");
+    }
+
+    #[test]
+    fn flags_keel_up_sets_itself_are_refused_with_the_reason() {
+        let err = parse(&["--etcd-servers=http://10.0.0.1:2379"]).unwrap_err();
+        assert!(err.to_string().contains("--etcd-servers does not apply to keel up"));
+        let err = parse(&["--initial-cluster=a=http://x:1"]).unwrap_err();
+        assert!(err.to_string().contains("cluster of one member"), "{err}");
     }
 }

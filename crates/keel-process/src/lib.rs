@@ -1,0 +1,12 @@
+//! The process's own resources, as both `keel store` and `keel apiserver` (and `keel up`,
+//! which runs both) need them: the file-descriptor limit raised at start ([`fd_limit`]), a
+//! process-wide bound on accepted connections that keeps a reserve of descriptors for the
+//! store's own files ([`connections`]), and the `process_*` metrics Go programs such as etcd
+//! and kube-apiserver export ([`metrics`]).
+
+pub mod connections;
+pub mod fd_limit;
+pub mod metrics;
+
+pub use connections::{ConnectionBudget, ConnectionPermit};
+pub use metrics::ProcessCollector;
