@@ -109,7 +109,7 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished());
         drop(first);
-        waiting.await.unwrap();
+        let _third = waiting.await.unwrap();
         assert_eq!(budget.open(), 2);
     }
 }
