@@ -65,8 +65,28 @@ pub struct ApiServer {
     serving: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
-/// A channel to the etcd servers of `--etcd-servers` (connected lazily, balanced over all).
-pub fn connect(servers: &[String]) -> Result<Channel, StartError> {
+/// The apiserver's connections to its store: one for requests and one for watches, so that
+/// no burst of requests, nor their cancellations, can end the watches the watch caches live
+/// on. The same for an embedded store (two in-process connections) and a remote one.
+#[derive(Debug, Clone)]
+pub struct StoreLink {
+    /// Gets, lists, writes, leases and compactions.
+    pub requests: Channel,
+    /// Watches.
+    pub watches: Channel,
+}
+
+/// The connections to the etcd servers of `--etcd-servers` (connected lazily, balanced over
+/// all).
+pub fn connect(servers: &[String]) -> Result<StoreLink, StartError> {
+    Ok(StoreLink {
+        requests: balanced(servers)?,
+        watches: balanced(servers)?,
+    })
+}
+
+/// A channel balanced over `servers`.
+fn balanced(servers: &[String]) -> Result<Channel, StartError> {
     let mut endpoints = Vec::new();
     for url in servers {
         let endpoint = Endpoint::from_shared(url.clone())
@@ -79,11 +99,11 @@ pub fn connect(servers: &[String]) -> Result<Channel, StartError> {
 }
 
 impl ApiServer {
-    /// Starts serving `config` on the store behind `channel`; the admin kubeconfig goes to
+    /// Starts serving `config` on the store behind `store`; the admin kubeconfig goes to
     /// `kubeconfig` (default: `--cert-dir`/kubeconfig).
     pub async fn start(
         config: Config,
-        channel: Channel,
+        store: StoreLink,
         kubeconfig: Option<PathBuf>,
     ) -> Result<ApiServer, StartError> {
         config.validate().map_err(StartError::Config)?;
@@ -126,7 +146,7 @@ impl ApiServer {
             Some(path)
         };
         let metrics = Arc::new(Metrics::new());
-        let storage = Etcd3::new(channel);
+        let storage = Etcd3::new(store.requests).with_watch_channel(store.watches);
         let registry = Arc::new(Registry::new(
             storage,
             KeyLayout::new(&config.etcd_prefix),
@@ -266,22 +286,27 @@ async fn serve(
         let service = TowerToHyperService::new(router.clone());
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
-            let builder = ConnectionBuilder::new(TokioExecutor::new());
+            let mut builder = ConnectionBuilder::new(TokioExecutor::new());
+            builder.http2().max_pending_accept_reset_streams(
+                keel_process::connections::MAX_PENDING_ACCEPT_RESETS,
+            );
             let result = match acceptor {
-                Some(acceptor) => match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream))
-                    .await
-                    .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
-                {
-                    Ok(tls) => {
-                        builder
-                            .serve_connection_with_upgrades(TokioIo::new(tls), service)
-                            .await
+                Some(acceptor) => {
+                    match tokio::time::timeout(TLS_HANDSHAKE, acceptor.accept(stream))
+                        .await
+                        .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+                    {
+                        Ok(tls) => {
+                            builder
+                                .serve_connection_with_upgrades(TokioIo::new(tls), service)
+                                .await
+                        }
+                        Err(e) => {
+                            tracing::debug!(error = %e, "TLS handshake failed");
+                            return;
+                        }
                     }
-                    Err(e) => {
-                        tracing::debug!(error = %e, "TLS handshake failed");
-                        return;
-                    }
-                },
+                }
                 None => {
                     builder
                         .serve_connection_with_upgrades(TokioIo::new(stream), service)

@@ -184,9 +184,12 @@ async fn timed<T>(
     }
 }
 
+/// How many times a setup request answered 429 is sent.
+const SETUP_ATTEMPTS: u32 = 30;
+
 /// Sends `method` to every path, `SETUP_CONCURRENCY` at a time, with `body(i)` for path `i`;
-/// fails with the first answer that is neither a success nor 404/409 (already gone, already
-/// there).
+/// a 429 is retried a second later; fails with the first answer that is neither a success nor
+/// 404/409 (already gone, already there).
 async fn for_all(
     conn: &Conn,
     paths: Vec<String>,
@@ -201,7 +204,19 @@ async fn for_all(
         async move {
             let mut conn = conn.fork().await?;
             for i in (w..paths.len()).step_by(SETUP_CONCURRENCY) {
-                let answer = timed(limit, conn.call(method.clone(), &paths[i], body(i))).await?;
+                // A server shedding load (429) is asked again after its Retry-After second,
+                // as client-go does.
+                let mut attempts = 0;
+                let answer = loop {
+                    let answer =
+                        timed(limit, conn.call(method.clone(), &paths[i], body(i))).await?;
+                    attempts += 1;
+                    if answer.status != StatusCode::TOO_MANY_REQUESTS || attempts == SETUP_ATTEMPTS
+                    {
+                        break answer;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                };
                 let status = answer.status;
                 if !(status.is_success()
                     || status == StatusCode::NOT_FOUND

@@ -141,6 +141,7 @@ fn connection_builder(max_streams: u32) -> ConnectionBuilder<TokioExecutor> {
         .http2()
         .timer(TokioTimer::new())
         .adaptive_window(true)
+        .max_pending_accept_reset_streams(keel_process::connections::MAX_PENDING_ACCEPT_RESETS)
         .max_concurrent_streams(Some(max_streams).filter(|&n| n != 0 && n != u32::MAX));
     // hyper enforces its HTTP/1.1 header read timeout only with a timer.
     builder.http1().timer(TokioTimer::new());

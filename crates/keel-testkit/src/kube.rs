@@ -33,6 +33,8 @@ pub struct Kube {
     pub store_url: String,
     child: Child,
     args: Vec<String>,
+    /// The open-file limit it runs under (`prlimit --nofile`), if the test sets one.
+    open_files: Option<u64>,
     log: PathBuf,
     _etcd: Option<Server>,
     _tmp: tempfile::TempDir,
@@ -83,6 +85,50 @@ impl Kube {
         )
     }
 
+    /// Starts `keel up` in a scratch folder with `flags` added to its command line (any
+    /// `keel apiserver` or `keel store` flag), and waits until `/readyz` answers `ok`.
+    pub fn start_up_with(flags: &[&str]) -> Kube {
+        let tmp = scratch();
+        let dir = tmp.path().join("keel.data");
+        let (mut args, client) = up_args(&dir);
+        args.extend(flags.iter().map(|f| f.to_string()));
+        Kube::launch(tmp, Stack::Up, args, dir.join("kubeconfig"), client, None)
+    }
+
+    /// Starts `keel up` with `flags` under an open-file limit of `open_files` (soft and hard,
+    /// as `prlimit --nofile` sets them), and waits until `/readyz` answers `ok`.
+    pub fn start_up_with_open_files(open_files: u64, flags: &[&str]) -> Kube {
+        let tmp = scratch();
+        let dir = tmp.path().join("keel.data");
+        let (mut args, client) = up_args(&dir);
+        args.extend(flags.iter().map(|f| f.to_string()));
+        let log = tmp.path().join("server.log");
+        let mut kube = Kube {
+            stack: Stack::Up,
+            kubeconfig: dir.join("kubeconfig"),
+            scratch: tmp.path().to_path_buf(),
+            store_url: client,
+            child: spawn(&args, &log, Some(open_files)),
+            args,
+            open_files: Some(open_files),
+            log,
+            _etcd: None,
+            _tmp: tmp,
+        };
+        kube.wait_ready();
+        kube
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the server process is still running.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Starts `keel up` with its data folder at `data_dir` (which may be on a
     /// [`crate::disk::Disk`]), its log in a scratch folder of its own, and waits until
     /// `/readyz` answers `ok`.
@@ -103,7 +149,7 @@ impl Kube {
     ) -> Kube {
         let scratch = tmp.path().to_path_buf();
         let log = scratch.join("server.log");
-        let child = spawn(&args, &log);
+        let child = spawn(&args, &log, None);
         let mut kube = Kube {
             stack,
             kubeconfig,
@@ -111,6 +157,7 @@ impl Kube {
             store_url,
             child,
             args,
+            open_files: None,
             log,
             _etcd: etcd,
             _tmp: tmp,
@@ -149,7 +196,7 @@ impl Kube {
     pub fn kill_and_restart(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = spawn(&self.args, &self.log);
+        self.child = spawn(&self.args, &self.log, self.open_files);
         self.wait_ready();
     }
 
@@ -163,7 +210,7 @@ impl Kube {
     /// waiting for it to be ready (see [`Kube::kill_and_restart`]).
     pub fn respawn(&mut self) {
         self.kill();
-        self.child = spawn(&self.args, &self.log);
+        self.child = spawn(&self.args, &self.log, self.open_files);
     }
 
     /// The server's log so far.
@@ -248,7 +295,7 @@ fn apiserver_args(etcd_servers: &str, certs: &Path) -> Vec<String> {
 }
 
 /// Starts `keel` with `args`, appending its output to `log`.
-fn spawn(args: &[String], log: &Path) -> Child {
+fn spawn(args: &[String], log: &Path, open_files: Option<u64>) -> Child {
     let open = || {
         fs::OpenOptions::new()
             .create(true)
@@ -256,7 +303,15 @@ fn spawn(args: &[String], log: &Path) -> Child {
             .open(log)
             .expect("open the server log")
     };
-    Command::new(keel_bin())
+    let mut command = match open_files {
+        Some(n) => {
+            let mut c = Command::new("prlimit");
+            c.arg(format!("--nofile={n}:{n}")).arg("--").arg(keel_bin());
+            c
+        }
+        None => Command::new(keel_bin()),
+    };
+    command
         .args(args)
         .stdin(Stdio::null())
         .stdout(open())

@@ -29,6 +29,10 @@ enum Command {
     Bench(Box<keel_bench::BenchArgs>),
 }
 
+/// What is logged unless `RUST_LOG` says otherwise. openraft warns each time the caller of a
+/// write has gone before its answer (a client that gave up under load): not worth a line each.
+const DEFAULT_LOG: &str = "info,openraft=warn,openraft::raft::responder=error";
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // As Go's runtime does for etcd and kube-apiserver: the operator's hard limit, not a
@@ -36,8 +40,7 @@ fn main() -> std::process::ExitCode {
     keel_process::fd_limit::raise();
     tracing_subscriber::fmt()
         .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| EnvFilter::new("info,openraft=warn")),
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG)),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -78,8 +81,8 @@ async fn run_store(config: keel_store::Config) -> anyhow::Result<()> {
 }
 
 async fn run_apiserver(config: keel_apiserver::Config) -> anyhow::Result<()> {
-    let channel = keel_apiserver::server::connect(&config.etcd_servers)?;
-    let server = keel_apiserver::ApiServer::start(config, channel, None).await?;
+    let store = keel_apiserver::server::connect(&config.etcd_servers)?;
+    let server = keel_apiserver::ApiServer::start(config, store, None).await?;
     match &server.kubeconfig {
         Some(path) => eprintln!(
             "keel apiserver is serving on {}; try: kubectl --kubeconfig {} get namespaces",

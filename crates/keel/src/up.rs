@@ -56,11 +56,14 @@ pub struct UpArgs {
 
 impl Args for UpArgs {
     fn augment_args(cmd: Command) -> Command {
-        let apiserver = ids(keel_apiserver::Config::augment_args(Command::new("apiserver")));
+        let apiserver = ids(keel_apiserver::Config::augment_args(Command::new(
+            "apiserver",
+        )));
         let store = ids(keel_store::Config::augment_args(Command::new("store")));
         // Both flag structs are named `Config`, so clap would give both argument groups that
         // name: the apiserver's is renamed before the store's is added.
-        let cmd = keel_apiserver::Config::augment_args(cmd).mut_group("Config", |g| g.id("apiserver"));
+        let cmd =
+            keel_apiserver::Config::augment_args(cmd).mut_group("Config", |g| g.id("apiserver"));
         let mut cmd = keel_store::Config::augment_args(cmd);
         cmd = cmd.mut_args(|arg| {
             let id = arg.get_id().to_string();
@@ -112,7 +115,11 @@ impl FromArgMatches for UpArgs {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
         let given = |id: &str| {
             matches!(
-                matches.try_get_raw(id).ok().flatten().map(|_| matches.value_source(id)),
+                matches
+                    .try_get_raw(id)
+                    .ok()
+                    .flatten()
+                    .map(|_| matches.value_source(id)),
                 Some(Some(ValueSource::CommandLine))
             )
         };
@@ -120,7 +127,10 @@ impl FromArgMatches for UpArgs {
             if given(id) {
                 return Err(clap::Error::raw(
                     clap::error::ErrorKind::ArgumentConflict,
-                    format!("--{} does not apply to keel up: {why}\n", id.replace('_', "-")),
+                    format!(
+                        "--{} does not apply to keel up: {why}\n",
+                        id.replace('_', "-")
+                    ),
                 ));
             }
         }
@@ -170,7 +180,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let kubeconfig = args.data_dir.join("kubeconfig");
     let server = keel_apiserver::ApiServer::start(
         args.apiserver,
-        store.in_process_channel(),
+        keel_apiserver::server::StoreLink {
+            requests: store.in_process_channel(),
+            watches: store.in_process_channel(),
+        },
         Some(kubeconfig.clone()),
     )
     .await?;
@@ -228,12 +241,20 @@ mod tests {
 
     #[test]
     fn every_folder_and_url_follows_from_the_data_dir_and_the_listen_urls() {
-        let up = parse(&["--data-dir", "/tmp/k", "--listen-peer-urls", "http://127.0.0.1:9"])
-            .unwrap();
+        let up = parse(&[
+            "--data-dir",
+            "/tmp/k",
+            "--listen-peer-urls",
+            "http://127.0.0.1:9",
+        ])
+        .unwrap();
         assert_eq!(up.data_dir, PathBuf::from("/tmp/k"));
         assert_eq!(up.store.data_dir, Some(PathBuf::from("/tmp/k/store")));
         assert_eq!(up.apiserver.cert_dir, PathBuf::from("/tmp/k/apiserver"));
-        assert_eq!(up.apiserver.etcd_servers, vec![IN_PROCESS_STORE.to_string()]);
+        assert_eq!(
+            up.apiserver.etcd_servers,
+            vec![IN_PROCESS_STORE.to_string()]
+        );
         assert_eq!(up.store.initial_cluster, "default=http://127.0.0.1:9");
         assert_eq!(up.store.advertise_client_urls, "http://127.0.0.1:2379");
         assert_eq!(up.apiserver.bind_address.to_string(), "127.0.0.1");
@@ -259,7 +280,10 @@ mod tests {
     #[test]
     fn flags_keel_up_sets_itself_are_refused_with_the_reason() {
         let err = parse(&["--etcd-servers=http://10.0.0.1:2379"]).unwrap_err();
-        assert!(err.to_string().contains("--etcd-servers does not apply to keel up"));
+        assert!(
+            err.to_string()
+                .contains("--etcd-servers does not apply to keel up")
+        );
         let err = parse(&["--initial-cluster=a=http://x:1"]).unwrap_err();
         assert!(err.to_string().contains("cluster of one member"), "{err}");
     }

@@ -73,6 +73,11 @@ pub enum StorageError {
     /// A request the caller got wrong (a bad continue token, a resourceVersion with one).
     #[error("{0}")]
     BadRequest(String),
+    /// The store sheds load (etcd's `etcdserver: too many requests`): answered 429 with
+    /// Retry-After, as the apiserver's own in-flight limits answer, so clients back off and
+    /// retry instead of failing on a 500.
+    #[error("{0}")]
+    TooManyRequests(String),
     /// The store failed or could not be reached.
     #[error("{0}")]
     Internal(String),
@@ -346,6 +351,17 @@ impl Status {
                 Status::failure(400, "BadRequest", message.clone())
             }
             StorageError::Rejected(status) => (**status).clone(),
+            StorageError::TooManyRequests(message) => Status {
+                details: Some(Box::new(Details {
+                    retry_after_seconds: Some(1),
+                    ..Details::default()
+                })),
+                ..Status::failure(
+                    429,
+                    "TooManyRequests",
+                    format!("Too many requests, please try again later: {message}"),
+                )
+            },
             StorageError::Internal(message) => Status {
                 details: Some(Box::new(Details {
                     causes: vec![Cause {

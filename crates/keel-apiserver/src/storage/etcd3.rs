@@ -91,6 +91,8 @@ pub struct ListPage {
 #[derive(Debug, Clone)]
 pub struct Etcd3 {
     channel: Channel,
+    /// The connection watches use (see [`Etcd3::with_watch_channel`]).
+    watch_channel: Channel,
     kv: KvClient<Channel>,
     /// The lease TTL writes reuse (see [`super::lease_reuse`]).
     leases: Arc<Mutex<LeaseReuse>>,
@@ -101,9 +103,24 @@ impl Etcd3 {
     pub fn new(channel: Channel) -> Etcd3 {
         Etcd3 {
             kv: KvClient::new(channel.clone()).max_decoding_message_size(usize::MAX),
+            watch_channel: channel.clone(),
             channel,
             leases: Arc::default(),
         }
+    }
+
+    /// The same store, with its watches on `watches`: a connection of their own, so no burst
+    /// of requests (nor a server closing their connection under it) can end a watch.
+    pub fn with_watch_channel(self, watches: Channel) -> Etcd3 {
+        Etcd3 {
+            watch_channel: watches,
+            ..self
+        }
+    }
+
+    /// The channel watches use.
+    pub(super) fn watch_channel(&self) -> Channel {
+        self.watch_channel.clone()
     }
 
     /// The channel to the store, for the other services (Watch, Lease).
@@ -514,11 +531,14 @@ fn header_revision(header: Option<&keel_proto::etcdserverpb::ResponseHeader>) ->
     header.map_or(0, |h| h.revision)
 }
 
-/// An etcd error of a `what` request: a compacted revision is 410 Expired, anything else an
-/// internal error naming the store's message.
+/// An etcd error of a `what` request: a compacted revision is 410 Expired, the store shedding
+/// load 429, anything else an internal error naming the store's message.
 fn from_etcd(e: tonic::Status, what: &'static str) -> StorageError {
     if e.message().contains("required revision has been compacted") {
         return StorageError::Expired { of: "list" };
+    }
+    if e.code() == tonic::Code::ResourceExhausted && e.message().contains("too many requests") {
+        return StorageError::TooManyRequests(e.message().to_string());
     }
     StorageError::Internal(format!("etcd {what}: {}", e.message()))
 }

@@ -175,7 +175,7 @@ impl Etcd3 {
             "hasleader",
             tonic::metadata::MetadataValue::from_static("true"),
         );
-        let mut responses = WatchClient::new(self.channel())
+        let mut responses = WatchClient::new(self.watch_channel())
             .max_decoding_message_size(usize::MAX)
             .watch(request)
             .await

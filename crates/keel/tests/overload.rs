@@ -1,0 +1,201 @@
+//! Overload, done right: past its capacity `keel up` sheds load with 429 and Retry-After and
+//! nothing else (no 5xx, no end of the store watches its watch caches live on, no exit, no
+//! acknowledged write lost), and no number of client connections can take the descriptors
+//! its store needs to write.
+
+use std::net::TcpStream;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use keel_testkit::keel_bin;
+use keel_testkit::kube::Kube;
+use serde_json::Value;
+
+/// Runs `keel bench apiserver` against `kube` with `flags` and returns its JSON report.
+fn bench(kube: &Kube, flags: &[&str]) -> Value {
+    let out = bench_command(kube, flags).output().expect("run keel bench");
+    report(kube, &out)
+}
+
+fn bench_command(kube: &Kube, flags: &[&str]) -> Command {
+    let mut command = Command::new(keel_bin());
+    command
+        .args(["bench", "apiserver", "--json", "--kubeconfig"])
+        .arg(&kube.kubeconfig)
+        .args(flags);
+    command
+}
+
+/// The JSON report of a finished run (a run with failed updates exits non-zero but still
+/// reports).
+fn report(kube: &Kube, out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| l.starts_with('{'));
+    serde_json::from_str(line.unwrap_or("")).unwrap_or_else(|_| {
+        panic!(
+            "keel bench printed no report ({}):\n{stdout}\n{}\nserver log:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr),
+            kube.log()
+        )
+    })
+}
+
+/// The sum of the samples of `name` in the server's `/metrics` whose labels contain `with`.
+fn metric(kube: &Kube, name: &str, with: &str) -> f64 {
+    let text = kube.kubectl_ok(&["get", "--raw", "/metrics"]);
+    text.lines()
+        .filter(|l| {
+            l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']) && l.contains(with)
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn keel_up_at_twice_its_capacity_answers_only_200s_and_429s() {
+    // Low in-flight limits, so the limits and not the machine decide the capacity, as on a
+    // real control plane sized for its load.
+    let mut kube = Kube::start_up_with(&[
+        "--max-requests-inflight=8",
+        "--max-mutating-requests-inflight=4",
+    ]);
+    let restarts_before = metric(&kube, "apiserver_watch_cache_initializations_total", "");
+
+    // What it can serve: renewers without a rate limit.
+    let capacity = bench(
+        &kube,
+        &[
+            "--clients",
+            "8",
+            "--rate",
+            "0",
+            "--watchers",
+            "0",
+            "--duration",
+            "8s",
+        ],
+    );
+    let capacity = capacity["update_rate"].as_f64().expect("update_rate");
+    assert!(capacity > 0.0, "nothing was served at all:\n{}", kube.log());
+
+    // Twice that for a minute, from many more clients than the limits admit, watched.
+    let rate = ((capacity * 2.0).ceil() as u64).max(2).to_string();
+    let run = bench(
+        &kube,
+        &[
+            "--clients",
+            "64",
+            "--clients-per-conn",
+            "16",
+            "--rate",
+            &rate,
+            "--watchers",
+            "4",
+            "--duration",
+            "60s",
+            "--request-timeout",
+            "60s",
+            "--drain-timeout",
+            "60s",
+        ],
+    );
+    let errors = run["error_kinds"].as_object().cloned().unwrap_or_default();
+    let shed: u64 = errors
+        .iter()
+        .filter(|(message, _)| message.contains("429"))
+        .map(|(_, n)| n.as_u64().unwrap_or(0))
+        .sum();
+    let other: Vec<_> = errors
+        .iter()
+        .filter(|(message, _)| !message.contains("429"))
+        .collect();
+    assert!(
+        other.is_empty(),
+        "answers other than 200, 409 and 429: {other:?}\n{run}"
+    );
+    assert!(shed > 0, "the load did not exceed the limits: {run}");
+    assert!(run["updates"].as_u64().unwrap_or(0) > 0, "{run}");
+    // Every acknowledged update is in the store: each reached every watcher.
+    for field in [
+        "lost",
+        "duplicates",
+        "mismatched",
+        "out_of_order",
+        "restarts",
+    ] {
+        assert_eq!(run[field].as_u64(), Some(0), "{field}: {run}");
+    }
+
+    assert!(kube.is_running(), "keel up exited:\n{}", kube.log());
+    assert_eq!(
+        metric(&kube, "apiserver_request_total", "code=\"5"),
+        0.0,
+        "5xx answers counted in /metrics"
+    );
+    assert_eq!(
+        metric(&kube, "apiserver_watch_cache_initializations_total", ""),
+        restarts_before,
+        "a watch cache restarted: its store watch ended under load:\n{}",
+        kube.log()
+    );
+    let shed_counted = metric(&kube, "apiserver_request_total", "code=\"429\"");
+    assert!(shed_counted >= shed as f64, "{shed_counted} < {shed}");
+}
+
+#[test]
+fn more_connections_than_the_bound_leave_the_store_writing() {
+    // 400 descriptors: a quarter kept for the store's files, so 300 connections at most.
+    let mut kube = Kube::start_up_with_open_files(400, &["--wal-segment-bytes=65536"]);
+    assert_eq!(metric(&kube, "process_max_fds", ""), 400.0);
+    assert_eq!(metric(&kube, "keel_process_max_connections", ""), 300.0);
+
+    // A client that connected first keeps writing through its connection, while the WAL
+    // rolls to new segments (64 KiB each), during a flood of connections past the bound.
+    let writer = bench_command(
+        &kube,
+        &[
+            "--clients",
+            "4",
+            "--rate",
+            "40",
+            "--watchers",
+            "1",
+            "--duration",
+            "25s",
+            "--request-timeout",
+            "30s",
+        ],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("start keel bench");
+    std::thread::sleep(Duration::from_secs(4));
+    let store = kube.store_url.trim_start_matches("http://").to_string();
+    let store: std::net::SocketAddr = store.parse().expect("the store's address");
+    let flood: Vec<TcpStream> = (0..450)
+        .filter_map(|_| TcpStream::connect_timeout(&store, Duration::from_secs(2)).ok())
+        .collect();
+    assert!(flood.len() > 300, "only {} connections opened", flood.len());
+    let out = writer.wait_with_output().expect("keel bench");
+    let run = report(&kube, &out);
+    assert!(kube.is_running(), "keel up exited:\n{}", kube.log());
+    assert_eq!(run["failed_updates"].as_u64(), Some(0), "{run}");
+    assert!(run["updates"].as_u64().unwrap_or(0) >= 100, "{run}");
+    assert_eq!(run["lost"].as_u64(), Some(0), "{run}");
+    let segments = std::fs::read_dir(kube.scratch.join("keel.data/store/member/wal"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert!(segments > 1, "the WAL never rolled to a new segment");
+    assert!(
+        !kube.log().contains("Too many open files"),
+        "the process ran out of descriptors:\n{}",
+        kube.log()
+    );
+
+    // Once the flood goes, new clients are accepted again.
+    drop(flood);
+    let ready = kube.kubectl_ok(&["get", "--raw", "/readyz"]);
+    assert_eq!(ready.trim(), "ok");
+}
