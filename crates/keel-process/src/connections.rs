@@ -12,13 +12,15 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::fd_limit;
 
-/// How many streams of one HTTP/2 connection may be reset by the client before the server
-/// took them up, before the server ends the connection as an attack (HTTP/2 "rapid reset").
-/// The library's default, 20, is far too low for a server under load: when clients give up on
-/// queued requests (a timeout, a cancelled context) they reset streams the busy server has not
-/// reached yet, and ending the connection then fails every other request and watch on it.
-/// Go's servers (etcd, kube-apiserver) end no connection for this; the bound here still caps
-/// what one connection can make the server hold.
+/// How many streams of one HTTP/2 connection to the apiserver may be reset by the client
+/// before the server took them up, before the server ends the connection as an attack (HTTP/2
+/// "rapid reset"). The library's default, 20, is far too low for a server under load: when
+/// clients give up on queued requests (a timeout, a cancelled context) they reset streams the
+/// busy server has not reached yet, and ending the connection then fails every other request
+/// and watch on it. Go's HTTP/2 server, kube-apiserver's, ends a connection only when far more
+/// handlers are queued; keel store sets no bound, as etcd's gRPC server ends no connection for
+/// this at all (its clients are apiservers, whose cancelled requests must never cost their
+/// watches).
 pub const MAX_PENDING_ACCEPT_RESETS: usize = 1024;
 
 /// The most descriptors kept back from connections for the process's own files.

@@ -141,7 +141,9 @@ fn connection_builder(max_streams: u32) -> ConnectionBuilder<TokioExecutor> {
         .http2()
         .timer(TokioTimer::new())
         .adaptive_window(true)
-        .max_pending_accept_reset_streams(keel_process::connections::MAX_PENDING_ACCEPT_RESETS)
+        // As etcd's gRPC server: streams an apiserver cancels before they are taken up never
+        // end the connection (see `keel_process::connections::MAX_PENDING_ACCEPT_RESETS`).
+        .max_pending_accept_reset_streams(usize::MAX)
         .max_concurrent_streams(Some(max_streams).filter(|&n| n != 0 && n != u32::MAX));
     // hyper enforces its HTTP/1.1 header read timeout only with a timer.
     builder.http1().timer(TokioTimer::new());
