@@ -451,11 +451,13 @@ impl<C: Codec> Shell<C> {
                 tokio::time::sleep(backoff.min(MAX_BACKOFF)).await;
             }
             failures += 1;
+            // A version the store does not tell is not a supported one (consistent reads
+            // then go to the store), as kube-apiserver's feature check has it.
             let supported = match self.storage.version().await {
                 Ok(version) => supports_watch_progress(&version),
                 Err(e) => {
                     tracing::warn!(prefix = %self.prefix, error = %e, "watch cache: reading the store's version");
-                    continue;
+                    false
                 }
             };
             let Some(shared) = self.shared.upgrade() else {
