@@ -6,7 +6,9 @@
 //! (`etcd_request_duration_seconds` by operation and resource; `apiserver_storage_objects`),
 //! and the watch caches (`apiserver_watch_cache_events_received_total`,
 //! `apiserver_watch_cache_resource_version`, `apiserver_watch_cache_initializations_total`,
-//! `apiserver_terminated_watchers_total`). `etcd_request_duration_seconds` tells an operator
+//! `apiserver_terminated_watchers_total`, and the reads they serve:
+//! `apiserver_cache_list_{total,fetched_objects_total,returned_objects_total}`,
+//! `apiserver_watch_cache_read_wait_seconds`, `apiserver_watch_cache_consistent_read_total`). `etcd_request_duration_seconds` tells an operator
 //! at once whether a slow request reached the store; a watch cache's resourceVersion far
 //! behind the store's revision, whether watchers wait on the cache.
 
@@ -32,6 +34,11 @@ const ETCD_BUCKETS: [f64; 18] = [
     0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0,
 ];
 
+/// kube-apiserver's `apiserver_watch_cache_read_wait_seconds` buckets.
+const READ_WAIT_BUCKETS: [f64; 13] = [
+    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0,
+];
+
 /// The apiserver's metrics.
 pub struct Metrics {
     registry: Prometheus,
@@ -51,10 +58,35 @@ pub struct Metrics {
     cache_revision: Family<Labels, Gauge>,
     cache_initializations: Family<Labels, Counter>,
     terminated_watchers: Family<Labels, Counter>,
+    cache_reads: CacheReadFamilies,
+}
+
+/// The families of the reads the watch caches serve.
+#[derive(Debug, Clone)]
+struct CacheReadFamilies {
+    lists: Family<Labels, Counter>,
+    fetched: Family<Labels, Counter>,
+    returned: Family<Labels, Counter>,
+    read_wait: Family<Labels, Histogram>,
+    consistent_reads: Family<Labels, Counter>,
+}
+
+impl Default for CacheReadFamilies {
+    fn default() -> Self {
+        CacheReadFamilies {
+            lists: Family::default(),
+            fetched: Family::default(),
+            returned: Family::default(),
+            read_wait: Family::new_with_constructor(
+                (|| Histogram::new(READ_WAIT_BUCKETS)) as fn() -> Histogram,
+            ),
+            consistent_reads: Family::default(),
+        }
+    }
 }
 
 /// One watch cache's metrics, labelled with its group and resource.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CacheMetrics {
     /// `apiserver_watch_cache_events_received_total`: events taken from the store.
     pub received: Counter,
@@ -64,6 +96,70 @@ pub struct CacheMetrics {
     pub initializations: Counter,
     /// `apiserver_terminated_watchers_total`: watchers ended for falling behind.
     pub terminated_watchers: Counter,
+    /// `apiserver_watch_cache_read_wait_seconds`: how long reads waited for the cache to be
+    /// fresh enough.
+    pub read_wait: Histogram,
+    /// The group and resource labels.
+    labels: Labels,
+    reads: CacheReadFamilies,
+}
+
+impl Default for CacheMetrics {
+    fn default() -> Self {
+        let reads = CacheReadFamilies::default();
+        let read_wait = reads.read_wait.get_or_create(&Vec::new()).clone();
+        CacheMetrics {
+            received: Counter::default(),
+            resource_version: Gauge::default(),
+            initializations: Counter::default(),
+            terminated_watchers: Counter::default(),
+            read_wait,
+            labels: Vec::new(),
+            reads,
+        }
+    }
+}
+
+impl CacheMetrics {
+    /// Counts one list served from the cache (`apiserver_cache_list_total` and its fetched
+    /// and returned objects), `index` the index it used ("" for none).
+    pub fn list_served(&self, index: &str, fetched: usize, returned: usize) {
+        let mut labels = self.labels.clone();
+        self.reads
+            .returned
+            .get_or_create(&labels)
+            .inc_by(returned as u64);
+        labels.push(("index", index.to_string()));
+        self.reads.lists.get_or_create(&labels).inc();
+        self.reads
+            .fetched
+            .get_or_create(&labels)
+            .inc_by(fetched as u64);
+    }
+
+    /// Counts one consistent read (`apiserver_watch_cache_consistent_read_total`): whether it
+    /// succeeded and whether it fell back to the store.
+    pub fn consistent_read(&self, success: bool, fallback: bool) {
+        let mut labels = self.labels.clone();
+        labels.push(("success", success.to_string()));
+        labels.push(("fallback", fallback.to_string()));
+        self.reads.consistent_reads.get_or_create(&labels).inc();
+    }
+
+    /// The lists served from the cache with `index` ("" for none).
+    pub fn lists_served(&self, index: &str) -> u64 {
+        let mut labels = self.labels.clone();
+        labels.push(("index", index.to_string()));
+        self.reads.lists.get_or_create(&labels).get()
+    }
+
+    /// The consistent reads counted with these labels.
+    pub fn consistent_reads(&self, success: bool, fallback: bool) -> u64 {
+        let mut labels = self.labels.clone();
+        labels.push(("success", success.to_string()));
+        labels.push(("fallback", fallback.to_string()));
+        self.reads.consistent_reads.get_or_create(&labels).get()
+    }
 }
 
 impl Default for Metrics {
@@ -86,6 +182,7 @@ impl Metrics {
         let (inflight, longrunning, watchers, objects) = Default::default();
         let (cache_received, cache_revision, cache_initializations, terminated_watchers) =
             Default::default();
+        let cache_reads = CacheReadFamilies::default();
         registry.register(
             "apiserver_request",
             "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
@@ -141,6 +238,31 @@ impl Metrics {
             "Counter of watchers closed due to unresponsiveness broken by resource type.",
             Family::clone(&terminated_watchers),
         );
+        registry.register(
+            "apiserver_cache_list",
+            "Number of LIST requests served from watch cache",
+            cache_reads.lists.clone(),
+        );
+        registry.register(
+            "apiserver_cache_list_fetched_objects",
+            "Number of objects read from watch cache in the course of serving a LIST request",
+            cache_reads.fetched.clone(),
+        );
+        registry.register(
+            "apiserver_cache_list_returned_objects",
+            "Number of objects returned for a LIST request from watch cache",
+            cache_reads.returned.clone(),
+        );
+        registry.register(
+            "apiserver_watch_cache_read_wait_seconds",
+            "Histogram of time spent waiting for a watch cache to become fresh.",
+            cache_reads.read_wait.clone(),
+        );
+        registry.register(
+            "apiserver_watch_cache_consistent_read",
+            "Number of consistent reads from cache.",
+            cache_reads.consistent_reads.clone(),
+        );
         registry.register_collector(Box::new(keel_process::ProcessCollector));
         Metrics {
             registry,
@@ -155,6 +277,7 @@ impl Metrics {
             cache_revision,
             cache_initializations,
             terminated_watchers,
+            cache_reads,
         }
     }
 
@@ -166,6 +289,9 @@ impl Metrics {
             resource_version: self.cache_revision.get_or_create(&labels).clone(),
             initializations: self.cache_initializations.get_or_create(&labels).clone(),
             terminated_watchers: self.terminated_watchers.get_or_create(&labels).clone(),
+            read_wait: self.cache_reads.read_wait.get_or_create(&labels).clone(),
+            labels,
+            reads: self.cache_reads.clone(),
         }
     }
 

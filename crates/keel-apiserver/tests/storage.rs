@@ -60,7 +60,7 @@ async fn create_update_and_delete_compare_the_resource_version() {
 
         // An update that changes nothing writes nothing.
         let same = s
-            .guaranteed_update(&key, |o| Ok(o.value.clone()))
+            .guaranteed_update(&key, None, |o| Ok(o.value.clone()))
             .await
             .unwrap();
         assert_eq!(same.mod_revision, rv);
@@ -71,11 +71,11 @@ async fn create_update_and_delete_compare_the_resource_version() {
         let other = s.clone();
         let k2 = key.clone();
         let updated = s
-            .guaranteed_update(&key, |o| {
+            .guaranteed_update(&key, None, |o| {
                 seen.push(String::from_utf8_lossy(&o.value).into_owned());
                 if seen.len() == 1 {
                     // Someone else writes between this read and the Txn.
-                    let theirs = other.guaranteed_update(&k2, |_| Ok(b"theirs".to_vec()));
+                    let theirs = other.guaranteed_update(&k2, None, |_| Ok(b"theirs".to_vec()));
                     let handle = tokio::runtime::Handle::current();
                     tokio::task::block_in_place(|| handle.block_on(theirs)).unwrap();
                 }
@@ -88,20 +88,25 @@ async fn create_update_and_delete_compare_the_resource_version() {
 
         // A precondition refusing the object fails the update and writes nothing.
         let refused = s
-            .guaranteed_update(&key, |o| Err(StorageError::Conflict { key: o.key.clone() }))
+            .guaranteed_update(&key, None, |o| {
+                Err(StorageError::Conflict { key: o.key.clone() })
+            })
             .await;
         t.push(show(&refused));
 
         let missing = KeyLayout::default().object("configmaps", Some("default"), "nope");
         t.push(show(
-            &s.guaranteed_update(&missing, |o| Ok(o.value.clone())).await,
-        ));
-        t.push(show(&s.delete(&missing, |_| Ok(())).await));
-        t.push(show(
-            &s.delete(&key, |o| Err(StorageError::Conflict { key: o.key.clone() }))
+            &s.guaranteed_update(&missing, None, |o| Ok(o.value.clone()))
                 .await,
         ));
-        let deleted = s.delete(&key, |_| Ok(())).await;
+        t.push(show(&s.delete(&missing, None, |_| Ok(())).await));
+        t.push(show(
+            &s.delete(&key, None, |o| {
+                Err(StorageError::Conflict { key: o.key.clone() })
+            })
+            .await,
+        ));
+        let deleted = s.delete(&key, None, |_| Ok(())).await;
         t.push(show(&deleted));
         let (gone, after) = s.get(&key, "").await.unwrap();
         assert!(gone.is_none());
@@ -412,10 +417,10 @@ async fn watches_start_from_a_state_or_a_resource_version() {
         let mut from_state = s.watch(&prefix, true, "").await.unwrap();
         let mut from_first = s.watch(&prefix, true, &first.to_string()).await.unwrap();
         let mut one_key = s.watch(&a, false, "0").await.unwrap();
-        s.guaranteed_update(&a, |_| Ok(b"a2".to_vec()))
+        s.guaranteed_update(&a, None, |_| Ok(b"a2".to_vec()))
             .await
             .unwrap();
-        s.delete(&b, |_| Ok(())).await.unwrap();
+        s.delete(&b, None, |_| Ok(())).await.unwrap();
         s.create(&format!("{prefix}c"), b"c1".to_vec())
             .await
             .unwrap();
@@ -485,7 +490,8 @@ async fn apiservers_sharing_a_store_compact_once_per_round() {
         for round in 1..=4 {
             let mut revs = Vec::new();
             for _ in 0..3 {
-                let o = s.guaranteed_update(&key, |o| Ok([o.value.as_slice(), b"+"].concat()));
+                let o =
+                    s.guaranteed_update(&key, None, |o| Ok([o.value.as_slice(), b"+"].concat()));
                 revs.push(o.await.unwrap().mod_revision);
             }
             t.push(format!("round {round}: a {}", show(&a.round().await)));
@@ -576,7 +582,7 @@ async fn ttl_writes_share_a_lease_and_expire() {
             before[0].1 != 0 && before[0].1 == before[1].1,
             before[2].1 == 0
         ));
-        s.guaranteed_update(&format!("{prefix}a"), |_| Ok(b"e2".to_vec()))
+        s.guaranteed_update(&format!("{prefix}a"), None, |_| Ok(b"e2".to_vec()))
             .await
             .unwrap();
         let after = leases_of(&mut kv, &prefix).await;

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 
 use keel_apiserver::metrics::{CacheMetrics, Metrics};
 use keel_apiserver::registry::store::Registry;
-use keel_apiserver::storage::cacher::{self, Behind, CacheWatch, Cached, Cacher, Limits};
-use keel_apiserver::storage::{Etcd3, Event, KeyLayout};
+use keel_apiserver::storage::cacher::{self, Behind, CacheWatch, Cached, Cacher, Codec, Limits};
+use keel_apiserver::storage::{Etcd3, Event, KeyLayout, Object};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::request_op::Request;
 use keel_proto::etcdserverpb::{CompactionRequest, PutRequest, RequestOp, TxnRequest};
@@ -40,6 +40,26 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A cache of lines: each event as its kind and value, each object as its value.
+struct Lines;
+
+impl Codec for Lines {
+    type Event = String;
+    type Object = String;
+
+    fn event(&self, event: Event) -> String {
+        describe(event)
+    }
+
+    fn object(&self, object: &Object) -> String {
+        String::from_utf8_lossy(&object.value).into_owned()
+    }
+
+    fn object_of(&self, event: &String) -> String {
+        event.rsplit(' ').next().unwrap_or_default().to_string()
+    }
+}
+
 /// The cached value: the event's kind and value, as a line.
 fn describe(event: Event) -> String {
     let (kind, o) = match &event {
@@ -52,7 +72,7 @@ fn describe(event: Event) -> String {
 
 /// A cache of every configmap, started and serving (it answers a watch from the store's
 /// current revision).
-async fn started(storage: &Etcd3, capacity: usize) -> (Cacher<String>, i64, CacheMetrics) {
+async fn started(storage: &Etcd3, capacity: usize) -> (Cacher<Lines>, i64, CacheMetrics) {
     started_with(
         storage,
         Limits {
@@ -64,7 +84,7 @@ async fn started(storage: &Etcd3, capacity: usize) -> (Cacher<String>, i64, Cach
 }
 
 /// [`started`] with the given limits.
-async fn started_with(storage: &Etcd3, limits: Limits) -> (Cacher<String>, i64, CacheMetrics) {
+async fn started_with(storage: &Etcd3, limits: Limits) -> (Cacher<Lines>, i64, CacheMetrics) {
     let prefix = KeyLayout::default().collection("configmaps", None);
     let metrics = CacheMetrics::default();
     let cacher = Cacher::start(
@@ -72,7 +92,7 @@ async fn started_with(storage: &Etcd3, limits: Limits) -> (Cacher<String>, i64, 
         prefix.clone(),
         limits,
         metrics.clone(),
-        describe,
+        Arc::new(Lines),
     );
     let deadline = Instant::now() + PATIENCE;
     loop {
@@ -121,7 +141,7 @@ async fn watchers_share_one_store_watch_and_each_sees_its_own_prefix_in_order() 
         let a1 = storage.create(&key("a", "x"), b"1".to_vec()).await.unwrap();
         let b1 = storage.create(&key("b", "x"), b"1".to_vec()).await.unwrap();
         let a2 = storage
-            .guaranteed_update(&key("a", "x"), |_| Ok(b"2".to_vec()))
+            .guaranteed_update(&key("a", "x"), None, |_| Ok(b"2".to_vec()))
             .await
             .unwrap()
             .mod_revision;
@@ -130,7 +150,10 @@ async fn watchers_share_one_store_watch_and_each_sees_its_own_prefix_in_order() 
             .create(&layout.object("secrets", Some("a"), "x"), vec![])
             .await
             .unwrap();
-        let a3 = storage.delete(&key("a", "x"), |_| Ok(())).await.unwrap();
+        let a3 = storage
+            .delete(&key("a", "x"), None, |_| Ok(()))
+            .await
+            .unwrap();
         let a3 = a3.mod_revision;
 
         let ka = key("a", "x");

@@ -123,8 +123,12 @@ pub struct Config {
     #[arg(long, env = "ETCD_ELECTION_TIMEOUT", default_value_t = 1000)]
     pub election_timeout: u64,
     /// The etcd version reported by Status and /version. Clients such as kube-apiserver enable
-    /// features by this version, so it must not claim what keel does not serve yet.
-    #[arg(long, env = "ETCD_EMULATED_ETCD_VERSION", default_value = "3.5.0")]
+    /// features by this version, so it must not claim what keel does not serve yet. The
+    /// default is 3.5.13, the first 3.5 release whose watch progress requests kube-apiserver
+    /// trusts (`endpointSupportsRequestWatchProgress`: ≥ 3.5.13 or ≥ 3.4.31): keel answers a
+    /// progress request only once every watcher of the stream is caught up, as that release
+    /// does, so a kube-apiserver on keel serves consistent lists from its watch cache.
+    #[arg(long, env = "ETCD_EMULATED_ETCD_VERSION", default_value = "3.5.13")]
     pub emulated_etcd_version: String,
     /// Period of the progress notifications of `progress_notify` watchers (Go duration, e.g.
     /// `10m`, `500ms`; at least 100ms, as etcd enforces).

@@ -261,7 +261,7 @@ fn valid_value(flag: &str) -> Option<&'static str> {
         "--election-timeout" => "500",
         "--strict-reconfig-check" => "false",
         "--bcrypt-cost" => "4",
-        "--emulated-etcd-version" => "3.5.13",
+        "--emulated-etcd-version" => "3.4.31",
         other => panic!(
             "the README lists `{other}` for `keel store`, which this test has no value for: \
              add one to `valid_value`"
@@ -325,7 +325,7 @@ async fn every_flag_the_readme_lists_is_accepted_as_a_flag_and_as_a_variable() {
                 .await
                 .expect("Status")
                 .into_inner();
-            assert_eq!(st.version, "3.5.13", "{what}");
+            assert_eq!(st.version, "3.4.31", "{what}");
         }
     }
 }
@@ -656,19 +656,25 @@ async fn max_concurrent_streams_bounds_the_streams_of_a_connection() {
 
 #[tokio::test]
 async fn emulated_etcd_version_is_reported_by_status() {
-    let server = Server::start_with(
-        Flavor::Keel,
-        ServerOpts {
-            args: vec!["--emulated-etcd-version=3.5.13".into()],
-            ..Default::default()
-        },
-    );
-    let st = MaintenanceClient::new(server.channel().await)
-        .status(StatusRequest {})
-        .await
-        .expect("Status")
-        .into_inner();
-    assert_eq!(st.version, "3.5.13");
+    // The default is the first 3.5 release whose progress requests kube-apiserver trusts.
+    for (args, reported) in [
+        (vec![], "3.5.13"),
+        (vec!["--emulated-etcd-version=3.4.31"], "3.4.31"),
+    ] {
+        let server = Server::start_with(
+            Flavor::Keel,
+            ServerOpts {
+                args: args.into_iter().map(String::from).collect(),
+                ..Default::default()
+            },
+        );
+        let st = MaintenanceClient::new(server.channel().await)
+            .status(StatusRequest {})
+            .await
+            .expect("Status")
+            .into_inner();
+        assert_eq!(st.version, reported);
+    }
 }
 
 #[test]

@@ -24,7 +24,7 @@ use super::watch;
 use super::{apply, patch};
 use crate::registry::managed_fields::FieldManager;
 use crate::registry::selector::{FieldSelector, LabelSelector};
-use crate::registry::store::{DeleteOptions, Filter, ListQuery, Registry};
+use crate::registry::store::{DeleteOptions, ListQuery, Registry, Selection};
 use crate::registry::time::Time;
 use crate::registry::{Strategy, meta_str};
 use crate::storage::resource_version::{validate_list_options, validate_watch_options};
@@ -194,7 +194,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             if !errors.is_empty() {
                 return Err(Status::invalid("meta.k8s.io", "ListOptions", "", &errors));
             }
-            let filter = filter(kind, &req, watched_name)?;
+            let filter = selection(kind, &req, watched_name)?.map(|s| s.filter);
             let rv = req.param("resourceVersion").unwrap_or("");
             let watching = registry.watch(kind, namespace, rv, filter).await?;
             let timeout = watch::timeout(req.param("timeoutSeconds"))?;
@@ -381,13 +381,13 @@ async fn list(
         None | Some("") => 0,
         Some(l) => l.parse::<i64>().map_err(|_| bad_query("limit", l))?,
     };
-    let filter = filter(kind, req, None)?;
+    let selection = selection(kind, req, None)?;
     let query = ListQuery {
         resource_version: rv,
         resource_version_match: rvm,
         limit,
         continue_token: (!token.is_empty()).then_some(token),
-        filter: filter.as_deref(),
+        selection: selection.as_ref(),
     };
     registry.list(kind, namespace, &query).await
 }
@@ -400,12 +400,12 @@ fn bad_query(name: &str, value: &str) -> Status {
     )
 }
 
-/// The label and field selectors of a list or watch, as one filter (None: everything).
-fn filter(
+/// The label and field selectors of a list or watch, as one selection (None: everything).
+fn selection(
     kind: &'static dyn Strategy,
     req: &ResourceRequest,
     name: Option<&str>,
-) -> Result<Option<Box<Filter>>, Status> {
+) -> Result<Option<Selection>, Status> {
     let bad = |message: String| Status::failure(400, "BadRequest", message);
     let labels = match req.param("labelSelector").filter(|s| !s.is_empty()) {
         Some(s) => Some(LabelSelector::parse(s).map_err(bad)?),
@@ -431,7 +431,12 @@ fn filter(
     if labels.is_none() && fields.is_none() {
         return Ok(None);
     }
-    Ok(Some(Box::new(move |obj: &Value| {
+    let exact = fields
+        .iter()
+        .flat_map(|f| f.exact())
+        .map(|(f, v)| (f.to_string(), v.to_string()))
+        .collect();
+    let filter = Box::new(move |obj: &Value| {
         let empty = serde_json::Map::new();
         let object_labels = obj
             .pointer("/metadata/labels")
@@ -445,7 +450,8 @@ fn filter(
                     other => kind.field(obj, other),
                 })
             })
-    })))
+    });
+    Ok(Some(Selection { filter, exact }))
 }
 
 /// The body of a create or update: JSON, YAML or protobuf, of this kind and version, its

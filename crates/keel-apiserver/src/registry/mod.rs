@@ -147,6 +147,12 @@ pub trait Strategy: Send + Sync {
         String::new()
     }
 
+    /// The selectable fields the watch cache indexes (kube-apiserver's indexers), so a list
+    /// selecting an exact value reads only the objects that have it.
+    fn indexed_fields(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// Whether `metadata.generation` counts changes of everything but metadata and status.
     fn tracks_generation(&self) -> bool {
         false

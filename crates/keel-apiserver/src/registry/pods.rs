@@ -880,6 +880,11 @@ impl Strategy for Pods {
         ]
     }
 
+    /// kube-apiserver's pod indexer (`NodeNameIndexFunc`): a kubelet lists its own pods.
+    fn indexed_fields(&self) -> &'static [&'static str] {
+        &["spec.nodeName"]
+    }
+
     fn selectable_fields(&self) -> &'static [&'static str] {
         &[
             "spec.nodeName",

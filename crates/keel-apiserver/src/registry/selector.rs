@@ -965,6 +965,15 @@ impl FieldSelector {
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
     }
+
+    /// The `field=value` terms (`Selector.Requirements` with the `=` operator), which a
+    /// key or an index can serve.
+    pub fn exact(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.terms
+            .iter()
+            .filter(|t| t.equal)
+            .map(|t| (t.field.as_str(), t.value.as_str()))
+    }
 }
 
 impl fmt::Display for FieldSelector {

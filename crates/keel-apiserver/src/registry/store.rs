@@ -14,12 +14,13 @@ use serde_json::{Map, Value, json};
 use crate::metrics::Metrics;
 
 use super::time::Time;
-use super::watching::{Decoded, Watching, decode_event};
+use super::watching::{KindCodec, Served, Watching};
 use super::{ResourceInfo, Strategy, meta, meta_str};
 use crate::storage::cacher::{self, Cacher};
+use crate::storage::interface::{self, WatchSource};
+use crate::storage::key::is_path_segment;
 use crate::storage::{
-    Etcd3, FieldError, KeyLayout, ListOptions, Object, Status, StorageError, Target,
-    resource_version,
+    Etcd3, Existing, FieldError, KeyLayout, Object, Status, Storage, StorageError, Target,
 };
 
 /// The update that marks an object for deletion (an internal subresource name no request
@@ -28,6 +29,15 @@ const MARK_FOR_DELETION: &str = "(mark for deletion)";
 
 /// Which objects a list or a watch wants (label and field selectors, already parsed).
 pub type Filter = dyn Fn(&Value) -> bool + Send + Sync;
+
+/// A list's or a watch's selection: its label and field selectors as one filter, and the
+/// field values the field selector requires exactly (which a key or an index can serve).
+pub struct Selection {
+    /// Whether an object is selected.
+    pub filter: Box<Filter>,
+    /// The `field=value` requirements.
+    pub exact: Vec<(String, String)>,
+}
 
 /// A list request.
 #[derive(Default)]
@@ -40,8 +50,8 @@ pub struct ListQuery<'a> {
     pub limit: i64,
     /// `continue`.
     pub continue_token: Option<&'a str>,
-    /// Only the objects this accepts.
-    pub filter: Option<&'a Filter>,
+    /// Only the objects this selects.
+    pub selection: Option<&'a Selection>,
 }
 
 /// How a delete is asked for (`DeleteOptions`).
@@ -69,14 +79,13 @@ pub struct Deleted {
 
 /// The objects of every kind, in one store.
 pub struct Registry {
-    storage: Etcd3,
+    store: Etcd3,
     keys: KeyLayout,
     kinds: Vec<&'static dyn Strategy>,
     /// `--event-ttl`, in seconds: how long events are kept.
     event_ttl: i64,
-    metrics: Arc<Metrics>,
-    /// Each kind's watch cache, in the order of `kinds` (None: not cached).
-    caches: Vec<Option<Cacher<Decoded>>>,
+    /// Each kind's storage, in the order of `kinds`.
+    storages: Vec<Storage<KindCodec>>,
 }
 
 impl Registry {
@@ -92,37 +101,50 @@ impl Registry {
         watch_cache: bool,
         metrics: Arc<Metrics>,
     ) -> Registry {
-        let caches = kinds
+        let storages = kinds
             .iter()
             .map(|&kind| {
                 let info = kind.info();
+                let codec = Arc::new(KindCodec(kind));
+                let resource = if info.group.is_empty() {
+                    info.resource.to_string()
+                } else {
+                    format!("{}.{}", info.resource, info.group)
+                };
                 if !watch_cache || info.resource == "events" {
-                    return None;
+                    return Storage::new(storage.clone(), codec, metrics.clone(), resource);
                 }
-                let prefix = keys.collection(info.resource, None);
-                let metrics = metrics.watch_cache(info.group, info.resource);
-                Some(Cacher::start(
+                let cache = Cacher::start(
                     storage.clone(),
-                    prefix,
+                    keys.collection(info.resource, None),
                     cacher::LIMITS,
-                    metrics,
-                    move |e| decode_event(kind, e),
-                ))
+                    metrics.watch_cache(info.group, info.resource),
+                    codec,
+                );
+                Storage::cached(storage.clone(), cache, metrics.clone(), resource)
             })
             .collect();
         Registry {
-            storage,
+            store: storage,
             keys,
             kinds,
             event_ttl: event_ttl.as_secs() as i64,
-            metrics,
-            caches,
+            storages,
         }
     }
 
-    /// The storage layer (for the compactor and health checks).
+    /// The store (for the compactor and health checks).
     pub fn storage(&self) -> &Etcd3 {
-        &self.storage
+        &self.store
+    }
+
+    /// The storage of `kind`.
+    fn storage_of(&self, kind: &dyn Strategy) -> &Storage<KindCodec> {
+        let info = kind.info();
+        let i = self
+            .position(info.group, info.version, info.resource)
+            .unwrap_or_else(|| panic!("the kind {} is registered", info.resource));
+        &self.storages[i]
     }
 
     /// Every kind served.
@@ -168,12 +190,13 @@ impl Registry {
         let key = self.key(info, namespace, name);
         let target = target(info, name);
         let (found, _) = self
-            .timed("get", info, self.storage.get(&key, resource_version))
+            .storage_of(kind)
+            .get(&key, resource_version)
             .await
             .map_err(|e| Status::from_storage(&e, &target))?;
         let object =
             found.ok_or_else(|| Status::from_storage(&StorageError::NotFound { key }, &target))?;
-        decode(kind, &object)
+        Ok(Value::clone(&*object?))
     }
 
     /// A page of a collection (all namespaces when `namespace` is None): the `<Kind>List`
@@ -185,30 +208,53 @@ impl Registry {
         query: &ListQuery<'_>,
     ) -> Result<Value, Status> {
         let info = kind.info();
-        let prefix = self.keys.collection(info.resource, namespace);
-        let filter_object = |object: &Object| -> bool {
-            match (query.filter, decode(kind, object)) {
-                (Some(f), Ok(value)) => f(&value),
-                (None, _) => true,
-                (Some(_), Err(_)) => false,
-            }
+        let exact: Vec<(&str, &str)> = query
+            .selection
+            .iter()
+            .flat_map(|s| &s.exact)
+            .map(|(f, v)| (f.as_str(), v.as_str()))
+            .collect();
+        let required = |field: &str| {
+            exact
+                .iter()
+                .find(|(f, v)| *f == field && is_path_segment(v))
+                .map(|(_, v)| *v)
         };
-        let options = ListOptions {
+        // As kube-apiserver's ListPredicate: a selected namespace is the namespace listed, a
+        // selected name (in a namespace, or of a cluster-scoped kind) the one key read.
+        let namespace = match namespace {
+            None if info.namespaced => required("metadata.namespace"),
+            given => given,
+        };
+        let single = required("metadata.name").filter(|_| namespace.is_some() || !info.namespaced);
+        let key = match single {
+            Some(name) => self.key(info, namespace, name),
+            None => self.keys.collection(info.resource, namespace),
+        };
+        let selected = |served: &Served| match (query.selection, served) {
+            (Some(s), Ok(value)) => (s.filter)(value),
+            (None, _) => true,
+            (Some(_), Err(_)) => false,
+        };
+        let storage_query = interface::ListQuery {
             resource_version: query.resource_version,
             resource_version_match: query.resource_version_match,
             limit: query.limit,
             continue_token: query.continue_token,
+            recursive: single.is_none(),
             filter: query
-                .filter
-                .map(|_| &filter_object as &(dyn Fn(&Object) -> bool + Sync)),
+                .selection
+                .map(|_| &selected as &(dyn Fn(&Served) -> bool + Sync)),
+            exact: &exact,
         };
         let page = self
-            .timed("list", info, self.storage.list(&prefix, options))
+            .storage_of(kind)
+            .list(&key, storage_query)
             .await
             .map_err(|e| Status::from_storage(&e, &target(info, "")))?;
         let mut items = Vec::with_capacity(page.items.len());
-        for object in &page.items {
-            let mut item = decode(kind, object)?;
+        for object in page.items {
+            let mut item = Value::clone(&*object?);
             if let Some(map) = item.as_object_mut() {
                 map.remove("apiVersion");
                 map.remove("kind");
@@ -257,10 +303,11 @@ impl Registry {
             self.check_namespace_open(info, ns, &name).await?;
         }
         let key = self.key(info, namespace, &name);
+        let storage = self.storage_of(kind);
         if dry_run {
             // A dry run still answers AlreadyExists for a taken name.
-            let (found, _) = self
-                .timed("get", info, self.storage.get(&key, ""))
+            let found = storage
+                .current(&key)
                 .await
                 .map_err(|e| Status::from_storage(&e, &target(info, &name)))?;
             if found.is_some() {
@@ -271,13 +318,8 @@ impl Registry {
             }
             return Ok(obj);
         }
-        let revision = self
-            .timed(
-                "create",
-                info,
-                self.storage
-                    .create_with_ttl(&key, encode(kind, &obj), self.ttl(info)),
-            )
+        let revision = storage
+            .create(&key, encode(kind, &obj), self.ttl(info))
             .await
             .map_err(|e| Status::from_storage(&e, &target(info, &name)))?;
         meta::metadata(&mut obj).insert("resourceVersion".into(), revision.to_string().into());
@@ -333,15 +375,24 @@ impl Registry {
         let info = kind.info();
         let key = self.key(info, namespace, name);
         let target = target(info, name);
+        let storage = self.storage_of(kind);
         // A create that loses a race to another writer's create goes on as an update of what
         // that writer stored, as kube-apiserver's GuaranteedUpdate retries it.
         let mut lost_a_create_race = false;
-        let found = loop {
-            let (found, _) = self
-                .timed("get", info, self.storage.get(&key, ""))
-                .await
-                .map_err(|e| Status::from_storage(&e, &target))?;
-            if let Some(found) = found {
+        let existing = loop {
+            // A real update starts from the watch cache's object, a guess the store checks;
+            // a dry run answers what the store holds.
+            let found = if dry_run {
+                storage.current(&key).await.map(|found| {
+                    found.map(|object| Existing {
+                        object,
+                        current: true,
+                    })
+                })
+            } else {
+                storage.existing(&key).await
+            };
+            if let Some(found) = found.map_err(|e| Status::from_storage(&e, &target))? {
                 break found;
             }
             if !allow_create || subresource.is_some() {
@@ -374,7 +425,8 @@ impl Registry {
             })
         };
         if dry_run {
-            let value = step(&found).map_err(|e| Status::from_storage(&e, &target))?;
+            let found = &existing.object;
+            let value = step(found).map_err(|e| Status::from_storage(&e, &target))?;
             let mut obj: Value = parse_stored(&value)
                 .map_err(|e| Status::internal(format!("decoding the updated object: {e}")))?;
             meta::metadata(&mut obj).insert(
@@ -383,8 +435,8 @@ impl Registry {
             );
             return Ok((obj, false));
         }
-        let stored = self
-            .timed("update", info, self.storage.guaranteed_update(&key, step))
+        let stored = storage
+            .guaranteed_update(&key, Some(existing), step)
             .await
             .map_err(|e| Status::from_storage(&e, &target))?;
         if delete_after {
@@ -411,19 +463,16 @@ impl Registry {
     ) -> Result<Option<Value>, Status> {
         let info = kind.info();
         let deleted = self
-            .timed(
-                "delete",
-                info,
-                self.storage.delete(key, |now| {
-                    if now.mod_revision == written {
-                        Ok(())
-                    } else {
-                        Err(StorageError::Conflict {
-                            key: key.to_string(),
-                        })
-                    }
-                }),
-            )
+            .storage_of(kind)
+            .delete(key, None, |now| {
+                if now.mod_revision == written {
+                    Ok(())
+                } else {
+                    Err(StorageError::Conflict {
+                        key: key.to_string(),
+                    })
+                }
+            })
             .await;
         match deleted {
             Ok(gone) => Ok(Some(decode(kind, &gone)?)),
@@ -543,14 +592,11 @@ impl Registry {
             });
         }
         let deleted = self
-            .timed(
-                "delete",
-                info,
-                self.storage.delete(&key, |object| {
-                    let now = decode(kind, object).map_err(rejected)?;
-                    check_preconditions(&now, options, info, name).map_err(rejected)
-                }),
-            )
+            .storage_of(kind)
+            .delete(&key, None, |object| {
+                let now = decode(kind, object).map_err(rejected)?;
+                check_preconditions(&now, options, info, name).map_err(rejected)
+            })
             .await
             .map_err(|e| Status::from_storage(&e, &target))?;
         Ok(Deleted {
@@ -576,49 +622,15 @@ impl Registry {
         let info = kind.info();
         let prefix = self.keys.collection(info.resource, namespace);
         let failed = |e: StorageError| Status::from_storage(&e, &target(info, ""));
-        let rv = resource_version::parse(resource_version).map_err(failed)?;
-        let (initial, after) = if rv > 0 {
-            (Vec::new(), rv)
-        } else {
-            let all = self
-                .timed(
-                    "list",
-                    info,
-                    self.storage.list(&prefix, ListOptions::default()),
-                )
-                .await
-                .map_err(failed)?;
-            (all.items, all.revision)
-        };
-        let cache = self
-            .position(info.group, info.version, info.resource)
-            .and_then(|i| self.caches[i].as_ref()?.watch(&prefix, after));
-        // A start the store compacted is 410 Expired whoever serves the watch, sent in the
-        // stream as an ERROR event, as kube-apiserver sends it.
-        let expired = |e: StorageError| match e {
-            StorageError::Expired { .. } => Ok(Watching::failed(kind, failed(e))),
-            other => Err(failed(other)),
-        };
-        if let Some(watch) = cache {
-            if rv > 0
-                && let Err(e) = self
-                    .timed("watch", info, self.storage.check_history(&prefix, after))
-                    .await
-            {
-                return expired(e);
-            }
-            return Ok(Watching::cached(kind, initial, watch, filter));
-        }
-        match self
-            .timed(
-                "watch",
-                info,
-                self.storage.watch_after(&prefix, true, after),
-            )
-            .await
-        {
-            Ok(watch) => Ok(Watching::store(kind, initial, watch, filter)),
-            Err(e) => expired(e),
+        match self.storage_of(kind).watch(&prefix, resource_version).await {
+            Ok(watched) => Ok(match watched.source {
+                WatchSource::Cache(watch) => Watching::cached(kind, watched.initial, watch, filter),
+                WatchSource::Store(watch) => Watching::store(kind, watched.initial, watch, filter),
+            }),
+            // A start the store compacted is 410 Expired whoever serves the watch, sent in
+            // the stream as an ERROR event, as kube-apiserver sends it.
+            Err(e @ StorageError::Expired { .. }) => Ok(Watching::failed(kind, failed(e))),
+            Err(e) => Err(failed(e)),
         }
     }
 
@@ -626,7 +638,8 @@ impl Registry {
     pub async fn count(&self, kind: &dyn Strategy) -> Result<i64, Status> {
         let info = kind.info();
         let prefix = self.keys.collection(info.resource, None);
-        self.timed("count", info, self.storage.count(&prefix))
+        self.storage_of(kind)
+            .count(&prefix)
             .await
             .map_err(|e| Status::from_storage(&e, &target(info, "")))
     }
@@ -651,25 +664,6 @@ impl Registry {
             ));
         }
         Ok(())
-    }
-
-    /// Runs a store request, timed in `etcd_request_duration_seconds`.
-    async fn timed<T>(
-        &self,
-        operation: &'static str,
-        info: &ResourceInfo,
-        request: impl std::future::Future<Output = T>,
-    ) -> T {
-        let started = std::time::Instant::now();
-        let out = request.await;
-        let resource = if info.group.is_empty() {
-            info.resource.to_string()
-        } else {
-            format!("{}.{}", info.resource, info.group)
-        };
-        self.metrics
-            .etcd_request(operation, &resource, started.elapsed());
-        out
     }
 
     /// The TTL of a new object of this kind (events: `--event-ttl`; others none).

@@ -15,11 +15,49 @@ use serde_json::Value;
 
 use super::store::{Filter, decode, parse_stored, target};
 use super::{Strategy, meta, meta_str};
-use crate::storage::cacher::{CacheWatch, Cached};
+use crate::storage::cacher::{CacheWatch, Cached, Codec};
 use crate::storage::{Event, Object, Status, Watch};
 
 /// A store event decoded for every watcher of one kind, or why it could not be.
 pub type Decoded = Result<SharedEvent, Status>;
+
+/// A stored object of a kind as the API serves it (with apiVersion, kind and
+/// resourceVersion), decoded once for every read; or why it could not be.
+pub type Served = Result<Arc<Value>, Status>;
+
+/// What a kind's storage and watch cache make of its stored values.
+pub struct KindCodec(pub &'static dyn Strategy);
+
+impl Codec for KindCodec {
+    type Event = Decoded;
+    type Object = Served;
+
+    fn event(&self, event: Event) -> Decoded {
+        decode_event(self.0, event)
+    }
+
+    fn object(&self, object: &Object) -> Served {
+        served(self.0, object).map(Arc::new)
+    }
+
+    fn object_of(&self, event: &Decoded) -> Served {
+        event
+            .as_ref()
+            .map(|e| e.object.clone())
+            .map_err(Clone::clone)
+    }
+
+    fn indexed_fields(&self) -> &'static [&'static str] {
+        self.0.indexed_fields()
+    }
+
+    fn field(&self, object: &Served, field: &str) -> String {
+        object
+            .as_ref()
+            .map(|value| self.0.field(value, field))
+            .unwrap_or_default()
+    }
+}
 
 /// One store event as objects of a kind, shared by the watchers that read it.
 #[derive(Debug)]
@@ -246,7 +284,7 @@ impl Watching {
                         self.failed = Some(Status::from_storage(&e, &target(self.kind.info(), "")));
                         return true;
                     }
-                    Some(Ok(())) => {}
+                    Some(Ok(_)) => {}
                 }
                 batch.extend(events.into_iter().map(|event| {
                     Arc::new(Cached {

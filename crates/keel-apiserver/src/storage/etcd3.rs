@@ -3,11 +3,15 @@
 //!
 //! - get: one Range; a resourceVersion asked for is a minimum ("not older than").
 //! - create: `Txn(if mod_revision(key) == 0 then Put)`: a create never overwrites.
-//! - update ([`Etcd3::guaranteed_update`]): read, let the caller compute the new value, then
+//! - update ([`Etcd3::guaranteed_update`]): read (or start from the caller's [`Existing`]
+//!   object, e.g. the watch cache's), let the caller compute the new value, then
 //!   `Txn(if mod_revision(key) == read revision then Put else Range)`; when another writer
 //!   got there first, the Range answers the newer object and the caller computes again from
 //!   it. A value equal to the stored one is not written (the resourceVersion stays); an
-//!   object keeps its lease (its TTL) across updates.
+//!   object keeps its lease (its TTL) across updates. A start that was not just read from the
+//!   store is a guess, as kube-apiserver's `origStateIsCurrent` is false for it: the caller
+//!   refusing it, or finding nothing to change, reads the store before either is answered,
+//!   so a stale guess costs a read or a failed Txn, never a wrong answer.
 //! - delete: the same loop with `DeleteRange` (the caller's preconditions are checked against
 //!   every object read).
 //! - list: Range over the collection's prefix with a limit, every page read at the first
@@ -20,11 +24,12 @@ use std::time::Instant;
 use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
+use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::request_op::Request;
 use keel_proto::etcdserverpb::response_op::Response;
 use keel_proto::etcdserverpb::{
     Compare, DeleteRangeRequest, LeaseGrantRequest, PutRequest, RangeRequest, RequestOp,
-    TxnRequest, TxnResponse,
+    StatusRequest, TxnRequest, TxnResponse,
 };
 use keel_proto::mvccpb::KeyValue;
 use keel_proto::prefix_end;
@@ -59,8 +64,17 @@ impl Object {
     }
 }
 
+/// Where an update or a delete starts: the object as last seen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Existing {
+    /// The object.
+    pub object: Object,
+    /// Whether it was just read from the store (false: a guess, such as the watch cache's).
+    pub current: bool,
+}
+
 /// How to list a collection.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 pub struct ListOptions<'a> {
     /// The request's resourceVersion ("" if unset); see [`super::resource_version`].
     pub resource_version: &'a str,
@@ -72,6 +86,21 @@ pub struct ListOptions<'a> {
     pub continue_token: Option<&'a str>,
     /// Only objects this accepts (label and field selectors).
     pub filter: Option<&'a (dyn Fn(&Object) -> bool + Sync)>,
+    /// Whether the key is a prefix (a collection) rather than one object's key.
+    pub recursive: bool,
+}
+
+impl Default for ListOptions<'_> {
+    fn default() -> Self {
+        ListOptions {
+            resource_version: "",
+            resource_version_match: "",
+            limit: 0,
+            continue_token: None,
+            filter: None,
+            recursive: true,
+        }
+    }
 }
 
 /// One page of a list.
@@ -182,20 +211,36 @@ impl Etcd3 {
         Ok(header_revision(resp.header.as_ref()))
     }
 
-    /// Replaces the object at `key` with what `update` makes of it, retrying with the newer
-    /// object when another writer changed it in between; the object as stored. `update` fails
-    /// the whole update with its error (e.g. a resourceVersion precondition's
-    /// [`StorageError::Conflict`]); a result equal to the stored value writes nothing.
+    /// Replaces the object at `key` with what `update` makes of it, starting from `existing`
+    /// (None: read from the store) and retrying with the newer object when another writer
+    /// changed it in between; the object as stored. `update` fails the whole update with its
+    /// error (e.g. a resourceVersion precondition's [`StorageError::Conflict`]); a result
+    /// equal to the stored value writes nothing. A guessed start is checked against the store
+    /// before either (see the module docs).
     pub async fn guaranteed_update(
         &self,
         key: &str,
+        existing: Option<Existing>,
         mut update: impl FnMut(&Object) -> Result<Vec<u8>, StorageError>,
     ) -> Result<Object, StorageError> {
-        let mut current = self.current(key).await?;
+        let (mut current, mut is_current) = self.start(key, existing).await?;
         loop {
-            let value = update(&current)?;
+            let value = match update(&current) {
+                Ok(value) => value,
+                Err(e) if is_current => return Err(e),
+                // Perhaps refused for being stale: decide on the stored object.
+                Err(_) => {
+                    (current, is_current) = (self.current(key).await?, true);
+                    continue;
+                }
+            };
             if value == current.value {
-                return Ok(current);
+                if is_current {
+                    return Ok(current);
+                }
+                // Nothing to write only if the guess is what is stored.
+                (current, is_current) = (self.current(key).await?, true);
+                continue;
             }
             let resp = self
                 .txn(
@@ -211,21 +256,29 @@ impl Etcd3 {
                     mod_revision: header_revision(resp.header.as_ref()),
                 });
             }
-            current = else_object(key, resp)?;
+            (current, is_current) = (else_object(key, resp)?, true);
         }
     }
 
-    /// Deletes the object at `key` once `check` accepts it (retrying with the newer object
-    /// when another writer changed it in between); the deleted object, its resourceVersion
-    /// the revision of the deletion.
+    /// Deletes the object at `key` once `check` accepts it, starting from `existing` (None:
+    /// read from the store) and retrying with the newer object when another writer changed it
+    /// in between; the deleted object, its resourceVersion the revision of the deletion.
     pub async fn delete(
         &self,
         key: &str,
+        existing: Option<Existing>,
         mut check: impl FnMut(&Object) -> Result<(), StorageError>,
     ) -> Result<Object, StorageError> {
-        let mut current = self.current(key).await?;
+        let (mut current, mut is_current) = self.start(key, existing).await?;
         loop {
-            check(&current)?;
+            match check(&current) {
+                Ok(()) => {}
+                Err(e) if is_current => return Err(e),
+                Err(_) => {
+                    (current, is_current) = (self.current(key).await?, true);
+                    continue;
+                }
+            }
             let delete = Request::RequestDeleteRange(DeleteRangeRequest {
                 key: key.as_bytes().to_vec(),
                 ..Default::default()
@@ -243,8 +296,37 @@ impl Etcd3 {
                     ..current
                 });
             }
-            current = else_object(key, resp)?;
+            (current, is_current) = (else_object(key, resp)?, true);
         }
+    }
+
+    /// The store's current revision, as kube-apiserver's `GetCurrentResourceVersionFromStorage`
+    /// learns it: a Range of at most one key under `prefix`, keys only.
+    pub async fn current_revision(&self, prefix: &str) -> Result<i64, StorageError> {
+        let resp = self
+            .kv
+            .clone()
+            .range(RangeRequest {
+                key: prefix.as_bytes().to_vec(),
+                range_end: prefix_end(prefix.as_bytes()),
+                limit: 1,
+                keys_only: true,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| from_etcd(e, "list"))?
+            .into_inner();
+        Ok(header_revision(resp.header.as_ref()))
+    }
+
+    /// The version the store reports in its Status (etcd's server version).
+    pub async fn version(&self) -> Result<String, StorageError> {
+        let status = MaintenanceClient::new(self.channel())
+            .status(StatusRequest {})
+            .await
+            .map_err(|e| from_etcd(e, "status"))?
+            .into_inner();
+        Ok(status.version)
     }
 
     /// One page of the objects under `prefix` (a collection's key prefix, ending in `/`).
@@ -295,7 +377,11 @@ impl Etcd3 {
                 .clone()
                 .range(RangeRequest {
                     key: from.as_bytes().to_vec(),
-                    range_end: prefix_end(prefix.as_bytes()),
+                    range_end: if opts.recursive {
+                        prefix_end(prefix.as_bytes())
+                    } else {
+                        Vec::new()
+                    },
                     limit,
                     revision,
                     ..Default::default()
@@ -401,8 +487,20 @@ impl Etcd3 {
         Ok(granted.id)
     }
 
+    /// Where an update or a delete starts, and whether that was just read from the store.
+    async fn start(
+        &self,
+        key: &str,
+        existing: Option<Existing>,
+    ) -> Result<(Object, bool), StorageError> {
+        match existing {
+            Some(existing) => Ok((existing.object, existing.current)),
+            None => Ok((self.current(key).await?, true)),
+        }
+    }
+
     /// The object at `key`, or [`StorageError::NotFound`].
-    async fn current(&self, key: &str) -> Result<Object, StorageError> {
+    pub async fn current(&self, key: &str) -> Result<Object, StorageError> {
         match self.get(key, "").await? {
             (Some(object), _) => Ok(object),
             (None, _) => Err(StorageError::NotFound {

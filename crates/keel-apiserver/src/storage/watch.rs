@@ -5,13 +5,21 @@
 //! current objects as ADDED events ("get state and start at most recent") and then watches
 //! from the revision of that list. A start the store has compacted ends the watch with
 //! [`StorageError::Expired`] (the HTTP layer sends it as an ERROR event with a 410 Status).
+//!
+//! A watch can ask the store for its progress ([`ProgressRequester`], etcd's
+//! `WatchProgressRequest`): the store answers with its revision once every event up to it has
+//! been sent on the stream ([`Received::Progress`]), which is how the watch cache learns that it
+//! is fresh without a write to its own resource.
 
 use std::collections::VecDeque;
 
 use futures::StreamExt;
+use futures::channel::mpsc;
 use keel_proto::etcdserverpb::watch_client::WatchClient;
 use keel_proto::etcdserverpb::watch_request::RequestUnion;
-use keel_proto::etcdserverpb::{WatchCreateRequest, WatchRequest, WatchResponse};
+use keel_proto::etcdserverpb::{
+    WatchCreateRequest, WatchProgressRequest, WatchRequest, WatchResponse,
+};
 use keel_proto::mvccpb::event::EventType;
 use keel_proto::prefix_end;
 use tonic::Streaming;
@@ -30,11 +38,41 @@ pub enum Event {
     Deleted(Object),
 }
 
+/// What a watch received from the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    /// Events (appended to the caller's batch).
+    Events,
+    /// A progress notification: every event up to this revision has been received, and every
+    /// later one will have a higher revision.
+    Progress(i64),
+}
+
+/// Asks a running watch's store for a progress notification; cloned freely, harmless once
+/// the watch is gone.
+#[derive(Debug, Clone)]
+pub struct ProgressRequester(mpsc::UnboundedSender<WatchRequest>);
+
+impl ProgressRequester {
+    /// Sends one `WatchProgressRequest` on the watch's stream.
+    pub fn request(&self) {
+        let progress = WatchRequest {
+            request_union: Some(RequestUnion::ProgressRequest(WatchProgressRequest {})),
+        };
+        // A watch that ended has no one to answer.
+        let _ = self.0.unbounded_send(progress);
+    }
+}
+
 /// A running watch; [`Watch::next`] gives its events in revision order.
 pub struct Watch {
     /// Events known but not handed out yet (the initial list, the rest of a response).
     ready: VecDeque<Event>,
     responses: Streaming<WatchResponse>,
+    /// The request stream, kept open for as long as the watch runs.
+    requests: mpsc::UnboundedSender<WatchRequest>,
+    /// A progress notification received and not handed out yet.
+    progress: Option<i64>,
     /// The watch ended (an error was handed out, or the store closed the stream).
     ended: bool,
 }
@@ -53,15 +91,28 @@ impl Watch {
     }
 
     /// Every event known now, at least one (appended to `out`): the events of one store
-    /// response come in one batch. None once the store ends the watch, an error once for why.
-    pub async fn next_batch(&mut self, out: &mut Vec<Event>) -> Option<Result<(), StorageError>> {
+    /// response come in one batch; or a progress notification. None once the store ends the
+    /// watch, an error once for why. Cancel-safe: nothing received is lost when the future is
+    /// dropped.
+    pub async fn next_batch(
+        &mut self,
+        out: &mut Vec<Event>,
+    ) -> Option<Result<Received, StorageError>> {
         while self.ready.is_empty() {
+            if let Some(revision) = self.progress.take() {
+                return Some(Ok(Received::Progress(revision)));
+            }
             if let Some(end) = self.receive().await {
                 return end.map(Err);
             }
         }
         out.extend(self.ready.drain(..));
-        Some(Ok(()))
+        Some(Ok(Received::Events))
+    }
+
+    /// A handle that asks the store for this watch's progress.
+    pub fn progress_requester(&self) -> ProgressRequester {
+        ProgressRequester(self.requests.clone())
     }
 
     /// Waits for the store's next response and queues its events; Some when the watch
@@ -83,6 +134,15 @@ impl Watch {
         }
         if resp.canceled {
             return Some(self.end(StorageError::Internal(resp.cancel_reason)));
+        }
+        // etcd's `IsProgressNotify`: no events, not a creation, with a revision.
+        if resp.events.is_empty() && !resp.created {
+            if let Some(header) = &resp.header
+                && header.revision > 0
+            {
+                self.progress = Some(self.progress.unwrap_or(0).max(header.revision));
+            }
+            return None;
         }
         for e in resp.events {
             let Some(kv) = e.kv else { continue };
@@ -167,8 +227,10 @@ impl Etcd3 {
                 ..Default::default()
             })),
         };
-        // The request stream stays open for as long as the watch runs.
-        let requests = futures::stream::once(async { create }).chain(futures::stream::pending());
+        // The request stream stays open for as long as the watch runs (its sender lives in
+        // the watch), carrying the progress requests after the create.
+        let (sender, more) = mpsc::unbounded();
+        let requests = futures::stream::once(async { create }).chain(more);
         let mut request = tonic::Request::new(requests);
         // etcd's `WithRequireLeader`: a member without a leader ends the watch.
         request.metadata_mut().insert(
@@ -208,6 +270,8 @@ impl Etcd3 {
         Ok(Watch {
             ready: VecDeque::new(),
             responses,
+            requests: sender,
+            progress: None,
             ended: false,
         })
     }
