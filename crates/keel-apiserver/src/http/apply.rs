@@ -48,6 +48,7 @@ pub async fn patch(
     let strict = field_validation::check_applied(body, directive);
     let defs = openapi::documents(registry.kinds()).definitions();
     let manager = FieldManager::new(kind, subresource, Time::now());
+    manager.check_applied(&config).map_err(|e| e.status())?;
     let errors = field_validation::apply_errors(kind, defs, &config);
     if !errors.is_empty() {
         let errors = match errors.as_slice() {

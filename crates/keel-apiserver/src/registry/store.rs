@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use crate::metrics::Metrics;
 
 use super::time::Time;
-use super::watching::{Decoded, Watching, decode_event};
+use super::watching::{Decoded, Start, WatchQuery, Watching, decode_event};
 use super::{ResourceInfo, Strategy, meta, meta_str};
 use crate::storage::cacher::{self, Cacher};
 use crate::storage::{
@@ -55,6 +55,8 @@ pub struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     /// `dryRun: [All]`.
     pub dry_run: bool,
+    /// `orphanDependents` (deprecated; only changes the answer's code).
+    pub orphan_dependents: Option<bool>,
 }
 
 /// What a delete did.
@@ -118,6 +120,11 @@ impl Registry {
             metrics,
             caches,
         }
+    }
+
+    /// The apiserver's metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The storage layer (for the compactor and health checks).
@@ -559,13 +566,8 @@ impl Registry {
         })
     }
 
-    /// Watches a collection (or all namespaces) from `resource_version`, only the objects
-    /// `filter` accepts (see [`super::watching`]). From "" or "0" the current objects come
-    /// first, as ADDED, then the changes after them ("get state and start at most recent").
-    /// The kind's watch cache serves the changes when it holds them all; otherwise the
-    /// watch is a store watch of its own. Either way a start the store has compacted is 410
-    /// Expired, as a store watch answers it (kube-apiserver's cache serves such a start from
-    /// its buffer instead; keel answers the same whether or not the cache holds it).
+    /// Watches a collection (or all namespaces) from `resource_version` as a client that
+    /// knows no other watch option does ([`Registry::watch_with`]).
     pub async fn watch(
         &self,
         kind: &'static dyn Strategy,
@@ -573,41 +575,92 @@ impl Registry {
         resource_version: &str,
         filter: Option<Box<Filter>>,
     ) -> Result<Watching, Status> {
+        let query = WatchQuery {
+            resource_version,
+            ..WatchQuery::default()
+        };
+        self.watch_with(kind, namespace, &query, filter).await
+    }
+
+    /// Watches a collection (or all namespaces) as `query` says, only the objects `filter`
+    /// accepts (see [`super::watching`]). With the current objects first (a streaming list,
+    /// or a watch from "" or "0" that does not say), they come as ADDED events, read at the
+    /// latest revision (not older than the resourceVersion asked for), then the changes
+    /// after them; without, the changes after the resourceVersion (from "" or "0": after
+    /// the store's current revision). The kind's watch cache serves the changes when it
+    /// holds them all; otherwise the watch is a store watch of its own. Either way a start
+    /// the store has compacted is 410 Expired, as a store watch answers it (kube-apiserver's
+    /// cache serves such a start from its buffer instead; keel answers the same whether or
+    /// not the cache holds it), and a streaming list from a resourceVersion the store has
+    /// not reached is 504, both in the stream.
+    pub async fn watch_with(
+        &self,
+        kind: &'static dyn Strategy,
+        namespace: Option<&str>,
+        query: &WatchQuery<'_>,
+        filter: Option<Box<Filter>>,
+    ) -> Result<Watching, Status> {
         let info = kind.info();
         let prefix = self.keys.collection(info.resource, namespace);
         let failed = |e: StorageError| Status::from_storage(&e, &target(info, ""));
-        let rv = resource_version::parse(resource_version).map_err(failed)?;
-        let (initial, after) = if rv > 0 {
-            (Vec::new(), rv)
-        } else {
-            let all = self
-                .timed(
-                    "list",
-                    info,
-                    self.storage.list(&prefix, ListOptions::default()),
-                )
-                .await
-                .map_err(failed)?;
-            (all.items, all.revision)
+        // Sent in the stream as an ERROR event, as kube-apiserver sends them.
+        let in_stream = |e: StorageError| match e {
+            StorageError::Expired { .. } | StorageError::TooLargeResourceVersion { .. } => {
+                Ok(Watching::failed(kind, failed(e)))
+            }
+            other => Err(failed(other)),
         };
+        let rv = resource_version::parse(query.resource_version).map_err(failed)?;
+        let listed = query.send_initial_events.unwrap_or(rv == 0);
+        let start = if listed {
+            let options = ListOptions {
+                resource_version: query.resource_version,
+                resource_version_match: match query.send_initial_events {
+                    Some(_) => "NotOlderThan",
+                    None => "",
+                },
+                ..ListOptions::default()
+            };
+            match self
+                .timed("list", info, self.storage.list(&prefix, options))
+                .await
+            {
+                Ok(all) => Start {
+                    initial: all.items,
+                    after: all.revision,
+                    initial_events_end: query.send_initial_events == Some(true)
+                        && query.allow_bookmarks,
+                },
+                Err(e) => return in_stream(e),
+            }
+        } else {
+            let after = match rv {
+                0 => {
+                    let now = self.storage.get(&prefix, "");
+                    self.timed("get", info, now).await.map_err(failed)?.1
+                }
+                rv => rv,
+            };
+            Start {
+                initial: Vec::new(),
+                after,
+                initial_events_end: false,
+            }
+        };
+        let after = start.after;
         let cache = self
             .position(info.group, info.version, info.resource)
             .and_then(|i| self.caches[i].as_ref()?.watch(&prefix, after));
-        // A start the store compacted is 410 Expired whoever serves the watch, sent in the
-        // stream as an ERROR event, as kube-apiserver sends it.
-        let expired = |e: StorageError| match e {
-            StorageError::Expired { .. } => Ok(Watching::failed(kind, failed(e))),
-            other => Err(failed(other)),
-        };
         if let Some(watch) = cache {
-            if rv > 0
+            if !listed
+                && rv > 0
                 && let Err(e) = self
                     .timed("watch", info, self.storage.check_history(&prefix, after))
                     .await
             {
-                return expired(e);
+                return in_stream(e);
             }
-            return Ok(Watching::cached(kind, initial, watch, filter));
+            return Ok(Watching::cached(kind, start, watch, filter));
         }
         match self
             .timed(
@@ -617,8 +670,8 @@ impl Registry {
             )
             .await
         {
-            Ok(watch) => Ok(Watching::store(kind, initial, watch, filter)),
-            Err(e) => expired(e),
+            Ok(watch) => Ok(Watching::store(kind, start, watch, filter)),
+            Err(e) => in_stream(e),
         }
     }
 

@@ -6,6 +6,14 @@
 //! DELETED (the old state, at the update's resourceVersion), as kube-apiserver's watchers do.
 //! An event a watcher sends as it was decoded keeps a link to the shared event, so its encoding
 //! ([`WatchEvent::shared_encoding`]) is made once for all the watchers that send it.
+//!
+//! Bookmarks: a `BOOKMARK` event's object is an object of the kind at its zero value with
+//! only `metadata.resourceVersion` set, as kube-apiserver makes it from the kind's `New()`.
+//! A streaming list (`sendInitialEvents=true` with `allowWatchBookmarks=true`) ends its
+//! initial ADDED events with one annotated `k8s.io/initial-events-end: "true"` at the
+//! revision of the initial state; a watch served by the watch cache gets the others from
+//! [`Watching::bookmark`] (see [`crate::storage::cacher::bookmarks`]). A watch of its own
+//! store watch gets none but that first one, as kube-apiserver's etcd3 watcher sends none.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
@@ -13,10 +21,28 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::schema::schema_of;
 use super::store::{Filter, decode, parse_stored, target};
 use super::{Strategy, meta, meta_str};
 use crate::storage::cacher::{CacheWatch, Cached};
 use crate::storage::{Event, Object, Status, Watch};
+
+/// The annotation of the bookmark that ends a streaming list's initial events.
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// Where a watch starts and what it sends besides changes (the watch fields of
+/// `ListOptions`, defaulted and validated).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WatchQuery<'a> {
+    /// `resourceVersion` ("" when unset).
+    pub resource_version: &'a str,
+    /// `sendInitialEvents`: Some(true) sends the current objects first (a streaming list),
+    /// Some(false) none (the changes from the resourceVersion, or from now); None as before
+    /// it existed (the current objects first only from "" or "0").
+    pub send_initial_events: Option<bool>,
+    /// `allowWatchBookmarks`.
+    pub allow_bookmarks: bool,
+}
 
 /// A store event decoded for every watcher of one kind, or why it could not be.
 pub type Decoded = Result<SharedEvent, Status>;
@@ -85,7 +111,7 @@ impl SharedEvent {
 /// One watch event as the API sends it.
 #[derive(Debug, Clone)]
 pub struct WatchEvent {
-    /// `ADDED`, `MODIFIED` or `DELETED`.
+    /// `ADDED`, `MODIFIED`, `DELETED` or `BOOKMARK`.
     pub kind: &'static str,
     /// The object, with apiVersion and kind (for DELETED its last state, at the deletion's
     /// resourceVersion).
@@ -95,12 +121,45 @@ pub struct WatchEvent {
 }
 
 impl WatchEvent {
+    /// A `BOOKMARK` at `revision`: an object of `kind` with only its resourceVersion (and,
+    /// for the end of a streaming list's initial events, [`INITIAL_EVENTS_END`]).
+    pub fn bookmark(kind: &dyn Strategy, revision: i64, initial_events_end: bool) -> WatchEvent {
+        let info = kind.info();
+        let mut object = schema_of(info.group, info.kind).zero().clone();
+        object["apiVersion"] = info.api_version().into();
+        object["kind"] = info.kind.into();
+        let mut metadata = serde_json::json!({
+            "resourceVersion": revision.to_string(),
+            "creationTimestamp": null,
+        });
+        if initial_events_end {
+            metadata["annotations"] = serde_json::json!({INITIAL_EVENTS_END: "true"});
+        }
+        object["metadata"] = metadata;
+        WatchEvent {
+            kind: "BOOKMARK",
+            object: Arc::new(object),
+            shared: None,
+        }
+    }
+
     /// Where this event's encoding is kept for every watcher that sends it unchanged; None
     /// when this watcher's event is its own (its filter changed the event's type).
     pub fn shared_encoding(&self) -> Option<&OnceLock<Bytes>> {
         let shared = self.shared.as_ref()?.value.as_ref().ok()?;
         Some(&shared.encoded)
     }
+}
+
+/// How a watch starts: the objects it sends first, as ADDED, the revision the changes come
+/// after, and whether the initial objects end with the initial-events-end bookmark.
+pub(super) struct Start {
+    /// The current objects (empty when the watch sends none).
+    pub initial: Vec<Object>,
+    /// The revision of `initial`, or the resourceVersion the watch starts from.
+    pub after: i64,
+    /// Whether a bookmark at `after` follows `initial`.
+    pub initial_events_end: bool,
 }
 
 /// Where a watch's events come from.
@@ -117,6 +176,8 @@ enum Source {
 pub struct Watching {
     kind: &'static dyn Strategy,
     source: Source,
+    /// The revision the changes are sent after.
+    start: i64,
     filter: Option<Box<Filter>>,
     /// Events ready to hand out.
     pending: VecDeque<WatchEvent>,
@@ -126,25 +187,26 @@ pub struct Watching {
 }
 
 impl Watching {
-    /// A watch that first sends `initial` (the current objects, as ADDED) and then the
-    /// events from the kind's watch cache.
+    /// A watch that first sends `start`'s initial objects and then the events from the
+    /// kind's watch cache.
     pub(super) fn cached(
         kind: &'static dyn Strategy,
-        initial: Vec<Object>,
+        start: Start,
         watch: CacheWatch<Decoded>,
         filter: Option<Box<Filter>>,
     ) -> Watching {
-        Watching::new(kind, initial, Source::Cache(watch), filter)
+        Watching::new(kind, start, Source::Cache(watch), filter)
     }
 
-    /// A watch that first sends `initial` and then the events of its own store watch.
+    /// A watch that first sends `start`'s initial objects and then the events of its own
+    /// store watch.
     pub(super) fn store(
         kind: &'static dyn Strategy,
-        initial: Vec<Object>,
+        start: Start,
         watch: Watch,
         filter: Option<Box<Filter>>,
     ) -> Watching {
-        Watching::new(kind, initial, Source::Store(watch), filter)
+        Watching::new(kind, start, Source::Store(watch), filter)
     }
 
     /// A watch that sends only `status`, as an ERROR event (a start the store compacted).
@@ -152,6 +214,7 @@ impl Watching {
         Watching {
             kind,
             source: Source::Ended,
+            start: 0,
             filter: None,
             pending: VecDeque::new(),
             failed: Some(status),
@@ -161,29 +224,44 @@ impl Watching {
 
     fn new(
         kind: &'static dyn Strategy,
-        initial: Vec<Object>,
+        start: Start,
         source: Source,
         filter: Option<Box<Filter>>,
     ) -> Watching {
         let mut watching = Watching {
             kind,
             source,
+            start: start.after,
             filter,
             pending: VecDeque::new(),
             failed: None,
             ended: false,
         };
-        for object in initial {
+        for object in start.initial {
             let event = decode_event(kind, Event::Added(object));
             if !watching.accept(Arc::new(Cached {
                 revision: 0,
                 key: String::new(),
                 value: event,
             })) {
-                break;
+                return watching;
             }
         }
+        if start.initial_events_end {
+            let end = WatchEvent::bookmark(kind, start.after, true);
+            watching.pending.push_back(end);
+        }
         watching
+    }
+
+    /// A bookmark of everything this watch has handed out, when it is past the watch's
+    /// start; only a watch the watch cache serves knows (see the module docs).
+    pub fn bookmark(&self) -> Option<WatchEvent> {
+        let Source::Cache(watch) = &self.source else {
+            return None;
+        };
+        let progress = watch.progress();
+        (progress > self.start).then(|| WatchEvent::bookmark(self.kind, progress, false))
     }
 
     /// The next event the filter lets through; None when the watch ends.

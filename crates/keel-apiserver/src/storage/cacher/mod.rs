@@ -24,6 +24,7 @@
 //! `tokio::sync::watch` channel that the shell bumps after each push; a watcher marks the
 //! channel seen *before* it looks into the buffer, so a push after its look always wakes it.
 
+pub mod bookmarks;
 pub mod ring;
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -124,6 +125,7 @@ impl<T: Send + Sync + 'static> Cacher<T> {
             cursor,
             prefix: prefix.to_string(),
             read: Vec::new(),
+            progress: after,
         })
     }
 }
@@ -136,6 +138,8 @@ pub struct CacheWatch<T> {
     prefix: String,
     /// Scratch space for a batch before it is filtered by prefix.
     read: Vec<Arc<Cached<T>>>,
+    /// The revision up to which the cursor has read (see [`bookmarks`]).
+    progress: i64,
 }
 
 impl<T> CacheWatch<T> {
@@ -153,6 +157,9 @@ impl<T> CacheWatch<T> {
                             self.shared.metrics.terminated_watchers.inc();
                         }
                         return Err(behind);
+                    }
+                    if let Some(last) = self.read.last() {
+                        self.progress = last.revision;
                     }
                     let before = out.len();
                     out.extend(
@@ -279,6 +286,7 @@ impl<T, D: Fn(Event) -> T> Shell<T, D> {
                                 .set(reflected.unwrap_or(after));
                         }
                         shared.notify();
+                        shared.metrics.dispatched.inc_by(received);
                     }
                     Some(Err(StorageError::Expired { .. })) => {
                         tracing::warn!(prefix = %self.prefix, revision = ?reflected, "watch cache: the store compacted past the cache; starting over");
