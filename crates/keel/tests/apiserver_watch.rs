@@ -190,7 +190,12 @@ fn streaming_lists_and_bookmarks(stack: Stack) {
     std::fs::write(&file, event).unwrap();
     let events_path = "/api/v1/namespaces/s/events";
     kube.kubectl_ok(&["create", "--raw", events_path, "-f", file.to_str().unwrap()]);
-    let listed: i64 = rv(&kube, &["configmaps", "-n", "s"]).parse().unwrap();
+    let list = kube.kubectl_ok(&["get", "--raw", "/api/v1/namespaces/s/configmaps"]);
+    let list: Value = serde_json::from_str(&list).expect("a list");
+    let listed: i64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|rv| rv.parse().ok())
+        .expect("the list's resourceVersion");
 
     // Only the labelled configmaps: keel up's controllers add kube-root-ca.crt.
     let configmaps = "/api/v1/namespaces/s/configmaps?watch=1&labelSelector=t%3Ds&timeoutSeconds=1";
