@@ -385,3 +385,72 @@ impl Watching {
         true
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stored(name: &str, revision: i64) -> Object {
+        let value = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "d"}});
+        Object {
+            key: format!("/registry/configmaps/d/{name}"),
+            value: serde_json::to_vec(&value).unwrap(),
+            mod_revision: revision,
+        }
+    }
+
+    #[test]
+    fn a_streaming_list_sends_its_objects_then_the_bookmark_at_their_revision() {
+        let cm = &crate::registry::configmaps::ConfigMaps;
+        let start = Start {
+            initial: vec![stored("a", 3), stored("b", 5)],
+            after: 9,
+            initial_events_end: true,
+        };
+        let mut watching = Watching::new(cm, start, Source::Ended, None);
+        let events = futures::executor::block_on(watching.next_batch())
+            .unwrap()
+            .unwrap();
+        let seen: Vec<_> = events
+            .iter()
+            .map(|e| {
+                (
+                    e.kind,
+                    meta_str(&e.object, "name"),
+                    meta_str(&e.object, "resourceVersion"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("ADDED", "a", "3"),
+                ("ADDED", "b", "5"),
+                ("BOOKMARK", "", "9")
+            ]
+        );
+        assert_eq!(
+            *events[2].object,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                "resourceVersion": "9", "creationTimestamp": null,
+                "annotations": {INITIAL_EVENTS_END: "true"}}})
+        );
+        // No more bookmarks from a watch the cache does not serve.
+        assert!(watching.bookmark().is_none());
+    }
+
+    #[test]
+    fn a_bookmark_is_an_object_of_the_kind_at_its_zero_value() {
+        let pods = &crate::registry::pods::Pods;
+        let bookmark = WatchEvent::bookmark(pods, 12, false);
+        assert_eq!(bookmark.kind, "BOOKMARK");
+        assert_eq!(
+            *bookmark.object,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"resourceVersion": "12", "creationTimestamp": null},
+                "spec": {"containers": null}, "status": {}})
+        );
+    }
+}
