@@ -1,6 +1,8 @@
 //! Server-side apply (`PATCH` with `Content-Type: application/apply-patch+yaml`), as
 //! kube-apiserver's `applyPatcher` serves it: the body (YAML, or JSON, which is YAML) read
-//! as the applied configuration, merged into the stored object by
+//! as the applied configuration, refused 400 when its apiVersion or kind is not the
+//! endpoint's (`invalid object type: apps/v1, Kind=Service`, the field manager's first
+//! check, before any schema check), merged into the stored object by
 //! [`FieldManager::apply`] or, when there is none, made into a new one (201), and the result
 //! checked for the keys it repeats as `fieldValidation` says and against the URL's name and
 //! namespace before it goes through the same update path as every other write. The wording
