@@ -140,7 +140,8 @@ assert seen == [("MODIFIED", "c0"), ("BOOKMARK", None)], seen
 assert int(w.resource_version) >= int(changed), (w.resource_version, changed)
 
 # Deleting a Service answers the deleted Service (its registry's ReturnDeletedObject), which
-# the typed client reads; a ConfigMap's delete answers a Status.
+# the typed client reads, as do ServiceAccounts and ResourceQuotas; a ConfigMap's delete
+# answers a Status.
 v1.create_namespaced_service(
     ns,
     client.V1Service(
@@ -149,6 +150,12 @@ v1.create_namespaced_service(
 )
 deleted = v1.delete_namespaced_service("s", ns)
 assert (deleted.kind, deleted.metadata.name, deleted.spec.ports[0].port) == ("Service", "s", 80), deleted
+v1.create_namespaced_service_account(ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="sa")))
+assert v1.delete_namespaced_service_account("sa", ns).metadata.name == "sa"
+v1.create_namespaced_resource_quota(
+    ns, client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="q"), spec=client.V1ResourceQuotaSpec(hard={"pods": "9"}))
+)
+assert v1.delete_namespaced_resource_quota("q", ns).spec.hard == {"pods": "9"}
 assert v1.delete_namespaced_config_map("c4", ns)["status"] == "Success"
 
 # An apply of another apiVersion than the endpoint's is refused before anything is made of it.
