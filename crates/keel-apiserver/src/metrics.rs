@@ -4,11 +4,12 @@
 //! (`apiserver_current_inflight_requests`, `apiserver_longrunning_requests`,
 //! `apiserver_registered_watchers`), the store's share of each request
 //! (`etcd_request_duration_seconds` by operation and resource; `apiserver_storage_objects`),
-//! and the watch caches (`apiserver_watch_cache_events_received_total`,
-//! `apiserver_watch_cache_resource_version`, `apiserver_watch_cache_initializations_total`,
-//! `apiserver_terminated_watchers_total`, and the reads they serve:
-//! `apiserver_cache_list_{total,fetched_objects_total,returned_objects_total}`,
-//! `apiserver_watch_cache_read_wait_seconds`, `apiserver_watch_cache_consistent_read_total`). `etcd_request_duration_seconds` tells an operator
+//! the watch caches (`apiserver_watch_cache_events_received_total`,
+//! `apiserver_watch_cache_events_dispatched_total`, `apiserver_watch_cache_resource_version`,
+//! `apiserver_watch_cache_initializations_total`, `apiserver_terminated_watchers_total`, and the
+//! reads they serve: `apiserver_cache_list_{total,fetched_objects_total,returned_objects_total}`,
+//! `apiserver_watch_cache_read_wait_seconds`, `apiserver_watch_cache_consistent_read_total`),
+//! what watches send (`apiserver_watch_events_total`, `apiserver_watch_events_sizes`). `etcd_request_duration_seconds` tells an operator
 //! at once whether a slow request reached the store; a watch cache's resourceVersion far
 //! behind the store's revision, whether watchers wait on the cache.
 
@@ -27,6 +28,11 @@ pub type Labels = Vec<(&'static str, String)>;
 const REQUEST_BUCKETS: [f64; 24] = [
     0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
     10.0, 15.0, 20.0, 30.0, 45.0, 50.0, 60.0,
+];
+
+/// kube-apiserver's `apiserver_watch_events_sizes` buckets: 1 KiB doubling to 128 KiB.
+const WATCH_EVENT_SIZE_BUCKETS: [f64; 8] = [
+    1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0, 65536.0, 131072.0,
 ];
 
 /// kube-apiserver's `etcd_request_duration_seconds` buckets.
@@ -55,10 +61,13 @@ pub struct Metrics {
     /// ([`crate::registry::object_count`]), never by a scrape.
     pub objects: Family<Labels, Gauge>,
     cache_received: Family<Labels, Counter>,
+    cache_dispatched: Family<Labels, Counter>,
     cache_revision: Family<Labels, Gauge>,
     cache_initializations: Family<Labels, Counter>,
     terminated_watchers: Family<Labels, Counter>,
     cache_reads: CacheReadFamilies,
+    watch_events: Family<Labels, Counter>,
+    watch_event_sizes: Family<Labels, Histogram>,
 }
 
 /// The families of the reads the watch caches serve.
@@ -90,6 +99,8 @@ impl Default for CacheReadFamilies {
 pub struct CacheMetrics {
     /// `apiserver_watch_cache_events_received_total`: events taken from the store.
     pub received: Counter,
+    /// `apiserver_watch_cache_events_dispatched_total`: events handed to the watchers.
+    pub dispatched: Counter,
     /// `apiserver_watch_cache_resource_version`: the revision the cache has reflected.
     pub resource_version: Gauge,
     /// `apiserver_watch_cache_initializations_total`: (re)starts from the store's revision.
@@ -110,6 +121,7 @@ impl Default for CacheMetrics {
         let read_wait = reads.read_wait.get_or_create(&Vec::new()).clone();
         CacheMetrics {
             received: Counter::default(),
+            dispatched: Counter::default(),
             resource_version: Gauge::default(),
             initializations: Counter::default(),
             terminated_watchers: Counter::default(),
@@ -162,6 +174,15 @@ impl CacheMetrics {
     }
 }
 
+/// What the watches of one resource send, labelled with its group, version and resource.
+#[derive(Debug, Clone)]
+pub struct WatchEventMetrics {
+    /// `apiserver_watch_events_total`: events sent (bookmarks and errors too).
+    pub sent: Counter,
+    /// `apiserver_watch_events_sizes`: each sent event's size in bytes.
+    pub sizes: Histogram,
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
@@ -180,9 +201,12 @@ impl Metrics {
             (|| Histogram::new(ETCD_BUCKETS)) as fn() -> Histogram,
         );
         let (inflight, longrunning, watchers, objects) = Default::default();
-        let (cache_received, cache_revision, cache_initializations, terminated_watchers) =
-            Default::default();
         let cache_reads = CacheReadFamilies::default();
+        let (cache_received, cache_dispatched, cache_revision) = Default::default();
+        let (cache_initializations, terminated_watchers, watch_events) = Default::default();
+        let watch_event_sizes = Family::<Labels, Histogram>::new_with_constructor(
+            (|| Histogram::new(WATCH_EVENT_SIZE_BUCKETS)) as fn() -> Histogram,
+        );
         registry.register(
             "apiserver_request",
             "Counter of apiserver requests broken out for each verb, dry run value, group, version, resource, scope, component, and HTTP response code.",
@@ -224,6 +248,11 @@ impl Metrics {
             Family::clone(&cache_received),
         );
         registry.register(
+            "apiserver_watch_cache_events_dispatched",
+            "Counter of events dispatched in watch cache broken by resource type.",
+            Family::clone(&cache_dispatched),
+        );
+        registry.register(
             "apiserver_watch_cache_resource_version",
             "Current resource version of watch cache broken by resource type.",
             Family::clone(&cache_revision),
@@ -263,6 +292,16 @@ impl Metrics {
             "Number of consistent reads from cache.",
             cache_reads.consistent_reads.clone(),
         );
+        registry.register(
+            "apiserver_watch_events",
+            "Number of events sent in watch clients",
+            Family::clone(&watch_events),
+        );
+        registry.register(
+            "apiserver_watch_events_sizes",
+            "Watch event size distribution in bytes",
+            watch_event_sizes.clone(),
+        );
         registry.register_collector(Box::new(keel_process::ProcessCollector));
         Metrics {
             registry,
@@ -274,10 +313,13 @@ impl Metrics {
             etcd,
             objects,
             cache_received,
+            cache_dispatched,
             cache_revision,
             cache_initializations,
             terminated_watchers,
             cache_reads,
+            watch_events,
+            watch_event_sizes,
         }
     }
 
@@ -286,12 +328,26 @@ impl Metrics {
         let labels = vec![("group", group.to_string()), ("resource", resource.into())];
         CacheMetrics {
             received: self.cache_received.get_or_create(&labels).clone(),
+            dispatched: self.cache_dispatched.get_or_create(&labels).clone(),
             resource_version: self.cache_revision.get_or_create(&labels).clone(),
             initializations: self.cache_initializations.get_or_create(&labels).clone(),
             terminated_watchers: self.terminated_watchers.get_or_create(&labels).clone(),
             read_wait: self.cache_reads.read_wait.get_or_create(&labels).clone(),
             labels,
             reads: self.cache_reads.clone(),
+        }
+    }
+
+    /// What the watches of `resource` in `group`/`version` send.
+    pub fn watch_events(&self, group: &str, version: &str, resource: &str) -> WatchEventMetrics {
+        let labels = vec![
+            ("group", group.to_string()),
+            ("version", version.to_string()),
+            ("resource", resource.to_string()),
+        ];
+        WatchEventMetrics {
+            sent: self.watch_events.get_or_create(&labels).clone(),
+            sizes: self.watch_event_sizes.get_or_create(&labels).clone(),
         }
     }
 

@@ -168,6 +168,8 @@ async fn watchers_share_one_store_watch_and_each_sees_its_own_prefix_in_order() 
             ],
             "{flavor:?}"
         );
+        // What a bookmark may say: everything up to the last event read was handed out.
+        assert_eq!(everything.progress(), a3, "{flavor:?}");
         assert_eq!(
             take(&mut only_a, 3).await.unwrap(),
             [

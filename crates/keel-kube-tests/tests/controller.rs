@@ -14,13 +14,15 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::watcher;
-use kube::{Api, Client, Config, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 
 use keel_testkit::kube::{Kube, Stack};
+
+mod common;
+use common::client;
 
 const NAMESPACE: &str = "kube-rs";
 const SOURCES: &str = "keel.test/role=source";
@@ -126,14 +128,6 @@ fn error_policy(
     _ctx: Arc<Context>,
 ) -> Action {
     Action::requeue(Duration::from_millis(300))
-}
-
-async fn client(kube: &Kube) -> Client {
-    let kubeconfig = Kubeconfig::read_from(&kube.kubeconfig).expect("read the kubeconfig");
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .expect("a kube-rs config from keel's kubeconfig");
-    Client::try_from(config).expect("a kube-rs client")
 }
 
 /// Polls `check` until it holds or [`CONVERGE`] passes.

@@ -1,7 +1,9 @@
 //! Graceful deletion of pods as a kubelet and kubectl see it, on `keel up`: a pod bound to a
 //! node stays, Terminating, with its grace period until the kubelet confirms (a delete with
 //! grace 0); a shorter grace period replaces a longer one but never the other way; an
-//! unbound pod goes at once; a watch sees the Terminating state and then the deletion.
+//! unbound pod goes at once; a watch sees the Terminating state and then the deletion. A
+//! delete that leaves the pod Terminating answers 200 with the pod, and 202 only when asked
+//! with `orphanDependents=false`, as kube-apiserver's delete handler answers.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -82,8 +84,22 @@ fn a_bound_pod_terminates_gracefully_until_its_kubelet_confirms() {
     );
     assert!(!exists(&kube, "unbound"), "an unbound pod goes at once");
 
-    kube.kubectl_ok(&["delete", "pod", "bound", "--wait=false"]);
+    // kubectl -v=6 logs each request's code.
+    let answered = |args: &[&str]| {
+        let out = kube.kubectl(&[args, &["-v=6"][..]].concat());
+        assert!(out.status.success(), "{out:?}");
+        let log = String::from_utf8_lossy(&out.stderr).into_owned();
+        let delete = log.lines().find(|l| l.contains("DELETE https://"));
+        delete
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("no DELETE in {log}"))
+    };
+    let marked = answered(&["delete", "pod", "bound", "--wait=false"]);
+    assert!(marked.contains(" 200 OK "), "{marked}");
     assert!(exists(&kube, "bound"), "a bound pod waits for its kubelet");
+    let path = "/api/v1/namespaces/default/pods/bound?orphanDependents=false";
+    let accepted = answered(&["delete", "--raw", path]);
+    assert!(accepted.contains(" 202 Accepted "), "{accepted}");
     assert_eq!(
         field(&kube, "bound", ".metadata.deletionGracePeriodSeconds"),
         "30"

@@ -1,7 +1,9 @@
 //! The Python `kubernetes` client (PyPI) against `keel up` and against `keel apiserver` on
 //! etcd 3.5.1: create and AlreadyExists, a value of the wrong type (400, and 422 from a
 //! patch) and a ConfigMap above 1 MiB (422) refused, a paginated list, a watch from a resourceVersion,
-//! and a 410 after compaction handled by relisting (`tests/python/client.py`).
+//! a watch with `allow_watch_bookmarks` (its BOOKMARK kept as the resourceVersion to resume
+//! from), a Service's delete read as the deleted Service, an apply of another apiVersion refused
+//! 400, and a 410 after compaction handled by relisting (`tests/python/client.py`).
 
 use std::process::Command;
 

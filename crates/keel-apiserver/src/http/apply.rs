@@ -1,6 +1,8 @@
 //! Server-side apply (`PATCH` with `Content-Type: application/apply-patch+yaml`), as
 //! kube-apiserver's `applyPatcher` serves it: the body (YAML, or JSON, which is YAML) read
-//! as the applied configuration, merged into the stored object by
+//! as the applied configuration, refused 400 when its apiVersion or kind is not the
+//! endpoint's (`invalid object type: apps/v1, Kind=Service`, the field manager's first
+//! check, before any schema check), merged into the stored object by
 //! [`FieldManager::apply`] or, when there is none, made into a new one (201), and the result
 //! checked for the keys it repeats as `fieldValidation` says and against the URL's name and
 //! namespace before it goes through the same update path as every other write. The wording
@@ -48,6 +50,7 @@ pub async fn patch(
     let strict = field_validation::check_applied(body, directive);
     let defs = openapi::documents(registry.kinds()).definitions();
     let manager = FieldManager::new(kind, subresource, Time::now());
+    manager.check_applied(&config).map_err(|e| e.status())?;
     let errors = field_validation::apply_errors(kind, defs, &config);
     if !errors.is_empty() {
         let errors = match errors.as_slice() {

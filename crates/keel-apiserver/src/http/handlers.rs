@@ -27,7 +27,7 @@ use crate::registry::selector::{FieldSelector, LabelSelector};
 use crate::registry::store::{DeleteOptions, ListQuery, Registry, Selection};
 use crate::registry::time::Time;
 use crate::registry::{Strategy, meta_str};
-use crate::storage::resource_version::{validate_list_options, validate_watch_options};
+use crate::storage::resource_version::validate_list_options;
 use crate::storage::{FieldError, Status};
 
 /// The largest request body accepted (kube-apiserver's 3 MiB).
@@ -186,19 +186,21 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
         (&Method::GET, _)
             if is_watch(path, &req.query) && (path.name.is_none() || watched_name.is_some()) =>
         {
-            let errors = validate_watch_options(
-                req.param("resourceVersionMatch").unwrap_or(""),
-                req.param("continue").unwrap_or(""),
-                req.param("sendInitialEvents").is_some(),
-            );
-            if !errors.is_empty() {
-                return Err(Status::invalid("meta.k8s.io", "ListOptions", "", &errors));
-            }
+            let options = watch::Options::parse(&req.query)?;
             let filter = selection(kind, &req, watched_name)?.map(|s| s.filter);
-            let rv = req.param("resourceVersion").unwrap_or("");
-            let watching = registry.watch(kind, namespace, rv, filter).await?;
-            let timeout = watch::timeout(req.param("timeoutSeconds"))?;
-            Ok(watch::stream(kind, watching, output, include, timeout))
+            let watching = registry
+                .watch_with(kind, namespace, &options.query(), filter)
+                .await?;
+            let how = watch::Stream {
+                output,
+                include,
+                timeout: watch::timeout(req.param("timeoutSeconds"))?,
+                bookmarks: options.allow_bookmarks,
+                metrics: registry
+                    .metrics()
+                    .watch_events(info.group, info.version, info.resource),
+            };
+            Ok(watch::stream(kind, watching, how))
         }
         (&Method::GET, None) => {
             let list = list(&registry, kind, namespace, &req).await?;
@@ -303,7 +305,14 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             let options = delete_options(&req)?;
             let deleted = registry.delete(kind, namespace, name, &options).await?;
             if !deleted.finished {
-                return respond_object(kind, StatusCode::ACCEPTED, deleted.object, output, include);
+                // 202 only when asked for with `orphanDependents: false`, as
+                // kube-apiserver's delete handler answers.
+                let code = if options.orphan_dependents == Some(false) {
+                    StatusCode::ACCEPTED
+                } else {
+                    StatusCode::OK
+                };
+                return respond_object(kind, code, deleted.object, output, include);
             }
             if kind.returns_deleted_object() {
                 return respond_object(kind, StatusCode::OK, deleted.object, output, include);
@@ -390,6 +399,12 @@ async fn list(
         selection: selection.as_ref(),
     };
     registry.list(kind, namespace, &query).await
+}
+
+/// A boolean query parameter as apimachinery converts one: "0" and "false" (in any case)
+/// are false, anything else (even "") true.
+pub fn query_bool(value: &str) -> bool {
+    !(value == "0" || value.eq_ignore_ascii_case("false"))
 }
 
 fn bad_query(name: &str, value: &str) -> Status {
@@ -561,6 +576,9 @@ fn delete_options(req: &ResourceRequest) -> Result<DeleteOptions, Status> {
         options.grace_period_seconds =
             Some(g.parse().map_err(|_| bad_query("gracePeriodSeconds", g))?);
     }
+    if let Some(o) = req.param("orphanDependents") {
+        options.orphan_dependents = Some(query_bool(o));
+    }
     let propagation = req.param("propagationPolicy").map(str::to_string);
     let mut policy = propagation;
     if !req.body.is_empty() {
@@ -580,6 +598,9 @@ fn delete_options(req: &ResourceRequest) -> Result<DeleteOptions, Status> {
         }
         if let Some(g) = body.get("gracePeriodSeconds").and_then(Value::as_i64) {
             options.grace_period_seconds = Some(g);
+        }
+        if let Some(o) = body.get("orphanDependents").and_then(Value::as_bool) {
+            options.orphan_dependents = Some(o);
         }
         if let Some(p) = body.get("propagationPolicy").and_then(Value::as_str) {
             policy = Some(p.to_string());

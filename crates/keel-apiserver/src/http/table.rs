@@ -1,7 +1,8 @@
 //! `meta.k8s.io` Tables, as kube-apiserver answers `Accept: application/json;as=Table`:
 //! the kind's columns, one row per object with the kind's cells, and the object itself as
-//! `PartialObjectMetadata` (or whole, or not at all, by `includeObject`); in `v1`, or in
-//! `v1beta1` with its rows' metadata in `v1beta1` too.
+//! `PartialObjectMetadata` (or whole, or not at all, by `includeObject`, though the bookmark
+//! that ends a streaming list's initial events keeps its metadata, so its annotation is
+//! seen); in `v1`, or in `v1beta1` with its rows' metadata in `v1beta1` too.
 
 use serde_json::{Value, json};
 
@@ -10,6 +11,7 @@ use super::negotiate::MetaVersion;
 
 use crate::registry::Strategy;
 use crate::registry::time::Time;
+use crate::registry::watching::INITIAL_EVENTS_END;
 use crate::storage::Status;
 
 /// `includeObject`.
@@ -91,8 +93,13 @@ pub fn table_in(
         .iter()
         .map(|obj| {
             let mut row = json!({"cells": kind.cells(obj, now)});
+            let ends_initial_events = obj
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(INITIAL_EVENTS_END))
+                == Some(&Value::from("true"));
             let object = match include {
-                IncludeObject::Nothing => None,
+                IncludeObject::Nothing if !ends_initial_events => None,
+                IncludeObject::Nothing => Some(partial_object_in(obj, version)),
                 IncludeObject::Metadata => Some(partial_object_in(obj, version)),
                 IncludeObject::Object => {
                     let mut whole = obj.clone();
@@ -114,4 +121,28 @@ pub fn table_in(
         "columnDefinitions": columns,
         "rows": rows,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::watching::WatchEvent;
+
+    #[test]
+    fn the_bookmark_ending_the_initial_events_keeps_its_metadata_whatever_is_asked() {
+        let cm = &crate::registry::configmaps::ConfigMaps;
+        let row = |initial_events_end| {
+            let bookmark = WatchEvent::bookmark(cm, 7, initial_events_end);
+            let objects = [(*bookmark.object).clone()];
+            table(cm, &objects, json!({}), IncludeObject::Nothing, false)["rows"][0].clone()
+        };
+        let end = row(true);
+        assert_eq!(end["object"]["kind"], "PartialObjectMetadata");
+        assert_eq!(
+            end["object"]["metadata"]["annotations"][INITIAL_EVENTS_END],
+            "true"
+        );
+        assert_eq!(end["object"]["metadata"]["resourceVersion"], "7");
+        assert!(row(false).get("object").is_none());
+    }
 }

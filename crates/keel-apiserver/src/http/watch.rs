@@ -5,6 +5,11 @@
 //! resourceVersion), as kube-apiserver does. The stream ends after `timeoutSeconds`, or
 //! without one after a random time between 30 and 60 minutes (kube-apiserver's
 //! `--min-request-timeout` 1800 s, jittered up to twice that).
+//!
+//! With `allowWatchBookmarks=true` the stream also sends the `BOOKMARK`s the watch has
+//! (see [`crate::registry::watching`]) when [`bookmarks::next_bookmark`] says, after every
+//! event handed out before. Every event sent is counted in `apiserver_watch_events_total`
+//! and its size in bytes in `apiserver_watch_events_sizes`.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -16,13 +21,79 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::handlers::streamed;
+use super::handlers::{Query, query_bool, streamed};
 use super::metadata;
 use super::negotiate::{Conversion, Output};
 use super::table::{self, IncludeObject};
-use crate::registry::watching::{WatchEvent, Watching};
+use crate::metrics::WatchEventMetrics;
+use crate::registry::watching::{WatchEvent, WatchQuery, Watching};
 use crate::registry::{Strategy, meta_str};
 use crate::storage::Status;
+use crate::storage::cacher::bookmarks;
+use crate::storage::resource_version::{
+    default_watch_options, validate_list_options, validate_watch_options,
+};
+
+/// A watch's options from its query, defaulted and validated as kube-apiserver's
+/// `listOptions` reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// `resourceVersion`.
+    pub resource_version: String,
+    /// `sendInitialEvents`, after the WatchList defaults.
+    pub send_initial_events: Option<bool>,
+    /// `allowWatchBookmarks`.
+    pub allow_bookmarks: bool,
+}
+
+impl Options {
+    /// Reads `query`. The WatchList defaults and the watch's own validation apply to a
+    /// request that says `watch=true`; one under `watch/` that does not is validated as a
+    /// list, as kube-apiserver validates it (so `sendInitialEvents` is refused there).
+    pub fn parse(query: &Query) -> Result<Options, Status> {
+        let param = |name: &str| query.get(name).map(String::as_str);
+        let resource_version = param("resourceVersion").unwrap_or("");
+        let continue_token = param("continue").unwrap_or("");
+        let mut send_initial_events = param("sendInitialEvents").map(query_bool);
+        let mut resource_version_match = param("resourceVersionMatch").unwrap_or("");
+        let errors = if param("watch").is_some_and(query_bool) {
+            (resource_version_match, send_initial_events) = default_watch_options(
+                resource_version,
+                resource_version_match,
+                send_initial_events,
+            );
+            validate_watch_options(
+                resource_version_match,
+                continue_token,
+                send_initial_events.is_some(),
+            )
+        } else {
+            validate_list_options(
+                resource_version,
+                resource_version_match,
+                continue_token,
+                send_initial_events.is_some(),
+            )
+        };
+        if !errors.is_empty() {
+            return Err(Status::invalid("meta.k8s.io", "ListOptions", "", &errors));
+        }
+        Ok(Options {
+            resource_version: resource_version.to_string(),
+            send_initial_events,
+            allow_bookmarks: param("allowWatchBookmarks").is_some_and(query_bool),
+        })
+    }
+
+    /// The registry's view of these options.
+    pub fn query(&self) -> WatchQuery<'_> {
+        WatchQuery {
+            resource_version: &self.resource_version,
+            send_initial_events: self.send_initial_events,
+            allow_bookmarks: self.allow_bookmarks,
+        }
+    }
+}
 
 /// kube-apiserver's `--min-request-timeout` default.
 const MIN_REQUEST_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -57,26 +128,56 @@ struct State {
     output: Output,
     include: IncludeObject,
     deadline: Instant,
+    /// When the next bookmark is due (None: no more, or none asked for).
+    next_bookmark: Option<Instant>,
+    metrics: WatchEventMetrics,
     first: bool,
     done: bool,
 }
 
+/// What waiting on a watch brought.
+enum Woken {
+    /// Events to send.
+    Events(Vec<WatchEvent>),
+    /// A bookmark is due.
+    Bookmark(Instant),
+    /// The watch failed: its Status goes out as an ERROR event.
+    Failed(Status),
+    /// The watch ended (or its time is up).
+    Ended,
+}
+
+/// How a watch's stream is sent.
+pub struct Stream {
+    /// The encoding asked for.
+    pub output: Output,
+    /// `includeObject`, for Tables.
+    pub include: IncludeObject,
+    /// How long the watch runs.
+    pub timeout: Duration,
+    /// Whether the client takes bookmarks (`allowWatchBookmarks`).
+    pub bookmarks: bool,
+    /// Where the events sent are counted.
+    pub metrics: WatchEventMetrics,
+}
+
 /// The streamed response of a watch: the events ready at one time go out in chunks of up to
 /// [`CHUNK`] bytes.
-pub fn stream(
-    kind: &'static dyn Strategy,
-    watching: Watching,
-    output: Output,
-    include: IncludeObject,
-    timeout: Duration,
-) -> Response {
+pub fn stream(kind: &'static dyn Strategy, watching: Watching, how: Stream) -> Response {
+    let now = Instant::now();
+    let deadline = now + how.timeout;
     let state = State {
         kind,
         watching,
         queue: VecDeque::new(),
-        output,
-        include,
-        deadline: Instant::now() + timeout,
+        output: how.output,
+        include: how.include,
+        deadline,
+        next_bookmark: how
+            .bookmarks
+            .then(|| bookmarks::next_bookmark(now, deadline))
+            .flatten(),
+        metrics: how.metrics,
         first: true,
         done: false,
     };
@@ -84,22 +185,26 @@ pub fn stream(
         if state.done {
             return None;
         }
-        if state.queue.is_empty() {
-            let next = tokio::time::timeout_at(state.deadline, state.watching.next_batch()).await;
-            match next {
-                Err(_) | Ok(None) => return None,
-                Ok(Some(Ok(events))) => state.queue.extend(events),
-                Ok(Some(Err(status))) => {
+        while state.queue.is_empty() {
+            match state.wait().await {
+                Woken::Events(events) => state.queue.extend(events),
+                Woken::Bookmark(due) => {
+                    state.queue.extend(state.watching.bookmark());
+                    state.next_bookmark = bookmarks::next_bookmark(Instant::now(), state.deadline)
+                        .filter(|&next| next > due);
+                }
+                Woken::Failed(status) => {
                     state.done = true;
-                    let error = line("ERROR", &status);
+                    let error = state.count(line("ERROR", &status));
                     return Some((Ok::<Bytes, std::convert::Infallible>(error), state));
                 }
+                Woken::Ended => return None,
             }
         }
         let chunk = state.chunk();
         Some((Ok::<Bytes, std::convert::Infallible>(chunk), state))
     });
-    streamed(output, Body::from_stream(events))
+    streamed(how.output, Body::from_stream(events))
 }
 
 /// One event as a line of the stream: `{"type":...,"object":...}` and a newline.
@@ -114,6 +219,30 @@ fn line(kind: &str, object: &impl serde::Serialize) -> Bytes {
 }
 
 impl State {
+    /// Waits for the watch's next events, until the deadline or the next bookmark.
+    async fn wait(&mut self) -> Woken {
+        let next = tokio::time::timeout_at(self.deadline, self.watching.next_batch());
+        let next = match self.next_bookmark {
+            None => next.await,
+            Some(due) => tokio::select! {
+                next = next => next,
+                () = tokio::time::sleep_until(due) => return Woken::Bookmark(due),
+            },
+        };
+        match next {
+            Err(_) | Ok(None) => Woken::Ended,
+            Ok(Some(Ok(events))) => Woken::Events(events),
+            Ok(Some(Err(status))) => Woken::Failed(status),
+        }
+    }
+
+    /// Counts `line` as one event sent.
+    fn count(&self, line: Bytes) -> Bytes {
+        self.metrics.sent.inc();
+        self.metrics.sizes.observe(line.len() as f64);
+        line
+    }
+
     /// The next chunk: queued events' lines up to [`CHUNK`] bytes (at least one). An event
     /// sent as the watch cache decoded it is encoded once for every watcher that sends it in
     /// JSON.
@@ -134,7 +263,7 @@ impl State {
                 }
             };
             size += line.len();
-            lines.push(line);
+            lines.push(self.count(line));
         }
         if lines.len() == 1 {
             return lines.pop().expect("one line");

@@ -158,8 +158,10 @@ pub trait Strategy: Send + Sync {
         false
     }
 
-    /// Whether a delete answers the object (as pods and namespaces do) rather than a
-    /// `Success` Status.
+    /// Whether a finished delete answers the deleted object rather than a `Success` Status
+    /// (kube-apiserver's `ReturnDeletedObject`: pods, namespaces, services, serviceaccounts
+    /// and resourcequotas). A delete that waits (finalizers, a grace period) answers the
+    /// object as it now is, whatever the kind.
     fn returns_deleted_object(&self) -> bool {
         false
     }

@@ -362,6 +362,11 @@ impl Strategy for ResourceQuotas {
             Value::from(usage_cell(obj, true)),
         ]
     }
+
+    /// `ReturnDeletedObject: true` (pkg/registry/core/resourcequota/storage).
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -84,6 +84,11 @@ impl Strategy for ServiceAccounts {
             super::age(obj, now),
         ]
     }
+
+    /// `ReturnDeletedObject: true` (pkg/registry/core/serviceaccount/storage).
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -601,6 +601,11 @@ impl Strategy for Services {
             _ => String::new(),
         }
     }
+
+    /// `ReturnDeletedObject: true` (pkg/registry/core/service/storage).
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -14,11 +14,12 @@ use serde_json::{Map, Value, json};
 use crate::metrics::Metrics;
 
 use super::time::Time;
-use super::watching::{KindCodec, Served, Watching};
+use super::watching::{KindCodec, Served, Start, WatchQuery, Watching};
 use super::{ResourceInfo, Strategy, meta, meta_str};
 use crate::storage::cacher::{self, Cacher};
 use crate::storage::interface::{self, WatchSource};
 use crate::storage::key::is_path_segment;
+use crate::storage::resource_version;
 use crate::storage::{
     Etcd3, Existing, FieldError, KeyLayout, Object, Status, Storage, StorageError, Target,
 };
@@ -65,6 +66,8 @@ pub struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     /// `dryRun: [All]`.
     pub dry_run: bool,
+    /// `orphanDependents` (deprecated; only changes the answer's code).
+    pub orphan_dependents: Option<bool>,
 }
 
 /// What a delete did.
@@ -86,6 +89,7 @@ pub struct Registry {
     event_ttl: i64,
     /// Each kind's storage, in the order of `kinds`.
     storages: Vec<Storage<KindCodec>>,
+    metrics: Arc<Metrics>,
 }
 
 impl Registry {
@@ -130,10 +134,16 @@ impl Registry {
             kinds,
             event_ttl: event_ttl.as_secs() as i64,
             storages,
+            metrics,
         }
     }
 
-    /// The store (for the compactor and health checks).
+    /// The apiserver's metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The storage layer (for the compactor and health checks).
     pub fn storage(&self) -> &Etcd3 {
         &self.store
     }
@@ -605,13 +615,8 @@ impl Registry {
         })
     }
 
-    /// Watches a collection (or all namespaces) from `resource_version`, only the objects
-    /// `filter` accepts (see [`super::watching`]). From "" or "0" the current objects come
-    /// first, as ADDED, then the changes after them ("get state and start at most recent").
-    /// The kind's watch cache serves the changes when it holds them all; otherwise the
-    /// watch is a store watch of its own. Either way a start the store has compacted is 410
-    /// Expired, as a store watch answers it (kube-apiserver's cache serves such a start from
-    /// its buffer instead; keel answers the same whether or not the cache holds it).
+    /// Watches a collection (or all namespaces) from `resource_version` as a client that
+    /// knows no other watch option does ([`Registry::watch_with`]).
     pub async fn watch(
         &self,
         kind: &'static dyn Strategy,
@@ -619,17 +624,60 @@ impl Registry {
         resource_version: &str,
         filter: Option<Box<Filter>>,
     ) -> Result<Watching, Status> {
+        let query = WatchQuery {
+            resource_version,
+            ..WatchQuery::default()
+        };
+        self.watch_with(kind, namespace, &query, filter).await
+    }
+
+    /// Watches a collection (or all namespaces) as `query` says, only the objects `filter`
+    /// accepts (see [`super::watching`]). With the current objects first (a streaming list,
+    /// or a watch from "" or "0" that does not say), they come as ADDED events, read at the
+    /// latest revision (not older than the resourceVersion asked for), then the changes
+    /// after them; without, the changes after the resourceVersion (from "" or "0": after
+    /// the store's current revision). The kind's watch cache serves the changes when it
+    /// holds them all; otherwise the watch is a store watch of its own. Either way a start
+    /// the store has compacted is 410 Expired, as a store watch answers it (kube-apiserver's
+    /// cache serves such a start from its buffer instead; keel answers the same whether or
+    /// not the cache holds it), and a streaming list from a resourceVersion the store has
+    /// not reached is 504, both in the stream.
+    pub async fn watch_with(
+        &self,
+        kind: &'static dyn Strategy,
+        namespace: Option<&str>,
+        query: &WatchQuery<'_>,
+        filter: Option<Box<Filter>>,
+    ) -> Result<Watching, Status> {
         let info = kind.info();
         let prefix = self.keys.collection(info.resource, namespace);
         let failed = |e: StorageError| Status::from_storage(&e, &target(info, ""));
-        match self.storage_of(kind).watch(&prefix, resource_version).await {
-            Ok(watched) => Ok(match watched.source {
-                WatchSource::Cache(watch) => Watching::cached(kind, watched.initial, watch, filter),
-                WatchSource::Store(watch) => Watching::store(kind, watched.initial, watch, filter),
-            }),
-            // A start the store compacted is 410 Expired whoever serves the watch, sent in
-            // the stream as an ERROR event, as kube-apiserver sends it.
-            Err(e @ StorageError::Expired { .. }) => Ok(Watching::failed(kind, failed(e))),
+        let rv = resource_version::parse(query.resource_version).map_err(failed)?;
+        let listed = query.send_initial_events.unwrap_or(rv == 0);
+        let storage = self.storage_of(kind);
+        match storage
+            .watch(&prefix, query.resource_version, query.send_initial_events)
+            .await
+        {
+            Ok(watched) => {
+                let start = Start {
+                    initial: watched.initial,
+                    after: watched.after,
+                    initial_events_end: listed
+                        && query.send_initial_events == Some(true)
+                        && query.allow_bookmarks,
+                };
+                Ok(match watched.source {
+                    WatchSource::Cache(watch) => Watching::cached(kind, start, watch, filter),
+                    WatchSource::Store(watch) => Watching::store(kind, start, watch, filter),
+                })
+            }
+            // Sent in the stream as an ERROR event, as kube-apiserver sends them: a start the
+            // store compacted (410 Expired, whoever serves the watch) and a streaming list
+            // from a resourceVersion the store has not reached (504).
+            Err(
+                e @ (StorageError::Expired { .. } | StorageError::TooLargeResourceVersion { .. }),
+            ) => Ok(Watching::failed(kind, failed(e))),
             Err(e) => Err(failed(e)),
         }
     }

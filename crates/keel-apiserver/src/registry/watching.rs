@@ -6,6 +6,14 @@
 //! DELETED (the old state, at the update's resourceVersion), as kube-apiserver's watchers do.
 //! An event a watcher sends as it was decoded keeps a link to the shared event, so its encoding
 //! ([`WatchEvent::shared_encoding`]) is made once for all the watchers that send it.
+//!
+//! Bookmarks: a `BOOKMARK` event's object is an object of the kind at its zero value with
+//! only `metadata.resourceVersion` set, as kube-apiserver makes it from the kind's `New()`.
+//! A streaming list (`sendInitialEvents=true` with `allowWatchBookmarks=true`) ends its
+//! initial ADDED events with one annotated `k8s.io/initial-events-end: "true"` at the
+//! revision of the initial state; a watch served by the watch cache gets the others from
+//! [`Watching::bookmark`] (see [`crate::storage::cacher::bookmarks`]). A watch of its own
+//! store watch gets none but that first one, as kube-apiserver's etcd3 watcher sends none.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
@@ -13,10 +21,28 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::schema::schema_of;
 use super::store::{Filter, decode, parse_stored, target};
 use super::{Strategy, meta, meta_str};
 use crate::storage::cacher::{CacheWatch, Cached, Codec};
 use crate::storage::{Event, Object, Status, Watch};
+
+/// The annotation of the bookmark that ends a streaming list's initial events.
+pub const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
+
+/// Where a watch starts and what it sends besides changes (the watch fields of
+/// `ListOptions`, defaulted and validated).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WatchQuery<'a> {
+    /// `resourceVersion` ("" when unset).
+    pub resource_version: &'a str,
+    /// `sendInitialEvents`: Some(true) sends the current objects first (a streaming list),
+    /// Some(false) none (the changes from the resourceVersion, or from now); None as before
+    /// it existed (the current objects first only from "" or "0").
+    pub send_initial_events: Option<bool>,
+    /// `allowWatchBookmarks`.
+    pub allow_bookmarks: bool,
+}
 
 /// A store event decoded for every watcher of one kind, or why it could not be.
 pub type Decoded = Result<SharedEvent, Status>;
@@ -123,7 +149,7 @@ impl SharedEvent {
 /// One watch event as the API sends it.
 #[derive(Debug, Clone)]
 pub struct WatchEvent {
-    /// `ADDED`, `MODIFIED` or `DELETED`.
+    /// `ADDED`, `MODIFIED`, `DELETED` or `BOOKMARK`.
     pub kind: &'static str,
     /// The object, with apiVersion and kind (for DELETED its last state, at the deletion's
     /// resourceVersion).
@@ -133,12 +159,45 @@ pub struct WatchEvent {
 }
 
 impl WatchEvent {
+    /// A `BOOKMARK` at `revision`: an object of `kind` with only its resourceVersion (and,
+    /// for the end of a streaming list's initial events, [`INITIAL_EVENTS_END`]).
+    pub fn bookmark(kind: &dyn Strategy, revision: i64, initial_events_end: bool) -> WatchEvent {
+        let info = kind.info();
+        let mut object = schema_of(info.group, info.kind).zero().clone();
+        object["apiVersion"] = info.api_version().into();
+        object["kind"] = info.kind.into();
+        let mut metadata = serde_json::json!({
+            "resourceVersion": revision.to_string(),
+            "creationTimestamp": null,
+        });
+        if initial_events_end {
+            metadata["annotations"] = serde_json::json!({INITIAL_EVENTS_END: "true"});
+        }
+        object["metadata"] = metadata;
+        WatchEvent {
+            kind: "BOOKMARK",
+            object: Arc::new(object),
+            shared: None,
+        }
+    }
+
     /// Where this event's encoding is kept for every watcher that sends it unchanged; None
     /// when this watcher's event is its own (its filter changed the event's type).
     pub fn shared_encoding(&self) -> Option<&OnceLock<Bytes>> {
         let shared = self.shared.as_ref()?.value.as_ref().ok()?;
         Some(&shared.encoded)
     }
+}
+
+/// How a watch starts: the objects it sends first, as ADDED, the revision the changes come
+/// after, and whether the initial objects end with the initial-events-end bookmark.
+pub(super) struct Start {
+    /// The current objects (empty when the watch sends none).
+    pub initial: Vec<Object>,
+    /// The revision of `initial`, or the resourceVersion the watch starts from.
+    pub after: i64,
+    /// Whether a bookmark at `after` follows `initial`.
+    pub initial_events_end: bool,
 }
 
 /// Where a watch's events come from.
@@ -155,6 +214,8 @@ enum Source {
 pub struct Watching {
     kind: &'static dyn Strategy,
     source: Source,
+    /// The revision the changes are sent after.
+    start: i64,
     filter: Option<Box<Filter>>,
     /// Events ready to hand out.
     pending: VecDeque<WatchEvent>,
@@ -164,25 +225,26 @@ pub struct Watching {
 }
 
 impl Watching {
-    /// A watch that first sends `initial` (the current objects, as ADDED) and then the
-    /// events from the kind's watch cache.
+    /// A watch that first sends `start`'s initial objects and then the events from the
+    /// kind's watch cache.
     pub(super) fn cached(
         kind: &'static dyn Strategy,
-        initial: Vec<Object>,
+        start: Start,
         watch: CacheWatch<Decoded>,
         filter: Option<Box<Filter>>,
     ) -> Watching {
-        Watching::new(kind, initial, Source::Cache(watch), filter)
+        Watching::new(kind, start, Source::Cache(watch), filter)
     }
 
-    /// A watch that first sends `initial` and then the events of its own store watch.
+    /// A watch that first sends `start`'s initial objects and then the events of its own
+    /// store watch.
     pub(super) fn store(
         kind: &'static dyn Strategy,
-        initial: Vec<Object>,
+        start: Start,
         watch: Watch,
         filter: Option<Box<Filter>>,
     ) -> Watching {
-        Watching::new(kind, initial, Source::Store(watch), filter)
+        Watching::new(kind, start, Source::Store(watch), filter)
     }
 
     /// A watch that sends only `status`, as an ERROR event (a start the store compacted).
@@ -190,6 +252,7 @@ impl Watching {
         Watching {
             kind,
             source: Source::Ended,
+            start: 0,
             filter: None,
             pending: VecDeque::new(),
             failed: Some(status),
@@ -199,29 +262,44 @@ impl Watching {
 
     fn new(
         kind: &'static dyn Strategy,
-        initial: Vec<Object>,
+        start: Start,
         source: Source,
         filter: Option<Box<Filter>>,
     ) -> Watching {
         let mut watching = Watching {
             kind,
             source,
+            start: start.after,
             filter,
             pending: VecDeque::new(),
             failed: None,
             ended: false,
         };
-        for object in initial {
+        for object in start.initial {
             let event = decode_event(kind, Event::Added(object));
             if !watching.accept(Arc::new(Cached {
                 revision: 0,
                 key: String::new(),
                 value: event,
             })) {
-                break;
+                return watching;
             }
         }
+        if start.initial_events_end {
+            let end = WatchEvent::bookmark(kind, start.after, true);
+            watching.pending.push_back(end);
+        }
         watching
+    }
+
+    /// A bookmark of everything this watch has handed out, when it is past the watch's
+    /// start; only a watch the watch cache serves knows (see the module docs).
+    pub fn bookmark(&self) -> Option<WatchEvent> {
+        let Source::Cache(watch) = &self.source else {
+            return None;
+        };
+        let progress = watch.progress();
+        (progress > self.start).then(|| WatchEvent::bookmark(self.kind, progress, false))
     }
 
     /// The next event the filter lets through; None when the watch ends.
@@ -343,5 +421,74 @@ impl Watching {
         };
         self.pending.push_back(out);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stored(name: &str, revision: i64) -> Object {
+        let value = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "d"}});
+        Object {
+            key: format!("/registry/configmaps/d/{name}"),
+            value: serde_json::to_vec(&value).unwrap(),
+            mod_revision: revision,
+        }
+    }
+
+    #[test]
+    fn a_streaming_list_sends_its_objects_then_the_bookmark_at_their_revision() {
+        let cm = &crate::registry::configmaps::ConfigMaps;
+        let start = Start {
+            initial: vec![stored("a", 3), stored("b", 5)],
+            after: 9,
+            initial_events_end: true,
+        };
+        let mut watching = Watching::new(cm, start, Source::Ended, None);
+        let events = futures::executor::block_on(watching.next_batch())
+            .unwrap()
+            .unwrap();
+        let seen: Vec<_> = events
+            .iter()
+            .map(|e| {
+                (
+                    e.kind,
+                    meta_str(&e.object, "name"),
+                    meta_str(&e.object, "resourceVersion"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("ADDED", "a", "3"),
+                ("ADDED", "b", "5"),
+                ("BOOKMARK", "", "9")
+            ]
+        );
+        assert_eq!(
+            *events[2].object,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+                "resourceVersion": "9", "creationTimestamp": null,
+                "annotations": {INITIAL_EVENTS_END: "true"}}})
+        );
+        // No more bookmarks from a watch the cache does not serve.
+        assert!(watching.bookmark().is_none());
+    }
+
+    #[test]
+    fn a_bookmark_is_an_object_of_the_kind_at_its_zero_value() {
+        let pods = &crate::registry::pods::Pods;
+        let bookmark = WatchEvent::bookmark(pods, 12, false);
+        assert_eq!(bookmark.kind, "BOOKMARK");
+        assert_eq!(
+            *bookmark.object,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"resourceVersion": "12", "creationTimestamp": null},
+                "spec": {"containers": null}, "status": {}})
+        );
     }
 }

@@ -81,8 +81,10 @@ pub enum WatchSource<E> {
 
 /// A watch as the storage starts it.
 pub struct Watched<E> {
-    /// The objects to send first as ADDED (for a watch from "" or "0").
+    /// The objects to send first as ADDED (a streaming list).
     pub initial: Vec<Object>,
+    /// The revision the events follow.
+    pub after: i64,
     /// The events after them.
     pub source: WatchSource<E>,
 }
@@ -307,37 +309,59 @@ impl<C: Codec> Storage<C> {
             .await
     }
 
-    /// Watches the objects under `prefix` from `resource_version`: from "" or "0" the current
-    /// objects first (read from the store), then the changes after them. The cache serves the
-    /// changes when its buffer holds them all; otherwise the watch is a store watch of its
-    /// own. Either way a start the store has compacted is [`StorageError::Expired`].
+    /// A watch of `prefix`. With the current objects first (`send_initial_events`, or, when
+    /// that is unset, a start of "" or "0", as kube-apiserver 1.34's WatchList defaults make
+    /// legacy watches), they are read from the store not older than `resource_version`, and the
+    /// changes after them follow; without, the changes after `resource_version` (after the
+    /// store's current revision for "" or "0"). The cache serves the changes when it holds them
+    /// all, checking first that the store has not compacted a start it was given; otherwise
+    /// the watch is a store watch of its own.
     pub async fn watch(
         &self,
         prefix: &str,
         resource_version: &str,
+        send_initial_events: Option<bool>,
     ) -> Result<Watched<C::Event>, StorageError> {
         let rv = resource_version::parse(resource_version)?;
-        let (initial, after) = if rv > 0 {
-            (Vec::new(), rv)
-        } else {
-            let all = self
-                .timed("list", self.store.list(prefix, ListOptions::default()))
-                .await?;
+        let listed = send_initial_events.unwrap_or(rv == 0);
+        let (initial, after) = if listed {
+            let options = ListOptions {
+                resource_version,
+                resource_version_match: match send_initial_events {
+                    Some(_) => "NotOlderThan",
+                    None => "",
+                },
+                ..ListOptions::default()
+            };
+            let all = self.timed("list", self.store.list(prefix, options)).await?;
             (all.items, all.revision)
+        } else if rv == 0 {
+            let now = self.timed("get", self.store.get(prefix, "")).await?;
+            (Vec::new(), now.1)
+        } else {
+            (Vec::new(), rv)
         };
         if let Some(watch) = self.cache.as_ref().and_then(|c| c.watch(prefix, after)) {
-            if rv > 0 {
+            if !listed && rv > 0 {
                 self.timed("watch", self.store.check_history(prefix, after))
                     .await?;
             }
             let source = WatchSource::Cache(watch);
-            return Ok(Watched { initial, source });
+            return Ok(Watched {
+                initial,
+                after,
+                source,
+            });
         }
         let watch = self
             .timed("watch", self.store.watch_after(prefix, true, after))
             .await?;
         let source = WatchSource::Store(watch);
-        Ok(Watched { initial, source })
+        Ok(Watched {
+            initial,
+            after,
+            source,
+        })
     }
 
     /// How many objects are under `prefix` (from the store).

@@ -61,10 +61,29 @@ pub fn validate_list_options(
     errors
 }
 
+/// apimachinery's `SetListOptionsDefaults` with the WatchList feature on (kube-apiserver
+/// 1.34's default): a watch from "" or "0" that says neither `sendInitialEvents` nor
+/// `resourceVersionMatch` is a streaming list (`sendInitialEvents=true`,
+/// `resourceVersionMatch=NotOlderThan`). Its initial objects are those it always had; with
+/// `allowWatchBookmarks` they now end with the initial-events-end bookmark. The
+/// `resourceVersionMatch` and `sendInitialEvents` to use.
+pub fn default_watch_options<'a>(
+    resource_version: &str,
+    resource_version_match: &'a str,
+    send_initial_events: Option<bool>,
+) -> (&'a str, Option<bool>) {
+    if send_initial_events.is_none()
+        && resource_version_match.is_empty()
+        && ["", "0"].contains(&resource_version)
+    {
+        return ("NotOlderThan", Some(true));
+    }
+    (resource_version_match, send_initial_events)
+}
+
 /// What apimachinery's `validateWatchOptions` finds wrong with a watch's options, with the
-/// WatchList feature (`sendInitialEvents`) off, as kube-apiserver has it without a watch
-/// cache: clients that try a streaming list fall back to a list and a watch. Answered as a
-/// 422 on `ListOptions.meta.k8s.io ""`.
+/// WatchList feature on (`sendInitialEvents` allowed). Answered as a 422 on
+/// `ListOptions.meta.k8s.io ""`.
 pub fn validate_watch_options(
     resource_version_match: &str,
     continue_token: &str,
@@ -73,17 +92,10 @@ pub fn validate_watch_options(
     const FIELD: &str = "resourceVersionMatch";
     const NOT_OLDER_THAN: &str = "NotOlderThan";
     let mut errors = Vec::new();
-    if send_initial_events {
-        if resource_version_match != NOT_OLDER_THAN {
-            errors.push(FieldError::forbidden(
-                FIELD,
-                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-            ));
-        }
+    if send_initial_events && resource_version_match != NOT_OLDER_THAN {
         errors.push(FieldError::forbidden(
-            "sendInitialEvents",
-            "sendInitialEvents is forbidden for watch unless the WatchList feature gate is \
-             enabled",
+            FIELD,
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
         ));
     }
     if !resource_version_match.is_empty() {
@@ -230,10 +242,16 @@ mod tests {
             Status::invalid("meta.k8s.io", "ListOptions", "", &errors).message
         };
         assert!(validate_watch_options("", "", false).is_empty());
+        assert!(validate_watch_options("NotOlderThan", "", true).is_empty());
         assert_eq!(
-            watch("NotOlderThan", "", true),
-            "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: \
-             sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+            watch("", "", true),
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: \
+             sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+        );
+        assert_eq!(
+            watch("NotOlderThan", "tok", true),
+            "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: \
+             resourceVersionMatch is forbidden when continue is provided"
         );
         assert_eq!(
             watch("Exact", "", false),
@@ -259,6 +277,22 @@ mod tests {
             v["details"]["causes"][0]["message"],
             "Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
         );
+    }
+
+    #[test]
+    fn a_watch_from_empty_or_zero_saying_nothing_is_a_streaming_list() {
+        for rv in ["", "0"] {
+            assert_eq!(
+                default_watch_options(rv, "", None),
+                ("NotOlderThan", Some(true))
+            );
+        }
+        assert_eq!(default_watch_options("5", "", None), ("", None));
+        assert_eq!(
+            default_watch_options("", "", Some(false)),
+            ("", Some(false))
+        );
+        assert_eq!(default_watch_options("0", "Exact", None), ("Exact", None));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 """The Python kubernetes client against keel: create, values of the wrong type and data too
-large refused, list with pagination, watch from a resourceVersion, and a 410 after compaction
-handled by relisting. Run by tests/python_client.rs
-with KUBECONFIG and KEEL_ETCDCTL (a command line reaching the store) in the environment."""
+large refused, list with pagination, watch from a resourceVersion, a watch with bookmarks, a
+Service delete read as the Service it answers, an apply of another apiVersion refused 400, and
+a 410 after compaction handled by relisting. Run by tests/python_client.rs with KUBECONFIG and
+KEEL_ETCDCTL (a command line reaching the store) in the environment."""
 
 import json
 import os
@@ -39,14 +40,14 @@ def refused(call, code, reason, message):
     sys.exit(f"{call} succeeded")
 
 
-def raw(method, path, body):
+def raw(method, path, body, content_type="application/json"):
     """A request the client's models would refuse to send: its code and decoded answer."""
     api = v1.api_client
     method, url, headers, data, _ = api.param_serialize(
         method,
         path,
         body=body,
-        header_params={"Content-Type": "application/json", "Accept": "application/json"},
+        header_params={"Content-Type": content_type, "Accept": "application/json"},
         auth_settings=["BearerToken"],
     )
     response = api.call_api(method, url, headers, data)
@@ -124,6 +125,52 @@ for event in w.stream(
         w.stop()
 assert seen == [("ADDED", "c3"), ("MODIFIED", "c3"), ("DELETED", "c3")], seen
 
+# Bookmarks: a watch with allow_watch_bookmarks gets one 2 s before it ends, after the change
+# it sent and not older than it; the client keeps its resourceVersion to resume from.
+since = v1.list_namespaced_config_map(ns).metadata.resource_version
+changed = v1.patch_namespaced_config_map("c0", ns, {"data": {"i": "b"}}).metadata.resource_version
+w = watch.Watch()
+seen = [
+    (event["type"], event["raw_object"]["metadata"].get("name"))
+    for event in w.stream(
+        v1.list_namespaced_config_map, ns, resource_version=since, allow_watch_bookmarks=True, timeout_seconds=3
+    )
+]
+assert seen == [("MODIFIED", "c0"), ("BOOKMARK", None)], seen
+assert int(w.resource_version) >= int(changed), (w.resource_version, changed)
+
+# Deleting a Service answers the deleted Service (its registry's ReturnDeletedObject), which
+# the typed client reads, as do ServiceAccounts and ResourceQuotas; a ConfigMap's delete
+# answers a Status.
+v1.create_namespaced_service(
+    ns,
+    client.V1Service(
+        metadata=client.V1ObjectMeta(name="s"), spec=client.V1ServiceSpec(ports=[client.V1ServicePort(port=80)])
+    ),
+)
+deleted = v1.delete_namespaced_service("s", ns)
+assert (deleted.kind, deleted.metadata.name, deleted.spec.ports[0].port) == ("Service", "s", 80), deleted
+v1.create_namespaced_service_account(ns, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="sa")))
+assert v1.delete_namespaced_service_account("sa", ns).metadata.name == "sa"
+v1.create_namespaced_resource_quota(
+    ns, client.V1ResourceQuota(metadata=client.V1ObjectMeta(name="q"), spec=client.V1ResourceQuotaSpec(hard={"pods": "9"}))
+)
+assert v1.delete_namespaced_resource_quota("q", ns).spec.hard == {"pods": "9"}
+assert v1.delete_namespaced_config_map("c4", ns)["status"] == "Success"
+
+# An apply of another apiVersion than the endpoint's is refused before anything is made of it.
+code, answer = raw(
+    "PATCH",
+    f"/api/v1/namespaces/{ns}/configmaps/c0?fieldManager=py",
+    {"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "c0"}, "spec": {"replicas": 1}},
+    content_type="application/apply-patch+yaml",
+)
+assert (code, answer["reason"], answer["message"]) == (
+    400,
+    "BadRequest",
+    "invalid object type: apps/v1, Kind=ConfigMap",
+), answer
+
 # Compact past rv: a watch from it gets 410 Gone, and a relist recovers.
 latest = v1.list_namespaced_config_map(ns).metadata.resource_version
 subprocess.run(os.environ["KEEL_ETCDCTL"].split() + ["compact", latest], check=True, capture_output=True)
@@ -136,7 +183,7 @@ try:
 except ApiException as e:
     assert e.status == 410, e
 relisted = v1.list_namespaced_config_map(ns)
-assert [cm.metadata.name for cm in relisted.items] == ["c0", "c1", "c3", "c4"]
+assert [cm.metadata.name for cm in relisted.items] == ["c0", "c1", "c3"]
 assert int(relisted.metadata.resource_version) >= int(latest)
 try:
     v1.list_namespaced_config_map(ns, resource_version=rv, resource_version_match="Exact")

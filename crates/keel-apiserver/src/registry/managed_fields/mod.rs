@@ -281,15 +281,10 @@ impl<'a> FieldManager<'a> {
         }
     }
 
-    /// Server-side apply of `config` by `manager` to `live` (None: the object is created):
-    /// the object to store, its entries updated.
-    pub fn apply(
-        &self,
-        live: Option<&Value>,
-        config: &Value,
-        manager: &str,
-        force: bool,
-    ) -> Result<Value, ApplyError> {
+    /// The checks an applied configuration meets before anything else is made of it, in
+    /// kube-apiserver's order: its apiVersion and kind are the endpoint's (the field
+    /// manager's outermost `versionCheckManager`), and it sets no managedFields.
+    pub fn check_applied(&self, config: &Value) -> Result<(), ApplyError> {
         let (group, version) = split_api_version(
             config
                 .get("apiVersion")
@@ -310,6 +305,19 @@ impl<'a> FieldManager<'a> {
                 "metadata.managedFields must be nil".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// Server-side apply of `config` by `manager` to `live` (None: the object is created):
+    /// the object to store, its entries updated.
+    pub fn apply(
+        &self,
+        live: Option<&Value>,
+        config: &Value,
+        manager: &str,
+        force: bool,
+    ) -> Result<Value, ApplyError> {
+        self.check_applied(config)?;
         typed::validate(self.schema, config).map_err(|e| {
             ApplyError::Internal(format!(
                 "failed to create typed patch object ({}): {e}",

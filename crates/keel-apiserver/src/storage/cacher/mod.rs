@@ -38,6 +38,7 @@
 //! `tokio::sync::watch` channel that the shell bumps after each push; a watcher marks the
 //! channel seen *before* it looks into the buffer, so a push after its look always wakes it.
 
+pub mod bookmarks;
 pub mod objects;
 pub mod ring;
 
@@ -199,6 +200,7 @@ impl<C: Codec> Cacher<C> {
             cursor,
             prefix: prefix.to_string(),
             read: Vec::new(),
+            progress: after,
         })
     }
 
@@ -319,6 +321,8 @@ pub struct CacheWatch<T> {
     prefix: String,
     /// Scratch space for a batch before it is filtered by prefix.
     read: Vec<Arc<Cached<T>>>,
+    /// The revision up to which the cursor has read (see [`bookmarks`]).
+    progress: i64,
 }
 
 /// The buffer as a watcher reads it (whatever the cache's objects are).
@@ -355,6 +359,9 @@ impl<T> CacheWatch<T> {
         loop {
             self.news.borrow_and_update();
             while self.shared.read(&mut self.cursor, &mut self.read)? {
+                if let Some(last) = self.read.last() {
+                    self.progress = last.revision;
+                }
                 let before = out.len();
                 out.extend(
                     self.read
@@ -548,6 +555,7 @@ impl<C: Codec> Shell<C> {
                         let revision = state.objects.revision();
                         drop(guard);
                         shared.notify(revision);
+                        shared.metrics.dispatched.inc_by(received);
                     }
                     Some(Ok(Received::Progress(revision))) => {
                         failures = 0;
