@@ -18,6 +18,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry as Prometheus;
 
+use crate::controllers::nodelifecycle::metrics::NodeLifecycleMetrics;
+
 /// Label pairs.
 pub type Labels = Vec<(&'static str, String)>;
 
@@ -51,6 +53,8 @@ pub struct Metrics {
     cache_revision: Family<Labels, Gauge>,
     cache_initializations: Family<Labels, Counter>,
     terminated_watchers: Family<Labels, Counter>,
+    /// The node lifecycle controller's (`node_collector_*`).
+    pub node_lifecycle: NodeLifecycleMetrics,
 }
 
 /// One watch cache's metrics, labelled with its group and resource.
@@ -141,6 +145,7 @@ impl Metrics {
             "Counter of watchers closed due to unresponsiveness broken by resource type.",
             Family::clone(&terminated_watchers),
         );
+        let node_lifecycle = NodeLifecycleMetrics::register(&mut registry);
         Metrics {
             registry,
             requests,
@@ -154,6 +159,7 @@ impl Metrics {
             cache_revision,
             cache_initializations,
             terminated_watchers,
+            node_lifecycle,
         }
     }
 

@@ -167,7 +167,19 @@ impl ApiServer {
                 ready.started.store(true, Ordering::Release);
             },
         ));
-        tokio::spawn(controllers::namespaces::run(registry.clone()));
+        let selection =
+            controllers::Selection::new(config.controller_manager.controllers.as_deref())
+                .map_err(StartError::Config)?;
+        if selection.enabled("namespace") {
+            tokio::spawn(controllers::namespaces::run(registry.clone()));
+        }
+        if selection.enabled("nodelifecycle") {
+            tokio::spawn(controllers::nodelifecycle::run(
+                registry.clone(),
+                controllers::nodelifecycle::Options::new(&config.controller_manager),
+                app.metrics.node_lifecycle.clone(),
+            ));
+        }
         tokio::spawn(registry::object_count::observe(
             registry.clone(),
             app.metrics.clone(),
