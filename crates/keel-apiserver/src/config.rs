@@ -118,6 +118,10 @@ pub struct ControllerManagerConfig {
     /// The share of not-Ready nodes (at least three) from which a zone is partly disrupted.
     #[arg(long, default_value_t = 0.55)]
     pub unhealthy_zone_threshold: f32,
+    /// The CA bundle (PEM) published in every namespace as the `kube-root-ca.crt`
+    /// ConfigMap; unset: the CA this apiserver's serving certificate is verified with.
+    #[arg(long)]
+    pub root_ca_file: Option<PathBuf>,
 }
 
 impl ControllerManagerConfig {

@@ -7,8 +7,12 @@
 //! [`nodelifecycle`], [`serviceaccounts`] and [`root_ca`].
 
 pub mod informer;
+pub mod kubernetes_service;
 pub mod namespaces;
 pub mod nodelifecycle;
+pub mod per_namespace;
+pub mod root_ca;
+pub mod serviceaccounts;
 pub mod system_namespaces;
 
 /// kube-controller-manager's names of the controllers keel runs.
