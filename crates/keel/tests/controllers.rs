@@ -7,7 +7,10 @@
 //! - `root-ca-cert-publisher`: the `kube-root-ca.crt` ConfigMap in every namespace, holding
 //!   the CA the kubeconfig trusts, made again when deleted and set back when changed;
 //! - the `default/kubernetes` Service at the first address of `--service-cluster-ip-range`,
-//!   and its Endpoints at `--advertise-address` and the serving port.
+//!   and its Endpoints at `--advertise-address` and the serving port;
+//! - `componentstatuses`: `etcd-0` healthy from the store's member, `scheduler` and
+//!   `controller-manager` unhealthy with kube-apiserver's message when nothing answers on
+//!   their ports; get and list only.
 
 use std::process::Command;
 use std::time::Duration;
@@ -188,4 +191,64 @@ fn the_kubernetes_service_points_at_this_apiserver() {
             Err(svc["spec"].to_string())
         }
     });
+}
+
+#[test]
+fn componentstatuses_show_the_store_healthy_and_absent_components_as_upstream() {
+    let store = Server::start(target_flavor());
+    let kube = Kube::start_on(&store.client_url);
+    let table = kube.kubectl_ok(&["get", "componentstatuses"]);
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        rows[0].split_whitespace().collect::<Vec<_>>(),
+        ["NAME", "STATUS", "MESSAGE", "ERROR"],
+        "{table}"
+    );
+    let row = |name: &str| {
+        rows.iter()
+            .find(|r| r.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} in:\n{table}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(row("etcd-0"), "etcd-0 Healthy ok");
+    for (name, port) in [("controller-manager", 10257), ("scheduler", 10259)] {
+        assert_eq!(
+            row(name),
+            format!(
+                "{name} Unhealthy Get \"https://127.0.0.1:{port}/healthz\": dial tcp \
+                 127.0.0.1:{port}: connect: connection refused"
+            )
+        );
+    }
+    assert_eq!(rows.len(), 4, "{table}");
+    let etcd = get(&kube, &["cs", "etcd-0"]).unwrap();
+    assert_eq!(
+        etcd["conditions"],
+        serde_json::json!([{"type": "Healthy", "status": "True", "message": "ok"}])
+    );
+    let missing = kube.kubectl(&["get", "componentstatus", "etcd-9"]);
+    assert_eq!(
+        String::from_utf8_lossy(&missing.stderr).trim(),
+        "Error from server: Component not found: etcd-9"
+    );
+    let refused = kube.kubectl(&["delete", "componentstatus", "etcd-0"]);
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("MethodNotAllowed")
+            || String::from_utf8_lossy(&refused.stderr)
+                .contains("the server does not allow this method on the requested resource"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let resources = kube.kubectl_ok(&["api-resources", "-o", "wide"]);
+    let cs = resources
+        .lines()
+        .find(|l| l.starts_with("componentstatuses"))
+        .unwrap_or_else(|| panic!("{resources}"));
+    let columns: Vec<&str> = cs.split_whitespace().collect();
+    assert!(
+        columns.contains(&"cs") && columns.last() == Some(&"get,list"),
+        "{cs}"
+    );
 }

@@ -65,11 +65,7 @@ pub fn value_response(code: StatusCode, value: &Value, output: Output) -> Respon
 
 /// 405 MethodNotAllowed.
 pub fn method_not_allowed() -> Status {
-    Status::failure(
-        405,
-        "MethodNotAllowed",
-        "the server does not allow this method on the requested resource".to_string(),
-    )
+    Status::method_not_allowed()
 }
 
 /// 404 for a resource or path this server does not serve.

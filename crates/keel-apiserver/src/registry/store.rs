@@ -96,7 +96,7 @@ impl Registry {
             .iter()
             .map(|&kind| {
                 let info = kind.info();
-                if !watch_cache || info.resource == "events" {
+                if !watch_cache || info.resource == "events" || kind.read_only() {
                     return None;
                 }
                 let prefix = keys.collection(info.resource, None);
@@ -164,6 +164,9 @@ impl Registry {
         name: &str,
         resource_version: &str,
     ) -> Result<Value, Status> {
+        if kind.read_only() {
+            return super::componentstatuses::get(&self.storage, name).await;
+        }
         let info = kind.info();
         let key = self.key(info, namespace, name);
         let target = target(info, name);
@@ -185,6 +188,26 @@ impl Registry {
         query: &ListQuery<'_>,
     ) -> Result<Value, Status> {
         let info = kind.info();
+        if kind.read_only() {
+            let items: Vec<Value> = super::componentstatuses::all(&self.storage)
+                .await
+                .into_iter()
+                .filter(|c| query.filter.is_none_or(|f| f(c)))
+                .map(|mut c| {
+                    if let Some(map) = c.as_object_mut() {
+                        map.remove("apiVersion");
+                        map.remove("kind");
+                    }
+                    c
+                })
+                .collect();
+            return Ok(json!({
+                "kind": format!("{}List", info.kind),
+                "apiVersion": info.api_version(),
+                "metadata": {},
+                "items": items,
+            }));
+        }
         let prefix = self.keys.collection(info.resource, namespace);
         let filter_object = |object: &Object| -> bool {
             match (query.filter, decode(kind, object)) {
@@ -240,6 +263,9 @@ impl Registry {
         mut obj: Value,
         dry_run: bool,
     ) -> Result<Value, Status> {
+        if kind.read_only() {
+            return Err(Status::method_not_allowed());
+        }
         let info = kind.info();
         set_type(&mut obj, info);
         if let Some(ns) = namespace {
@@ -330,6 +356,9 @@ impl Registry {
         allow_create: bool,
         mut make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
     ) -> Result<(Value, bool), Status> {
+        if kind.read_only() {
+            return Err(Status::method_not_allowed());
+        }
         let info = kind.info();
         let key = self.key(info, namespace, name);
         let target = target(info, name);
@@ -489,6 +518,9 @@ impl Registry {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<Deleted, Status> {
+        if kind.read_only() {
+            return Err(Status::method_not_allowed());
+        }
         let info = kind.info();
         let key = self.key(info, namespace, name);
         let target = target(info, name);
@@ -573,6 +605,9 @@ impl Registry {
         resource_version: &str,
         filter: Option<Box<Filter>>,
     ) -> Result<Watching, Status> {
+        if kind.read_only() {
+            return Err(Status::method_not_allowed());
+        }
         let info = kind.info();
         let prefix = self.keys.collection(info.resource, namespace);
         let failed = |e: StorageError| Status::from_storage(&e, &target(info, ""));
