@@ -124,13 +124,24 @@ impl KubernetesService {
         Some(endpoints)
     }
 
-    /// Runs until the process ends.
+    /// Runs until the process ends: tried again soon until the first check passes (the
+    /// `default` namespace may not exist yet), then every ten seconds.
     pub async fn run(self, registry: Arc<Registry>) {
+        let mut retry = Duration::from_millis(100);
+        let mut checked = false;
         loop {
-            if let Err(status) = self.reconcile(&registry).await {
-                tracing::debug!(error = %status.message, "reconciling the kubernetes service");
+            match self.reconcile(&registry).await {
+                Ok(()) => checked = true,
+                Err(status) => {
+                    tracing::debug!(error = %status.message, "reconciling the kubernetes service");
+                }
             }
-            tokio::time::sleep(INTERVAL).await;
+            if checked {
+                tokio::time::sleep(INTERVAL).await;
+            } else {
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(INTERVAL);
+            }
         }
     }
 
