@@ -5,7 +5,8 @@
 //! - a node whose renewals stop goes Unknown (reason `NodeStatusUnknown`, message `Kubelet
 //!   stopped posting node status.`), NotReady in `kubectl get nodes`, tainted
 //!   `node.kubernetes.io/unreachable` NoSchedule and NoExecute, while `kubectl wait
-//!   --for=condition=Ready=Unknown` returns; when it posts Ready again the taints go;
+//!   --for=condition=Ready=Unknown` returns, with the node controller's `RegisteredNode` and
+//!   `NodeNotReady` events; when it posts Ready again the taints go;
 //! - zone disruption: a partly disrupted small zone sets no NoExecute taint while a healthy
 //!   zone does, and once every zone is fully disrupted every NoExecute taint is lifted;
 //! - a store that answers nothing for longer than the grace period marks no node NotReady.
@@ -273,6 +274,35 @@ fn a_node_whose_renewals_stop_goes_unknown_and_tainted_and_comes_back_when_it_po
     );
     let table = kube.kubectl_ok(&["get", "nodes", "lost-node", "--no-headers"]);
     assert_eq!(table.split_whitespace().nth(1), Some("NotReady"), "{table}");
+    let events: Value =
+        serde_json::from_str(&kube.kubectl_ok(&["get", "events", "-n", "default", "-o", "json"]))
+            .unwrap();
+    let about: Vec<(String, String)> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["involvedObject"]["name"] == "lost-node")
+        .map(|e| {
+            assert_eq!(e["source"]["component"], "node-controller", "{e}");
+            assert_eq!(e["involvedObject"]["uid"], lost["metadata"]["uid"], "{e}");
+            (
+                e["reason"].as_str().unwrap().into(),
+                e["message"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    for (reason, message) in [
+        (
+            "RegisteredNode",
+            "Node lost-node event: Registered Node lost-node in Controller",
+        ),
+        ("NodeNotReady", "Node lost-node status is now: NodeNotReady"),
+    ] {
+        assert!(
+            about.contains(&(reason.to_string(), message.to_string())),
+            "no {reason} event: {about:?}"
+        );
+    }
     let metrics = kube.kubectl_ok(&["get", "--raw", "/metrics"]);
     assert!(
         metrics.lines().any(

@@ -32,9 +32,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::events;
 use super::informer::Informer;
 use crate::config::ControllerManagerConfig;
 use crate::registry::managed_fields::FieldManager;
@@ -129,7 +130,7 @@ pub async fn run(registry: Arc<Registry>, options: Options, metrics: NodeLifecyc
         zones,
         options,
         metrics,
-        known: BTreeSet::new(),
+        known: BTreeMap::new(),
         health: HashMap::new(),
         retry_pods: BTreeSet::new(),
         paused: false,
@@ -200,6 +201,21 @@ impl Writer {
         }
     }
 
+    /// Records a Normal event about `node` from the `node-controller`.
+    async fn node_event(&self, node: &Value, reason: &str, message: &str) {
+        let involved = json!({"kind": "Node", "name": meta_str(node, "name"),
+                              "uid": meta_str(node, "uid"), "apiVersion": "v1"});
+        events::record(
+            &self.registry,
+            "node-controller",
+            involved,
+            "Normal",
+            reason,
+            message,
+        )
+        .await;
+    }
+
     /// Marks the Ready condition of every pod on the node False (`MarkPodsNotReady`).
     async fn mark_pods_not_ready(&self, node: &str) -> Result<(), Status> {
         let pods = self.registry.core("pods");
@@ -258,8 +274,8 @@ struct Monitor {
     zones: Arc<Mutex<Zones>>,
     options: Options,
     metrics: NodeLifecycleMetrics,
-    /// The nodes seen so far.
-    known: BTreeSet<String>,
+    /// The nodes seen so far, and their uids.
+    known: BTreeMap<String, String>,
     health: HashMap<String, NodeHealth>,
     /// Nodes whose pods could not all be marked not Ready.
     retry_pods: BTreeSet<String>,
@@ -318,6 +334,10 @@ impl Monitor {
             let became_not_ready = current["status"] != "True" && observed["status"] == "True";
             if became_not_ready {
                 tracing::info!(node = %name, status = %current["status"], "node lifecycle: node is not ready");
+                let message = format!("Node {name} status is now: NodeNotReady");
+                self.writer
+                    .node_event(&node, "NodeNotReady", &message)
+                    .await;
             }
             let retry = self.retry_pods.contains(&name) && observed["status"] != "True";
             if (became_not_ready || retry)
@@ -353,14 +373,32 @@ impl Monitor {
                     .get_or_create(&NodeLifecycleMetrics::zone(&zone))
                     .inc_by(0);
             }
-            if self.known.insert(name.to_string()) {
+            if self
+                .known
+                .insert(name.to_string(), meta_str(node, "uid").to_string())
+                .is_none()
+            {
                 tracing::info!(node = name, "node lifecycle: observed a new node");
+                let message = format!("Node {name} event: Registered Node {name} in Controller");
+                self.writer
+                    .node_event(node, "RegisteredNode", &message)
+                    .await;
                 let _ = self.mark_reachable(node).await;
             }
         }
-        let gone: Vec<String> = self.known.difference(&names).cloned().collect();
-        for name in gone {
+        let gone: Vec<(String, String)> = self
+            .known
+            .iter()
+            .filter(|(name, _)| !names.contains(*name))
+            .map(|(name, uid)| (name.clone(), uid.clone()))
+            .collect();
+        for (name, uid) in gone {
             tracing::info!(node = %name, "node lifecycle: observed a node deletion");
+            let message = format!("Node {name} event: Removing Node {name} from Controller");
+            let node = json!({"metadata": {"name": name, "uid": uid}});
+            self.writer
+                .node_event(&node, "RemovingNode", &message)
+                .await;
             self.known.remove(&name);
             self.health.remove(&name);
             self.retry_pods.remove(&name);
