@@ -197,7 +197,17 @@ fn the_kubernetes_service_points_at_this_apiserver() {
 fn componentstatuses_show_the_store_healthy_and_absent_components_as_upstream() {
     let store = Server::start(target_flavor());
     let kube = Kube::start_on(&store.client_url);
-    let table = kube.kubectl_ok(&["get", "componentstatuses"]);
+    let out = kube.kubectl(&["get", "componentstatuses"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "Warning: v1 ComponentStatus is deprecated in v1.19+"
+    );
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
     let rows: Vec<&str> = table.lines().collect();
     assert_eq!(
         rows[0].split_whitespace().collect::<Vec<_>>(),
@@ -231,7 +241,8 @@ fn componentstatuses_show_the_store_healthy_and_absent_components_as_upstream() 
     let missing = kube.kubectl(&["get", "componentstatus", "etcd-9"]);
     assert_eq!(
         String::from_utf8_lossy(&missing.stderr).trim(),
-        "Error from server: Component not found: etcd-9"
+        "Warning: v1 ComponentStatus is deprecated in v1.19+\n\
+         Error from server: Component not found: etcd-9"
     );
     let refused = kube.kubectl(&["delete", "componentstatus", "etcd-0"]);
     assert!(

@@ -124,10 +124,18 @@ pub fn is_watch(path: &ResourcePath, query: &Query) -> bool {
 
 /// Serves one resource request.
 pub async fn serve(registry: Arc<Registry>, req: ResourceRequest) -> Response {
-    match handle(registry, req).await {
+    let path = &req.path;
+    let deprecated = registry
+        .kind(&path.group, &path.version, &path.resource)
+        .and_then(|k| k.deprecation());
+    let mut response = match handle(registry, req).await {
         Ok(response) => response,
         Err(status) => status_response(&status),
+    };
+    if let Some(warning) = deprecated {
+        field_validation::add_warnings(&mut response, &[warning.to_string()]);
     }
+    response
 }
 
 async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Response, Status> {

@@ -8,7 +8,8 @@
 //!   (10259, 10257) on the loopback address, answered as kube-apiserver answers it: a
 //!   connection refused is Unhealthy with Go's error text as the message.
 //!
-//! Table: NAME, STATUS (Healthy, Unhealthy, Unknown), MESSAGE, ERROR.
+//! Table: NAME, STATUS (Healthy, Unhealthy, Unknown), MESSAGE, ERROR. Every answer carries
+//! kube-apiserver's deprecation warning.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,6 +77,10 @@ impl Strategy for ComponentStatuses {
 
     fn read_only(&self) -> bool {
         true
+    }
+
+    fn deprecation(&self) -> Option<&'static str> {
+        Some("v1 ComponentStatus is deprecated in v1.19+")
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -165,6 +165,12 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// The warning every request for the kind is answered with, if it is deprecated
+    /// (`v1 ComponentStatus is deprecated in v1.19+`).
+    fn deprecation(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Whether an update of a missing object creates it.
     fn allow_create_on_update(&self) -> bool {
         false
