@@ -2,6 +2,7 @@
 //! `keel store` (or etcd 3.5.1 with `KEEL_TEST_TARGET=etcd`). Nodes and their Leases are
 //! written as a kubelet writes them, and renewed by the test while it plays a live kubelet:
 //!
+//! - the beta OS and architecture labels follow the GA ones;
 //! - a node whose renewals stop goes Unknown (reason `NodeStatusUnknown`, message `Kubelet
 //!   stopped posting node status.`), NotReady in `kubectl get nodes`, tainted
 //!   `node.kubernetes.io/unreachable` NoSchedule and NoExecute, while `kubectl wait
@@ -59,6 +60,8 @@ fn register(kube: &Kube, name: &str, zone: &str, ready: Option<&str>) {
         "kind": "Node",
         "metadata": {"name": name, "labels": {
             "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": "amd64",
             "topology.kubernetes.io/region": "test",
             "topology.kubernetes.io/zone": zone,
         }},
@@ -214,6 +217,18 @@ fn a_node_whose_renewals_stop_goes_unknown_and_tainted_and_comes_back_when_it_po
     // Another zone stays healthy: were every zone lost, no NoExecute taint would be set.
     kubelets.join(&kube, "other-node", "z2");
     kubelets.join(&kube, "lost-node", "z1");
+
+    // The beta OS and architecture labels follow the GA ones.
+    until("the beta labels", LIMIT, || {
+        let labels = node(&kube, "lost-node")["metadata"]["labels"].clone();
+        match (
+            &labels["beta.kubernetes.io/os"],
+            &labels["beta.kubernetes.io/arch"],
+        ) {
+            (os, arch) if os == "linux" && arch == "amd64" => Ok(()),
+            _ => Err(labels.to_string()),
+        }
+    });
 
     // Renewed every half second, the node outlives several grace periods as Ready.
     std::thread::sleep(Duration::from_secs(10));

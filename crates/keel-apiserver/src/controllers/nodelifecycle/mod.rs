@@ -10,7 +10,8 @@
 //! a tainting pass sets every 100 ms at each zone's pace ([`zones`], [`queue`]); pods on a
 //! node that stops being Ready are marked not Ready. Every node change also runs the
 //! NoSchedule pass: the condition taints (`unreachable`, `not-ready`, `memory-pressure`,
-//! ...) follow the conditions at once ([`taints`]).
+//! ...) follow the conditions at once ([`taints`]), and the beta OS and architecture labels
+//! the GA ones ([`labels`]).
 //!
 //! Unlike kube-controller-manager, no grace period runs while the store fails the
 //! apiserver's health check (no leader, or unreachable: [`crate::storage::health`]): the
@@ -23,6 +24,7 @@
 //! registry, as `kube-controller-manager` (its field manager).
 
 pub mod health;
+pub mod labels;
 pub mod metrics;
 pub mod queue;
 pub mod taints;
@@ -192,12 +194,28 @@ impl Writer {
         }
     }
 
-    /// The condition taints follow the node's conditions (`doNoScheduleTaintingPass`).
+    /// The condition taints follow the node's conditions (`doNoScheduleTaintingPass`), and
+    /// the beta labels the GA ones ([`labels`]).
     async fn no_schedule_pass(&self, node: &Value) {
+        let name = meta_str(node, "name");
         let (add, remove) = taints::no_schedule_diff(node);
         if !add.is_empty() || !remove.is_empty() {
-            self.swap_taints(meta_str(node, "name"), &add, &remove)
-                .await;
+            self.swap_taints(name, &add, &remove).await;
+        }
+        if labels::to_reconcile(node).is_empty() {
+            return;
+        }
+        let written = self
+            .update_node(name, None, |node| {
+                let set = labels::to_reconcile(node);
+                let mut node = node.clone();
+                let labels = node["metadata"]["labels"].as_object_mut()?;
+                labels.extend(set);
+                Some(node)
+            })
+            .await;
+        if let Err(status) = written {
+            tracing::warn!(node = name, error = %status.message, "node lifecycle: reconciling the node's labels");
         }
     }
 
