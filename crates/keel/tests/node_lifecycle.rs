@@ -51,6 +51,24 @@ fn apply(kube: &Kube, obj: &Value) {
     kube.kubectl_ok(&["apply", "-f", file.to_str().unwrap()]);
 }
 
+/// A node condition of `kind` as a kubelet posts it at `now`.
+fn kubelet_condition(kind: &str, status: &str, now: &str) -> Value {
+    let (reason, message) = match kind {
+        "Ready" => ("KubeletReady", "kubelet is posting ready status"),
+        "MemoryPressure" => (
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+        ),
+        "DiskPressure" => ("KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        _ => (
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+        ),
+    };
+    json!({"type": kind, "status": status, "reason": reason, "message": message,
+           "lastHeartbeatTime": now, "lastTransitionTime": now})
+}
+
 /// Registers node `name` in `zone` as a kubelet does: the node, Ready (or, with
 /// `ready: None`, without any status yet), and its Lease.
 fn register(kube: &Kube, name: &str, zone: &str, ready: Option<&str>) {
@@ -68,12 +86,8 @@ fn register(kube: &Kube, name: &str, zone: &str, ready: Option<&str>) {
     });
     if let Some(status) = ready {
         node["status"] = json!({"conditions": [
-            {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
-             "message": "kubelet has sufficient memory available",
-             "lastHeartbeatTime": now, "lastTransitionTime": now},
-            {"type": "Ready", "status": status, "reason": "KubeletReady",
-             "message": "kubelet is posting ready status",
-             "lastHeartbeatTime": now, "lastTransitionTime": now},
+            kubelet_condition("MemoryPressure", "False", &now),
+            kubelet_condition("Ready", status, &now),
         ]});
     }
     apply(kube, &node);
@@ -329,18 +343,10 @@ fn a_node_whose_renewals_stop_goes_unknown_and_tainted_and_comes_back_when_it_po
     // The kubelet posts Ready again (a new heartbeat), and renews: the taints go.
     let now = Time::now().rfc3339();
     let status = json!({"status": {"conditions": [
-        {"type": "Ready", "status": "True", "reason": "KubeletReady",
-         "message": "kubelet is posting ready status",
-         "lastHeartbeatTime": now, "lastTransitionTime": now},
-        {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
-         "message": "kubelet has sufficient memory available",
-         "lastHeartbeatTime": now, "lastTransitionTime": now},
-        {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure",
-         "message": "kubelet has no disk pressure",
-         "lastHeartbeatTime": now, "lastTransitionTime": now},
-        {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID",
-         "message": "kubelet has sufficient PID available",
-         "lastHeartbeatTime": now, "lastTransitionTime": now},
+        kubelet_condition("Ready", "True", &now),
+        kubelet_condition("MemoryPressure", "False", &now),
+        kubelet_condition("DiskPressure", "False", &now),
+        kubelet_condition("PIDPressure", "False", &now),
     ]}});
     kube.kubectl_ok(&[
         "patch",
