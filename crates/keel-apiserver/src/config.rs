@@ -67,6 +67,68 @@ pub struct Config {
     /// `--bind-address`, for local experiments.
     #[arg(long)]
     pub plain_http: bool,
+    /// The IP address the `default/kubernetes` Service's Endpoints point clients at (as
+    /// kube-apiserver's `--advertise-address`); unset: `--bind-address`, or when that is
+    /// unspecified or loopback, the address of the host's default route.
+    #[arg(long)]
+    pub advertise_address: Option<IpAddr>,
+    /// The range Service cluster IPs come from (CIDR; a second, comma-separated, for dual
+    /// stack); the `default/kubernetes` Service gets its first address (`10.0.0.1`).
+    #[arg(long, default_value = "10.0.0.0/24", value_parser = parse_service_ip_range)]
+    pub service_cluster_ip_range: IpAddr,
+    /// The controllers kube-controller-manager would run, by its names and flags.
+    #[command(flatten)]
+    pub controller_manager: ControllerManagerConfig,
+}
+
+/// The controllers run beside the apiserver, with kube-controller-manager's flags and
+/// defaults.
+#[derive(Debug, Clone, Args)]
+pub struct ControllerManagerConfig {
+    /// The controllers to run, by kube-controller-manager's names: `nodelifecycle`,
+    /// `serviceaccount`, `root-ca-cert-publisher`, `namespace`. `*` runs them all, `name`
+    /// runs one, `-name` leaves one out; the first entry naming a controller decides.
+    /// Unset, `keel apiserver` runs only `namespace` (so a kube-controller-manager beside it
+    /// never does the same work twice) and `keel up` runs `*`.
+    #[arg(long, value_delimiter = ',')]
+    pub controllers: Option<Vec<String>>,
+    /// How often the node lifecycle controller checks the nodes' heartbeats.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub node_monitor_period: Duration,
+    /// How long a node may go without a heartbeat (its Lease renewed, or its Ready
+    /// condition's heartbeat changed) before it is marked Unknown (NotReady). Time while the
+    /// store has no leader or cannot be reached does not count.
+    #[arg(long, default_value = "50s", value_parser = parse_duration)]
+    pub node_monitor_grace_period: Duration,
+    /// How long a new node may go without posting its status before it is marked Unknown.
+    #[arg(long, default_value = "1m0s", value_parser = parse_duration)]
+    pub node_startup_grace_period: Duration,
+    /// Nodes per second whose NoExecute taint is set, per zone, while the zone is healthy
+    /// (or fully disrupted while others are not).
+    #[arg(long, default_value_t = 0.1)]
+    pub node_eviction_rate: f32,
+    /// Nodes per second whose NoExecute taint is set, per zone, while the zone is partly
+    /// disrupted; 0 in zones of at most `--large-cluster-size-threshold` nodes.
+    #[arg(long, default_value_t = 0.01)]
+    pub secondary_node_eviction_rate: f32,
+    /// Zones of more nodes than this are large: they keep tainting at the secondary rate
+    /// while partly disrupted.
+    #[arg(long, default_value_t = 50)]
+    pub large_cluster_size_threshold: i32,
+    /// The share of not-Ready nodes (at least three) from which a zone is partly disrupted.
+    #[arg(long, default_value_t = 0.55)]
+    pub unhealthy_zone_threshold: f32,
+    /// The CA bundle (PEM) published in every namespace as the `kube-root-ca.crt`
+    /// ConfigMap; unset: the CA this apiserver's serving certificate is verified with.
+    #[arg(long)]
+    pub root_ca_file: Option<PathBuf>,
+}
+
+impl ControllerManagerConfig {
+    /// The controllers `keel apiserver` runs when `--controllers` is unset.
+    pub const APISERVER_DEFAULT: &'static [&'static str] = &["namespace"];
+    /// The controllers `keel up` runs when `--controllers` is unset.
+    pub const UP_DEFAULT: &'static [&'static str] = &["*"];
 }
 
 impl Config {
@@ -89,7 +151,29 @@ impl Config {
         if self.request_timeout.is_zero() {
             return Err("--request-timeout must be greater than 0".into());
         }
+        crate::controllers::Selection::new(self.controller_manager.controllers.as_deref())?;
         Ok(())
+    }
+}
+
+/// The first address of `--service-cluster-ip-range`'s (first) CIDR, as kube-apiserver's
+/// `ServiceIPRange` gives the `kubernetes` Service.
+pub fn parse_service_ip_range(s: &str) -> Result<IpAddr, String> {
+    let primary = s.split(',').next().unwrap_or_default().trim();
+    let bad = || format!("invalid CIDR address: {primary}");
+    let (ip, bits) = primary.split_once('/').ok_or_else(bad)?;
+    let ip: IpAddr = ip.parse().map_err(|_| bad())?;
+    let bits: u32 = bits.parse().map_err(|_| bad())?;
+    match ip {
+        IpAddr::V4(v4) if bits < 32 => {
+            let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+            Ok(IpAddr::V4((u32::from(v4) & mask).wrapping_add(1).into()))
+        }
+        IpAddr::V6(v6) if bits < 128 => {
+            let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+            Ok(IpAddr::V6((u128::from(v6) & mask).wrapping_add(1).into()))
+        }
+        _ => Err(bad()),
     }
 }
 
@@ -143,6 +227,24 @@ mod tests {
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("5x").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn the_kubernetes_service_gets_the_first_address_of_the_range() {
+        assert_eq!(
+            parse_service_ip_range("10.0.0.0/24"),
+            Ok("10.0.0.1".parse().unwrap())
+        );
+        assert_eq!(
+            parse_service_ip_range("10.96.3.7/12,fd00::/108"),
+            Ok("10.96.0.1".parse().unwrap())
+        );
+        assert_eq!(
+            parse_service_ip_range("fd00:10::/108"),
+            Ok("fd00:10::1".parse().unwrap())
+        );
+        assert!(parse_service_ip_range("10.0.0.0").is_err());
+        assert!(parse_service_ip_range("10.0.0.1/32").is_err());
     }
 
     #[test]

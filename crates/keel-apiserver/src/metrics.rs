@@ -21,6 +21,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry as Prometheus;
 
+use crate::controllers::nodelifecycle::metrics::NodeLifecycleMetrics;
+
 /// Label pairs.
 pub type Labels = Vec<(&'static str, String)>;
 
@@ -68,6 +70,8 @@ pub struct Metrics {
     cache_reads: CacheReadFamilies,
     watch_events: Family<Labels, Counter>,
     watch_event_sizes: Family<Labels, Histogram>,
+    /// The node lifecycle controller's (`node_collector_*`).
+    pub node_lifecycle: NodeLifecycleMetrics,
 }
 
 /// The families of the reads the watch caches serve.
@@ -303,6 +307,7 @@ impl Metrics {
             watch_event_sizes.clone(),
         );
         registry.register_collector(Box::new(keel_process::ProcessCollector));
+        let node_lifecycle = NodeLifecycleMetrics::register(&mut registry);
         Metrics {
             registry,
             requests,
@@ -320,6 +325,7 @@ impl Metrics {
             cache_reads,
             watch_events,
             watch_event_sizes,
+            node_lifecycle,
         }
     }
 

@@ -109,6 +109,7 @@ impl ApiServer {
         config.validate().map_err(StartError::Config)?;
         let addr = SocketAddr::new(config.bind_address, config.secure_port);
         let (tls, ca_pem) = serving_tls(&config)?;
+        let root_ca = root_ca(&config, &ca_pem)?;
         let (tokens, admin_token) = if config.plain_http {
             if let Some(file) = &config.token_auth_file {
                 tracing::warn!(
@@ -187,7 +188,40 @@ impl ApiServer {
                 ready.started.store(true, Ordering::Release);
             },
         ));
-        tokio::spawn(controllers::namespaces::run(registry.clone()));
+        let selection =
+            controllers::Selection::new(config.controller_manager.controllers.as_deref())
+                .map_err(StartError::Config)?;
+        if selection.enabled("namespace") {
+            tokio::spawn(controllers::namespaces::run(registry.clone()));
+        }
+        if selection.enabled("serviceaccount") {
+            tokio::spawn(controllers::per_namespace::run(
+                registry.clone(),
+                controllers::serviceaccounts::ServiceAccounts,
+            ));
+        }
+        if selection.enabled("root-ca-cert-publisher") {
+            tokio::spawn(controllers::per_namespace::run(
+                registry.clone(),
+                controllers::root_ca::RootCaPublisher { ca: root_ca },
+            ));
+        }
+        let kubernetes = controllers::kubernetes_service::KubernetesService {
+            cluster_ip: config.service_cluster_ip_range,
+            advertise: controllers::kubernetes_service::advertise_address(
+                config.advertise_address,
+                config.bind_address,
+            ),
+            port: addr.port(),
+        };
+        tokio::spawn(kubernetes.run(registry.clone()));
+        if selection.enabled("nodelifecycle") {
+            tokio::spawn(controllers::nodelifecycle::run(
+                registry.clone(),
+                controllers::nodelifecycle::Options::new(&config.controller_manager),
+                app.metrics.node_lifecycle.clone(),
+            ));
+        }
         tokio::spawn(registry::object_count::observe(
             registry.clone(),
             app.metrics.clone(),
@@ -231,6 +265,28 @@ fn serving_tls(config: &Config) -> Result<(Option<Arc<rustls::ServerConfig>>, St
     }
     let certs = tls::ServingCerts::load_or_create(&config.cert_dir, &hosts)?;
     Ok((Some(certs.server_config()?), certs.ca_pem().to_string()))
+}
+
+/// The CA bundle kube-controller-manager would publish as `kube-root-ca.crt`: its
+/// `--root-ca-file`, else the CA clients verify this apiserver with (the generated CA, or
+/// the last certificate of the operator's `--tls-cert-file` chain).
+fn root_ca(config: &Config, generated: &str) -> Result<String, StartError> {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| StartError::Config(format!("cannot read {}: {e}", path.display())))
+    };
+    if let Some(file) = &config.controller_manager.root_ca_file {
+        return read(file);
+    }
+    let Some(chain) = &config.tls_cert_file else {
+        return Ok(generated.to_string());
+    };
+    let chain = read(chain)?;
+    const BEGIN: &str = "-----BEGIN CERTIFICATE-----";
+    Ok(match chain.rfind(BEGIN) {
+        Some(last) => chain[last..].trim_end().to_string() + "\n",
+        None => String::new(),
+    })
 }
 
 /// The tokens, and the admin token for the kubeconfig ("" if the file has none).

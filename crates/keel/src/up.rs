@@ -37,12 +37,11 @@ const SET_BY_UP: [(&str, &str); 4] = [
 
 /// `keel up`'s defaults where they differ from `keel apiserver`'s and `keel store`'s: serve on
 /// loopback only, and keep everything in one folder of the current directory.
-const UP_DEFAULTS: [(&str, &str); 5] = [
+const UP_DEFAULTS: [(&str, &str); 4] = [
     ("bind_address", "127.0.0.1"),
     ("data_dir", "keel.data"),
     ("listen_client_urls", "http://127.0.0.1:2379"),
     ("listen_peer_urls", "http://127.0.0.1:2380"),
-    ("controllers", "*"),
 ];
 
 /// `keel up`'s flags: every `keel apiserver` and `keel store` flag that applies to one process
@@ -138,6 +137,12 @@ impl FromArgMatches for UpArgs {
         let mut store = keel_store::Config::from_arg_matches(matches)?;
         let data_dir = store.data_dir.take().unwrap_or_else(|| "keel.data".into());
         apiserver.etcd_servers = vec![IN_PROCESS_STORE.to_string()];
+        // keel up is the whole control plane: every controller runs unless --controllers says.
+        let up_default = keel_apiserver::config::ControllerManagerConfig::UP_DEFAULT;
+        apiserver
+            .controller_manager
+            .controllers
+            .get_or_insert_with(|| up_default.iter().map(|s| s.to_string()).collect());
         apiserver.cert_dir = data_dir.join("apiserver");
         store.data_dir = Some(data_dir.join("store"));
         if !given("advertise_client_urls") {
@@ -258,6 +263,10 @@ mod tests {
         assert_eq!(up.store.initial_cluster, "default=http://127.0.0.1:9");
         assert_eq!(up.store.advertise_client_urls, "http://127.0.0.1:2379");
         assert_eq!(up.apiserver.bind_address.to_string(), "127.0.0.1");
+        assert_eq!(
+            up.apiserver.controller_manager.controllers,
+            Some(vec!["*".to_string()])
+        );
     }
 
     #[test]

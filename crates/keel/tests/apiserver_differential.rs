@@ -3,6 +3,7 @@
 //! same keys and values land in the store.
 
 use std::fs;
+use std::time::Duration;
 
 use keel_testkit::CtlVersion;
 use keel_testkit::kube::{Kube, Stack};
@@ -107,6 +108,15 @@ fn transcript(stack: Stack) -> (Vec<String>, Vec<String>) {
             String::from_utf8_lossy(&out.stderr).replace(&dir.display().to_string(), "{dir}")
         )));
     }
+    // kube-apiserver's own default/kubernetes Service and Endpoints are in the store too.
+    keel_testkit::wait::until("the kubernetes endpoints", Duration::from_secs(60), || {
+        let out = kube.kubectl(&["-n", "default", "get", "endpoints", "kubernetes"]);
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    });
     let store = keel_testkit::etcdctl(
         CtlVersion::V35,
         &kube.store_url,
@@ -114,7 +124,27 @@ fn transcript(stack: Stack) -> (Vec<String>, Vec<String>) {
         None,
     );
     assert_eq!(store.code, 0, "{}", store.stderr);
-    let kvs = store.stdout.lines().map(normalise).collect();
+    // The default/kubernetes Service and its Endpoints name the apiserver's port.
+    let server = kube.kubectl_ok(&[
+        "config",
+        "view",
+        "-o",
+        "jsonpath={.clusters[0].cluster.server}",
+    ]);
+    let port = server.rsplit(':').next().unwrap_or_default().to_string();
+    let kvs = store
+        .stdout
+        .lines()
+        .map(|kv| {
+            normalise(
+                &kv.replace(&format!(r#""port":{port},"#), r#""port":PORT,"#)
+                    .replace(
+                        &format!(r#""targetPort":{port}}}"#),
+                        r#""targetPort":PORT}"#,
+                    ),
+            )
+        })
+        .collect();
     (lines, kvs)
 }
 

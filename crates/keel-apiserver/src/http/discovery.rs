@@ -80,7 +80,7 @@ pub fn resources(kinds: &[&'static dyn Strategy], group: &str, version: &str) ->
             "singularName": info.singular,
             "namespaced": info.namespaced,
             "kind": info.kind,
-            "verbs": VERBS,
+            "verbs": if kind.read_only() { &["get", "list"][..] } else { &VERBS[..] },
             "storageVersionHash": storage_version_hash(info.group, info.version, info.kind),
         });
         if !info.short_names.is_empty() {

@@ -65,11 +65,7 @@ pub fn value_response(code: StatusCode, value: &Value, output: Output) -> Respon
 
 /// 405 MethodNotAllowed.
 pub fn method_not_allowed() -> Status {
-    Status::failure(
-        405,
-        "MethodNotAllowed",
-        "the server does not allow this method on the requested resource".to_string(),
-    )
+    Status::method_not_allowed()
 }
 
 /// 404 for a resource or path this server does not serve.
@@ -128,10 +124,18 @@ pub fn is_watch(path: &ResourcePath, query: &Query) -> bool {
 
 /// Serves one resource request.
 pub async fn serve(registry: Arc<Registry>, req: ResourceRequest) -> Response {
-    match handle(registry, req).await {
+    let path = &req.path;
+    let deprecated = registry
+        .kind(&path.group, &path.version, &path.resource)
+        .and_then(|k| k.deprecation());
+    let mut response = match handle(registry, req).await {
         Ok(response) => response,
         Err(status) => status_response(&status),
+    };
+    if let Some(warning) = deprecated {
+        field_validation::add_warnings(&mut response, &[warning.to_string()]);
     }
+    response
 }
 
 async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Response, Status> {

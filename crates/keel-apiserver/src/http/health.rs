@@ -1,19 +1,15 @@
 //! `/healthz`, `/livez` and `/readyz`, as kube-apiserver answers them: `ok`, or with
 //! `?verbose` one `[+]name ok` line per check; a failing check is `[-]name failed: reason
 //! withheld` and the answer is 500. Each check is also served alone (`/readyz/etcd`).
-//! `etcd` reads from the store within two seconds; `/readyz` also waits for the system
+//! `etcd` is the store's health ([`crate::storage::health`]); `/readyz` also waits for the system
 //! namespaces to exist.
 
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
 
 use super::App;
-
-/// How long the store check waits.
-const ETCD_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The answer for a health path (None: not a health path).
 pub async fn serve(app: &App, path: &str, query: Option<&str>) -> Option<Response> {
@@ -28,12 +24,7 @@ pub async fn serve(app: &App, path: &str, query: Option<&str>) -> Option<Respons
         return None;
     }
     let mut checks: Vec<(&str, bool)> = vec![("ping", true), ("log", true)];
-    let etcd = tokio::time::timeout(
-        ETCD_CHECK_TIMEOUT,
-        app.registry.storage().get("/health-check", ""),
-    )
-    .await
-    .is_ok_and(|r| r.is_ok());
+    let etcd = app.registry.storage().healthy().await;
     checks.push(("etcd", etcd));
     if endpoint == "readyz" {
         checks.push(("etcd-readiness", etcd));

@@ -6,6 +6,7 @@
 //! [`managed_fields`] (who set which field: `metadata.managedFields` and server-side apply, on
 //! [`fieldpath`]'s field sets and [`typed`]'s walks).
 
+pub mod componentstatuses;
 pub mod configmaps;
 pub mod endpoints;
 pub mod events;
@@ -166,6 +167,18 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Whether the kind is computed on each read and never stored (componentstatuses):
+    /// served for get and list only, every other verb 405.
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    /// The warning every request for the kind is answered with, if it is deprecated
+    /// (`v1 ComponentStatus is deprecated in v1.19+`).
+    fn deprecation(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Whether an update of a missing object creates it.
     fn allow_create_on_update(&self) -> bool {
         false
@@ -228,6 +241,7 @@ pub fn age(obj: &Value, now: Time) -> Value {
 /// Every kind this apiserver serves, in discovery order.
 pub fn kinds() -> Vec<&'static dyn Strategy> {
     vec![
+        &componentstatuses::ComponentStatuses,
         &configmaps::ConfigMaps,
         &endpoints::Endpoints,
         &events::Events,

@@ -115,7 +115,7 @@ impl Registry {
                 } else {
                     format!("{}.{}", info.resource, info.group)
                 };
-                if !watch_cache || info.resource == "events" {
+                if !watch_cache || info.resource == "events" || kind.read_only() {
                     return Storage::new(storage.clone(), codec, metrics.clone(), resource);
                 }
                 let cache = Cacher::start(
@@ -196,6 +196,9 @@ impl Registry {
         name: &str,
         resource_version: &str,
     ) -> Result<Value, Status> {
+        if kind.read_only() {
+            return super::componentstatuses::get(&self.store, name).await;
+        }
         let info = kind.info();
         let key = self.key(info, namespace, name);
         let target = target(info, name);
@@ -218,6 +221,26 @@ impl Registry {
         query: &ListQuery<'_>,
     ) -> Result<Value, Status> {
         let info = kind.info();
+        if kind.read_only() {
+            let items: Vec<Value> = super::componentstatuses::all(&self.store)
+                .await
+                .into_iter()
+                .filter(|c| query.selection.is_none_or(|s| (s.filter)(c)))
+                .map(|mut c| {
+                    if let Some(map) = c.as_object_mut() {
+                        map.remove("apiVersion");
+                        map.remove("kind");
+                    }
+                    c
+                })
+                .collect();
+            return Ok(json!({
+                "kind": format!("{}List", info.kind),
+                "apiVersion": info.api_version(),
+                "metadata": {},
+                "items": items,
+            }));
+        }
         let exact: Vec<(&str, &str)> = query
             .selection
             .iter()
@@ -296,6 +319,9 @@ impl Registry {
         mut obj: Value,
         dry_run: bool,
     ) -> Result<Value, Status> {
+        if kind.read_only() {
+            return Err(Status::method_not_allowed());
+        }
         let info = kind.info();
         set_type(&mut obj, info);
         if let Some(ns) = namespace {
@@ -382,6 +408,9 @@ impl Registry {
         allow_create: bool,
         mut make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
     ) -> Result<(Value, bool), Status> {
+        if kind.read_only() {
+            return Err(Status::method_not_allowed());
+        }
         let info = kind.info();
         let key = self.key(info, namespace, name);
         let target = target(info, name);
@@ -548,6 +577,9 @@ impl Registry {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<Deleted, Status> {
+        if kind.read_only() {
+            return Err(Status::method_not_allowed());
+        }
         let info = kind.info();
         let key = self.key(info, namespace, name);
         let target = target(info, name);
@@ -649,6 +681,9 @@ impl Registry {
         query: &WatchQuery<'_>,
         filter: Option<Box<Filter>>,
     ) -> Result<Watching, Status> {
+        if kind.read_only() {
+            return Err(Status::method_not_allowed());
+        }
         let info = kind.info();
         let prefix = self.keys.collection(info.resource, namespace);
         let failed = |e: StorageError| Status::from_storage(&e, &target(info, ""));

@@ -187,6 +187,15 @@ impl Status {
         }
     }
 
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed() -> Status {
+        Status::failure(
+            405,
+            "MethodNotAllowed",
+            "the server does not allow this method on the requested resource".to_string(),
+        )
+    }
+
     /// 500 InternalError: `Internal error occurred: <message>`.
     pub fn internal(message: String) -> Status {
         Status::from_storage(&StorageError::Internal(message), &Target::default())

@@ -12,6 +12,7 @@ pub mod continue_token;
 pub mod errors;
 pub mod etcd3;
 pub mod field;
+pub mod health;
 pub mod interface;
 pub mod key;
 pub mod lease_reuse;

@@ -431,6 +431,13 @@ fn kind_paths(kind: &dyn Strategy, gv: &str, definition: &str) -> Vec<PathItem> 
     if info.resource == "namespaces" {
         subresource("finalize", &["put"]);
     }
+    if kind.read_only() {
+        // Get and list alone, as kube-apiserver documents a read-only resource.
+        paths.retain(|p| !p.path.contains("/watch/"));
+        for p in &mut paths {
+            p.operations.retain(|o| o.method == "get");
+        }
+    }
     paths
 }
 

@@ -75,6 +75,7 @@ macro_rules! typed {
 /// The Rust type of a kind keel serves (None: no schema for it).
 fn rust_type(group: &str, version: &str, kind: &str) -> Option<Typed> {
     Some(match (group, version, kind) {
+        ("", "v1", "ComponentStatus") => typed!(core::ComponentStatus),
         ("", "v1", "ConfigMap") => typed!(core::ConfigMap),
         ("", "v1", "Endpoints") => typed!(core::Endpoints),
         ("", "v1", "Event") => typed!(core::Event),

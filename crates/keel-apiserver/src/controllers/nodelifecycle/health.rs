@@ -1,0 +1,339 @@
+//! A node's health as the controller last saw it, and what a monitor pass makes of a node
+//! (`tryUpdateNodeHealth`). The controller keeps its own probe timestamp per node, taken
+//! from its own clock when it sees a heartbeat, never from the times the kubelet wrote (the
+//! clocks of a cluster are not trusted to agree). A heartbeat is either:
+//!
+//! - the node's Lease (`kube-node-lease/<node>`) with a later `spec.renewTime`, or
+//! - the node's Ready condition with another `lastHeartbeatTime`.
+//!
+//! Once a node has gone longer than its grace period without one
+//! (`--node-monitor-grace-period`, or `--node-startup-grace-period` while it has never
+//! posted a Ready condition), its Ready, MemoryPressure, DiskPressure and PIDPressure
+//! conditions become Unknown: reason `NodeStatusUnknown`, message `Kubelet stopped posting
+//! node status.`; a condition never posted is added as Unknown with `NodeStatusNeverUpdated`
+//! and `Kubelet never posted node status.`.
+//!
+//! Sans I/O: [`observe`] says what to write; the caller writes it.
+
+use std::time::Duration;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+
+use super::taints::condition;
+use crate::registry::meta_str;
+use crate::registry::time::Time;
+
+/// Wall-clock milliseconds since the Unix epoch.
+pub type Millis = i64;
+
+/// Now, in [`Millis`].
+pub fn now_millis() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+/// The conditions a lost node has set to Unknown (NetworkUnavailable is the network's).
+const CONDITIONS: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
+
+/// The grace periods.
+#[derive(Debug, Clone, Copy)]
+pub struct Grace {
+    /// `--node-monitor-grace-period`.
+    pub monitor: Duration,
+    /// `--node-startup-grace-period`.
+    pub startup: Duration,
+}
+
+/// What the controller last saw of a node.
+#[derive(Debug, Clone)]
+pub struct NodeHealth {
+    /// When the controller last saw a heartbeat (its own clock).
+    pub probe: Millis,
+    /// When the controller last saw the Ready condition change.
+    pub ready_transition: Millis,
+    /// The Ready condition last seen.
+    ready: Option<Value>,
+    /// The Lease's renewTime last seen (seconds, microseconds).
+    renewed: Option<(i64, u32)>,
+}
+
+/// What one pass made of a node.
+#[derive(Debug, Clone)]
+pub struct Observation {
+    /// The Ready condition as read (a stand-in, Unknown since creation, if there is none).
+    pub observed_ready: Value,
+    /// The Ready condition after this pass (None: never posted, and still in grace).
+    pub current_ready: Option<Value>,
+    /// The node with its conditions set to Unknown, to write through `status`.
+    pub update: Option<Value>,
+}
+
+impl NodeHealth {
+    /// The health after `written` (this pass's [`Observation::update`]) was stored.
+    pub fn after_update(mut self, written: &Value, now: Millis) -> NodeHealth {
+        self.ready = condition(written, "Ready").cloned();
+        self.ready_transition = now;
+        self
+    }
+
+    /// Restarts the grace period (after a full disruption, or a store outage).
+    pub fn restart(&mut self, now: Millis) {
+        self.probe = now;
+        self.ready_transition = now;
+    }
+}
+
+/// A node's health at `now`, from what was `saved` of it, the node and its Lease.
+pub fn observe(
+    saved: Option<NodeHealth>,
+    node: &Value,
+    lease: Option<&Value>,
+    now: Millis,
+    grace: Grace,
+) -> (NodeHealth, Observation) {
+    let created = meta_str(node, "creationTimestamp");
+    let created_ms = Time::parse(created).map(|t| t.0 * 1000).unwrap_or(now);
+    let current = condition(node, "Ready").cloned();
+    let (observed_ready, grace) = match &current {
+        Some(ready) => (ready.clone(), grace.monitor),
+        None => (
+            json!({"type": "Ready", "status": "Unknown",
+                   "lastHeartbeatTime": created, "lastTransitionTime": created}),
+            grace.startup,
+        ),
+    };
+    let fresh = |probe: Millis| NodeHealth {
+        probe,
+        ready_transition: probe,
+        ready: current.clone(),
+        renewed: None,
+    };
+    let mut health = match (saved, &current) {
+        (None, None) => fresh(created_ms),
+        (None, Some(_)) => fresh(now),
+        (Some(saved), None) if saved.ready.is_none() => saved,
+        (Some(saved), None) => {
+            // The Ready condition was removed: start over, as from a first sight.
+            NodeHealth {
+                renewed: saved.renewed,
+                ..fresh(now)
+            }
+        }
+        (Some(saved), Some(ready)) => match &saved.ready {
+            None => NodeHealth {
+                renewed: saved.renewed,
+                ..fresh(now)
+            },
+            Some(old) if old["lastHeartbeatTime"] != ready["lastHeartbeatTime"] => {
+                let ready_transition = if old["lastTransitionTime"] != ready["lastTransitionTime"] {
+                    now
+                } else {
+                    saved.ready_transition
+                };
+                NodeHealth {
+                    probe: now,
+                    ready_transition,
+                    ready: current.clone(),
+                    renewed: saved.renewed,
+                }
+            }
+            Some(_) => saved,
+        },
+    };
+    if let Some(renewed) = lease
+        .and_then(|l| l.pointer("/spec/renewTime"))
+        .and_then(Value::as_str)
+    {
+        let renewed = micro_time(renewed);
+        if renewed.is_some() && (health.renewed.is_none() || health.renewed < renewed) {
+            health.renewed = renewed;
+            health.probe = now;
+        }
+    }
+    let mut observation = Observation {
+        observed_ready,
+        current_ready: current,
+        update: None,
+    };
+    if now <= health.probe + grace.as_millis() as i64 {
+        return (health, observation);
+    }
+    let mut lost = node.clone();
+    let stamp = Time(now.div_euclid(1000)).rfc3339();
+    let conditions = lost
+        .as_object_mut()
+        .map(|o| o.entry("status").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut)
+        .map(|s| s.entry("conditions").or_insert_with(|| json!([])));
+    let Some(Value::Array(conditions)) = conditions else {
+        return (health, observation);
+    };
+    for kind in CONDITIONS {
+        match conditions.iter_mut().find(|c| c["type"] == kind) {
+            None => conditions.push(json!({
+                "type": kind,
+                "status": "Unknown",
+                "lastHeartbeatTime": created,
+                "lastTransitionTime": stamp,
+                "reason": "NodeStatusNeverUpdated",
+                "message": "Kubelet never posted node status.",
+            })),
+            Some(c) if c["status"] != "Unknown" => {
+                c["status"] = "Unknown".into();
+                c["reason"] = "NodeStatusUnknown".into();
+                c["message"] = "Kubelet stopped posting node status.".into();
+                c["lastTransitionTime"] = stamp.clone().into();
+            }
+            Some(_) => {}
+        }
+    }
+    let ready = condition(&lost, "Ready").cloned();
+    if ready.as_ref() != Some(&observation.observed_ready) {
+        observation.current_ready = ready;
+        observation.update = Some(lost);
+    }
+    (health, observation)
+}
+
+/// A MicroTime (`2026-12-05T10:00:00.123456Z`) as seconds and microseconds.
+fn micro_time(s: &str) -> Option<(i64, u32)> {
+    let seconds = Time::parse(s)?.0;
+    let micros = s
+        .split_once('.')
+        .map(|(_, frac)| {
+            let digits: String = frac.chars().take_while(char::is_ascii_digit).collect();
+            format!("{digits:0<6}")[..6].parse().unwrap_or(0)
+        })
+        .unwrap_or(0);
+    Some((seconds, micros))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRACE: Grace = Grace {
+        monitor: Duration::from_secs(50),
+        startup: Duration::from_secs(60),
+    };
+
+    fn node(ready: Option<&str>, heartbeat: &str) -> Value {
+        let mut node =
+            json!({"metadata": {"name": "n1", "creationTimestamp": "1970-01-01T00:00:00Z"}});
+        if let Some(status) = ready {
+            node["status"] = json!({"conditions": [
+                {"type": "Ready", "status": status, "reason": "KubeletReady",
+                 "lastHeartbeatTime": heartbeat, "lastTransitionTime": "1970-01-01T00:00:00Z"},
+                {"type": "MemoryPressure", "status": "False",
+                 "lastHeartbeatTime": heartbeat, "lastTransitionTime": "1970-01-01T00:00:00Z"},
+            ]});
+        }
+        node
+    }
+
+    fn lease(renew: &str) -> Value {
+        json!({"spec": {"renewTime": renew}})
+    }
+
+    #[test]
+    fn a_node_whose_heartbeats_stop_goes_unknown_after_the_grace_period() {
+        let n = node(Some("True"), "1970-01-01T00:00:10Z");
+        let (h, o) = observe(None, &n, None, 10_000, GRACE);
+        assert!(o.update.is_none());
+        let (h, o) = observe(Some(h), &n, None, 60_000, GRACE);
+        assert!(o.update.is_none(), "50 s are not past the grace period");
+        let (_, o) = observe(Some(h), &n, None, 60_001, GRACE);
+        let lost = o.update.expect("past the grace period");
+        let ready = condition(&lost, "Ready").unwrap();
+        assert_eq!(ready["status"], "Unknown");
+        assert_eq!(ready["reason"], "NodeStatusUnknown");
+        assert_eq!(ready["message"], "Kubelet stopped posting node status.");
+        assert_eq!(ready["lastTransitionTime"], "1970-01-01T00:01:00Z");
+        assert_eq!(
+            ready["lastHeartbeatTime"], "1970-01-01T00:00:10Z",
+            "the kubelet's heartbeat is kept"
+        );
+        assert_eq!(
+            condition(&lost, "MemoryPressure").unwrap()["status"],
+            "Unknown"
+        );
+        let never = condition(&lost, "DiskPressure").unwrap();
+        assert_eq!(never["reason"], "NodeStatusNeverUpdated");
+        assert_eq!(never["message"], "Kubelet never posted node status.");
+        assert_eq!(o.observed_ready["status"], "True");
+        assert_eq!(o.current_ready.unwrap()["status"], "Unknown");
+    }
+
+    #[test]
+    fn lease_renewals_and_status_heartbeats_both_count() {
+        let n = node(Some("True"), "1970-01-01T00:00:10Z");
+        let (h, _) = observe(
+            None,
+            &n,
+            Some(&lease("1970-01-01T00:00:10.000000Z")),
+            10_000,
+            GRACE,
+        );
+        let (h, _) = observe(
+            Some(h),
+            &n,
+            Some(&lease("1970-01-01T00:00:40.500000Z")),
+            40_000,
+            GRACE,
+        );
+        let (h, o) = observe(
+            Some(h),
+            &n,
+            Some(&lease("1970-01-01T00:00:40.500000Z")),
+            89_000,
+            GRACE,
+        );
+        assert!(o.update.is_none(), "the lease was renewed 49 s ago");
+        assert_eq!(h.probe, 40_000);
+        let posted = node(Some("True"), "1970-01-01T00:01:20Z");
+        let (h, o) = observe(Some(h), &posted, None, 89_500, GRACE);
+        assert!(o.update.is_none());
+        assert_eq!(h.probe, 89_500, "a new heartbeat time is a heartbeat");
+        // A lease renewed at the same time again is no heartbeat.
+        let (_, o) = observe(
+            Some(h),
+            &posted,
+            Some(&lease("1970-01-01T00:00:40.5Z")),
+            140_000,
+            GRACE,
+        );
+        assert!(o.update.is_some());
+    }
+
+    #[test]
+    fn a_node_that_never_posts_gets_the_startup_grace_and_never_updated_conditions() {
+        let n = node(None, "");
+        let (h, o) = observe(None, &n, None, 59_000, GRACE);
+        assert!(o.update.is_none());
+        assert!(o.current_ready.is_none());
+        let (_, o) = observe(Some(h), &n, None, 61_000, GRACE);
+        let lost = o.update.unwrap();
+        let ready = condition(&lost, "Ready").unwrap();
+        assert_eq!(ready["reason"], "NodeStatusNeverUpdated");
+        assert_eq!(ready["lastHeartbeatTime"], "1970-01-01T00:00:00Z");
+        assert_eq!(o.observed_ready["status"], "Unknown");
+    }
+
+    #[test]
+    fn a_node_already_unknown_is_not_written_again() {
+        let n = node(Some("Unknown"), "1970-01-01T00:00:10Z");
+        let (h, _) = observe(None, &n, None, 10_000, GRACE);
+        let (_, o) = observe(Some(h), &n, None, 100_000, GRACE);
+        assert!(o.update.is_none(), "only a change of Ready is written");
+        assert_eq!(o.current_ready.unwrap()["status"], "Unknown");
+    }
+
+    #[test]
+    fn micro_times_order_within_a_second() {
+        assert!(micro_time("2026-01-01T00:00:00.1Z") > micro_time("2026-01-01T00:00:00.099999Z"));
+        assert_eq!(micro_time("2026-01-01T00:00:00Z").unwrap().1, 0);
+    }
+}
