@@ -157,8 +157,8 @@ impl Fleet {
                 "daemonEndpoints": {"kubeletEndpoint": {"Port": KUBELET_PORT}},
                 "nodeInfo": {
                     "machineID": machine_id(i, 0x6d),
-                    "systemUUID": machine_id(i, 0x73),
-                    "bootID": machine_id(i, 0x62),
+                    "systemUUID": as_uuid(&machine_id(i, 0x73)),
+                    "bootID": as_uuid(&machine_id(i, 0x62)),
                     "kernelVersion": "6.8.0-keel-sim",
                     "osImage": "keel sim nodes",
                     "containerRuntimeVersion": "keel-sim://1.0.0",
@@ -212,6 +212,18 @@ fn machine_id(i: u32, kind: u8) -> String {
         id.push_str(&format!("{x:016x}"));
     }
     id
+}
+
+/// 32 hex digits in the 8-4-4-4-12 form of a UUID (systemUUID and bootID are read so).
+fn as_uuid(hex: &str) -> String {
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 /// The kubelet's status patch for a node whose current state is `current` (the node read
@@ -332,6 +344,12 @@ mod tests {
         assert_eq!(internal_ip(300), "10.0.1.46");
         assert_ne!(machine_id(1, 0x6d), machine_id(2, 0x6d));
         assert_eq!(machine_id(1, 0x6d).len(), 32);
+        let uuid = as_uuid(&machine_id(1, 0x62));
+        assert_eq!(uuid.len(), 36);
+        assert_eq!(
+            uuid::Uuid::parse_str(&uuid).map(|u| u.to_string()),
+            Ok(uuid)
+        );
     }
 
     #[test]

@@ -265,7 +265,11 @@ impl Worker {
                 heartbeat
             }
             Outcome::Status { heartbeat } => heartbeat,
-            Outcome::Fatal(message) => return Err(message),
+            Outcome::Fatal(message) => {
+                // Registration was refused: the node is not the simulator's to delete.
+                state.launched = false;
+                return Err(message);
+            }
         };
         let state = &mut self.nodes[node as usize];
         if let Some(heartbeat) = heartbeat {
