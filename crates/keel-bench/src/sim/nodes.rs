@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use http::{Method, StatusCode};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -40,83 +41,101 @@ pub async fn run(args: NodesArgs) -> anyhow::Result<()> {
     let readiness = Readiness::new(failing(args.count, args.fail.of(args.count)));
     let shared = Arc::new(Shared::new(endpoint.clone(), fleet, &args, readiness));
 
-    // Ctrl-C: the first stops the run (and cleans up), the second the cleanup.
+    // Ctrl-C or SIGTERM: the first stops the run (and cleans up), the second the cleanup.
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let (interrupts_tx, interrupts) = watch::channel(0u32);
     let interrupt_listener = tokio::spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
+        loop {
+            tokio::select! {
+                signal = tokio::signal::ctrl_c() => if signal.is_err() { break },
+                _ = terminate.recv() => {}
+            }
             interrupts_tx.send_modify(|n| *n += 1);
         }
     });
 
+    // Step 1: every connection is up before the first node registers.
     let mut control = endpoint.connect().await?;
-    let mut summary = SimSummary {
-        server: endpoint.server().to_string(),
-        protocol: control.protocol().to_string(),
-        connections: args.conns,
-        kept: args.keep,
-        ..SimSummary::default()
-    };
     let rv = node_watch::start_rv(&shared, &mut control).await?;
+    let watch_conn = control.fork().await?;
+    let mut slots = Vec::with_capacity(args.conns);
+    for _ in 0..args.conns {
+        slots.push(
+            endpoint
+                .connect()
+                .await?
+                .share(args.streams_per_conn)
+                .await?,
+        );
+    }
     let (phase, phase_rx) = watch::channel(Phase::Register);
     let watching = tokio::spawn(node_watch::run(
         shared.clone(),
-        control.fork().await?,
+        watch_conn,
         rv,
         phase_rx.clone(),
     ));
-    let mut workers = Vec::with_capacity(args.conns);
-    for w in 0..args.conns {
-        let slots = endpoint
-            .connect()
-            .await?
-            .share(args.streams_per_conn)
-            .await?;
-        let worker = Worker::new(
-            w as u32,
-            args.conns as u32,
-            args.count,
-            shared.clone(),
-            slots,
-        );
-        workers.push(tokio::spawn(worker.run(phase_rx.clone())));
-    }
+    let workers = slots
+        .into_iter()
+        .enumerate()
+        .map(|(w, slots)| {
+            let worker = Worker::new(
+                w as u32,
+                args.conns as u32,
+                args.count,
+                shared.clone(),
+                slots,
+            );
+            tokio::spawn(worker.run(phase_rx.clone()))
+        })
+        .collect();
+    let mut run = Run {
+        summary: SimSummary {
+            server: endpoint.server().to_string(),
+            protocol: control.protocol().to_string(),
+            connections: args.conns,
+            kept: args.keep,
+            ..SimSummary::default()
+        },
+        args,
+        shared,
+        control,
+        phase,
+        workers,
+        interrupts,
+    };
 
-    let outcome = simulate(
-        &args,
-        &shared,
-        &mut control,
-        &phase,
-        &mut workers,
-        interrupts.clone(),
-        &mut summary,
-    )
-    .await;
-    let _ = phase.send(Phase::Stop);
+    // Steps 2 and 3, then the stop.
+    let outcome = match run.register().await {
+        Ok(true) => run.steady().await,
+        Ok(false) => Ok(()),
+        Err(e) => Err(e),
+    };
+    let _ = run.phase.send(Phase::Stop);
     let mut launched = Vec::new();
     let mut fatal = None;
-    for worker in workers {
+    for worker in std::mem::take(&mut run.workers) {
         match worker.await {
-            Ok(Finished {
-                launched: l,
-                fatal: f,
-            }) => {
-                launched.extend(l);
-                fatal = fatal.or(f);
+            Ok(finished) => {
+                launched.extend(finished.launched);
+                fatal = fatal.or(finished.fatal);
             }
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => {}
         }
     }
     let _ = watching.await;
-    summary.count(&shared);
+    run.summary.count(&run.shared);
 
-    let cleanup = if args.keep {
+    // Step 4.
+    let cleanup = if run.args.keep {
         Ok(())
     } else {
-        cleanup(&shared, &control, launched, interrupts).await
+        cleanup(&run.shared, &run.control, launched, run.interrupts).await
     };
     interrupt_listener.abort();
-    if args.json {
+    let summary = run.summary;
+    if run.args.json {
         println!("{}", summary.to_json());
     } else {
         print!("{}", summary.to_text());
@@ -145,95 +164,113 @@ fn failing(count: u32, failed: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Steps 2 and 3: registration with its progress bar, then the steady phase with its live
-/// line; stops early on Ctrl-C (an error) or when a worker gives up.
-#[allow(clippy::too_many_arguments)]
-async fn simulate(
-    args: &NodesArgs,
-    shared: &Arc<Shared>,
-    control: &mut Conn,
-    phase: &watch::Sender<Phase>,
-    workers: &mut [JoinHandle<Finished>],
-    mut interrupts: watch::Receiver<u32>,
-    summary: &mut SimSummary,
-) -> anyhow::Result<()> {
-    let tick = Duration::from_millis(200);
-    let started = Instant::now();
-    let bar =
-        ProgressBar::with_draw_target(Some(u64::from(args.count)), ProgressDrawTarget::stderr());
+/// A progress bar on stderr of `len` steps.
+fn progress(len: u64, template: &str, prefix: String) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
     bar.set_style(
-        ProgressStyle::with_template("{prefix} {wide_bar} {pos}/{len} {per_sec} {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    bar.set_prefix("registering");
-    loop {
-        let registered = shared.registered.load(Ordering::Relaxed);
-        bar.set_position(registered);
-        if registered >= u64::from(args.count) {
-            break;
-        }
-        if workers.iter().any(JoinHandle::is_finished) {
-            bar.abandon();
-            return Ok(());
-        }
-        tokio::select! {
-            _ = interrupts.changed() => {
-                bar.abandon();
-                bail!("interrupted");
-            }
-            _ = tokio::time::sleep(tick) => {}
-        }
-    }
-    bar.finish_and_clear();
-    summary.registration_s = started.elapsed().as_secs_f64();
+    bar.set_prefix(prefix);
+    bar
+}
 
-    // The steady phase.
-    let own_before = cpu::own();
-    let server_before = cpu::server(control, args.request_timeout).await;
-    let steady = Instant::now();
-    let _ = shared.fail_at.set(steady + shared.fail_after);
-    shared.steady.store(true, Ordering::Relaxed);
-    let _ = phase.send(Phase::Run);
-    let line = ProgressBar::with_draw_target(
-        Some(args.duration.as_millis() as u64),
-        ProgressDrawTarget::stderr(),
-    );
-    line.set_style(
-        ProgressStyle::with_template("{prefix} {elapsed}/{duration} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    line.set_prefix(format!("{} nodes", args.count));
-    let mut live = LiveLine::default();
-    let mut last = Instant::now();
-    let mut interrupted = false;
-    while steady.elapsed() < args.duration {
-        let wait = Duration::from_secs(1).min(args.duration - steady.elapsed());
-        tokio::select! {
-            _ = interrupts.changed() => {
-                interrupted = true;
+/// A run under way.
+struct Run {
+    args: NodesArgs,
+    shared: Arc<Shared>,
+    /// The connection for the run's own requests (lists, metrics, cleanup).
+    control: Conn,
+    phase: watch::Sender<Phase>,
+    workers: Vec<JoinHandle<Finished>>,
+    interrupts: watch::Receiver<u32>,
+    summary: SimSummary,
+}
+
+impl Run {
+    /// Whether a worker stopped (it gave up on a node).
+    fn worker_stopped(&self) -> bool {
+        self.workers.iter().any(JoinHandle::is_finished)
+    }
+
+    /// Step 2: waits, with a progress bar, until every node is registered (true) or a worker
+    /// gave up (false); Ctrl-C is an error.
+    async fn register(&mut self) -> anyhow::Result<bool> {
+        let started = Instant::now();
+        let count = u64::from(self.args.count);
+        let bar = progress(
+            count,
+            "{prefix} {wide_bar} {pos}/{len} {per_sec} {elapsed}",
+            "registering".into(),
+        );
+        loop {
+            let registered = self.shared.registered.load(Ordering::Relaxed);
+            bar.set_position(registered);
+            if registered >= count {
                 break;
             }
-            _ = tokio::time::sleep(wait) => {}
+            if self.worker_stopped() {
+                bar.abandon();
+                return Ok(false);
+            }
+            tokio::select! {
+                _ = self.interrupts.changed() => {
+                    bar.abandon();
+                    bail!("interrupted");
+                }
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            }
         }
-        if workers.iter().any(JoinHandle::is_finished) {
-            break;
+        bar.finish_and_clear();
+        self.summary.registration_s = started.elapsed().as_secs_f64();
+        Ok(true)
+    }
+
+    /// Step 3: the steady phase, with its live line, measured from before to after it; the
+    /// failing nodes stop `--fail-after` into it. Ctrl-C ends it early, as an error.
+    async fn steady(&mut self) -> anyhow::Result<()> {
+        let (duration, timeout) = (self.args.duration, self.args.request_timeout);
+        let own_before = cpu::own();
+        let server_before = cpu::server(&mut self.control, timeout).await;
+        let started = Instant::now();
+        let _ = self.shared.fail_at.set(started + self.shared.fail_after);
+        self.shared.steady.store(true, Ordering::Relaxed);
+        let _ = self.phase.send(Phase::Run);
+        let prefix = format!("{} nodes", self.args.count);
+        let line = progress(
+            duration.as_millis() as u64,
+            "{prefix} {elapsed}/{duration} {msg}",
+            prefix,
+        );
+        let mut live = LiveLine::default();
+        let mut last = Instant::now();
+        let mut interrupted = false;
+        while started.elapsed() < duration && !self.worker_stopped() {
+            let wait = Duration::from_secs(1).min(duration.saturating_sub(started.elapsed()));
+            tokio::select! {
+                _ = self.interrupts.changed() => {
+                    interrupted = true;
+                    break;
+                }
+                _ = tokio::time::sleep(wait) => {}
+            }
+            line.set_position(started.elapsed().as_millis() as u64);
+            line.set_message(live.next(&self.shared, last.elapsed().as_secs_f64()));
+            last = Instant::now();
         }
-        line.set_position(steady.elapsed().as_millis() as u64);
-        line.set_message(live.next(shared, last.elapsed().as_secs_f64()));
-        last = Instant::now();
+        self.shared.steady.store(false, Ordering::Relaxed);
+        self.summary.duration_s = started.elapsed().as_secs_f64();
+        let own_after = cpu::own();
+        let server_after = cpu::server(&mut self.control, timeout).await;
+        line.finish_and_clear();
+        let renewals = self.shared.renewals.load(Ordering::Relaxed);
+        self.summary.cpu_us_per_renewal = cpu::per_renewal(own_before, own_after, renewals);
+        self.summary.server_cpu_us_per_renewal =
+            cpu::per_renewal(server_before, server_after, renewals);
+        if interrupted {
+            bail!("interrupted");
+        }
+        Ok(())
     }
-    shared.steady.store(false, Ordering::Relaxed);
-    summary.duration_s = steady.elapsed().as_secs_f64();
-    let own_after = cpu::own();
-    let server_after = cpu::server(control, args.request_timeout).await;
-    line.finish_and_clear();
-    let renewals = shared.renewals.load(Ordering::Relaxed);
-    summary.cpu_us_per_renewal = cpu::per_renewal(own_before, own_after, renewals);
-    summary.server_cpu_us_per_renewal = cpu::per_renewal(server_before, server_after, renewals);
-    if interrupted {
-        bail!("interrupted");
-    }
-    Ok(())
 }
 
 /// Step 4: deletes the leases, then the nodes, of every node whose registration was sent; a
@@ -245,13 +282,8 @@ async fn cleanup(
     mut interrupts: watch::Receiver<u32>,
 ) -> anyhow::Result<()> {
     launched.sort_unstable();
-    let bar =
-        ProgressBar::with_draw_target(Some(launched.len() as u64), ProgressDrawTarget::stderr());
-    bar.set_style(
-        ProgressStyle::with_template("{prefix} {wide_bar} {pos}/{len} {elapsed}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.set_prefix("cleaning up");
+    let template = "{prefix} {wide_bar} {pos}/{len} {elapsed}";
+    let bar = progress(launched.len() as u64, template, "cleaning up".into());
     interrupts.mark_unchanged();
     let launched = &launched;
     let bar_ref = &bar;

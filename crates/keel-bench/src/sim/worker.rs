@@ -4,9 +4,9 @@
 //! last written, the last heartbeat) and their [`Schedule`]; it alone touches them, so there
 //! is no lock. It keeps at most `streams` requests' worth of duties in flight on its
 //! connection (HTTP/2 streams; on HTTP/1.1 one connection each), each duty one future in a
-//! `FuturesUnordered` polled by the worker's single task. A due heartbeat goes before a
-//! registration, and registrations use at most half the slots, so nodes registered first keep
-//! their leases fresh while the rest register.
+//! `FuturesUnordered` polled by the worker's single task. Registrations use at most half the
+//! slots and heartbeats the rest, so on a server too slow for both neither starves: nodes
+//! registered first keep their leases fresh while the rest register.
 //!
 //! Duties: a registration is the kubelet's node POST (on 409 the existing node, if it is a
 //! simulated one, is adopted) and its lease controller's first sync; a renewal drives a
@@ -150,7 +150,13 @@ impl Worker {
         loop {
             let now = Instant::now();
             while let Some(conn) = self.idle.pop() {
-                let job = if let Some((node, duty)) = self.schedule.pop_due(now) {
+                let job = if registering < register_limit
+                    && let Some(node) = self.pending.pop_front()
+                {
+                    registering += 1;
+                    self.nodes[node as usize].launched = true;
+                    (node, None, Job::Register)
+                } else if let Some((node, duty)) = self.schedule.pop_due(now) {
                     match self.due(node, duty, now) {
                         Some(job) => (node, Some(duty), job),
                         None => {
@@ -158,12 +164,6 @@ impl Worker {
                             continue;
                         }
                     }
-                } else if registering < register_limit
-                    && let Some(node) = self.pending.pop_front()
-                {
-                    registering += 1;
-                    self.nodes[node as usize].launched = true;
-                    (node, None, Job::Register)
                 } else {
                     self.idle.push(conn);
                     break;
