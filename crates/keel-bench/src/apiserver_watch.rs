@@ -31,6 +31,7 @@ use tokio::sync::watch;
 
 use crate::apiserver::Phase;
 use crate::https::{Answer, Conn};
+use crate::json_lines::LineBuffer;
 use crate::microtime;
 use crate::report::Stats;
 
@@ -177,8 +178,8 @@ pub struct Record {
     pub index: usize,
     /// The resourceVersion to resume from: the last seen.
     last: u64,
-    /// Bytes of an event line not complete yet.
-    partial: Vec<u8>,
+    /// The event line not complete yet.
+    lines: LineBuffer,
     /// Which lease was seen at each resourceVersion.
     pub seen: Seen,
     /// Delivery latency of each first-seen MODIFIED event of a benchmark lease; watch errors.
@@ -201,7 +202,7 @@ impl Record {
         Self {
             index,
             last: rv,
-            partial: Vec::new(),
+            lines: LineBuffer::default(),
             seen: Seen::new(rv + 1),
             delivery: Stats::new(),
             fresh: 0,
@@ -216,40 +217,17 @@ impl Record {
     /// when the watch expired.
     pub fn on_data(&mut self, data: &[u8], shared: &WatchShared) -> Result<(), String> {
         let now = microtime::micros(SystemTime::now());
-        let mut events = 0;
-        let mut rest = data;
-        if !self.partial.is_empty() {
-            match rest.iter().position(|&b| b == b'\n') {
-                Some(end) => {
-                    let mut line = std::mem::take(&mut self.partial);
-                    line.extend_from_slice(&rest[..end]);
-                    rest = &rest[end + 1..];
-                    events += 1;
-                    self.on_event(&line, now)?;
-                }
-                None => {
-                    self.partial.extend_from_slice(rest);
-                    return Ok(());
-                }
-            }
-        }
-        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
-            let line = &rest[..end];
-            rest = &rest[end + 1..];
-            if !line.trim_ascii().is_empty() {
-                events += 1;
-                self.on_event(line, now)?;
-            }
-        }
-        self.partial.extend_from_slice(rest);
+        let mut lines = std::mem::take(&mut self.lines);
+        let events = lines.feed(data, |line| self.on_event(line, now));
+        self.lines = lines;
         shared.last_rv[self.index].store(self.last, Ordering::Release);
-        shared.events.fetch_add(events, Ordering::Relaxed);
+        shared.events.fetch_add(events?, Ordering::Relaxed);
         Ok(())
     }
 
     /// Forgets a partial line (its watch ended) and counts the restart.
     fn restarted(&mut self) {
-        self.partial.clear();
+        self.lines.clear();
         self.restarts += 1;
     }
 
@@ -374,7 +352,12 @@ impl Watcher {
             .await
             .map(|b| b.to_bytes())
             .unwrap_or_default();
-        bail!("watch: {}", Answer { status, body }.error())
+        let answer = Answer {
+            status,
+            body,
+            retry_after: None,
+        };
+        bail!("watch: {}", answer.error())
     }
 
     /// Receives events until the coordinator says stop; then returns what was seen.

@@ -261,13 +261,15 @@ pub struct Conn {
     sender: Sender,
 }
 
-/// A whole answer: status and body.
+/// A whole answer: status, body and the server's `Retry-After`.
 #[derive(Debug, Clone)]
 pub struct Answer {
     /// The HTTP status.
     pub status: StatusCode,
     /// The body.
     pub body: Bytes,
+    /// The `Retry-After` header in whole seconds (429s and 5xx of an overloaded server).
+    pub retry_after: Option<Duration>,
 }
 
 impl Answer {
@@ -342,6 +344,18 @@ impl Conn {
         path: &str,
         body: Option<Bytes>,
     ) -> anyhow::Result<Response<Incoming>> {
+        self.send_typed(method, path, body, "application/json")
+            .await
+    }
+
+    /// [`Conn::send`] with a body of `content_type` (e.g. a patch's).
+    pub async fn send_typed(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        content_type: &'static str,
+    ) -> anyhow::Result<Response<Incoming>> {
         let closed = match &self.sender {
             Sender::H1(s) => s.is_closed(),
             Sender::H2(s) => s.is_closed(),
@@ -374,7 +388,7 @@ impl Conn {
             request = request.header(header::AUTHORIZATION, auth.clone());
         }
         if body.is_some() {
-            request = request.header(header::CONTENT_TYPE, "application/json");
+            request = request.header(header::CONTENT_TYPE, content_type);
         }
         let request = request
             .body(Full::new(body.unwrap_or_default()))
@@ -396,9 +410,30 @@ impl Conn {
         path: &str,
         body: Option<Bytes>,
     ) -> anyhow::Result<Answer> {
-        let response = self.send(method, path, body).await?;
+        self.call_typed(method, path, body, "application/json")
+            .await
+    }
+
+    /// [`Conn::call`] with a body of `content_type` (e.g. a patch's).
+    pub async fn call_typed(
+        &mut self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        content_type: &'static str,
+    ) -> anyhow::Result<Answer> {
+        let response = self.send_typed(method, path, body, content_type).await?;
         let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
         let body = response.into_body().collect().await?.to_bytes();
-        Ok(Answer { status, body })
+        Ok(Answer {
+            status,
+            body,
+            retry_after,
+        })
     }
 }

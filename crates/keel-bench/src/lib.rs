@@ -8,6 +8,9 @@
 //! range latency while the server carries out one large compaction. `keel bench apiserver`
 //! drives any Kubernetes API server instead: lease renewals as kubelets send them, watched by
 //! many watchers, with request and watch delivery latency and lost events.
+//!
+//! `keel sim nodes` ([`sim`]) simulates a fleet of kubelets against any API server: node
+//! registration, lease renewals, status posts and nodes that stop, on few connections.
 
 mod apiserver;
 mod apiserver_report;
@@ -17,6 +20,7 @@ mod client;
 mod compact;
 mod grpc;
 mod https;
+mod json_lines;
 mod keys;
 mod kubeconfig;
 mod lease;
@@ -25,6 +29,7 @@ mod put;
 mod range;
 mod report;
 mod runner;
+pub mod sim;
 mod txn_put;
 mod watch;
 mod watch_wire;
@@ -35,6 +40,7 @@ pub use args::{
     OutputFormat, PutArgs, RangeArgs, TxnPutArgs, WatchArgs,
 };
 pub use report::{CompactionSummary, PERCENTILES, Report, RssSamples, Stats, WatchSummary};
+pub use sim::SimArgs;
 pub use watch::vmrss_kib;
 
 use anyhow::bail;

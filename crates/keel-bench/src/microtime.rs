@@ -1,6 +1,8 @@
 //! Kubernetes `MicroTime` (`metav1.MicroTime`, the type of a Lease's `spec.renewTime`):
 //! RFC 3339 in UTC with exactly six fractional digits, `2006-01-02T15:04:05.000000Z`, and back
 //! to microseconds since the Unix epoch (any number of fractional digits, `Z` or an offset).
+//! Also `metav1.Time` (a condition's `lastHeartbeatTime`): the same at whole seconds,
+//! `2006-01-02T15:04:05Z`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -24,6 +26,13 @@ pub fn format(micros: i64) -> String {
         day_secs / 60 % 60,
         day_secs % 60
     )
+}
+
+/// `micros` (since the Unix epoch) as a `metav1.Time`: whole seconds, the fraction dropped.
+pub fn format_seconds(micros: i64) -> String {
+    let mut text = format(micros);
+    text.replace_range(19..26, "");
+    text
 }
 
 /// Microseconds since the Unix epoch of an RFC 3339 time; None if `text` is not one.
@@ -109,6 +118,8 @@ mod tests {
         assert_eq!(format(0), "1970-01-01T00:00:00.000000Z");
         let t = 1_767_225_599_123_456; // 2025-12-31T23:59:59.123456Z
         assert_eq!(format(t), "2025-12-31T23:59:59.123456Z");
+        assert_eq!(format_seconds(t), "2025-12-31T23:59:59Z");
+        assert_eq!(format_seconds(-1), "1969-12-31T23:59:59Z");
         assert_eq!(parse(&format(t)), Some(t));
         assert_eq!(parse("2024-02-29T12:00:00Z"), Some(1_709_208_000_000_000));
         assert_eq!(

@@ -27,6 +27,8 @@ enum Command {
     Up(Box<up::UpArgs>),
     /// Load-test any etcd v3 endpoint (flags as etcd's `benchmark`).
     Bench(Box<keel_bench::BenchArgs>),
+    /// Simulate Kubernetes components against any API server (`keel sim nodes`: kubelets).
+    Sim(Box<keel_bench::SimArgs>),
 }
 
 /// What is logged unless `RUST_LOG` says otherwise. openraft warns each time the caller of a
@@ -58,6 +60,7 @@ fn main() -> std::process::ExitCode {
             Command::Apiserver(config) => run_apiserver(*config).await,
             Command::Up(args) => up::run(*args).await,
             Command::Bench(args) => keel_bench::run(*args).await,
+            Command::Sim(args) => keel_bench::sim::run(*args).await,
         }
     });
     match result {

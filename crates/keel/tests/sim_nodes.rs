@@ -1,0 +1,287 @@
+//! `keel sim nodes` against `keel up` (against `keel apiserver` on etcd 3.5.1 with
+//! `KEEL_TEST_TARGET=etcd`): a short run renews every lease about once a renewal interval
+//! with no error, posts node status, reports one JSON object and deletes its Nodes and Leases;
+//! with `--keep` the Nodes carry a kubelet's labels and status and their Leases are held by
+//! the node with an owner reference to it, a node stopped by `--fail` stops renewing, and a
+//! second run adopts the kept nodes and cleans them up; a node of the same name that is not
+//! a simulated one is refused and left alone.
+
+use std::process::{Command, Output};
+
+use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::{Flavor, keel_bin, target_flavor};
+use serde_json::Value;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn start() -> Kube {
+    match target_flavor() {
+        Flavor::Keel => Kube::start(Stack::Up),
+        Flavor::Etcd => Kube::start(Stack::OnEtcd),
+    }
+}
+
+fn sim(kube: &Kube, args: &[&str]) -> Output {
+    Command::new(keel_bin())
+        .args(["sim", "nodes", "--kubeconfig"])
+        .arg(&kube.kubeconfig)
+        .args(args)
+        .output()
+        .expect("run keel sim nodes")
+}
+
+/// The JSON summary of a run that must succeed.
+fn summary(kube: &Kube, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = sim(kube, &all);
+    assert!(
+        out.status.success(),
+        "keel sim nodes {args:?} failed ({}):\n{}\n{}\nserver log:\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr),
+        kube.log()
+    );
+    serde_json::from_str(text(&out.stdout).trim()).expect("one JSON object")
+}
+
+fn count(report: &Value, field: &str) -> u64 {
+    report[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} missing in {report}"))
+}
+
+fn number(report: &Value, field: &str) -> f64 {
+    report[field]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{field} missing in {report}"))
+}
+
+/// The items of `kubectl get <what> -o json`.
+fn items(kube: &Kube, what: &[&str]) -> Vec<Value> {
+    let mut args = vec!["get"];
+    args.extend_from_slice(what);
+    args.extend_from_slice(&["-o", "json"]);
+    let list: Value = serde_json::from_str(&kube.kubectl_ok(&args)).expect("a JSON list");
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn names_with_prefix(items: &[Value], prefix: &str) -> Vec<String> {
+    let mut names: Vec<String> = items
+        .iter()
+        .filter_map(|i| i["metadata"]["name"].as_str())
+        .filter(|n| n.starts_with(prefix))
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn sim_nodes_renews_reports_and_cleans_up() {
+    let kube = start();
+    let (nodes, seconds, interval) = (20u64, 10u64, 1u64);
+    let report = summary(
+        &kube,
+        &[
+            "--count",
+            "20",
+            "--renew-interval",
+            "1s",
+            "--status-interval",
+            "3s",
+            "--duration",
+            "10s",
+        ],
+    );
+    assert_eq!(count(&report, "nodes"), nodes, "{report}");
+    // About one renewal a node an interval (less jitter and latency, so a loose floor); never
+    // more than one an interval (the next starts an interval after the last one ended), plus
+    // one already due and one started before the steady phase that ends within it.
+    let renewals = count(&report, "renewals");
+    let expected = nodes * seconds / interval;
+    assert!(
+        renewals >= expected / 4 && renewals <= nodes * (seconds / interval + 2),
+        "{renewals} renewals, about {expected} expected: {report}"
+    );
+    for zero in [
+        "errors",
+        "conflicts",
+        "throttled",
+        "failed_renewals",
+        "failed_nodes",
+        "false_not_ready",
+    ] {
+        assert_eq!(count(&report, zero), 0, "{zero}: {report}");
+    }
+    // Every node posts its status at least twice in ten seconds with a 3 s period.
+    assert!(count(&report, "status_updates") >= 2 * nodes, "{report}");
+    let (p50, p99) = (number(&report, "p50_ms"), number(&report, "p99_ms"));
+    assert!(p50 > 0.0 && p99 >= p50, "{report}");
+    assert!(number(&report, "renewals_per_s") > 0.0, "{report}");
+    assert!(number(&report, "cpu_us_per_renewal") > 0.0, "{report}");
+    assert!(report["not_ready_seconds_p50"].is_null(), "{report}");
+    assert_eq!(report["protocol"], "HTTP/2", "{report}");
+
+    // Everything it made is gone.
+    let prefix = "keel-sim-node-";
+    let nodes = items(&kube, &["nodes", "-l", "type=keel-sim"]);
+    assert_eq!(names_with_prefix(&nodes, prefix), Vec::<String>::new());
+    let leases = items(&kube, &["leases", "-n", "kube-node-lease"]);
+    assert_eq!(names_with_prefix(&leases, prefix), Vec::<String>::new());
+}
+
+#[test]
+fn sim_nodes_keep_adopt_and_refuse() {
+    let kube = start();
+    let prefix = "kept-";
+    let report = summary(
+        &kube,
+        &[
+            "--count",
+            "5",
+            "--name-prefix",
+            prefix,
+            "--renew-interval",
+            "500ms",
+            "--duration",
+            "4s",
+            "--fail",
+            "1",
+            "--fail-after",
+            "1s",
+            "--keep",
+        ],
+    );
+    assert_eq!(count(&report, "nodes"), 5, "{report}");
+    assert_eq!(count(&report, "failed_nodes"), 1, "{report}");
+    assert_eq!(count(&report, "errors"), 0, "{report}");
+    assert_eq!(report["kept"], true);
+
+    // The nodes, as a kubelet registers them.
+    let nodes = items(&kube, &["nodes", "-l", "type=keel-sim"]);
+    let names = names_with_prefix(&nodes, prefix);
+    assert_eq!(names, ["kept-0", "kept-1", "kept-2", "kept-3", "kept-4"]);
+    let mut uids = std::collections::HashMap::new();
+    let mut zones = std::collections::BTreeSet::new();
+    for node in &nodes {
+        let name = node["metadata"]["name"].as_str().unwrap();
+        uids.insert(name.to_string(), node["metadata"]["uid"].clone());
+        let labels = &node["metadata"]["labels"];
+        assert_eq!(labels["kubernetes.io/hostname"], name, "{node}");
+        assert_eq!(labels["kubernetes.io/os"], "linux", "{node}");
+        zones.insert(labels["topology.kubernetes.io/zone"].to_string());
+        let status = &node["status"];
+        for field in ["cpu", "memory", "pods"] {
+            assert!(status["capacity"][field].is_string(), "{field}: {node}");
+            assert!(status["allocatable"][field].is_string(), "{field}: {node}");
+        }
+        let ready = status["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "Ready")
+            .unwrap_or_else(|| panic!("no Ready condition: {node}"));
+        assert_eq!(ready["status"], "True", "{node}");
+        assert_eq!(ready["reason"], "KubeletReady", "{node}");
+        assert!(ready["lastHeartbeatTime"].is_string(), "{node}");
+        assert_eq!(status["addresses"][1]["address"], name, "{node}");
+        assert_eq!(status["nodeInfo"]["operatingSystem"], "linux", "{node}");
+        assert!(status["nodeInfo"]["kubeletVersion"].is_string(), "{node}");
+    }
+    assert_eq!(zones.len(), 3, "{zones:?}");
+    let table = kube.kubectl_ok(&["get", "nodes", "-l", "type=keel-sim"]);
+    assert!(table.contains("kept-3   Ready"), "{table}");
+
+    // The leases: held by their node for 40 s, owned by it.
+    let leases = items(&kube, &["leases", "-n", "kube-node-lease"]);
+    assert_eq!(names_with_prefix(&leases, prefix), names);
+    let mut renewed = Vec::new();
+    for lease in leases.iter().filter(|l| {
+        l["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with(prefix))
+    }) {
+        let name = lease["metadata"]["name"].as_str().unwrap();
+        assert_eq!(lease["spec"]["holderIdentity"], name, "{lease}");
+        assert_eq!(lease["spec"]["leaseDurationSeconds"], 40, "{lease}");
+        let owner = &lease["metadata"]["ownerReferences"][0];
+        assert_eq!(owner["apiVersion"], "v1", "{lease}");
+        assert_eq!(owner["kind"], "Node", "{lease}");
+        assert_eq!(owner["name"], name, "{lease}");
+        assert_eq!(owner["uid"], uids[name], "{lease}");
+        let renew_time = lease["spec"]["renewTime"].as_str().unwrap().to_string();
+        renewed.push((renew_time, name.to_string()));
+    }
+    // The node stopped by --fail (the middle one) renewed last before the others stopped.
+    renewed.sort();
+    assert_eq!(renewed[0].1, "kept-2", "{renewed:?}");
+
+    // A second run adopts the kept nodes and deletes them at the end.
+    let report = summary(
+        &kube,
+        &[
+            "--count",
+            "5",
+            "--name-prefix",
+            prefix,
+            "--renew-interval",
+            "500ms",
+            "--duration",
+            "2s",
+        ],
+    );
+    assert_eq!(count(&report, "nodes"), 5, "{report}");
+    assert_eq!(count(&report, "errors"), 0, "{report}");
+    let nodes = items(&kube, &["nodes", "-l", "type=keel-sim"]);
+    assert_eq!(names_with_prefix(&nodes, prefix), Vec::<String>::new());
+    let leases = items(&kube, &["leases", "-n", "kube-node-lease"]);
+    assert_eq!(names_with_prefix(&leases, prefix), Vec::<String>::new());
+
+    // A node of the same name that is not a simulated one: refused, and left alone.
+    let manifest = kube.scratch.join("foreign.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Node\nmetadata: {name: foreign-0}\n",
+    )
+    .expect("write manifest");
+    kube.kubectl_ok(&[
+        "create",
+        "--validate=false",
+        "-f",
+        &manifest.display().to_string(),
+    ]);
+    let out = sim(
+        &kube,
+        &[
+            "--count",
+            "1",
+            "--name-prefix",
+            "foreign-",
+            "--duration",
+            "2s",
+        ],
+    );
+    assert!(!out.status.success(), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("node foreign-0 already exists and is not a simulated node"),
+        "{stderr}"
+    );
+    kube.kubectl_ok(&["get", "node", "foreign-0"]);
+
+    // Flags it cannot honour.
+    let out = sim(
+        &kube,
+        &["--fail", "1", "--fail-after", "10s", "--duration", "5s"],
+    );
+    assert!(!out.status.success());
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("--fail-after (10s) must be shorter than --duration (5s)"),
+        "{stderr}"
+    );
+}
