@@ -43,17 +43,25 @@ pub struct Kube {
 impl Kube {
     /// Starts `stack` and waits until `/readyz` answers `ok`.
     pub fn start(stack: Stack) -> Kube {
+        Kube::start_with(stack, &[])
+    }
+
+    /// [`Kube::start`] with `flags` added to `keel up`'s or `keel apiserver`'s command line.
+    pub fn start_with(stack: Stack, flags: &[&str]) -> Kube {
         let tmp = scratch();
+        let flags = flags.iter().map(|f| f.to_string());
         match stack {
             Stack::Up => {
                 let dir = tmp.path().join("keel.data");
-                let (args, client) = up_args(&dir);
+                let (mut args, client) = up_args(&dir);
+                args.extend(flags);
                 Kube::launch(tmp, stack, args, dir.join("kubeconfig"), client, None)
             }
             Stack::OnEtcd => {
                 let etcd = Server::start(Flavor::Etcd);
                 let certs = tmp.path().join("certs");
-                let args = apiserver_args(&etcd.client_url, &certs);
+                let mut args = apiserver_args(&etcd.client_url, &certs);
+                args.extend(flags);
                 let url = etcd.client_url.clone();
                 Kube::launch(tmp, stack, args, certs.join("kubeconfig"), url, Some(etcd))
             }
@@ -83,16 +91,6 @@ impl Kube {
             url,
             None,
         )
-    }
-
-    /// Starts `keel up` in a scratch folder with `flags` added to its command line (any
-    /// `keel apiserver` or `keel store` flag), and waits until `/readyz` answers `ok`.
-    pub fn start_up_with(flags: &[&str]) -> Kube {
-        let tmp = scratch();
-        let dir = tmp.path().join("keel.data");
-        let (mut args, client) = up_args(&dir);
-        args.extend(flags.iter().map(|f| f.to_string()));
-        Kube::launch(tmp, Stack::Up, args, dir.join("kubeconfig"), client, None)
     }
 
     /// Starts `keel up` with `flags` under an open-file limit of `open_files` (soft and hard,

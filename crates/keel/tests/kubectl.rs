@@ -596,7 +596,10 @@ fn value_types_and_sizes(kube: &Kube, version: Option<&str>, ns: &str) {
 
 #[test]
 fn kubectl_drives_keel_up() {
-    let kube = Kube::start(Stack::Up);
+    // The session counts and describes what it made: with the controllers keel apiserver runs
+    // by default, as on etcd below (`--test controllers` and `--test node_lifecycle` prove
+    // the others).
+    let kube = Kube::start_with(Stack::Up, &["--controllers=namespace"]);
     session(&kube, None);
     session(&kube, Some("1.27"));
     // A second keel up on the same folder (other ports) is refused, and the first serves on.

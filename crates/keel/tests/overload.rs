@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use keel_testkit::keel_bin;
-use keel_testkit::kube::Kube;
+use keel_testkit::kube::{Kube, Stack};
 use serde_json::Value;
 
 /// Runs `keel bench apiserver` against `kube` with `flags` and returns its JSON report.
@@ -56,10 +56,13 @@ fn metric(kube: &Kube, name: &str, with: &str) -> f64 {
 fn keel_up_at_twice_its_capacity_answers_only_200s_and_429s() {
     // Low in-flight limits, so the limits and not the machine decide the capacity, as on a
     // real control plane sized for its load.
-    let mut kube = Kube::start_up_with(&[
-        "--max-requests-inflight=8",
-        "--max-mutating-requests-inflight=4",
-    ]);
+    let mut kube = Kube::start_with(
+        Stack::Up,
+        &[
+            "--max-requests-inflight=8",
+            "--max-mutating-requests-inflight=4",
+        ],
+    );
     let restarts_before = metric(&kube, "apiserver_watch_cache_initializations_total", "");
 
     // What it can serve: renewers without a rate limit.
