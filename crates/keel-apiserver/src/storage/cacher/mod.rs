@@ -136,10 +136,12 @@ impl<C: Codec> Shared<C> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Wakes the watchers and readers waiting for `revision`; the gauge is set first, so one
+    /// that has seen an event finds it counted.
     fn notify(&self, revision: i64) {
+        self.metrics.resource_version.set(revision);
         self.news.send_modify(|n| *n = n.wrapping_add(1));
         self.fresh.send_replace(revision);
-        self.metrics.resource_version.set(revision);
     }
 }
 
@@ -554,8 +556,8 @@ impl<C: Codec> Shell<C> {
                         shared.metrics.received.inc_by(received);
                         let revision = state.objects.revision();
                         drop(guard);
-                        shared.notify(revision);
                         shared.metrics.dispatched.inc_by(received);
+                        shared.notify(revision);
                     }
                     Some(Ok(Received::Progress(revision))) => {
                         failures = 0;
