@@ -35,7 +35,7 @@ use tokio::sync::Semaphore;
 
 use crate::metrics::{Labels, Metrics};
 use crate::registry::store::Registry;
-use crate::storage::{Details, Status};
+use crate::storage::Status;
 use auth::Tokens;
 use handlers::{ResourceRequest, is_watch, not_found, status_response, value_response};
 use negotiate::Output;
@@ -265,17 +265,7 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
 /// 429 past the in-flight limits, with Retry-After, as kube-apiserver's max-in-flight
 /// filter answers.
 fn too_many_requests() -> Status {
-    Status {
-        details: Some(Box::new(Details {
-            retry_after_seconds: Some(1),
-            ..Details::default()
-        })),
-        ..Status::failure(
-            429,
-            "TooManyRequests",
-            "Too many requests, please try again later.".into(),
-        )
-    }
+    Status::too_many_requests("Too many requests, please try again later.".into())
 }
 
 /// Counts a request in `apiserver_current_inflight_requests` while it runs.

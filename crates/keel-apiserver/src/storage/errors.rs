@@ -173,6 +173,18 @@ pub struct Cause {
 }
 
 impl Status {
+    /// 429 TooManyRequests with `message` and a Retry-After of one second: the answer to a
+    /// request shed under load, by the in-flight limits or by the store.
+    pub fn too_many_requests(message: String) -> Status {
+        Status {
+            details: Some(Box::new(Details {
+                retry_after_seconds: Some(1),
+                ..Details::default()
+            })),
+            ..Status::failure(429, "TooManyRequests", message)
+        }
+    }
+
     /// A failure with no details.
     pub fn failure(code: u16, reason: &'static str, message: String) -> Status {
         Status {
@@ -360,17 +372,9 @@ impl Status {
                 Status::failure(400, "BadRequest", message.clone())
             }
             StorageError::Rejected(status) => (**status).clone(),
-            StorageError::TooManyRequests(message) => Status {
-                details: Some(Box::new(Details {
-                    retry_after_seconds: Some(1),
-                    ..Details::default()
-                })),
-                ..Status::failure(
-                    429,
-                    "TooManyRequests",
-                    format!("Too many requests, please try again later: {message}"),
-                )
-            },
+            StorageError::TooManyRequests(message) => Status::too_many_requests(format!(
+                "Too many requests, please try again later: {message}"
+            )),
             StorageError::Internal(message) => Status {
                 details: Some(Box::new(Details {
                     causes: vec![Cause {
