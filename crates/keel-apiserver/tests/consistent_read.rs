@@ -288,10 +288,12 @@ impl Setup {
             .unwrap()
     }
 
+    /// The list as the API answers it.
     async fn list(&self, resource: &str, query: &ListQuery<'_>) -> Result<Value, Status> {
         self.registry
             .list(self.kind(resource), Some("default"), query)
             .await
+            .map(|list| list.to_value())
     }
 
     async fn put_configmap(&self, name: &str, value: &str) -> i64 {

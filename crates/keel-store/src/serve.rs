@@ -132,6 +132,9 @@ async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// The HTTP/2 flow-control window of every client connection and stream.
+const CONNECTION_WINDOW: u32 = 1 << 20;
+
 /// How client connections are served: HTTP/1.1 (for `/health`, `/version` and `/metrics`)
 /// and HTTP/2 (gRPC) on the same port, with at most `max_streams` concurrent streams per
 /// connection (`--max-concurrent-streams`; 0 or 2^32-1 set no limit).
@@ -140,7 +143,13 @@ fn connection_builder(max_streams: u32) -> ConnectionBuilder<TokioExecutor> {
     builder
         .http2()
         .timer(TokioTimer::new())
-        .adaptive_window(true)
+        // Fixed 1 MiB windows (hyper's defaults), not the adaptive ones that start at 64 KiB:
+        // h2 ends a connection (GOAWAY ENHANCE_YOUR_CALM "too_many_data_frames") once the
+        // small DATA frames it holds for the service weigh more than half the connection
+        // window, and a burst of small requests on an apiserver's one connection (1,000
+        // watches opened at once, or a Range for each) is past 32 KiB but well within 512 KiB.
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .initial_stream_window_size(CONNECTION_WINDOW)
         // As etcd's gRPC server: streams an apiserver cancels before they are taken up never
         // end the connection (see `keel_process::connections::MAX_PENDING_ACCEPT_RESETS`).
         .max_pending_accept_reset_streams(usize::MAX)

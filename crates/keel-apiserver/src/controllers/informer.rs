@@ -111,7 +111,7 @@ impl Informer {
             .list(kind, namespace, &ListQuery::default())
             .await?;
         let mut listed = BTreeMap::new();
-        for item in list["items"].as_array().into_iter().flatten() {
+        for item in list.objects() {
             if keep(item) {
                 listed.insert(Informer::key(item), Arc::new(item.clone()));
             }
@@ -133,8 +133,9 @@ impl Informer {
         }
         self.synced.store(true, Ordering::Release);
         announce(changes, changed);
-        let rv = meta_str(&list, "resourceVersion").to_string();
-        let mut watching = registry.watch(kind, namespace, &rv, None).await?;
+        let mut watching = registry
+            .watch(kind, namespace, list.resource_version(), None)
+            .await?;
         while let Some(event) = watching.next().await {
             let event = event?;
             let key = Informer::key(&event.object);

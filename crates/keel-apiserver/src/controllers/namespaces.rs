@@ -35,18 +35,14 @@ pub async fn run(registry: Arc<Registry>) {
 async fn watch_round(registry: &Registry, pending: &mut BTreeSet<String>) -> Result<(), Status> {
     let kind = registry.core("namespaces");
     let list = registry.list(kind, None, &ListQuery::default()).await?;
-    for ns in list["items"].as_array().into_iter().flatten() {
+    for ns in list.objects() {
         if is_terminating(ns) {
             pending.insert(meta_str(ns, "name").to_string());
         }
     }
-    let rv = meta_str(&list, "resourceVersion").to_string();
-    let rv = list
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .unwrap_or(&rv)
-        .to_string();
-    let mut watching = registry.watch(kind, None, &rv, None).await?;
+    let mut watching = registry
+        .watch(kind, None, list.resource_version(), None)
+        .await?;
     loop {
         let names: Vec<String> = pending.iter().cloned().collect();
         for name in names {
@@ -98,7 +94,7 @@ async fn finalize(registry: &Registry, name: &str) -> Result<bool, Status> {
         let list = registry
             .list(*kind, Some(name), &ListQuery::default())
             .await?;
-        for item in list["items"].as_array().into_iter().flatten() {
+        for item in list.objects() {
             left += 1;
             if !meta_str(item, "deletionTimestamp").is_empty() {
                 continue;

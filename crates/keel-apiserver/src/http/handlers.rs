@@ -16,7 +16,7 @@ use super::field_manager::{self, Verb};
 use super::field_validation::{self, Directive};
 use super::go_value::GoType;
 use super::metadata;
-use super::negotiate::{self, Answer, Conversion, Output};
+use super::negotiate::{self, Answer, Conversion, Encoding, Output};
 use super::openapi;
 use super::request_info::ResourcePath;
 use super::table::{self, IncludeObject};
@@ -24,6 +24,7 @@ use super::watch;
 use super::{apply, patch};
 use crate::registry::managed_fields::FieldManager;
 use crate::registry::selector::{FieldSelector, LabelSelector};
+use crate::registry::served::{List, ServedObject};
 use crate::registry::store::{DeleteOptions, ListQuery, Registry, Selection};
 use crate::registry::time::Time;
 use crate::registry::{Strategy, meta_str};
@@ -55,12 +56,12 @@ pub fn status_response(status: &Status) -> Response {
 
 /// A value answered in the negotiated form with `code`.
 pub fn value_response(code: StatusCode, value: &Value, output: Output) -> Response {
-    (
-        code,
-        [(header::CONTENT_TYPE, output.content_type())],
-        negotiate::encode(value, output),
-    )
-        .into_response()
+    encoded_response(code, negotiate::encode(value, output), output)
+}
+
+/// A body already encoded in the negotiated form, answered with `code`.
+fn encoded_response(code: StatusCode, body: Vec<u8>, output: Output) -> Response {
+    (code, [(header::CONTENT_TYPE, output.content_type())], body).into_response()
 }
 
 /// 405 MethodNotAllowed.
@@ -208,7 +209,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
         }
         (&Method::GET, None) => {
             let list = list(&registry, kind, namespace, &req).await?;
-            respond_list(kind, list, output, include)
+            respond_list(kind, &list, output, include)
         }
         (&Method::GET, Some(name)) => {
             let rv = req.param("resourceVersion").unwrap_or("");
@@ -339,25 +340,24 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
             let options = delete_options(&req)?;
             let mut list = list(&registry, kind, namespace, &req).await?;
             let mut deleted = Vec::new();
-            let items = list["items"].as_array().cloned().unwrap_or_default();
-            for item in items {
-                let ns = meta_str(&item, "namespace");
+            for item in std::mem::take(&mut list.items) {
+                let ns = meta_str(item.value(), "namespace");
                 let ns = (!ns.is_empty()).then_some(ns);
                 match registry
-                    .delete(kind, ns, meta_str(&item, "name"), &options)
+                    .delete(kind, ns, meta_str(item.value(), "name"), &options)
                     .await
                 {
-                    Ok(gone) => deleted.push(gone.object),
+                    Ok(gone) => deleted.push(Arc::new(ServedObject::from(gone.object))),
                     Err(status) if status.code == 404 => {}
                     Err(status) => return Err(status),
                 }
             }
-            list["items"] = Value::Array(deleted);
+            list.items = deleted;
             let output = match output.conversion {
                 Some((Conversion::Table, _)) => output.unconverted(),
                 _ => output,
             };
-            respond_list(kind, list, output, include)
+            respond_list(kind, &list, output, include)
         }
         _ => Err(method_not_allowed()),
     }
@@ -381,7 +381,7 @@ async fn list(
     kind: &'static dyn Strategy,
     namespace: Option<&str>,
     req: &ResourceRequest,
-) -> Result<Value, Status> {
+) -> Result<List, Status> {
     let rv = req.param("resourceVersion").unwrap_or("");
     let rvm = req.param("resourceVersionMatch").unwrap_or("");
     let token = req.param("continue").unwrap_or("");
@@ -676,29 +676,29 @@ fn respond_written(
     Ok(response)
 }
 
+/// A list answered in the negotiated form; in JSON as is, from its items' own encodings.
 fn respond_list(
     kind: &dyn Strategy,
-    list: Value,
+    list: &List,
     output: Output,
     include: IncludeObject,
 ) -> Result<Response, Status> {
     if let Some(refused) = output.refusal(kind.info(), true) {
         return Err(refused);
     }
+    let metadata = || Value::Object(list.metadata.clone());
     let answer = match output.conversion {
         Some((Conversion::Table, version)) => {
-            let items = list["items"].as_array().cloned().unwrap_or_default();
-            table::table_in(
-                version,
-                kind,
-                &items,
-                list["metadata"].clone(),
-                include,
-                true,
-            )
+            let items: Vec<&Value> = list.objects().collect();
+            table::table_in(version, kind, &items, metadata(), include, true)
         }
-        Some((Conversion::MetadataList, version)) => metadata::partial_list_in(&list, version),
-        _ => list,
+        Some((Conversion::MetadataList, version)) => {
+            metadata::partial_list_in(list.objects(), metadata(), version)
+        }
+        None if output.encoding == Encoding::Json => {
+            return Ok(encoded_response(StatusCode::OK, list.to_json(), output));
+        }
+        _ => list.to_value(),
     };
     Ok(value_response(StatusCode::OK, &answer, output))
 }

@@ -21,22 +21,18 @@ pub fn partial_object_in(obj: &Value, version: MetaVersion) -> Value {
     })
 }
 
-/// `list` as a PartialObjectMetadataList of `version` (the list's own metadata kept:
-/// resourceVersion, continue, remainingItemCount).
-pub fn partial_list_in(list: &Value, version: MetaVersion) -> Value {
-    let items: Vec<Value> = list["items"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .map(|i| partial_object_in(i, version))
-                .collect()
-        })
-        .unwrap_or_default();
+/// A list of `items` as a PartialObjectMetadataList of `version`, with the list's own
+/// `metadata` (resourceVersion, continue, remainingItemCount).
+pub fn partial_list_in<'a>(
+    items: impl Iterator<Item = &'a Value>,
+    metadata: Value,
+    version: MetaVersion,
+) -> Value {
+    let items: Vec<Value> = items.map(|i| partial_object_in(i, version)).collect();
     json!({
         "kind": "PartialObjectMetadataList",
         "apiVersion": version.api_version(),
-        "metadata": list.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        "metadata": metadata,
         "items": items,
     })
 }
@@ -54,9 +50,8 @@ mod tests {
             json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                 "metadata": {"name": "a", "resourceVersion": "7"}})
         );
-        let list = json!({"kind": "ConfigMapList", "apiVersion": "v1",
-            "metadata": {"resourceVersion": "9", "continue": "x"}, "items": [obj]});
-        let partial = partial_list_in(&list, MetaVersion::V1);
+        let metadata = json!({"resourceVersion": "9", "continue": "x"});
+        let partial = partial_list_in([&obj].into_iter(), metadata.clone(), MetaVersion::V1);
         assert_eq!(partial["kind"], "PartialObjectMetadataList");
         assert_eq!(
             partial["metadata"],
@@ -64,7 +59,7 @@ mod tests {
         );
         assert_eq!(partial["items"][0]["kind"], "PartialObjectMetadata");
         assert!(partial["items"][0].get("data").is_none());
-        let beta = partial_list_in(&list, MetaVersion::V1Beta1);
+        let beta = partial_list_in([&obj].into_iter(), metadata, MetaVersion::V1Beta1);
         assert_eq!(beta["apiVersion"], "meta.k8s.io/v1beta1");
         assert_eq!(beta["items"][0]["apiVersion"], "meta.k8s.io/v1beta1");
         assert_eq!(

@@ -4,6 +4,8 @@
 //! that ends a streaming list's initial events keeps its metadata, so its annotation is
 //! seen); in `v1`, or in `v1beta1` with its rows' metadata in `v1beta1` too.
 
+use std::borrow::Borrow;
+
 use serde_json::{Value, json};
 
 use super::metadata::partial_object_in;
@@ -47,7 +49,7 @@ impl IncludeObject {
 /// only).
 pub fn table(
     kind: &dyn Strategy,
-    objects: &[Value],
+    objects: &[impl Borrow<Value>],
     list_metadata: Value,
     include: IncludeObject,
     headers: bool,
@@ -66,7 +68,7 @@ pub fn table(
 pub fn table_in(
     version: MetaVersion,
     kind: &dyn Strategy,
-    objects: &[Value],
+    objects: &[impl Borrow<Value>],
     list_metadata: Value,
     include: IncludeObject,
     headers: bool,
@@ -92,6 +94,7 @@ pub fn table_in(
     let rows: Vec<Value> = objects
         .iter()
         .map(|obj| {
+            let obj = obj.borrow();
             let mut row = json!({"cells": kind.cells(obj, now)});
             let ends_initial_events = obj
                 .pointer("/metadata/annotations")

@@ -26,6 +26,7 @@ pub mod resourcequotas;
 pub mod schema;
 pub mod secrets;
 pub mod selector;
+pub mod served;
 pub mod serviceaccounts;
 pub mod services;
 pub mod store;

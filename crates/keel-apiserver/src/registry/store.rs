@@ -13,8 +13,9 @@ use serde_json::{Map, Value, json};
 
 use crate::metrics::Metrics;
 
+use super::served::{List, Served, ServedObject};
 use super::time::Time;
-use super::watching::{KindCodec, Served, Start, WatchQuery, Watching};
+use super::watching::{KindCodec, Start, WatchQuery, Watching};
 use super::{ResourceInfo, Strategy, meta, meta_str};
 use crate::storage::cacher::{self, Cacher};
 use crate::storage::interface::{self, WatchSource};
@@ -209,37 +210,32 @@ impl Registry {
             .map_err(|e| Status::from_storage(&e, &target))?;
         let object =
             found.ok_or_else(|| Status::from_storage(&StorageError::NotFound { key }, &target))?;
-        Ok(Value::clone(&*object?))
+        Ok(Value::clone(object?.value()))
     }
 
-    /// A page of a collection (all namespaces when `namespace` is None): the `<Kind>List`
-    /// object, its items without apiVersion and kind, as kube-apiserver lists them.
+    /// A page of a collection (all namespaces when `namespace` is None): its `<Kind>List`,
+    /// whose items are the objects as the storage serves them (from the watch cache, shared).
     pub async fn list(
         &self,
         kind: &dyn Strategy,
         namespace: Option<&str>,
         query: &ListQuery<'_>,
-    ) -> Result<Value, Status> {
+    ) -> Result<List, Status> {
         let info = kind.info();
+        let list = |metadata, items| List {
+            kind: format!("{}List", info.kind),
+            api_version: info.api_version(),
+            metadata,
+            items,
+        };
         if kind.read_only() {
-            let items: Vec<Value> = super::componentstatuses::all(&self.store)
+            let items = super::componentstatuses::all(&self.store)
                 .await
                 .into_iter()
                 .filter(|c| query.selection.is_none_or(|s| (s.filter)(c)))
-                .map(|mut c| {
-                    if let Some(map) = c.as_object_mut() {
-                        map.remove("apiVersion");
-                        map.remove("kind");
-                    }
-                    c
-                })
+                .map(|c| Arc::new(ServedObject::from(c)))
                 .collect();
-            return Ok(json!({
-                "kind": format!("{}List", info.kind),
-                "apiVersion": info.api_version(),
-                "metadata": {},
-                "items": items,
-            }));
+            return Ok(list(Map::new(), items));
         }
         let exact: Vec<(&str, &str)> = query
             .selection
@@ -265,7 +261,7 @@ impl Registry {
             None => self.keys.collection(info.resource, namespace),
         };
         let selected = |served: &Served| match (query.selection, served) {
-            (Some(s), Ok(value)) => (s.filter)(value),
+            (Some(s), Ok(object)) => (s.filter)(object.value()),
             (None, _) => true,
             (Some(_), Err(_)) => false,
         };
@@ -285,15 +281,7 @@ impl Registry {
             .list(&key, storage_query)
             .await
             .map_err(|e| Status::from_storage(&e, &target(info, "")))?;
-        let mut items = Vec::with_capacity(page.items.len());
-        for object in page.items {
-            let mut item = Value::clone(&*object?);
-            if let Some(map) = item.as_object_mut() {
-                map.remove("apiVersion");
-                map.remove("kind");
-            }
-            items.push(item);
-        }
+        let items = page.items.into_iter().collect::<Result<_, _>>()?;
         let mut metadata = Map::new();
         metadata.insert("resourceVersion".into(), page.revision.to_string().into());
         if let Some(token) = page.continue_token {
@@ -302,12 +290,7 @@ impl Registry {
         if let Some(remaining) = page.remaining_item_count {
             metadata.insert("remainingItemCount".into(), remaining.into());
         }
-        Ok(json!({
-            "kind": format!("{}List", info.kind),
-            "apiVersion": info.api_version(),
-            "metadata": metadata,
-            "items": items,
-        }))
+        Ok(list(metadata, items))
     }
 
     /// Creates `obj` (already checked to be of this kind and namespace); the object as

@@ -22,8 +22,9 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::schema::schema_of;
-use super::store::{Filter, decode, parse_stored, target};
-use super::{Strategy, meta, meta_str};
+use super::served::{Served, ServedObject, served, served_before};
+use super::store::{Filter, target};
+use super::{Strategy, meta_str};
 use crate::storage::cacher::{CacheWatch, Cached, Codec};
 use crate::storage::{Event, Object, Status, Watch};
 
@@ -47,10 +48,6 @@ pub struct WatchQuery<'a> {
 /// A store event decoded for every watcher of one kind, or why it could not be.
 pub type Decoded = Result<SharedEvent, Status>;
 
-/// A stored object of a kind as the API serves it (with apiVersion, kind and
-/// resourceVersion), decoded once for every read; or why it could not be.
-pub type Served = Result<Arc<Value>, Status>;
-
 /// What a kind's storage and watch cache make of its stored values.
 pub struct KindCodec(pub &'static dyn Strategy);
 
@@ -63,13 +60,13 @@ impl Codec for KindCodec {
     }
 
     fn object(&self, object: &Object) -> Served {
-        served(self.0, object).map(Arc::new)
+        served(self.0, object).map(|value| Arc::new(value.into()))
     }
 
     fn object_of(&self, event: &Decoded) -> Served {
         event
             .as_ref()
-            .map(|e| e.object.clone())
+            .map(|e| Arc::new(ServedObject::new(e.object.clone())))
             .map_err(Clone::clone)
     }
 
@@ -80,7 +77,7 @@ impl Codec for KindCodec {
     fn field(&self, object: &Served, field: &str) -> String {
         object
             .as_ref()
-            .map(|value| self.0.field(value, field))
+            .map(|object| self.0.field(object.value(), field))
             .unwrap_or_default()
     }
 }
@@ -117,15 +114,6 @@ pub fn decode_event(kind: &dyn Strategy, event: Event) -> Decoded {
     })
 }
 
-/// A stored object as a watch sends it: decoded, with the kind's apiVersion and kind.
-fn served(kind: &dyn Strategy, object: &Object) -> Result<Value, Status> {
-    let mut value = decode(kind, object)?;
-    let info = kind.info();
-    value["apiVersion"] = info.api_version().into();
-    value["kind"] = info.kind.into();
-    Ok(value)
-}
-
 impl SharedEvent {
     /// The object before a MODIFIED event, at the update's resourceVersion.
     fn old(&self, kind: &dyn Strategy) -> Option<&Value> {
@@ -134,13 +122,8 @@ impl SharedEvent {
                 if self.kind != "MODIFIED" || self.prev.is_empty() {
                     return None;
                 }
-                let mut old = kind.to_served(parse_stored(&self.prev).ok()?);
-                let rv = meta_str(&self.object, "resourceVersion").to_string();
-                meta::metadata(&mut old).insert("resourceVersion".into(), rv.into());
-                let info = kind.info();
-                old["apiVersion"] = info.api_version().into();
-                old["kind"] = info.kind.into();
-                Some(old)
+                let rv = meta_str(&self.object, "resourceVersion");
+                served_before(kind, &self.prev, rv)
             })
             .as_ref()
     }

@@ -252,7 +252,7 @@ impl Writer {
         };
         let list = self.registry.list(pods, None, &query).await?;
         let fields = FieldManager::new(pods, Some("status"), Time::now());
-        for pod in list["items"].as_array().into_iter().flatten() {
+        for pod in list.objects() {
             let ready = |p: &Value| {
                 p.pointer("/status/conditions")
                     .and_then(Value::as_array)
