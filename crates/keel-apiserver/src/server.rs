@@ -20,7 +20,7 @@ use crate::http::auth::{self, Tokens};
 use crate::http::{self, App, tls};
 use crate::metrics::Metrics;
 use crate::registry::{self, store::Registry};
-use crate::storage::{Compactor, Etcd3, KeyLayout};
+use crate::storage::{Compactor, Etcd3, KeyLayout, endpoints};
 
 /// Why an apiserver could not start.
 #[derive(Debug, thiserror::Error)]
@@ -77,16 +77,9 @@ pub struct StoreLink {
 }
 
 /// The connections to the etcd servers of `--etcd-servers` (connected lazily, balanced over
-/// all).
+/// the members that can be reached: [`crate::storage::endpoints`]). Must be called within a
+/// Tokio runtime.
 pub fn connect(servers: &[String]) -> Result<StoreLink, StartError> {
-    Ok(StoreLink {
-        requests: balanced(servers)?,
-        watches: balanced(servers)?,
-    })
-}
-
-/// A channel balanced over `servers`.
-fn balanced(servers: &[String]) -> Result<Channel, StartError> {
     let mut endpoints = Vec::new();
     for url in servers {
         let endpoint = Endpoint::from_shared(url.clone())
@@ -95,7 +88,9 @@ fn balanced(servers: &[String]) -> Result<Channel, StartError> {
             .http2_keep_alive_interval(std::time::Duration::from_secs(30));
         endpoints.push(endpoint);
     }
-    Ok(Channel::balance_list(endpoints.into_iter()))
+    let [requests, watches] =
+        <[Channel; 2]>::try_from(endpoints::balanced(endpoints, 2)).expect("two channels");
+    Ok(StoreLink { requests, watches })
 }
 
 impl ApiServer {

@@ -4,7 +4,9 @@
 //! with `--keep` the Nodes carry a kubelet's labels and status and their Leases are held by
 //! the node with an owner reference to it, a node stopped by `--fail` stops renewing, and a
 //! second run adopts the kept nodes and cleans them up; a node of the same name that is not
-//! a simulated one is refused and left alone.
+//! a simulated one is refused and left alone. Against the node lifecycle controller with a
+//! short grace period, the nodes `--fail` stops are all seen NotReady within a grace period
+//! and two monitor periods of their last heartbeat, and no other node is.
 
 use std::process::{Command, Output};
 
@@ -17,9 +19,14 @@ fn text(bytes: &[u8]) -> String {
 }
 
 fn start() -> Kube {
+    start_with(&[])
+}
+
+/// [`start`] with `flags` for `keel up` or `keel apiserver`.
+fn start_with(flags: &[&str]) -> Kube {
     match target_flavor() {
-        Flavor::Keel => Kube::start(Stack::Up),
-        Flavor::Etcd => Kube::start(Stack::OnEtcd),
+        Flavor::Keel => Kube::start_with(Stack::Up, flags),
+        Flavor::Etcd => Kube::start_with(Stack::OnEtcd, flags),
     }
 }
 
@@ -283,5 +290,51 @@ fn sim_nodes_keep_adopt_and_refuse() {
     assert!(
         stderr.contains("--fail-after (10s) must be shorter than --duration (5s)"),
         "{stderr}"
+    );
+}
+
+#[test]
+fn sim_nodes_times_not_ready_against_the_node_lifecycle_controller() {
+    // A pass a second and five seconds of grace; the nodes renew every second.
+    let (period, grace) = (1.0, 5.0);
+    let kube = start_with(&[
+        "--controllers=*",
+        "--node-monitor-period=1s",
+        "--node-monitor-grace-period=5s",
+    ]);
+    let report = summary(
+        &kube,
+        &[
+            "--count",
+            "20",
+            "--renew-interval",
+            "1s",
+            "--duration",
+            "16s",
+            "--fail",
+            "25%",
+            "--fail-after",
+            "3s",
+        ],
+    );
+    assert_eq!(count(&report, "nodes"), 20, "{report}");
+    assert_eq!(count(&report, "failed_nodes"), 5, "{report}");
+    assert_eq!(count(&report, "not_ready_nodes"), 5, "{report}");
+    assert_eq!(count(&report, "false_not_ready"), 0, "{report}");
+    // The controller judges a node by when it saw its last heartbeat, which is after the
+    // simulator wrote it, so no stopped node goes NotReady sooner than a grace period after
+    // it. It sees a heartbeat at its next pass, and marks the node at the first pass a grace
+    // period after that: two periods late at most, plus the writes and the watch event
+    // (generous: the machine is shared).
+    let (p50, max) = (
+        number(&report, "not_ready_seconds_p50"),
+        number(&report, "not_ready_seconds_max"),
+    );
+    eprintln!(
+        "sim_nodes: NotReady {p50} s (median) and {max} s (longest) after the last heartbeat"
+    );
+    assert!(
+        grace <= p50 && p50 <= max && max <= grace + 2.0 * period + 5.0,
+        "NotReady after {p50} s (median), {max} s (longest): {report}"
     );
 }

@@ -9,6 +9,7 @@
 pub mod cacher;
 pub mod compactor;
 pub mod continue_token;
+pub mod endpoints;
 pub mod errors;
 pub mod etcd3;
 pub mod field;

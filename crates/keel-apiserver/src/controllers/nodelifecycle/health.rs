@@ -79,10 +79,18 @@ impl NodeHealth {
         self
     }
 
-    /// Restarts the grace period (after a full disruption, or a store outage).
+    /// Restarts the grace period (after a full disruption).
     pub fn restart(&mut self, now: Millis) {
         self.probe = now;
         self.ready_transition = now;
+    }
+
+    /// Restarts the grace period at `resumed` if it began before: a store outage ended then
+    /// ([`super::pause`]).
+    pub fn resume(&mut self, resumed: Millis) {
+        if self.probe < resumed {
+            self.restart(resumed);
+        }
     }
 }
 
@@ -306,6 +314,22 @@ mod tests {
             GRACE,
         );
         assert!(o.update.is_some());
+    }
+
+    #[test]
+    fn a_grace_period_that_began_before_an_outage_ended_starts_over_at_its_end() {
+        let n = node(Some("True"), "1970-01-01T00:00:10Z");
+        let (mut h, _) = observe(None, &n, None, 10_000, GRACE);
+        // The store was out from 20 s to 70 s: judged at 100 s, the node has 50 s from 70 s.
+        h.resume(70_000);
+        let (mut h, o) = observe(Some(h), &n, None, 100_000, GRACE);
+        assert!(o.update.is_none(), "30 s since the outage ended");
+        assert_eq!(h.probe, 70_000);
+        // An outage that ended before the last heartbeat changes nothing.
+        h.resume(60_000);
+        assert_eq!(h.probe, 70_000);
+        let (_, o) = observe(Some(h), &n, None, 120_001, GRACE);
+        assert!(o.update.is_some(), "50 s since the outage ended");
     }
 
     #[test]

@@ -15,10 +15,10 @@
 //!
 //! Unlike kube-controller-manager, no grace period runs while the store fails the
 //! apiserver's health check (no leader, or unreachable: [`crate::storage::health`]): the
-//! nodes' renewals fail then too, through no fault of theirs. The pass pauses, and when the
+//! nodes' renewals fail then too, through no fault of theirs. The passes pause, and when the
 //! store is back every node's grace period starts again, as upstream restarts them when a
-//! full disruption ends. So a store election never marks a node NotReady. The pause is
-//! visible in [`metrics`].
+//! full disruption ends ([`pause`], which follows the store's health in a task of its own).
+//! So a store election never marks a node NotReady. The pause is visible in [`metrics`].
 //!
 //! The controller reads nodes and their Leases from [`Informer`]s and writes through the
 //! registry, as `kube-controller-manager` (its field manager).
@@ -26,6 +26,7 @@
 pub mod health;
 pub mod labels;
 pub mod metrics;
+pub mod pause;
 pub mod queue;
 pub mod taints;
 pub mod zones;
@@ -47,6 +48,7 @@ use crate::registry::{Strategy, meta_str};
 use crate::storage::Status;
 use health::{Grace, NodeHealth, now_millis};
 use metrics::NodeLifecycleMetrics;
+use pause::Pause;
 use taints::{NOT_READY_NO_EXECUTE, Taint, UNREACHABLE_NO_EXECUTE, condition};
 use zones::{Disruption, Rates, Zones, zone_key};
 
@@ -106,6 +108,13 @@ pub async fn run(registry: Arc<Registry>, options: Options, metrics: NodeLifecyc
         None,
     );
     let zones = Arc::new(Mutex::new(Zones::new(options.rates)));
+    let pause = Arc::new(Pause::default());
+    tokio::spawn(pause::follow(
+        registry.clone(),
+        pause.clone(),
+        options.monitor_period,
+        metrics.clone(),
+    ));
     let writer = Writer {
         registry: registry.clone(),
         nodes: nodes_kind,
@@ -135,7 +144,7 @@ pub async fn run(registry: Arc<Registry>, options: Options, metrics: NodeLifecyc
         known: BTreeMap::new(),
         health: HashMap::new(),
         retry_pods: BTreeSet::new(),
-        paused: false,
+        pause,
     };
     let mut tick = tokio::time::interval(options.monitor_period.max(Duration::from_millis(10)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -302,8 +311,8 @@ struct Monitor {
     health: HashMap<String, NodeHealth>,
     /// Nodes whose pods could not all be marked not Ready.
     retry_pods: BTreeSet<String>,
-    /// Whether the last pass found the store unhealthy.
-    paused: bool,
+    /// Whether the store fails its health check, and when it last passed it again.
+    pause: Arc<Pause>,
 }
 
 impl Monitor {
@@ -311,36 +320,20 @@ impl Monitor {
         self.zones.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// One pass (`monitorNodeHealth`), unless the store is unhealthy.
+    /// One pass (`monitorNodeHealth`), unless the store is unhealthy; it stops at the next
+    /// node if the store fails its health check meanwhile.
     async fn pass(&mut self) {
-        if !self.writer.registry.storage().healthy().await {
-            if !self.paused {
-                tracing::warn!(
-                    "node lifecycle: the store fails its health check (no leader, or not \
-                     reachable); no node's grace period runs until it passes"
-                );
-                self.paused = true;
-                self.metrics.paused.set(1);
-                self.metrics.pauses.inc();
-            }
+        if self.pause.paused() {
             return;
-        }
-        if self.paused {
-            tracing::info!(
-                "node lifecycle: the store is healthy again; every node's grace period starts over"
-            );
-            self.paused = false;
-            self.metrics.paused.set(0);
-            let now = now_millis();
-            for health in self.health.values_mut() {
-                health.restart(now);
-            }
         }
         let started = Instant::now();
         let nodes = self.nodes.list();
         self.classify(&nodes).await;
         let mut zone_ready: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
         for node in &nodes {
+            if self.pause.paused() {
+                return;
+            }
             let Some((node, observed, current)) = self.update_health(node).await else {
                 continue;
             };
@@ -437,7 +430,10 @@ impl Monitor {
         for attempt in 0..UPDATE_RETRIES {
             let lease = self.leases.get(&format!("{LEASE_NAMESPACE}/{name}"));
             let now = now_millis();
-            let saved = self.health.remove(&name);
+            let mut saved = self.health.remove(&name);
+            if let Some(saved) = saved.as_mut() {
+                saved.resume(self.pause.resumed_at());
+            }
             let (health, observation) =
                 health::observe(saved, &node, lease.as_deref(), now, self.options.grace);
             let Some(update) = observation.update else {
