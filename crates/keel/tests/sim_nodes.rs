@@ -302,25 +302,17 @@ fn sim_nodes_times_not_ready_against_the_node_lifecycle_controller() {
         "--node-monitor-period=1s",
         "--node-monitor-grace-period=5s",
     ]);
-    let report = summary(
-        &kube,
-        &[
-            "--count",
-            "20",
-            "--renew-interval",
-            "1s",
-            "--duration",
-            "16s",
-            "--fail",
-            "25%",
-            "--fail-after",
-            "3s",
-        ],
-    );
-    assert_eq!(count(&report, "nodes"), 20, "{report}");
-    assert_eq!(count(&report, "failed_nodes"), 5, "{report}");
-    assert_eq!(count(&report, "not_ready_nodes"), 5, "{report}");
-    assert_eq!(count(&report, "false_not_ready"), 0, "{report}");
+    let args = "--count 20 --renew-interval 1s --duration 16s --fail 25% --fail-after 3s";
+    let report = summary(&kube, &args.split(' ').collect::<Vec<_>>());
+    // A quarter of the nodes stopped, each seen NotReady, and no other.
+    for (field, want) in [
+        ("nodes", 20),
+        ("failed_nodes", 5),
+        ("not_ready_nodes", 5),
+        ("false_not_ready", 0),
+    ] {
+        assert_eq!(count(&report, field), want, "{field}: {report}");
+    }
     // The controller judges a node by when it saw its last heartbeat, which is after the
     // simulator wrote it, so no stopped node goes NotReady sooner than a grace period after
     // it. It sees a heartbeat at its next pass, and marks the node at the first pass a grace
