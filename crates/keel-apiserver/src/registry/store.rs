@@ -446,8 +446,7 @@ impl Registry {
                 made = Some((current.value.clone(), old));
                 return Ok(current.value.clone());
             }
-            let stored = kind.to_storage(with_no_resource_version(new));
-            let bytes = serde_json::to_vec(&stored).expect("a JSON value encodes");
+            let (bytes, stored) = encode_owned(kind, new);
             made = Some((bytes.clone(), kind.to_served(stored)));
             Ok(bytes)
         };
@@ -856,12 +855,15 @@ fn set_type(obj: &mut Value, info: &ResourceInfo) {
 
 /// The stored form: `kind`'s storage version, JSON, without resourceVersion.
 fn encode(kind: &dyn Strategy, obj: &Value) -> Vec<u8> {
-    let stored = kind.to_storage(without_resource_version(obj));
-    serde_json::to_vec(&stored).expect("a JSON value encodes")
+    encode_owned(kind, obj.clone()).0
 }
 
-fn without_resource_version(obj: &Value) -> Value {
-    with_no_resource_version(obj.clone())
+/// `obj` as the store keeps it: its bytes, and the value they encode (the kind's storage
+/// form, without resourceVersion).
+fn encode_owned(kind: &dyn Strategy, obj: Value) -> (Vec<u8>, Value) {
+    let stored = kind.to_storage(with_no_resource_version(obj));
+    let bytes = serde_json::to_vec(&stored).expect("a JSON value encodes");
+    (bytes, stored)
 }
 
 fn with_no_resource_version(mut obj: Value) -> Value {
@@ -985,7 +987,7 @@ mod tests {
         for (a, b) in [(&extra, &at(None, "x")), (&labelled, &labelled)] {
             assert_eq!(
                 same_but_resource_version(a, b),
-                without_resource_version(a) == without_resource_version(b)
+                with_no_resource_version(a.clone()) == with_no_resource_version(b.clone())
             );
         }
     }
