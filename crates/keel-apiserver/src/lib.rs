@@ -18,6 +18,7 @@
 pub mod config;
 pub mod controllers;
 pub mod http;
+pub mod json_pointer;
 pub mod kubeconfig;
 pub mod metrics;
 pub mod nesting;

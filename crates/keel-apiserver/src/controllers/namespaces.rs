@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::json_pointer::At;
 use crate::registry::meta_str;
 use crate::registry::store::{DeleteOptions, ListQuery, Registry};
 use crate::storage::Status;
@@ -77,7 +78,7 @@ async fn watch_round(registry: &Registry, pending: &mut BTreeSet<String>) -> Res
 fn is_terminating(ns: &Value) -> bool {
     !meta_str(ns, "deletionTimestamp").is_empty()
         && ns
-            .pointer("/spec/finalizers")
+            .at("/spec/finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| f.iter().any(|v| v == FINALIZER))
 }
@@ -118,10 +119,7 @@ async fn finalize(registry: &Registry, name: &str) -> Result<bool, Status> {
     let finalized = registry
         .update(namespaces, None, name, Some("finalize"), false, |current| {
             let mut ns = current.cloned().unwrap_or_default();
-            if let Some(f) = ns
-                .pointer_mut("/spec/finalizers")
-                .and_then(Value::as_array_mut)
-            {
+            if let Some(f) = ns.at_mut("/spec/finalizers").and_then(Value::as_array_mut) {
                 f.retain(|v| v != FINALIZER);
             }
             Ok(ns)

@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::informer::Informer;
+use crate::json_pointer::At;
 use crate::registry::managed_fields::FieldManager;
 use crate::registry::store::Registry;
 use crate::registry::time::Time;
@@ -100,7 +101,7 @@ async fn sync<C: PerNamespace>(
     ns: &Value,
     stored: Option<&Value>,
 ) -> Result<(), Status> {
-    if ns.pointer("/status/phase").and_then(Value::as_str) != Some("Active") {
+    if ns.at("/status/phase").and_then(Value::as_str) != Some("Active") {
         return Ok(());
     }
     let namespace = meta_str(ns, "name");

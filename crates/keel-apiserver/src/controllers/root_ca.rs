@@ -6,6 +6,7 @@
 use serde_json::{Value, json};
 
 use super::per_namespace::PerNamespace;
+use crate::json_pointer::At;
 
 /// The ConfigMap's name.
 pub const NAME: &str = "kube-root-ca.crt";
@@ -44,7 +45,7 @@ impl PerNamespace for RootCaPublisher {
 
     fn reconcile(&self, stored: &Value) -> Option<Value> {
         let described = stored
-            .pointer("/metadata/annotations")
+            .at("/metadata/annotations")
             .and_then(|a| a.get(DESCRIPTION_ANNOTATION))
             .and_then(Value::as_str)
             .is_some_and(|d| !d.is_empty());

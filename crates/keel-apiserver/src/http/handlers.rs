@@ -22,6 +22,7 @@ use super::request_info::ResourcePath;
 use super::table::{self, IncludeObject};
 use super::watch;
 use super::{apply, patch};
+use crate::json_pointer::At;
 use crate::registry::managed_fields::FieldManager;
 use crate::registry::selector::{FieldSelector, LabelSelector};
 use crate::registry::served::{List, ServedObject};
@@ -458,7 +459,7 @@ fn selection(
     let filter = Box::new(move |obj: &Value| {
         let empty = serde_json::Map::new();
         let object_labels = obj
-            .pointer("/metadata/labels")
+            .at("/metadata/labels")
             .and_then(Value::as_object)
             .unwrap_or(&empty);
         labels.as_ref().is_none_or(|l| l.matches(object_labels))

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::negotiate::{self, Body};
 use super::strategic_merge;
+use crate::json_pointer::At;
 use crate::registry::Strategy;
 use crate::storage::Status;
 
@@ -92,7 +93,7 @@ fn apply_json_patch(doc: &mut Value, ops: json_patch::Patch) -> Result<(), json_
     for op in ops.0 {
         if let json_patch::PatchOperation::Test(test) = &op
             && test.value.is_null()
-            && doc.pointer(test.path.as_str()).is_none()
+            && doc.at(test.path.as_str()).is_none()
         {
             continue;
         }

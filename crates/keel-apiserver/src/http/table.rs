@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::metadata::partial_object_in;
 use super::negotiate::MetaVersion;
 
+use crate::json_pointer::At;
 use crate::registry::Strategy;
 use crate::registry::time::Time;
 use crate::registry::watching::INITIAL_EVENTS_END;
@@ -97,7 +98,7 @@ pub fn table_in(
             let obj = obj.borrow();
             let mut row = json!({"cells": kind.cells(obj, now)});
             let ends_initial_events = obj
-                .pointer("/metadata/annotations")
+                .at("/metadata/annotations")
                 .and_then(|a| a.get(INITIAL_EVENTS_END))
                 == Some(&Value::from("true"));
             let object = match include {

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::names::NameRule;
 use super::time::{Time, human_duration_secs};
 use super::{Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The core/v1 Event strategy.
@@ -91,7 +92,7 @@ pub static COLUMNS: [Column; 10] = [
 ];
 
 fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn since(obj: &Value, pointer: &str, now: Time) -> Option<String> {
@@ -151,7 +152,7 @@ const LENGTH_LIMIT: usize = 128;
 const NOTE_LENGTH_LIMIT: usize = 1024;
 
 fn set(obj: &Value, pointer: &str) -> bool {
-    obj.pointer(pointer).is_some_and(|v| match v {
+    obj.at(pointer).is_some_and(|v| match v {
         Value::Null => false,
         Value::String(s) => !s.is_empty(),
         Value::Object(o) => !o.is_empty(),

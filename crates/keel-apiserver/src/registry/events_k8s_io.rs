@@ -22,6 +22,7 @@ use super::events::{COLUMNS, event_cells, validate_event, validate_series};
 use super::names::NameRule;
 use super::time::Time;
 use super::{Column, ResourceInfo, Strategy};
+use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The events.k8s.io/v1 Event strategy (objects in the events.k8s.io/v1 shape).
@@ -82,7 +83,7 @@ pub fn from_core(v: &Value) -> Value {
 }
 
 fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 impl Strategy for EventsK8sIo {

@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::names::NameRule;
 use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The Lease strategy.
@@ -93,7 +94,7 @@ impl Strategy for Leases {
         vec![
             Value::from(super::meta_str(obj, "name")),
             Value::from(
-                obj.pointer("/spec/holderIdentity")
+                obj.at("/spec/holderIdentity")
                     .and_then(Value::as_str)
                     .unwrap_or(""),
             ),

@@ -17,6 +17,7 @@ use super::resource_lists::{
 use super::selector::qualified_name_errors;
 use super::time::Time;
 use super::{Column, NAME_COLUMN, ResourceInfo, Strategy, meta, meta_str};
+use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The LimitRange strategy.
@@ -290,7 +291,7 @@ fn go_f(x: f64) -> String {
 /// `ValidateLimitRange` (without the metadata, which every kind's write checks).
 fn validate_limits(obj: &Value) -> Vec<FieldError> {
     let mut seen = BTreeSet::new();
-    let limits = obj.pointer("/spec/limits").and_then(Value::as_array);
+    let limits = obj.at("/spec/limits").and_then(Value::as_array);
     limits
         .into_iter()
         .flatten()

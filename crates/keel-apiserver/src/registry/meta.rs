@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::names;
 use super::time::Time;
 use super::{ResourceInfo, meta_str};
+use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The characters a generated name's suffix is drawn from (apimachinery's
@@ -130,7 +131,7 @@ pub fn bump_generation(new: &mut Value, old: &Value) {
     };
     if spec_of(new) != spec_of(old) {
         let next = old
-            .pointer("/metadata/generation")
+            .at("/metadata/generation")
             .and_then(Value::as_i64)
             .unwrap_or(0)
             + 1;
@@ -141,9 +142,7 @@ pub fn bump_generation(new: &mut Value, old: &Value) {
 /// An object with finalizers marked for deletion (`deletionTimestamp` now, grace period 0,
 /// unless it is marked already); None when it has no finalizers and can go at once.
 pub fn mark_for_finalizers(obj: &Value, now: Time) -> Option<Value> {
-    let finalizers = obj
-        .pointer("/metadata/finalizers")
-        .and_then(Value::as_array);
+    let finalizers = obj.at("/metadata/finalizers").and_then(Value::as_array);
     if finalizers.is_none_or(|f| f.is_empty()) {
         return None;
     }
@@ -159,13 +158,13 @@ pub fn mark_for_finalizers(obj: &Value, now: Time) -> Option<Value> {
 /// Whether `obj`, marked for deletion, may go now: no grace period left and no finalizers.
 pub fn deletes_now(obj: &Value) -> bool {
     let no_finalizers = |path: &str| {
-        obj.pointer(path)
+        obj.at(path)
             .and_then(Value::as_array)
             .is_none_or(|f| f.is_empty())
     };
     !meta_str(obj, "deletionTimestamp").is_empty()
         && obj
-            .pointer("/metadata/deletionGracePeriodSeconds")
+            .at("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64)
             == Some(0)
         && no_finalizers("/metadata/finalizers")
@@ -176,7 +175,7 @@ pub fn deletes_now(obj: &Value) -> bool {
 /// object marked for deletion (with no grace period left) deletes it.
 pub fn should_delete_during_update(new: &Value, old: &Value) -> bool {
     let none = |path: &str| {
-        new.pointer(path)
+        new.at(path)
             .and_then(Value::as_array)
             .is_none_or(|f| f.is_empty())
     };
@@ -185,7 +184,7 @@ pub fn should_delete_during_update(new: &Value, old: &Value) -> bool {
         && none("/spec/finalizers")
         && !meta_str(old, "deletionTimestamp").is_empty()
         && old
-            .pointer("/metadata/deletionGracePeriodSeconds")
+            .at("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64)
             .is_none_or(|g| g == 0)
 }
@@ -214,7 +213,7 @@ pub fn validate(obj: &Value, info: &ResourceInfo) -> Vec<FieldError> {
         ));
     }
     for (field, value_rule) in [("labels", true), ("annotations", false)] {
-        let Some(map) = obj.pointer(&format!("/metadata/{field}")) else {
+        let Some(map) = obj.at(&format!("/metadata/{field}")) else {
             continue;
         };
         let Some(map) = map.as_object() else {

@@ -200,7 +200,8 @@ pub trait Strategy: Send + Sync {
 
 /// `obj.metadata.<field>` as a string ("" when unset).
 pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
-    obj.pointer(&format!("/metadata/{field}"))
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
         .and_then(Value::as_str)
         .unwrap_or("")
 }

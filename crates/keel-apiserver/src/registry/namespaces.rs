@@ -8,6 +8,7 @@ use serde_json::{Map, Value, json};
 use super::names::NameRule;
 use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The Namespace strategy.
@@ -98,7 +99,7 @@ impl Strategy for Namespaces {
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         default_label(new);
-        let finalizers = old.pointer("/spec/finalizers").cloned();
+        let finalizers = old.at("/spec/finalizers").cloned();
         let Some(o) = new.as_object_mut() else {
             return;
         };
@@ -116,7 +117,7 @@ impl Strategy for Namespaces {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errors = Vec::new();
-        let finalizers = obj.pointer("/spec/finalizers").and_then(Value::as_array);
+        let finalizers = obj.at("/spec/finalizers").and_then(Value::as_array);
         for (i, f) in finalizers.into_iter().flatten().enumerate() {
             let name = f.as_str().unwrap_or("");
             if name != KUBERNETES_FINALIZER && !name.contains('/') {
@@ -138,7 +139,7 @@ impl Strategy for Namespaces {
         vec![
             Value::from(super::meta_str(obj, "name")),
             Value::from(
-                obj.pointer("/status/phase")
+                obj.at("/status/phase")
                     .and_then(Value::as_str)
                     .unwrap_or(""),
             ),
@@ -153,7 +154,7 @@ impl Strategy for Namespaces {
     fn field(&self, obj: &Value, field: &str) -> String {
         match field {
             "status.phase" => obj
-                .pointer("/status/phase")
+                .at("/status/phase")
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .into(),
@@ -166,7 +167,7 @@ impl Strategy for Namespaces {
     /// namespace controller empties and finalizes it.
     fn graceful_deletion(&self, obj: &Value, _grace: Option<i64>, now: Time) -> Option<Value> {
         let has = |pointer: &str| {
-            obj.pointer(pointer)
+            obj.at(pointer)
                 .and_then(Value::as_array)
                 .is_some_and(|f| !f.is_empty())
         };

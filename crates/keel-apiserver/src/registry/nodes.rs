@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::names::NameRule;
 use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The Node strategy.
@@ -109,7 +110,7 @@ const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
 /// label's value, sorted (kube's set is unordered; sorted is one of its orders).
 pub fn roles(obj: &Value) -> Vec<String> {
     let mut roles = BTreeSet::new();
-    let labels = obj.pointer("/metadata/labels").and_then(Value::as_object);
+    let labels = obj.at("/metadata/labels").and_then(Value::as_object);
     for (k, v) in labels.into_iter().flatten() {
         if let Some(role) = k.strip_prefix(LABEL_NODE_ROLE_PREFIX) {
             if !role.is_empty() {
@@ -126,11 +127,11 @@ pub fn roles(obj: &Value) -> Vec<String> {
 }
 
 fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn address(obj: &Value, kind: &str) -> String {
-    let addresses = obj.pointer("/status/addresses").and_then(Value::as_array);
+    let addresses = obj.at("/status/addresses").and_then(Value::as_array);
     addresses
         .into_iter()
         .flatten()
@@ -175,7 +176,7 @@ impl Strategy for Nodes {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errors = Vec::new();
-        let taints = obj.pointer("/spec/taints").and_then(Value::as_array);
+        let taints = obj.at("/spec/taints").and_then(Value::as_array);
         for (i, t) in taints.into_iter().flatten().enumerate() {
             let key = t.get("key").and_then(Value::as_str).unwrap_or("");
             if key.is_empty() {
@@ -203,7 +204,7 @@ impl Strategy for Nodes {
     }
 
     fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        let conditions = obj.pointer("/status/conditions").and_then(Value::as_array);
+        let conditions = obj.at("/status/conditions").and_then(Value::as_array);
         let ready = conditions
             .into_iter()
             .flatten()
@@ -213,7 +214,7 @@ impl Strategy for Nodes {
             Some(_) => "NotReady",
             None => "Unknown",
         }];
-        if obj.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        if obj.at("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
             status.push("SchedulingDisabled");
         }
         let roles = roles(obj).join(",");
@@ -243,7 +244,7 @@ impl Strategy for Nodes {
     fn field(&self, obj: &Value, field: &str) -> String {
         match field {
             "spec.unschedulable" => {
-                let u = obj.pointer("/spec/unschedulable").and_then(Value::as_bool);
+                let u = obj.at("/spec/unschedulable").and_then(Value::as_bool);
                 u.unwrap_or(false).to_string()
             }
             _ => String::new(),

@@ -15,6 +15,7 @@ use super::names::NameRule;
 use super::services::port_name_problems;
 use super::time::{Time, human_duration_secs};
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The Pod strategy.
@@ -109,11 +110,11 @@ const UPDATABLE: &str = "pod updates may not change fields other than \
     `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 
 fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn list<'a>(obj: &'a Value, pointer: &str) -> Vec<&'a Value> {
-    let l = obj.pointer(pointer).and_then(Value::as_array);
+    let l = obj.at(pointer).and_then(Value::as_array);
     l.into_iter().flatten().collect()
 }
 
@@ -210,7 +211,7 @@ fn default_container(c: &mut Value, host_network: bool) {
     if let Some(env) = c.get_mut("env").and_then(Value::as_array_mut) {
         for e in env {
             if let Some(f) = e
-                .pointer_mut("/valueFrom/fieldRef")
+                .at_mut("/valueFrom/fieldRef")
                 .and_then(Value::as_object_mut)
             {
                 default_str(f, "apiVersion", "v1");
@@ -324,7 +325,7 @@ pub fn qos_class(obj: &Value) -> &'static str {
     for c in containers {
         let quantities = |field: &str| -> Vec<(&'static str, i128)> {
             let map = c
-                .pointer(&format!("/resources/{field}"))
+                .at(&format!("/resources/{field}"))
                 .and_then(Value::as_object);
             ["cpu", "memory"]
                 .into_iter()
@@ -423,7 +424,7 @@ fn pod_status(obj: &Value, now: Time) -> (String, String, String) {
             restartable_restarts += count;
             last_restartable_restart = later(last_restartable_restart, terminated_at(c));
         }
-        let terminated = c.pointer("/state/terminated").filter(|t| t.is_object());
+        let terminated = c.at("/state/terminated").filter(|t| t.is_object());
         let exit = terminated
             .and_then(|t| t.get("exitCode"))
             .and_then(Value::as_i64);
@@ -462,9 +463,9 @@ fn pod_status(obj: &Value, now: Time) -> (String, String, String) {
         for c in list(obj, "/status/containerStatuses").into_iter().rev() {
             restarts += c.get("restartCount").and_then(Value::as_i64).unwrap_or(0);
             last_restart = later(last_restart, terminated_at(c));
-            let terminated = c.pointer("/state/terminated").filter(|t| t.is_object());
+            let terminated = c.at("/state/terminated").filter(|t| t.is_object());
             let waiting_reason = text(c, "/state/waiting/reason");
-            let running = c.pointer("/state/running").is_some_and(Value::is_object);
+            let running = c.at("/state/running").is_some_and(Value::is_object);
             if !waiting_reason.is_empty() {
                 reason = waiting_reason.into();
             } else if let Some(t) = terminated {
@@ -633,8 +634,8 @@ fn validate_containers(obj: &Value, field: &str, names: &mut BTreeSet<String>) -
                 &PULL_POLICIES,
             ));
         }
-        let limits = c.pointer("/resources/limits").and_then(Value::as_object);
-        let requests = c.pointer("/resources/requests").and_then(Value::as_object);
+        let limits = c.at("/resources/limits").and_then(Value::as_object);
+        let requests = c.at("/resources/requests").and_then(Value::as_object);
         for (resource, req) in requests.into_iter().flatten() {
             let Some(lim) = limits.and_then(|l| l.get(resource)) else {
                 continue;
@@ -731,7 +732,7 @@ impl Strategy for Pods {
         let bound = !text(obj, "/spec/nodeName").is_empty();
         let mut grace = grace
             .or_else(|| {
-                obj.pointer("/spec/terminationGracePeriodSeconds")
+                obj.at("/spec/terminationGracePeriodSeconds")
                     .and_then(Value::as_i64)
             })
             .unwrap_or(30);
@@ -743,7 +744,7 @@ impl Strategy for Pods {
             grace = 1;
         }
         let current = obj
-            .pointer("/metadata/deletionGracePeriodSeconds")
+            .at("/metadata/deletionGracePeriodSeconds")
             .and_then(Value::as_i64);
         if grace == 0 {
             return match current {
@@ -810,7 +811,7 @@ impl Strategy for Pods {
             ));
         }
         if let Some(d) = obj
-            .pointer("/spec/activeDeadlineSeconds")
+            .at("/spec/activeDeadlineSeconds")
             .and_then(Value::as_i64)
             && !(1..=i64::from(i32::MAX)).contains(&d)
         {
@@ -902,7 +903,7 @@ impl Strategy for Pods {
     fn field(&self, obj: &Value, field: &str) -> String {
         match field {
             "spec.hostNetwork" => {
-                let h = obj.pointer("/spec/hostNetwork").and_then(Value::as_bool);
+                let h = obj.at("/spec/hostNetwork").and_then(Value::as_bool);
                 h.unwrap_or(false).to_string()
             }
             "status.podIP" => pod_ip(obj).into(),

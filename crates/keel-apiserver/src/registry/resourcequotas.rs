@@ -12,6 +12,7 @@ use super::names::NameRule;
 use super::resource_lists::{is_standard_quota, validate_quota_list};
 use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The ResourceQuota strategy.
@@ -122,7 +123,7 @@ fn scopes_value(spec: Option<&Value>) -> Value {
 
 /// `spec.scopes` as a set.
 fn scope_set(obj: &Value) -> BTreeSet<&str> {
-    strings(obj.pointer("/spec/scopes")).into_iter().collect()
+    strings(obj.at("/spec/scopes")).into_iter().collect()
 }
 
 /// The errors of one conflicting pair found in `scopes`, at `path` with `value`.
@@ -283,7 +284,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
 /// `ValidateResourceQuotaStatus`.
 fn validate_status(obj: &Value) -> Vec<FieldError> {
     let list = |field: &str| {
-        obj.pointer(&format!("/status/{field}"))
+        obj.at(&format!("/status/{field}"))
             .and_then(Value::as_object)
     };
     let mut errors = validate_quota_list(list("hard"), "status.hard");
@@ -295,7 +296,7 @@ fn validate_status(obj: &Value) -> Vec<FieldError> {
 /// whose name starts with `limits.` (or does not), sorted by name.
 fn usage_cell(obj: &Value, limits: bool) -> String {
     let list = |field: &str| {
-        obj.pointer(&format!("/status/{field}"))
+        obj.at(&format!("/status/{field}"))
             .and_then(Value::as_object)
     };
     let quantity = |field: &str, name: &str| {

@@ -10,6 +10,7 @@ use super::configmaps::{data_size, immutable_data, validate_data_keys};
 use super::names::NameRule;
 use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The Secret strategy.
@@ -112,7 +113,7 @@ impl Strategy for Secrets {
         match obj.get("type").and_then(Value::as_str).unwrap_or("") {
             "kubernetes.io/service-account-token" => {
                 let name = obj
-                    .pointer("/metadata/annotations/kubernetes.io~1service-account.name")
+                    .at("/metadata/annotations/kubernetes.io~1service-account.name")
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 if name.is_empty() {
@@ -136,7 +137,7 @@ impl Strategy for Secrets {
             }
             "kubernetes.io/ssh-auth" => {
                 let key = obj
-                    .pointer("/data/ssh-privatekey")
+                    .at("/data/ssh-privatekey")
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 if key.is_empty() {

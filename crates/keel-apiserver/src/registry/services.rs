@@ -13,6 +13,7 @@ use super::endpoints::{PORT_RANGE, PROTOCOLS};
 use super::names::NameRule;
 use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The Service strategy.
@@ -111,11 +112,11 @@ const AFFINITIES: [&str; 2] = ["ClientIP", "None"];
 const CLIENT_IP_TIMEOUT: i64 = 10800;
 
 fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn strings<'a>(obj: &'a Value, pointer: &str) -> Vec<&'a str> {
-    let list = obj.pointer(pointer).and_then(Value::as_array);
+    let list = obj.at(pointer).and_then(Value::as_array);
     list.into_iter()
         .flatten()
         .filter_map(Value::as_str)
@@ -214,7 +215,7 @@ fn set_defaults(obj: &mut Value) {
         "ClientIP" => {
             let has_timeout = spec
                 .get("sessionAffinityConfig")
-                .and_then(|c| c.pointer("/clientIP/timeoutSeconds"))
+                .and_then(|c| c.at("/clientIP/timeoutSeconds"))
                 .is_some_and(|t| !t.is_null());
             if !has_timeout {
                 spec.insert(
@@ -322,7 +323,7 @@ fn patch_allocated_values(new: &mut Value, old: &Value) {
     if old_type != "ExternalName" && new_type != "ExternalName" {
         for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
             if empty(spec.get(key))
-                && let Some(v) = old.pointer(&format!("/spec/{key}"))
+                && let Some(v) = old.at(&format!("/spec/{key}"))
             {
                 spec.insert(key.into(), v.clone());
             }
@@ -339,7 +340,7 @@ fn patch_allocated_values(new: &mut Value, old: &Value) {
                 .filter(|n| *n != 0)
                 .collect()
         };
-        let old_ports = old.pointer("/spec/ports");
+        let old_ports = old.at("/spec/ports");
         let used: BTreeSet<i64> = node_ports(old_ports)
             .intersection(&node_ports(spec.get("ports")))
             .copied()
@@ -387,7 +388,7 @@ fn external_ip(obj: &Value) -> String {
         "LoadBalancer" => {
             let mut lb: Vec<&str> = Vec::new();
             let ingress = obj
-                .pointer("/status/loadBalancer/ingress")
+                .at("/status/loadBalancer/ingress")
                 .and_then(Value::as_array);
             for i in ingress.into_iter().flatten() {
                 let ip = i.get("ip").and_then(Value::as_str).unwrap_or("");
@@ -411,7 +412,7 @@ fn external_ip(obj: &Value) -> String {
 
 /// `makePortString`: `80/TCP`, `80:30080/TCP`.
 fn port_string(obj: &Value) -> String {
-    let ports = obj.pointer("/spec/ports").and_then(Value::as_array);
+    let ports = obj.at("/spec/ports").and_then(Value::as_array);
     let pieces: Vec<String> = ports
         .into_iter()
         .flatten()
@@ -456,7 +457,7 @@ impl Strategy for Services {
         let mut errors = Vec::new();
         let kind = text(obj, "/spec/type");
         let headless = text(obj, "/spec/clusterIP") == "None";
-        let ports = obj.pointer("/spec/ports").and_then(Value::as_array);
+        let ports = obj.at("/spec/ports").and_then(Value::as_array);
         let ports: Vec<&Value> = ports.into_iter().flatten().collect();
         if kind == "ExternalName" {
             if !strings(obj, "/spec/clusterIPs").is_empty() {
@@ -471,10 +472,7 @@ impl Strategy for Services {
                     "may not be set for ExternalName services",
                 ));
             }
-            if obj
-                .pointer("/spec/ipFamilyPolicy")
-                .is_some_and(|v| !v.is_null())
-            {
+            if obj.at("/spec/ipFamilyPolicy").is_some_and(|v| !v.is_null()) {
                 errors.push(FieldError::forbidden(
                     "spec.ipFamilyPolicy",
                     "may not be set for ExternalName services",
@@ -585,7 +583,7 @@ impl Strategy for Services {
             Value::from(port_string(obj)),
             super::age(obj, now),
             Value::from(format_labels(
-                obj.pointer("/spec/selector").and_then(Value::as_object),
+                obj.at("/spec/selector").and_then(Value::as_object),
             )),
         ]
     }

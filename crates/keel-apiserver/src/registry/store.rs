@@ -17,6 +17,7 @@ use super::served::{List, Served, ServedObject};
 use super::time::Time;
 use super::watching::{KindCodec, Start, WatchQuery, Watching};
 use super::{ResourceInfo, Strategy, meta, meta_str};
+use crate::json_pointer::At;
 use crate::storage::cacher::{self, Cacher};
 use crate::storage::interface::{self, WatchSource};
 use crate::storage::key::is_path_segment;
@@ -735,7 +736,7 @@ impl Registry {
             .get(self.core("namespaces"), None, namespace, "")
             .await?;
         if !meta_str(&ns, "deletionTimestamp").is_empty()
-            || ns.pointer("/status/phase").and_then(Value::as_str) == Some("Terminating")
+            || ns.at("/status/phase").and_then(Value::as_str) == Some("Terminating")
         {
             return Err(Status::namespace_terminating(
                 &target(info, name),
@@ -792,10 +793,7 @@ fn carry_over(new: &mut Value, old: &Value, status_update: bool) {
 /// A namespace's `finalize` update: the stored namespace with the new `spec.finalizers`.
 fn finalized(old: &Value, new: &Value) -> Value {
     let mut out = old.clone();
-    let finalizers = new
-        .pointer("/spec/finalizers")
-        .cloned()
-        .unwrap_or(json!([]));
+    let finalizers = new.at("/spec/finalizers").cloned().unwrap_or(json!([]));
     if !out.get("spec").is_some_and(Value::is_object) {
         out["spec"] = json!({});
     }

@@ -152,7 +152,7 @@ pub fn observe(
         },
     };
     if let Some(renewed) = lease
-        .and_then(|l| l.pointer("/spec/renewTime"))
+        .and_then(|l| l.get("spec")?.get("renewTime"))
         .and_then(Value::as_str)
     {
         let renewed = micro_time(renewed);

@@ -2,6 +2,7 @@
 //! (`reconcileNodeLabels`): `beta.kubernetes.io/os` and `beta.kubernetes.io/arch` are added
 //! from, or set back to, `kubernetes.io/os` and `kubernetes.io/arch`.
 
+use crate::json_pointer::At;
 use serde_json::{Map, Value};
 
 /// (GA label, beta label).
@@ -13,7 +14,7 @@ const PAIRS: [(&str, &str); 2] = [
 /// The beta labels to set on the node, with their values (empty: nothing to do).
 pub fn to_reconcile(node: &Value) -> Map<String, Value> {
     let mut set = Map::new();
-    let Some(labels) = node.pointer("/metadata/labels").and_then(Value::as_object) else {
+    let Some(labels) = node.at("/metadata/labels").and_then(Value::as_object) else {
         return set;
     };
     for (ga, beta) in PAIRS {

@@ -41,6 +41,7 @@ use tokio::sync::mpsc;
 use super::events;
 use super::informer::Informer;
 use crate::config::ControllerManagerConfig;
+use crate::json_pointer::At;
 use crate::registry::managed_fields::FieldManager;
 use crate::registry::store::{ListQuery, Registry, Selection};
 use crate::registry::time::Time;
@@ -248,7 +249,7 @@ impl Writer {
         let pods = self.registry.core("pods");
         let node_name = node.to_string();
         let on_node = move |pod: &Value| {
-            pod.pointer("/spec/nodeName").and_then(Value::as_str) == Some(node_name.as_str())
+            pod.at("/spec/nodeName").and_then(Value::as_str) == Some(node_name.as_str())
         };
         // Through the pods' `spec.nodeName` index when the watch cache serves the list.
         let selection = Selection {
@@ -263,7 +264,7 @@ impl Writer {
         let fields = FieldManager::new(pods, Some("status"), Time::now());
         for pod in list.objects() {
             let ready = |p: &Value| {
-                p.pointer("/status/conditions")
+                p.at("/status/conditions")
                     .and_then(Value::as_array)
                     .and_then(|c| c.iter().position(|c| c["type"] == "Ready"))
             };

@@ -5,6 +5,7 @@
 
 use serde_json::{Value, json};
 
+use crate::json_pointer::At;
 use crate::registry::time::Time;
 
 /// `node.kubernetes.io/unreachable`: Ready is Unknown.
@@ -54,7 +55,7 @@ pub const NOT_READY_NO_EXECUTE: Taint = Taint {
 
 /// The node's condition of `kind` (`Ready`, ...).
 pub fn condition<'a>(node: &'a Value, kind: &str) -> Option<&'a Value> {
-    node.pointer("/status/conditions")?
+    node.at("/status/conditions")?
         .as_array()?
         .iter()
         .find(|c| c["type"] == kind)
@@ -62,7 +63,7 @@ pub fn condition<'a>(node: &'a Value, kind: &str) -> Option<&'a Value> {
 
 /// The node's taints.
 pub fn taints(node: &Value) -> &[Value] {
-    node.pointer("/spec/taints")
+    node.at("/spec/taints")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
         .unwrap_or(&[])
@@ -114,7 +115,7 @@ pub fn swap(node: &mut Value, add: &[Taint], remove: &[Taint], now: Time) -> boo
 pub fn no_schedule_diff(node: &Value) -> (Vec<Taint>, Vec<Taint>) {
     let mut wanted: Vec<Taint> = Vec::new();
     for c in node
-        .pointer("/status/conditions")
+        .at("/status/conditions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
@@ -128,7 +129,7 @@ pub fn no_schedule_diff(node: &Value) -> (Vec<Taint>, Vec<Taint>) {
             }
         }
     }
-    if node.pointer("/spec/unschedulable") == Some(&Value::Bool(true)) {
+    if node.at("/spec/unschedulable") == Some(&Value::Bool(true)) {
         wanted.push(Taint {
             key: UNSCHEDULABLE,
             effect: "NoSchedule",

@@ -41,7 +41,8 @@ pub enum ZoneState {
 /// labels first, then the GA ones; "" when it has neither.
 pub fn zone_key(node: &Value) -> String {
     let label = |key: &str| {
-        node.pointer("/metadata/labels")
+        node.get("metadata")
+            .and_then(|m| m.get("labels"))
             .and_then(|l| l.get(key))
             .and_then(Value::as_str)
     };
@@ -60,7 +61,8 @@ pub fn zone_key(node: &Value) -> String {
 /// Whether the node is left out of the disruption count
 /// (`node.kubernetes.io/exclude-disruption`).
 pub fn excluded_from_disruption(node: &Value) -> bool {
-    node.pointer("/metadata/labels")
+    node.get("metadata")
+        .and_then(|m| m.get("labels"))
         .and_then(|l| l.get("node.kubernetes.io/exclude-disruption"))
         .is_some()
 }

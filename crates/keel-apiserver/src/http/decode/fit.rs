@@ -21,7 +21,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Scalar, Shape};
+use super::{Place, Scalar, Shape};
 use crate::http::go_value::{GoType, as_floats, go_fmt, go_sharp_v, json_float};
 
 /// A value of a body as Go's JSON decoder meets it: its kind and, for scalars, its text.
@@ -91,18 +91,18 @@ pub enum Refusal {
     },
 }
 
-/// What Go's JSON decoder says about `got` for a value of `shape` (`named`: its Go type's
-/// name, where `k8s.io/api` gives it one); None when it fits.
+/// What Go's JSON decoder says about `got` for a value of `shape` at `place` (which names
+/// its Go type where `k8s.io/api` does); None when it fits.
 pub fn json(
     shape: Shape<'_>,
-    named: Option<&str>,
+    place: &Place<'_>,
     got: Got<'_>,
     defs: &Map<String, Value>,
 ) -> Option<Refusal> {
     let mismatch = |literal: bool| {
         Some(Refusal::Type {
             value: got.word(literal),
-            go_type: shape.go_type(named, defs),
+            go_type: place.go_type(shape, defs),
             stops: false,
         })
     };
@@ -182,12 +182,12 @@ fn fits_int(n: &str, bits: u32) -> bool {
     }
 }
 
-/// What apimachinery's unstructured converter says about `value` for a field of `shape`
-/// (`named`: its Go type's name, where `k8s.io/api` gives it one); None when it converts.
+/// What apimachinery's unstructured converter says about `value` for a field of `shape` at
+/// `place` (which names its Go type where `k8s.io/api` does); None when it converts.
 /// Containers are judged as containers; their contents one by one by the caller.
 pub fn converted(
     shape: Shape<'_>,
-    named: Option<&str>,
+    place: &Place<'_>,
     value: &Value,
     defs: &Map<String, Value>,
 ) -> Option<String> {
@@ -218,7 +218,7 @@ pub fn converted(
             }
             (Scalar::String, GoType::Int) => Some(format!(
                 "cannot convert int64 to {}",
-                shape.go_type(named, defs)
+                place.go_type(shape, defs)
             )),
             (Scalar::String, _) => Some("unrecognized type: string".into()),
             (Scalar::Bool, _) => Some("unrecognized type: bool".into()),
@@ -450,7 +450,7 @@ mod tests {
     }
 
     fn json_says(shape: Shape<'_>, raw: &str) -> Option<Refusal> {
-        json(shape, None, Got::of(raw), defs())
+        json(shape, &Place::default(), Got::of(raw), defs())
     }
 
     fn type_error(value: &str, go_type: &str, stops: bool) -> Option<Refusal> {
@@ -559,13 +559,15 @@ mod tests {
     #[test]
     fn the_converter_converts_what_go_converts() {
         use Scalar::*;
-        let says = |s: Scalar, v: Value| converted(scalar(s), None, &v, defs());
+        let says = |s: Scalar, v: Value| converted(scalar(s), &Place::default(), &v, defs());
+        let root = Place::default();
+        let protocol = root.field("io.k8s.api.core.v1.ContainerPort", "protocol");
         assert_eq!(
             says(String, json!(5)).unwrap(),
             "cannot convert int64 to string"
         );
         assert_eq!(
-            converted(scalar(String), Some("v1.Protocol"), &json!(5), defs()).unwrap(),
+            converted(scalar(String), &protocol, &json!(5), defs()).unwrap(),
             "cannot convert int64 to v1.Protocol"
         );
         assert_eq!(
@@ -602,12 +604,12 @@ mod tests {
             .unwrap();
         let strukt = Shape::Struct("io.k8s.api.core.v1.ConfigMap", properties);
         assert_eq!(
-            converted(strukt, None, &json!("x"), defs()).unwrap(),
+            converted(strukt, &Place::default(), &json!("x"), defs()).unwrap(),
             "cannot restore struct from: string"
         );
         let map = Shape::Map(&properties["data"]["additionalProperties"]);
         assert_eq!(
-            converted(map, None, &json!([1]), defs()).unwrap(),
+            converted(map, &Place::default(), &json!([1]), defs()).unwrap(),
             "cannot restore map from slice"
         );
     }

@@ -174,7 +174,7 @@ fn resolve<'a>(schema: &'a Value, defs: &'a Map<String, Value>) -> (Option<&'a s
     for _ in 0..16 {
         let reference = current
             .get("$ref")
-            .or_else(|| current.pointer("/allOf/0/$ref"))
+            .or_else(|| current.get("allOf")?.get(0)?.get("$ref"))
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix(Flavor::V3.prefix()));
         match reference.and_then(|r| defs.get_key_value(r)) {
@@ -188,75 +188,125 @@ fn resolve<'a>(schema: &'a Value, defs: &'a Map<String, Value>) -> (Option<&'a s
     (name, current)
 }
 
-/// Where a value is, as the decoders name it.
-#[derive(Debug, Clone, Default)]
+/// Where a value is, as the decoders name it: the steps from the object's root, each
+/// borrowing its parent, spelt out only when a message names the place (most values fit and
+/// are never named, so reading a body allocates nothing per field for it).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Place<'a> {
-    /// The path of unknown fields and pruning: field names joined with `.`, list items as
-    /// `[0]` (`spec.containers[0].image`).
-    pub path: String,
-    /// The Go struct whose field holds the value (`UnmarshalTypeError.Struct`).
-    owner: &'a str,
-    /// The struct fields down to the value, joined with `.`, without map keys or list
-    /// items (`UnmarshalTypeError.Field`: `spec.containers.image`).
-    field: String,
-    /// The value's Go type, where `k8s.io/api` names it ([`names`]).
-    named: Option<&'static str>,
+    parent: Option<&'a Place<'a>>,
+    step: Step<'a>,
+}
+
+/// One step down from a [`Place`].
+#[derive(Debug, Clone, Copy, Default)]
+enum Step<'a> {
+    /// The object itself.
+    #[default]
+    Root,
+    /// The field `key` of a struct whose Go name is `owner` (`Container`).
+    Field { owner: &'a str, key: &'a str },
+    /// The value at `key` of a map.
+    Value(&'a str),
+    /// An item of a list.
+    Item(usize),
 }
 
 impl<'a> Place<'a> {
     /// The field `key` of the struct defined as `definition`, where this place holds one.
-    pub fn field(&self, definition: &'a str, key: &str) -> Place<'a> {
+    pub fn field(&'a self, definition: &'a str, key: &'a str) -> Place<'a> {
         let owner = definition.rsplit('.').next().unwrap_or("");
-        Place {
-            path: join(&self.path, key),
-            owner,
-            field: join(&self.field, key),
-            named: names::named_type(owner, key),
-        }
+        self.down(Step::Field { owner, key })
     }
 
     /// The value at `key` of the map here.
-    pub fn value(&self, key: &str) -> Place<'a> {
-        Place {
-            path: join(&self.path, key),
-            named: self.named.and_then(|n| n.strip_prefix("map[string]")),
-            ..self.clone()
-        }
+    pub fn value(&'a self, key: &'a str) -> Place<'a> {
+        self.down(Step::Value(key))
     }
 
     /// The item `index` of the list here.
-    pub fn item(&self, index: usize) -> Place<'a> {
+    pub fn item(&'a self, index: usize) -> Place<'a> {
+        self.down(Step::Item(index))
+    }
+
+    fn down(&'a self, step: Step<'a>) -> Place<'a> {
         Place {
-            path: format!("{}[{index}]", self.path),
-            named: self.named.and_then(|n| n.strip_prefix("[]")),
-            ..self.clone()
+            parent: Some(self),
+            step,
+        }
+    }
+
+    /// The path of unknown fields and pruning: field names joined with `.`, list items as
+    /// `[0]` (`spec.containers[0].image`).
+    pub fn path(&self) -> String {
+        let mut path = String::new();
+        self.write(&mut path, true);
+        path
+    }
+
+    /// The struct fields down to the value, joined with `.`, without map keys or list items
+    /// (`UnmarshalTypeError.Field`: `spec.containers.image`).
+    fn field_path(&self) -> String {
+        let mut path = String::new();
+        self.write(&mut path, false);
+        path
+    }
+
+    /// Writes the steps down to here: every step (`all`), or the struct fields alone.
+    fn write(&self, out: &mut String, all: bool) {
+        if let Some(parent) = self.parent {
+            parent.write(out, all);
+        }
+        let key = match self.step {
+            Step::Root => return,
+            Step::Field { key, .. } => key,
+            Step::Value(key) if all => key,
+            Step::Item(index) if all => {
+                out.push_str(&format!("[{index}]"));
+                return;
+            }
+            Step::Value(_) | Step::Item(_) => return,
+        };
+        if !out.is_empty() {
+            out.push('.');
+        }
+        out.push_str(key);
+    }
+
+    /// The Go struct whose field holds the value (`UnmarshalTypeError.Struct`).
+    fn owner(&self) -> &'a str {
+        match (self.step, self.parent) {
+            (Step::Field { owner, .. }, _) => owner,
+            (_, Some(parent)) => parent.owner(),
+            (_, None) => "",
+        }
+    }
+
+    /// The value's Go type, where `k8s.io/api` names it ([`names`]).
+    pub fn named(&self) -> Option<&'static str> {
+        match self.step {
+            Step::Root => None,
+            Step::Field { owner, key } => names::named_type(owner, key),
+            Step::Value(_) => self.parent?.named()?.strip_prefix("map[string]"),
+            Step::Item(_) => self.parent?.named()?.strip_prefix("[]"),
         }
     }
 
     /// The Go type's name here, for a value of `shape`.
     pub fn go_type(&self, shape: Shape<'_>, defs: &Map<String, Value>) -> String {
-        shape.go_type(self.named, defs)
+        shape.go_type(self.named(), defs)
     }
 
     /// Go's `UnmarshalTypeError` for `value` (`number`, `string`, ...) found here where a
     /// `go_type` was wanted.
     pub fn type_error(&self, value: &str, go_type: &str) -> String {
-        if self.owner.is_empty() && self.field.is_empty() {
+        let (owner, field) = (self.owner(), self.field_path());
+        if owner.is_empty() && field.is_empty() {
             format!("json: cannot unmarshal {value} into Go value of type {go_type}")
         } else {
             format!(
-                "json: cannot unmarshal {value} into Go struct field {}.{} of type {go_type}",
-                self.owner, self.field
+                "json: cannot unmarshal {value} into Go struct field {owner}.{field} of type {go_type}"
             )
         }
-    }
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
     }
 }
 
@@ -270,21 +320,40 @@ mod tests {
         openapi::documents(&registry::kinds()).definitions()
     }
 
-    fn at<'a>(root: &'a str, path: &[&str]) -> (Shape<'a>, Place<'a>) {
-        let defs = defs();
-        let mut shape = Shape::root(root, defs).unwrap();
-        let mut place = Place::default();
-        for step in path {
-            (shape, place) = match (shape, *step) {
-                (Shape::Slice(items), "[]") => (Shape::of(items, defs), place.item(0)),
-                (Shape::Map(values), key) => (Shape::of(values, defs), place.value(key)),
-                (Shape::Struct(name, properties), key) => {
-                    (Shape::of(&properties[key], defs), place.field(name, key))
-                }
-                other => panic!("no {step} in {other:?}"),
+    /// Calls `f` with the shape and place `path` leads to from the definition `root`.
+    fn at<R>(root: &str, path: &[&str], f: impl FnOnce(Shape<'_>, &Place<'_>) -> R) -> R {
+        fn down<R>(
+            shape: Shape<'_>,
+            place: &Place<'_>,
+            path: &[&str],
+            f: impl FnOnce(Shape<'_>, &Place<'_>) -> R,
+        ) -> R {
+            let defs = defs();
+            let Some((step, rest)) = path.split_first() else {
+                return f(shape, place);
             };
+            match (shape, *step) {
+                (Shape::Slice(items), "[]") => {
+                    down(Shape::of(items, defs), &place.item(0), rest, f)
+                }
+                (Shape::Map(values), key) => {
+                    down(Shape::of(values, defs), &place.value(key), rest, f)
+                }
+                (Shape::Struct(name, properties), key) => down(
+                    Shape::of(&properties[key], defs),
+                    &place.field(name, key),
+                    rest,
+                    f,
+                ),
+                other => panic!("no {step} in {other:?}"),
+            }
         }
-        (shape, place)
+        down(
+            Shape::root(root, defs()).unwrap(),
+            &Place::default(),
+            path,
+            f,
+        )
     }
 
     #[test]
@@ -322,37 +391,55 @@ mod tests {
             (&["spec", "activeDeadlineSeconds"], "int64"),
         ];
         for (path, go_type) in cases {
-            let (shape, place) = at(pod, path);
-            assert_eq!(place.go_type(shape, defs()), go_type, "{path:?}");
+            let named = at(pod, path, |shape, place| place.go_type(shape, defs()));
+            assert_eq!(named, go_type, "{path:?}");
         }
-        let (shape, _) = at("io.k8s.api.core.v1.Secret", &["data"]);
-        assert_eq!(shape.go_type(None, defs()), "map[string][]uint8");
-        let (shape, _) = at(pod, &["metadata", "creationTimestamp"]);
-        assert!(matches!(shape, Shape::Scalar(Scalar::Time)));
-        let (shape, _) = at(
+        let data = at("io.k8s.api.core.v1.Secret", &["data"], |shape, _| {
+            shape.go_type(None, defs())
+        });
+        assert_eq!(data, "map[string][]uint8");
+        at(pod, &["metadata", "creationTimestamp"], |shape, _| {
+            assert!(matches!(shape, Shape::Scalar(Scalar::Time)));
+        });
+        let cpu = ["spec", "containers", "[]", "resources", "limits", "cpu"];
+        at(pod, &cpu, |shape, _| {
+            assert!(matches!(shape, Shape::Scalar(Scalar::Quantity)));
+        });
+        at(
             pod,
-            &["spec", "containers", "[]", "resources", "limits", "cpu"],
+            &["metadata", "managedFields", "[]", "fieldsV1"],
+            |shape, _| {
+                assert!(matches!(shape, Shape::Raw));
+            },
         );
-        assert!(matches!(shape, Shape::Scalar(Scalar::Quantity)));
-        let (shape, _) = at(pod, &["metadata", "managedFields", "[]", "fieldsV1"]);
-        assert!(matches!(shape, Shape::Raw));
     }
 
     #[test]
     fn type_errors_name_the_struct_and_the_fields_down_to_the_value() {
-        let (_, place) = at("io.k8s.api.core.v1.ConfigMap", &["data", "y"]);
-        assert_eq!(
-            place.type_error("number", "string"),
-            "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+        at(
+            "io.k8s.api.core.v1.ConfigMap",
+            &["data", "y"],
+            |_, place| {
+                assert_eq!(
+                    place.type_error("number", "string"),
+                    "json: cannot unmarshal number into Go struct field ConfigMap.data of type string"
+                );
+            },
         );
-        let (_, place) = at(
-            "io.k8s.api.core.v1.Service",
-            &["spec", "ports", "[]", "port"],
-        );
-        assert_eq!(place.path, "spec.ports[0].port");
-        assert_eq!(
-            place.type_error("string", "int32"),
-            "json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"
+        let port = ["spec", "ports", "[]", "port"];
+        at("io.k8s.api.core.v1.Service", &port, |_, place| {
+            assert_eq!(place.path(), "spec.ports[0].port");
+            assert_eq!(
+                place.type_error("string", "int32"),
+                "json: cannot unmarshal string into Go struct field ServicePort.spec.ports.port of type int32"
+            );
+        });
+        at(
+            "io.k8s.api.core.v1.Node",
+            &["status", "volumesInUse", "[]"],
+            |shape, place| {
+                assert_eq!(place.go_type(shape, defs()), "v1.UniqueVolumeName");
+            },
         );
     }
 }

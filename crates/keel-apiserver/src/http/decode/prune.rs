@@ -40,28 +40,29 @@ fn walk(
     out: &mut Pruned,
 ) {
     if out.conversion.is_none() {
-        out.conversion = fit::converted(shape, place.named, value, defs);
+        out.conversion = fit::converted(shape, place, value, defs);
     }
     if let Some(error) = fit::typed(shape, value) {
-        out.typed.push(format!(".{}: {error}", place.path));
+        out.typed.push(format!(".{}: {error}", place.path()));
     }
     match (shape, value) {
         (Shape::Struct(name, properties), Value::Object(map)) => {
-            let keys: Vec<String> = map.keys().cloned().collect();
-            for key in keys {
-                let child = place.field(name, &key);
-                match properties.get(&key) {
-                    Some(schema) => {
-                        let value = map.get_mut(&key).expect("the key is in the map");
-                        walk(value, Shape::of(schema, defs), &child, defs, out);
-                    }
+            let mut undeclared = Vec::new();
+            for (key, value) in map.iter_mut() {
+                let child = place.field(name, key);
+                match properties.get(key) {
+                    Some(schema) => walk(value, Shape::of(schema, defs), &child, defs, out),
                     None => {
+                        let path = child.path();
                         out.typed
-                            .push(format!(".{}: field not declared in schema", child.path));
-                        out.removed.push(child.path);
-                        map.remove(&key);
+                            .push(format!(".{path}: field not declared in schema"));
+                        out.removed.push(path);
+                        undeclared.push(key.clone());
                     }
                 }
+            }
+            for key in undeclared {
+                map.remove(&key);
             }
         }
         (Shape::Map(values), Value::Object(map)) => {

@@ -91,7 +91,7 @@ impl Walk<'_, '_> {
         if self.found.stopped.is_some() {
             return;
         }
-        let Some(refusal) = fit::json(self.shape, self.place.named, got, self.defs) else {
+        let Some(refusal) = fit::json(self.shape, &self.place, got, self.defs) else {
             return;
         };
         let (message, stops) = match refusal {
@@ -203,7 +203,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
                     let Some(schema) = properties.get(&key) else {
                         self.found
                             .strict
-                            .push(format!("unknown field {}", go_quote(&place.path)));
+                            .push(format!("unknown field {}", go_quote(&place.path())));
                         map.next_value::<IgnoredAny>()?;
                         continue;
                     };
@@ -211,10 +211,10 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
                 }
                 Fields::Values(shape) => (shape, self.place.value(&key)),
             };
-            if !seen.insert(key) {
+            if seen.contains(&key) {
                 self.found
                     .strict
-                    .push(format!("duplicate field {}", go_quote(&place.path)));
+                    .push(format!("duplicate field {}", go_quote(&place.path())));
             }
             map.next_value_seed(Walk {
                 shape,
@@ -222,6 +222,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
                 place,
                 found: &mut *self.found,
             })?;
+            seen.insert(key);
         }
         Ok(())
     }

@@ -26,6 +26,7 @@ use schemars::{JsonSchema, SchemaGenerator};
 use serde_json::{Map, Value, json};
 
 use crate::http::strategic_merge;
+use crate::json_pointer::At;
 use crate::registry::Strategy;
 use crate::registry::schema::PatchStrategy;
 
@@ -293,7 +294,7 @@ fn tag(defs: &mut Map<String, Value>, name: &str, gvks: &[(&str, &str, &str)]) {
 pub fn referenced(schema: &Value, flavor: Flavor) -> Option<&str> {
     let reference = schema
         .get("$ref")
-        .or_else(|| schema.pointer("/allOf/0/$ref"))
+        .or_else(|| schema.at("/allOf/0/$ref"))
         .and_then(Value::as_str);
     match reference {
         Some(r) => r.strip_prefix(flavor.prefix()),
@@ -319,7 +320,7 @@ fn annotate_patch_strategy(
         for segment in parents {
             let next = defs
                 .get(&definition)
-                .and_then(|d| d.pointer(&format!("/properties/{segment}")))
+                .and_then(|d| d.at(&format!("/properties/{segment}")))
                 .and_then(|p| referenced(p, flavor));
             match next {
                 Some(next) => definition = next.to_string(),
@@ -331,7 +332,7 @@ fn annotate_patch_strategy(
         }
         let property = defs
             .get_mut(&definition)
-            .and_then(|d| d.pointer_mut(&format!("/properties/{last}")))
+            .and_then(|d| d.at_mut(&format!("/properties/{last}")))
             .and_then(Value::as_object_mut);
         let (true, Some(property)) = (found, property) else {
             continue;
@@ -385,14 +386,14 @@ mod tests {
         );
         assert!(cm.get("required").is_none(), "{cm}");
         assert_eq!(
-            cm.pointer("/properties/metadata/allOf/0/$ref"),
+            cm.at("/properties/metadata/allOf/0/$ref"),
             Some(&json!(
                 "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
             ))
         );
         let list = &defs["io.k8s.api.core.v1.ConfigMapList"];
         assert_eq!(
-            list.pointer("/properties/items/items/$ref"),
+            list.at("/properties/items/items/$ref"),
             Some(&json!("#/components/schemas/io.k8s.api.core.v1.ConfigMap"))
         );
         assert_eq!(

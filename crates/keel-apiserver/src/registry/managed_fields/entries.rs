@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use crate::json_pointer::At;
 use crate::registry::fieldpath::{PathElement, Set, go_json_string};
 use crate::registry::time::Time;
 use crate::storage::FieldError;
@@ -306,10 +307,7 @@ impl Managed {
 /// `ValidateManagedFields`: what a stored entry may not be.
 pub fn validate(obj: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let Some(entries) = obj
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-    else {
+    let Some(entries) = obj.at("/metadata/managedFields").and_then(Value::as_array) else {
         return errors;
     };
     for (i, entry) in entries.iter().enumerate() {

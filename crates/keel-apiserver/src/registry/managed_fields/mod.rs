@@ -45,6 +45,7 @@ use super::schema::{Schema, schema_of};
 use super::time::Time;
 use super::typed::{self, TypedErrors};
 use super::{ResourceInfo, Strategy, meta};
+use crate::json_pointer::At;
 use conflicts::conflict_message;
 pub use conflicts::{ApplyError, Conflict};
 pub use entries::{
@@ -122,9 +123,7 @@ impl<'a> FieldManager<'a> {
     pub fn update(&self, live: Option<&Value>, new: &mut Value, manager: &str) {
         self.kind.set_defaults(new);
         if self.try_update(live, new, manager).is_err() {
-            let live_entries = live
-                .and_then(|l| l.pointer("/metadata/managedFields"))
-                .cloned();
+            let live_entries = live.and_then(|l| l.at("/metadata/managedFields")).cloned();
             let meta = meta::metadata(new);
             match live_entries {
                 Some(entries) => meta.insert("managedFields".into(), entries),
@@ -139,7 +138,7 @@ impl<'a> FieldManager<'a> {
         new: &mut Value,
         manager: &str,
     ) -> Result<(), String> {
-        let live_entries = live.and_then(|l| l.pointer("/metadata/managedFields"));
+        let live_entries = live.and_then(|l| l.at("/metadata/managedFields"));
         let decode_live = || Managed::decode(live_entries).unwrap_or_default();
         let sent = meta::metadata(new).remove("managedFields");
         let mut managed = if !self.subresource.is_empty() {
@@ -297,7 +296,7 @@ impl<'a> FieldManager<'a> {
             )));
         }
         if config
-            .pointer("/metadata/managedFields")
+            .at("/metadata/managedFields")
             .is_some_and(Value::is_array)
         {
             return Err(ApplyError::BadRequest(
@@ -323,7 +322,7 @@ impl<'a> FieldManager<'a> {
                 self.describe(config)
             ))
         })?;
-        let managed = Managed::decode(live.and_then(|l| l.pointer("/metadata/managedFields")))
+        let managed = Managed::decode(live.and_then(|l| l.at("/metadata/managedFields")))
             .map_err(|e| ApplyError::Internal(format!("failed to decode managed fields: {e}")))?;
         let base = match live {
             Some(l) => without_managed_fields(l),
@@ -351,7 +350,7 @@ impl<'a> FieldManager<'a> {
         self.kind.set_defaults(&mut object);
         if manager == KUBECTL
             && let Some(annotations) = object
-                .pointer_mut("/metadata/annotations")
+                .at_mut("/metadata/annotations")
                 .and_then(Value::as_object_mut)
             && annotations
                 .get(LAST_APPLIED)
@@ -456,7 +455,7 @@ impl<'a> FieldManager<'a> {
     /// value the object still has.
     fn last_applied_fields(&self, live: &Value) -> Option<Set> {
         let text = live
-            .pointer("/metadata/annotations")?
+            .at("/metadata/annotations")?
             .get(LAST_APPLIED)?
             .as_str()
             .filter(|t| !t.is_empty())?;
@@ -529,7 +528,7 @@ fn split_api_version(api_version: &str) -> (&str, &str) {
 fn last_applied(config: &Value) -> String {
     let mut copy = config.clone();
     if let Some(annotations) = copy
-        .pointer_mut("/metadata/annotations")
+        .at_mut("/metadata/annotations")
         .and_then(Value::as_object_mut)
     {
         annotations.remove(LAST_APPLIED);

@@ -7,6 +7,7 @@ use proptest::prelude::{Strategy as _, prop, prop_assert, prop_assert_eq, propte
 use serde_json::{Value, json};
 
 use super::*;
+use crate::json_pointer::At;
 use crate::registry::configmaps::ConfigMaps;
 use crate::registry::pods::Pods;
 use crate::registry::services::Services;
@@ -33,14 +34,14 @@ fn stored(mut obj: Value) -> Value {
 }
 
 fn entries(obj: &Value) -> Vec<Value> {
-    obj.pointer("/metadata/managedFields")
+    obj.at("/metadata/managedFields")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default()
 }
 
 fn entry<'a>(obj: &'a Value, manager: &str, operation: &str) -> Option<&'a Value> {
-    obj.pointer("/metadata/managedFields")?
+    obj.at("/metadata/managedFields")?
         .as_array()?
         .iter()
         .find(|e| e["manager"] == manager && e["operation"] == operation)
