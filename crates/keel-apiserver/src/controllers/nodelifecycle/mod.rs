@@ -376,10 +376,7 @@ impl Monitor {
     /// NoExecute taints lifted (they are set again if it is still lost).
     async fn classify(&mut self, nodes: &[Arc<Value>]) {
         let now = Instant::now();
-        let names: BTreeSet<String> = nodes
-            .iter()
-            .map(|n| meta_str(n, "name").to_string())
-            .collect();
+        let names: BTreeSet<&str> = nodes.iter().map(|n| meta_str(n, "name")).collect();
         for node in nodes {
             let name = meta_str(node, "name");
             let zone = zone_key(node);
@@ -390,10 +387,12 @@ impl Monitor {
                     .get_or_create(&NodeLifecycleMetrics::zone(&zone))
                     .inc_by(0);
             }
-            if self
-                .known
-                .insert(name.to_string(), meta_str(node, "uid").to_string())
-                .is_none()
+            let uid = meta_str(node, "uid");
+            if self.known.get(name).is_none_or(|known| known != uid)
+                && self
+                    .known
+                    .insert(name.to_string(), uid.to_string())
+                    .is_none()
             {
                 tracing::info!(node = name, "node lifecycle: observed a new node");
                 let message = format!("Node {name} event: Registered Node {name} in Controller");
@@ -406,7 +405,7 @@ impl Monitor {
         let gone: Vec<(String, String)> = self
             .known
             .iter()
-            .filter(|(name, _)| !names.contains(*name))
+            .filter(|(name, _)| !names.contains(name.as_str()))
             .map(|(name, uid)| (name.clone(), uid.clone()))
             .collect();
         for (name, uid) in gone {
@@ -425,9 +424,12 @@ impl Monitor {
     /// The node's health this pass (`tryUpdateNodeHealth` with its retries): the node as
     /// it now is, its observed and its current Ready condition; None if it could not be
     /// written (it is left out of this pass).
-    async fn update_health(&mut self, node: &Arc<Value>) -> Option<(Value, Value, Option<Value>)> {
+    async fn update_health(
+        &mut self,
+        node: &Arc<Value>,
+    ) -> Option<(Arc<Value>, Value, Option<Value>)> {
         let name = meta_str(node, "name").to_string();
-        let mut node = Value::clone(node);
+        let mut node = Arc::clone(node);
         for attempt in 0..UPDATE_RETRIES {
             let lease = self.leases.get(&format!("{LEASE_NAMESPACE}/{name}"));
             let now = now_millis();
@@ -451,7 +453,7 @@ impl Monitor {
                     self.health
                         .insert(name, health.after_update(&written, now_millis()));
                     return Some((
-                        written,
+                        Arc::new(written),
                         observation.observed_ready,
                         observation.current_ready,
                     ));
@@ -469,7 +471,7 @@ impl Monitor {
                         .get(self.writer.nodes, None, &name, "")
                         .await
                     {
-                        Ok(fresh) => node = fresh,
+                        Ok(fresh) => node = Arc::new(fresh),
                         Err(_) => return None,
                     }
                 }
