@@ -9,6 +9,8 @@
 //! watch with `sendInitialEvents=true` (or a watch from "" that says nothing, as 1.34
 //! defaults it) sends the current objects as ADDED and then one BOOKMARK annotated
 //! `k8s.io/initial-events-end: "true"` at a revision not older than a list made before;
+//! the watch cache serves those initial objects as a consistent read (its list and
+//! consistent-read counts move);
 //! `sendInitialEvents=false` sends only the changes after the resourceVersion; one from a
 //! resourceVersion the store has not reached gets an ERROR event with a 504 Status; options
 //! combined wrongly are refused 422 with kube-apiserver's message; and a cached watch with
@@ -47,6 +49,27 @@ fn watch(kube: &Kube, path: &str) -> Vec<(String, String, String)> {
             (kind, name.to_string(), rv_or_code)
         })
         .collect()
+}
+
+/// The configmaps lists the watch cache served (`apiserver_cache_list_total`) and its
+/// consistent reads that did not fall back to the store, from `/metrics`.
+fn cache_reads(kube: &Kube) -> (u64, u64) {
+    let metrics = kube.kubectl_ok(&["get", "--raw", "/metrics"]);
+    let sum = |name: &str, labels: &[&str]| -> u64 {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(name) && labels.iter().all(|label| l.contains(label)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    };
+    let configmaps = "resource=\"configmaps\"";
+    (
+        sum("apiserver_cache_list_total{", &[configmaps]),
+        sum(
+            "apiserver_watch_cache_consistent_read_total{",
+            &[configmaps, "success=\"true\"", "fallback=\"false\""],
+        ),
+    )
 }
 
 fn rv(kube: &Kube, args: &[&str]) -> String {
@@ -201,11 +224,20 @@ fn streaming_lists_and_bookmarks(stack: Stack) {
     let configmaps = "/api/v1/namespaces/s/configmaps?watch=1&labelSelector=t%3Ds&timeoutSeconds=1";
     let streaming =
         "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
+    let served_before = cache_reads(&kube);
     let list = events_of(&kube, &format!("{configmaps}&{streaming}"));
     streamed_list(&list, &["one", "two"], "ConfigMap", listed, stack);
     // From "" without sendInitialEvents, as kube-apiserver 1.34 defaults it.
     let defaulted = events_of(&kube, &format!("{configmaps}&allowWatchBookmarks=true"));
     streamed_list(&defaulted, &["one", "two"], "ConfigMap", listed, stack);
+    // Both initial lists were consistent reads served by the watch cache, as kube-apiserver's
+    // Cacher serves them, not store lists.
+    let (lists, consistent) = served_before;
+    assert_eq!(
+        cache_reads(&kube),
+        (lists + 2, consistent + 2),
+        "{stack:?}: the watch cache's list and consistent read counts"
+    );
     // Not cached (events): the same.
     let events = events_of(
         &kube,

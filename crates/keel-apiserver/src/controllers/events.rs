@@ -2,15 +2,80 @@
 //! named `<object>.<nanoseconds in hex>` in the object's namespace (`default` for a
 //! cluster-scoped object), count 1, first and last timestamps now, the controller as source
 //! and reporting component. A failed write is logged and dropped, as the recorder drops it.
+//!
+//! As client-go's broadcaster, an [`EventRecorder`] never makes its controller wait: events
+//! queue (at most [`MAX_QUEUED_EVENTS`], the broadcaster's `maxQueuedEvents`; more are
+//! dropped, as its `DropIfChannelFull` drops them) and one task writes them, so a controller
+//! that sees 50,000 new nodes in one pass goes on with the pass.
+
+use std::sync::Arc;
 
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use crate::registry::managed_fields::FieldManager;
 use crate::registry::store::Registry;
 use crate::registry::time::Time;
 
+/// How many events wait to be written before more are dropped.
+pub const MAX_QUEUED_EVENTS: usize = 1000;
+
+/// One event to write.
+struct Queued {
+    involved: Value,
+    kind: &'static str,
+    reason: &'static str,
+    message: String,
+}
+
+/// Queues a component's events and writes them in the background (see the module docs).
+#[derive(Clone)]
+pub struct EventRecorder {
+    queue: mpsc::Sender<Queued>,
+}
+
+impl EventRecorder {
+    /// A recorder writing `component`'s events through `registry`, from a task on the
+    /// current runtime.
+    pub fn spawn(registry: Arc<Registry>, component: &'static str) -> EventRecorder {
+        let (queue, mut queued) = mpsc::channel::<Queued>(MAX_QUEUED_EVENTS);
+        tokio::spawn(async move {
+            while let Some(event) = queued.recv().await {
+                let Queued {
+                    involved,
+                    kind,
+                    reason,
+                    message,
+                } = event;
+                record(&registry, component, involved, kind, reason, &message).await;
+            }
+        });
+        EventRecorder { queue }
+    }
+
+    /// Queues an event of `kind` (`Normal`, `Warning`) about `involved` (an
+    /// ObjectReference); dropped when the queue is full.
+    pub fn event(
+        &self,
+        involved: Value,
+        kind: &'static str,
+        reason: &'static str,
+        message: String,
+    ) {
+        let queued = Queued {
+            involved,
+            kind,
+            reason,
+            message,
+        };
+        if let Err(mpsc::error::TrySendError::Full(dropped)) = self.queue.try_send(queued) {
+            tracing::debug!(reason = dropped.reason, "event queue full: event dropped");
+        }
+    }
+}
+
 /// Records an event of `kind` (`Normal`, `Warning`) about `involved` (an ObjectReference)
-/// from `component`.
+/// from `component`, now.
 pub async fn record(
     registry: &Registry,
     component: &str,

@@ -311,7 +311,8 @@ impl<C: Codec> Storage<C> {
 
     /// A watch of `prefix`. With the current objects first (`send_initial_events`, or, when
     /// that is unset, a start of "" or "0", as kube-apiserver 1.34's WatchList defaults make
-    /// legacy watches), they are read from the store not older than `resource_version`, and the
+    /// legacy watches), they are read not older than `resource_version` (from the watch cache
+    /// when it is ready, as kube-apiserver's Cacher serves them, else from the store), and the
     /// changes after them follow; without, the changes after `resource_version` (after the
     /// store's current revision for "" or "0"). The cache serves the changes when it holds them
     /// all, checking first that the store has not compacted a start it was given; otherwise
@@ -325,16 +326,13 @@ impl<C: Codec> Storage<C> {
         let rv = resource_version::parse(resource_version)?;
         let listed = send_initial_events.unwrap_or(rv == 0);
         let (initial, after) = if listed {
-            let options = ListOptions {
-                resource_version,
-                resource_version_match: match send_initial_events {
-                    Some(_) => "NotOlderThan",
-                    None => "",
-                },
-                ..ListOptions::default()
-            };
-            let all = self.timed("list", self.store.list(prefix, options)).await?;
-            (all.items, all.revision)
+            match self.initial_from_cache(prefix, resource_version).await {
+                Some(served) => served?,
+                None => {
+                    self.initial_from_store(prefix, resource_version, send_initial_events)
+                        .await?
+                }
+            }
         } else if rv == 0 {
             let now = self.timed("get", self.store.get(prefix, "")).await?;
             (Vec::new(), now.1)
@@ -362,6 +360,72 @@ impl<C: Codec> Storage<C> {
             after,
             source,
         })
+    }
+
+    /// The current objects a watch sends first, from the watch cache as a list with the same
+    /// resourceVersion is served ("": a consistent read, the store's current revision, then the
+    /// cache once it has reached it; "0": the cache as it is; N: the cache once it has reached
+    /// N, or 504 after the wait), and the revision they are at. None when the cache cannot
+    /// serve it (not ready, or a consistent read it did not catch up with in time: counted as
+    /// a fallback, as a list's).
+    async fn initial_from_cache(
+        &self,
+        prefix: &str,
+        resource_version: &str,
+    ) -> Option<Result<(Vec<Object>, i64), StorageError>> {
+        let cache = self.ready_cache()?;
+        let consistent = resource_version.is_empty();
+        let min = if consistent {
+            match self
+                .timed("list", self.store.current_revision(prefix))
+                .await
+            {
+                Ok(current) => current,
+                Err(e) => return Some(Err(e)),
+            }
+        } else {
+            match resource_version::parse(resource_version) {
+                Ok(min) => min,
+                Err(e) => return Some(Err(e)),
+            }
+        };
+        let listed = cache
+            .wait_until_fresh_and_list(min, prefix, true, &[])
+            .await;
+        if consistent {
+            let fallback = matches!(listed, Err(StorageError::TooLargeResourceVersion { .. }));
+            cache.metrics().consistent_read(!fallback, fallback);
+            if fallback {
+                return None;
+            }
+        }
+        Some(listed.map(|listed| {
+            cache
+                .metrics()
+                .list_served(&listed.index, listed.entries.len(), listed.entries.len());
+            let objects = listed.entries.iter().map(|e| e.object.clone()).collect();
+            (objects, listed.revision)
+        }))
+    }
+
+    /// The current objects a watch sends first, read from the store (not older than
+    /// `resource_version`), and the revision they are at.
+    async fn initial_from_store(
+        &self,
+        prefix: &str,
+        resource_version: &str,
+        send_initial_events: Option<bool>,
+    ) -> Result<(Vec<Object>, i64), StorageError> {
+        let options = ListOptions {
+            resource_version,
+            resource_version_match: match send_initial_events {
+                Some(_) => "NotOlderThan",
+                None => "",
+            },
+            ..ListOptions::default()
+        };
+        let all = self.timed("list", self.store.list(prefix, options)).await?;
+        Ok((all.items, all.revision))
     }
 
     /// How many objects are under `prefix` (from the store).

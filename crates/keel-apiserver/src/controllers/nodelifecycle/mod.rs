@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::events;
+use super::events::EventRecorder;
 use super::informer::Informer;
 use crate::config::ControllerManagerConfig;
 use crate::json_pointer::At;
@@ -119,6 +119,7 @@ pub async fn run(registry: Arc<Registry>, options: Options, metrics: NodeLifecyc
     let writer = Writer {
         registry: registry.clone(),
         nodes: nodes_kind,
+        events: EventRecorder::spawn(registry.clone(), "node-controller"),
     };
     let no_schedule = writer.clone();
     let cache = nodes.clone();
@@ -162,6 +163,7 @@ pub async fn run(registry: Arc<Registry>, options: Options, metrics: NodeLifecyc
 struct Writer {
     registry: Arc<Registry>,
     nodes: &'static dyn Strategy,
+    events: EventRecorder,
 }
 
 impl Writer {
@@ -229,19 +231,12 @@ impl Writer {
         }
     }
 
-    /// Records a Normal event about `node` from the `node-controller`.
-    async fn node_event(&self, node: &Value, reason: &str, message: &str) {
+    /// Records a Normal event about `node` from the `node-controller` (queued: the pass
+    /// does not wait for it).
+    fn node_event(&self, node: &Value, reason: &'static str, message: String) {
         let involved = json!({"kind": "Node", "name": meta_str(node, "name"),
                               "uid": meta_str(node, "uid"), "apiVersion": "v1"});
-        events::record(
-            &self.registry,
-            "node-controller",
-            involved,
-            "Normal",
-            reason,
-            message,
-        )
-        .await;
+        self.events.event(involved, "Normal", reason, message);
     }
 
     /// Marks the Ready condition of every pod on the node False (`MarkPodsNotReady`).
@@ -352,9 +347,7 @@ impl Monitor {
             if became_not_ready {
                 tracing::info!(node = %name, status = %current["status"], "node lifecycle: node is not ready");
                 let message = format!("Node {name} status is now: NodeNotReady");
-                self.writer
-                    .node_event(&node, "NodeNotReady", &message)
-                    .await;
+                self.writer.node_event(&node, "NodeNotReady", message);
             }
             let retry = self.retry_pods.contains(&name) && observed["status"] != "True";
             if (became_not_ready || retry)
@@ -396,9 +389,7 @@ impl Monitor {
             {
                 tracing::info!(node = name, "node lifecycle: observed a new node");
                 let message = format!("Node {name} event: Registered Node {name} in Controller");
-                self.writer
-                    .node_event(node, "RegisteredNode", &message)
-                    .await;
+                self.writer.node_event(node, "RegisteredNode", message);
                 let _ = self.mark_reachable(node).await;
             }
         }
@@ -412,9 +403,7 @@ impl Monitor {
             tracing::info!(node = %name, "node lifecycle: observed a node deletion");
             let message = format!("Node {name} event: Removing Node {name} from Controller");
             let node = json!({"metadata": {"name": name, "uid": uid}});
-            self.writer
-                .node_event(&node, "RemovingNode", &message)
-                .await;
+            self.writer.node_event(&node, "RemovingNode", message);
             self.known.remove(&name);
             self.health.remove(&name);
             self.retry_pods.remove(&name);
