@@ -362,19 +362,25 @@ impl<C: Codec> Storage<C> {
         })
     }
 
-    /// The current objects a watch sends first, from the watch cache as a list with the same
-    /// resourceVersion is served ("": a consistent read, the store's current revision, then the
-    /// cache once it has reached it; "0": the cache as it is; N: the cache once it has reached
-    /// N, or 504 after the wait), and the revision they are at. None when the cache cannot
-    /// serve it (not ready, or a consistent read it did not catch up with in time: counted as
-    /// a fallback, as a list's).
+    /// The current objects a watch sends first, from the watch cache, and the revision they
+    /// are at: from "" or "0", a consistent read (the store's current revision, then the cache
+    /// once it has reached it; kube-apiserver's cache serves "0" as it is, possibly behind the
+    /// store, but a watcher starting from "0", as kube-rs's streaming list does, should see
+    /// what was written before it started, as it does from the store); from N, the cache
+    /// once it has reached N, or 504 after the wait. None when the cache cannot serve it (not
+    /// ready, or a consistent read it did not catch up with in time: counted as a fallback,
+    /// as a list's).
     async fn initial_from_cache(
         &self,
         prefix: &str,
         resource_version: &str,
     ) -> Option<Result<(Vec<Object>, i64), StorageError>> {
         let cache = self.ready_cache()?;
-        let consistent = resource_version.is_empty();
+        let min = match resource_version::parse(resource_version) {
+            Ok(min) => min,
+            Err(e) => return Some(Err(e)),
+        };
+        let consistent = min == 0;
         let min = if consistent {
             match self
                 .timed("list", self.store.current_revision(prefix))
@@ -384,10 +390,7 @@ impl<C: Codec> Storage<C> {
                 Err(e) => return Some(Err(e)),
             }
         } else {
-            match resource_version::parse(resource_version) {
-                Ok(min) => min,
-                Err(e) => return Some(Err(e)),
-            }
+            min
         };
         let listed = cache
             .wait_until_fresh_and_list(min, prefix, true, &[])
