@@ -19,6 +19,7 @@
 //! `+default`, or is left out); an item with none of its keys, or a duplicate item in an
 //! applied configuration, is an error worded as SMD words it.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
@@ -709,11 +710,26 @@ fn validate_at(value: &Value, ty: &Ty, path: &mut Path, errors: &mut Vec<(String
 }
 
 /// `value` with what `zero` has and it lacks (the structs Go always writes, the lists it
-/// writes as null), at every level both are objects.
-pub fn with_zero(value: &Value, zero: &Value) -> Value {
+/// writes as null), at every level both are objects; `value` itself (no copy) when it lacks
+/// nothing, as a stored object usually does.
+pub fn with_zero<'v>(value: &'v Value, zero: &Value) -> Cow<'v, Value> {
+    if !lacks(value, zero) {
+        return Cow::Borrowed(value);
+    }
     let mut out = value.clone();
     fill(&mut out, zero);
-    out
+    Cow::Owned(out)
+}
+
+/// Whether [`fill`] would add anything to `value`.
+fn lacks(value: &Value, zero: &Value) -> bool {
+    let (Some(map), Some(zero)) = (value.as_object(), zero.as_object()) else {
+        return false;
+    };
+    zero.iter().any(|(k, z)| match map.get(k) {
+        Some(v) => lacks(v, z),
+        None => true,
+    })
 }
 
 fn fill(value: &mut Value, zero: &Value) {
@@ -739,6 +755,18 @@ mod tests {
 
     fn paths(set: &Set) -> Vec<String> {
         set.paths().iter().map(|p| path_string(p)).collect()
+    }
+
+    #[test]
+    fn zero_fills_what_is_missing_and_copies_nothing_when_nothing_is() {
+        let zero = json!({"metadata": {"creationTimestamp": null}, "spec": {}});
+        let full = json!({"metadata": {"name": "a", "creationTimestamp": "t"}, "spec": {"x": 1}});
+        assert!(matches!(with_zero(&full, &zero), Cow::Borrowed(_)));
+        let partial = json!({"metadata": {"name": "a"}, "spec": 5});
+        assert_eq!(
+            *with_zero(&partial, &zero),
+            json!({"metadata": {"name": "a", "creationTimestamp": null}, "spec": 5})
+        );
     }
 
     #[test]
