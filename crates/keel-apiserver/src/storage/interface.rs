@@ -167,11 +167,34 @@ impl<C: Codec> Storage<C> {
             let min = resource_version::parse(query.resource_version)?;
             return self.list_from_cache(cache, key, min, query).await;
         }
+        self.consistent_read(
+            cache,
+            key,
+            |current| self.list_from_cache(cache, key, current, query),
+            || self.list_from_store(key, query),
+        )
+        .await
+    }
+
+    /// kube-apiserver's consistent read from the cache (ConsistentListFromCache): the store's
+    /// current revision, then `from_cache` at it once the cache has reached it, or
+    /// `from_store` when the cache did not catch up in time; counted in
+    /// `apiserver_watch_cache_consistent_read_total` by the answer's success and whether it
+    /// fell back.
+    async fn consistent_read<T, Cached, Stored>(
+        &self,
+        cache: &Cacher<C>,
+        key: &str,
+        from_cache: impl FnOnce(i64) -> Cached,
+        from_store: impl FnOnce() -> Stored,
+    ) -> Result<T, StorageError>
+    where
+        Cached: Future<Output = Result<T, StorageError>>,
+        Stored: Future<Output = Result<T, StorageError>>,
+    {
         let current = self.timed("list", self.store.current_revision(key)).await?;
-        let (result, fallback) = match self.list_from_cache(cache, key, current, query).await {
-            Err(StorageError::TooLargeResourceVersion { .. }) => {
-                (self.list_from_store(key, query).await, true)
-            }
+        let (result, fallback) = match from_cache(current).await {
+            Err(StorageError::TooLargeResourceVersion { .. }) => (from_store().await, true),
             served => (served, false),
         };
         cache.metrics().consistent_read(result.is_ok(), fallback);
@@ -326,12 +349,20 @@ impl<C: Codec> Storage<C> {
         let rv = resource_version::parse(resource_version)?;
         let listed = send_initial_events.unwrap_or(rv == 0);
         let (initial, after) = if listed {
-            match self.initial_from_cache(prefix, resource_version).await {
-                Some(served) => served?,
-                None => {
-                    self.initial_from_store(prefix, resource_version, send_initial_events)
+            let from_store =
+                || self.initial_from_store(prefix, resource_version, send_initial_events);
+            match self.ready_cache() {
+                // From "" or "0" a consistent read: kube-apiserver's cache serves "0" as it is,
+                // possibly behind the store, but a watcher starting from "0", as kube-rs's
+                // streaming list does, should see what was written before it started, as it
+                // does from the store.
+                Some(cache) if rv == 0 => {
+                    let from_cache = |current| self.initial_from_cache(cache, prefix, current);
+                    self.consistent_read(cache, prefix, from_cache, from_store)
                         .await?
                 }
+                Some(cache) => self.initial_from_cache(cache, prefix, rv).await?,
+                None => from_store().await?,
             }
         } else if rv == 0 {
             let now = self.timed("get", self.store.get(prefix, "")).await?;
@@ -362,53 +393,21 @@ impl<C: Codec> Storage<C> {
         })
     }
 
-    /// The current objects a watch sends first, from the watch cache, and the revision they
-    /// are at: from "" or "0", a consistent read (the store's current revision, then the cache
-    /// once it has reached it; kube-apiserver's cache serves "0" as it is, possibly behind the
-    /// store, but a watcher starting from "0", as kube-rs's streaming list does, should see
-    /// what was written before it started, as it does from the store); from N, the cache
-    /// once it has reached N, or 504 after the wait. None when the cache cannot serve it (not
-    /// ready, or a consistent read it did not catch up with in time: counted as a fallback,
-    /// as a list's).
+    /// The current objects a watch sends first, from the watch cache once it has reached
+    /// `min` (504 after the wait), and the revision they are at.
     async fn initial_from_cache(
         &self,
+        cache: &Cacher<C>,
         prefix: &str,
-        resource_version: &str,
-    ) -> Option<Result<(Vec<Object>, i64), StorageError>> {
-        let cache = self.ready_cache()?;
-        let min = match resource_version::parse(resource_version) {
-            Ok(min) => min,
-            Err(e) => return Some(Err(e)),
-        };
-        let consistent = min == 0;
-        let min = if consistent {
-            match self
-                .timed("list", self.store.current_revision(prefix))
-                .await
-            {
-                Ok(current) => current,
-                Err(e) => return Some(Err(e)),
-            }
-        } else {
-            min
-        };
+        min: i64,
+    ) -> Result<(Vec<Object>, i64), StorageError> {
         let listed = cache
             .wait_until_fresh_and_list(min, prefix, true, &[])
-            .await;
-        if consistent {
-            let fallback = matches!(listed, Err(StorageError::TooLargeResourceVersion { .. }));
-            cache.metrics().consistent_read(!fallback, fallback);
-            if fallback {
-                return None;
-            }
-        }
-        Some(listed.map(|listed| {
-            cache
-                .metrics()
-                .list_served(&listed.index, listed.entries.len(), listed.entries.len());
-            let objects = listed.entries.iter().map(|e| e.object.clone()).collect();
-            (objects, listed.revision)
-        }))
+            .await?;
+        let served = listed.entries.len();
+        cache.metrics().list_served(&listed.index, served, served);
+        let objects = listed.entries.iter().map(|e| e.object.clone()).collect();
+        Ok((objects, listed.revision))
     }
 
     /// The current objects a watch sends first, read from the store (not older than

@@ -381,11 +381,13 @@ impl Monitor {
                     .inc_by(0);
             }
             let uid = meta_str(node, "uid");
-            if self.known.get(name).is_none_or(|known| known != uid)
-                && self
-                    .known
-                    .insert(name.to_string(), uid.to_string())
-                    .is_none()
+            if self.known.get(name).is_some_and(|known| known == uid) {
+                continue;
+            }
+            if self
+                .known
+                .insert(name.to_string(), uid.to_string())
+                .is_none()
             {
                 tracing::info!(node = name, "node lifecycle: observed a new node");
                 let message = format!("Node {name} event: Registered Node {name} in Controller");
