@@ -20,7 +20,7 @@ use crate::http::auth::{self, Tokens};
 use crate::http::{self, App, tls};
 use crate::metrics::Metrics;
 use crate::registry::{self, store::Registry};
-use crate::storage::{Compactor, Etcd3, KeyLayout, endpoints};
+use crate::storage::{Compactor, Etcd3, KeyLayout, StoreChannel, endpoints};
 
 /// Why an apiserver could not start.
 #[derive(Debug, thiserror::Error)]
@@ -67,13 +67,14 @@ pub struct ApiServer {
 
 /// The apiserver's connections to its store: one for requests and one for watches, so that
 /// no burst of requests, nor their cancellations, can end the watches the watch caches live
-/// on. The same for an embedded store (two in-process connections) and a remote one.
+/// on. The same code for a remote store (two balanced channels) and an embedded one (its
+/// service, called directly: see [`StoreChannel`]).
 #[derive(Debug, Clone)]
 pub struct StoreLink {
     /// Gets, lists, writes, leases and compactions.
-    pub requests: Channel,
+    pub requests: StoreChannel,
     /// Watches.
-    pub watches: Channel,
+    pub watches: StoreChannel,
 }
 
 /// The connections to the etcd servers of `--etcd-servers` (connected lazily, balanced over
@@ -90,7 +91,10 @@ pub fn connect(servers: &[String]) -> Result<StoreLink, StartError> {
     }
     let [requests, watches] =
         <[Channel; 2]>::try_from(endpoints::balanced(endpoints, 2)).expect("two channels");
-    Ok(StoreLink { requests, watches })
+    Ok(StoreLink {
+        requests: StoreChannel::new(requests),
+        watches: StoreChannel::new(watches),
+    })
 }
 
 impl ApiServer {

@@ -25,5 +25,5 @@ pub mod server;
 pub mod watch;
 
 pub use config::Config;
-pub use serve::StoreHandle;
+pub use serve::{InProcess, StoreHandle};
 pub use server::{StartError, Store};

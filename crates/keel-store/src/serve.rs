@@ -65,19 +65,16 @@ impl StoreHandle {
             store,
             addrs,
             tasks,
-            in_process: InProcess {
-                dispatch,
-                connections,
-            },
+            in_process: InProcess { dispatch },
         })
     }
 
-    /// A gRPC channel to this store that never leaves the process: each connection is an
-    /// in-memory pipe served by the same code as a client port, so an embedder (`keel up`'s
-    /// apiserver) talks to it exactly as to a remote etcd.
-    pub fn in_process_channel(&self) -> tonic::transport::Channel {
-        tonic::transport::Endpoint::from_static("http://in-process.keel")
-            .connect_with_connector_lazy(self.in_process.clone())
+    /// This store as a gRPC service that never leaves the process, for an embedder (`keel
+    /// up`'s apiserver) to put its gRPC clients on: the same service as a client port
+    /// answers, called directly (see [`InProcess`]), so the embedder's clients talk to it
+    /// exactly as to a remote etcd, without HTTP/2 or a connection in between.
+    pub fn in_process(&self) -> InProcess {
+        self.in_process.clone()
     }
 
     /// The store behind this handle.
@@ -199,20 +196,18 @@ async fn serve_clients(
     }
 }
 
-/// Connections to the store made in memory (see [`StoreHandle::in_process_channel`]).
+/// The store served in memory (see [`StoreHandle::in_process`]): each request is handed
+/// to the client port's own [`Dispatch`] as it is, with no connection, framing or task
+/// between the caller and the service; bodies, streams and trailers pass as they are.
 #[derive(Clone)]
-struct InProcess {
+pub struct InProcess {
     dispatch: Dispatch,
-    connections: ConnectionBuilder<TokioExecutor>,
 }
 
-/// The size of an in-process connection's pipe, each way.
-const IN_PROCESS_PIPE: usize = 1 << 20;
-
-impl tower::Service<http::Uri> for InProcess {
-    type Response = TokioIo<tokio::io::DuplexStream>;
-    type Error = std::io::Error;
-    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+impl tower::Service<http::Request<tonic::body::Body>> for InProcess {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = crate::api::Answer;
 
     fn poll_ready(
         &mut self,
@@ -221,18 +216,8 @@ impl tower::Service<http::Uri> for InProcess {
         std::task::Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, _: http::Uri) -> Self::Future {
-        let (client, server) = tokio::io::duplex(IN_PROCESS_PIPE);
-        let (dispatch, connections) = (self.dispatch.clone(), self.connections.clone());
-        tokio::spawn(async move {
-            if let Err(e) = connections
-                .serve_connection(TokioIo::new(server), dispatch)
-                .await
-            {
-                tracing::debug!(error = %e, "in-process connection ended with an error");
-            }
-        });
-        std::future::ready(Ok(TokioIo::new(client)))
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        self.dispatch.answer(req)
     }
 }
 

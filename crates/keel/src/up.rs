@@ -1,8 +1,8 @@
 //! `keel up`: keel store and the apiserver in one process, with all their state in one
 //! folder (`DIR/store`: the store's data directory; `DIR/apiserver`: the CA, serving
 //! certificate and tokens; `DIR/kubeconfig`: the admin kubeconfig). The apiserver reaches the
-//! store through an in-process channel with the same etcd v3 client code it uses for a
-//! remote etcd; the store's client URL stays open for `etcdctl`. The folder is locked while
+//! store with the same etcd v3 client code it uses for a remote etcd, on channels that call
+//! the store's services directly; the store's client URL stays open for `etcdctl`. The folder is locked while
 //! it runs, so a second `keel up` on it stops with an error instead of sharing the store.
 //!
 //! Its flags are `keel apiserver`'s and `keel store`'s own (the same definitions, so a flag
@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
+use keel_apiserver::storage::StoreChannel;
 
 /// The address the apiserver's channel to its own store names; it never leaves the process.
 const IN_PROCESS_STORE: &str = "http://in-process.keel";
@@ -186,8 +187,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let server = keel_apiserver::ApiServer::start(
         args.apiserver,
         keel_apiserver::server::StoreLink {
-            requests: store.in_process_channel(),
-            watches: store.in_process_channel(),
+            requests: StoreChannel::new(store.in_process()),
+            watches: StoreChannel::new(store.in_process()),
         },
         Some(kubeconfig.clone()),
     )

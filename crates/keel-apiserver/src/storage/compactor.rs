@@ -9,6 +9,7 @@
 //! store's revision, and try again next interval. The first round only records (nothing is
 //! compacted at start-up). `compact_rev_key` lives outside `--etcd-prefix`, as upstream.
 
+use super::StoreChannel;
 use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::request_op::Request;
@@ -16,7 +17,6 @@ use keel_proto::etcdserverpb::response_op::Response;
 use keel_proto::etcdserverpb::{
     CompactionRequest, Compare, PutRequest, RangeRequest, RequestOp, TxnRequest,
 };
-use tonic::transport::Channel;
 
 use super::StorageError;
 use super::etcd3::Etcd3;
@@ -27,7 +27,7 @@ pub const COMPACT_REV_KEY: &str = "compact_rev_key";
 /// One apiserver's compaction state.
 #[derive(Debug, Clone)]
 pub struct Compactor {
-    kv: KvClient<Channel>,
+    kv: KvClient<StoreChannel>,
     /// The version of `compact_rev_key` this apiserver last saw (upstream's `compactTime`).
     seen_version: i64,
     /// The store's revision one round ago: what the next round compacts to.

@@ -21,6 +21,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::StoreChannel;
 use keel_proto::etcdserverpb::compare::{CompareResult, CompareTarget, TargetUnion};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::lease_client::LeaseClient;
@@ -33,7 +34,6 @@ use keel_proto::etcdserverpb::{
 };
 use keel_proto::mvccpb::KeyValue;
 use keel_proto::prefix_end;
-use tonic::transport::Channel;
 
 use super::lease_reuse::{LeaseFor, LeaseReuse};
 use super::resource_version::{self, ReadAt};
@@ -119,17 +119,18 @@ pub struct ListPage {
 /// An etcd v3 store holding Kubernetes objects.
 #[derive(Debug, Clone)]
 pub struct Etcd3 {
-    channel: Channel,
+    channel: StoreChannel,
     /// The connection watches use (see [`Etcd3::with_watch_channel`]).
-    watch_channel: Channel,
-    kv: KvClient<Channel>,
+    watch_channel: StoreChannel,
+    kv: KvClient<StoreChannel>,
     /// The lease TTL writes reuse (see [`super::lease_reuse`]).
     leases: Arc<Mutex<LeaseReuse>>,
 }
 
 impl Etcd3 {
     /// Objects in the store behind `channel` (keel store or any etcd v3 endpoint).
-    pub fn new(channel: Channel) -> Etcd3 {
+    pub fn new(channel: impl Into<StoreChannel>) -> Etcd3 {
+        let channel = channel.into();
         Etcd3 {
             kv: KvClient::new(channel.clone()).max_decoding_message_size(usize::MAX),
             watch_channel: channel.clone(),
@@ -140,7 +141,8 @@ impl Etcd3 {
 
     /// The same store, with its watches on `watches`: a connection of their own, so no burst
     /// of requests (nor a server closing their connection under it) can end a watch.
-    pub fn with_watch_channel(self, watches: Channel) -> Etcd3 {
+    pub fn with_watch_channel(self, watches: impl Into<StoreChannel>) -> Etcd3 {
+        let watches = watches.into();
         Etcd3 {
             watch_channel: watches,
             ..self
@@ -148,12 +150,12 @@ impl Etcd3 {
     }
 
     /// The channel watches use.
-    pub(super) fn watch_channel(&self) -> Channel {
+    pub(super) fn watch_channel(&self) -> StoreChannel {
         self.watch_channel.clone()
     }
 
     /// The channel to the store, for the other services (Watch, Lease).
-    pub(super) fn channel(&self) -> Channel {
+    pub(super) fn channel(&self) -> StoreChannel {
         self.channel.clone()
     }
 

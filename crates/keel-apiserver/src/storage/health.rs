@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::Etcd3;
+use super::{Etcd3, StoreChannel};
 
 /// How long the check waits for the store.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
@@ -57,7 +57,7 @@ impl Etcd3 {
                 Ok(endpoint) => {
                     let endpoint = endpoint.connect_timeout(CHECK_TIMEOUT);
                     match endpoint.connect().await {
-                        Ok(channel) => (!Etcd3::new(channel).healthy().await)
+                        Ok(channel) => (!Etcd3::new(StoreChannel::new(channel)).healthy().await)
                             .then(|| "context deadline exceeded".to_string()),
                         Err(e) => Some(e.to_string()),
                     }

@@ -7,6 +7,7 @@
 //! objects.
 
 pub mod cacher;
+pub mod channel;
 pub mod compactor;
 pub mod continue_token;
 pub mod endpoints;
@@ -20,6 +21,7 @@ pub mod lease_reuse;
 pub mod resource_version;
 pub mod watch;
 
+pub use channel::StoreChannel;
 pub use compactor::Compactor;
 pub use errors::{Details, Status, StorageError, Target};
 pub use etcd3::{Etcd3, Existing, ListOptions, ListPage, Object};

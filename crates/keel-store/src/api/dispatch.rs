@@ -31,7 +31,7 @@ use crate::error::EtcdError;
 use crate::server::Store;
 
 /// What a call answers: a response once the service has one.
-type Answer = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+pub type Answer = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
 /// The gRPC methods a learner serves, as etcd's interceptors allow (a Range only when
 /// serializable, which [`kv`] checks).
@@ -127,12 +127,14 @@ impl Dispatch {
     }
 }
 
-impl hyper::service::Service<Request<Incoming>> for Dispatch {
-    type Response = Response<Body>;
-    type Error = Infallible;
-    type Future = Answer;
-
-    fn call(&self, req: Request<Incoming>) -> Answer {
+impl Dispatch {
+    /// Answers one request, whatever carried it (a client connection or the process
+    /// itself, see [`crate::serve::InProcess`]).
+    pub fn answer<B>(&self, req: Request<B>) -> Answer
+    where
+        B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>> + Send + 'static,
+    {
         if is_grpc(req.headers()) {
             let path = req.uri().path();
             let service = path
@@ -148,6 +150,16 @@ impl hyper::service::Service<Request<Incoming>> for Dispatch {
             let response = route_http(http, req.map(axum::body::Body::new)).await;
             Ok(response.map(Body::new))
         })
+    }
+}
+
+impl hyper::service::Service<Request<Incoming>> for Dispatch {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Answer;
+
+    fn call(&self, req: Request<Incoming>) -> Answer {
+        self.answer(req)
     }
 }
 

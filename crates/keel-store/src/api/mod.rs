@@ -19,7 +19,7 @@ use crate::error::{self, EtcdError};
 use crate::metrics::GrpcLabels;
 use crate::server::Store;
 
-pub use dispatch::Dispatch;
+pub use dispatch::{Answer, Dispatch};
 
 /// gRPC's own framing overhead allowed on top of `--max-request-bytes`, as etcd allows.
 pub(crate) const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
