@@ -255,6 +255,19 @@ impl Set {
         Set { members, children }
     }
 
+    /// [`Set::difference`] in place: takes `other`'s paths out of this set, copying nothing.
+    pub fn subtract(&mut self, other: &Set) {
+        if !other.members.is_empty() {
+            self.members.retain(|m| !other.members.contains(m));
+        }
+        self.children.retain(|pe, child| {
+            if let Some(theirs) = other.children.get(pe) {
+                child.subtract(theirs);
+            }
+            !child.is_empty()
+        });
+    }
+
     /// Paths of this set not in `other` (a member of `other` does not take this set's
     /// paths below it).
     pub fn difference(&self, other: &Set) -> Set {
@@ -723,6 +736,20 @@ mod tests {
         assert_eq!(a.intersection(&both), both);
         assert_eq!(a.union(&parent).paths().len(), 3);
         assert!(a.difference(&a).is_empty());
+        // In place, the same answers, empty children dropped.
+        let mut c = a.clone();
+        c.insert(&[f("e")]);
+        c.insert(&[f("a")]);
+        for other in [&parent, &both, &a, &Set::new(), &c] {
+            for set in [&a, &c] {
+                let mut in_place = set.clone();
+                in_place.subtract(other);
+                assert_eq!(in_place, set.difference(other));
+            }
+        }
+        let mut gone = a.clone();
+        gone.subtract(&a);
+        assert_eq!(gone, Set::new());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! mod_revision is the resourceVersion, set on every object read), as kube-apiserver stores
 //! them, so the two can share a store.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -402,14 +403,17 @@ impl Registry {
         // A create that loses a race to another writer's create goes on as an update of what
         // that writer stored, as kube-apiserver's GuaranteedUpdate retries it.
         let mut lost_a_create_race = false;
-        let existing = loop {
+        let (existing, cached) = loop {
             // A real update starts from the watch cache's object, a guess the store checks;
             // a dry run answers what the store holds.
             let found = if dry_run {
                 storage.current(&key).await.map(|found| {
-                    found.map(|object| Existing {
-                        object,
-                        current: true,
+                    found.map(|object| {
+                        let existing = Existing {
+                            object,
+                            current: true,
+                        };
+                        (existing, None)
                     })
                 })
             } else {
@@ -437,14 +441,21 @@ impl Registry {
         // The last value `step` made, as stored and as served: what the store holds if it
         // wrote it, so the answer needs no second decode of the bytes just encoded.
         let mut made: Option<(Vec<u8>, Value)> = None;
+        // The cache's object as served, for the start it was made of (the same revision of
+        // the same key: the same bytes), so the update need not decode them again.
+        let cached_at = existing.object.mod_revision;
+        let cached = cached.and_then(Result::ok);
         let mut step = |current: &Object| -> Result<Vec<u8>, StorageError> {
-            let old = decode(kind, current).map_err(rejected)?;
+            let old = match &cached {
+                Some(served) if current.mod_revision == cached_at => Cow::Borrowed(served.value()),
+                _ => Cow::Owned(decode(kind, current).map_err(rejected)?),
+            };
             let new = self
                 .updated(kind, &old, subresource, now, &mut make)
                 .map_err(rejected)?;
             delete_after = meta::should_delete_during_update(&new, &old);
             if same_but_resource_version(&new, &old) {
-                made = Some((current.value.clone(), old));
+                made = Some((current.value.clone(), old.into_owned()));
                 return Ok(current.value.clone());
             }
             let (bytes, stored) = encode_owned(kind, new);

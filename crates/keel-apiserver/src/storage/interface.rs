@@ -286,16 +286,22 @@ impl<C: Codec> Storage<C> {
             .await
     }
 
-    /// Where an update of `key` starts: the cache's object (a guess), else the store's
-    /// (None: there is none).
-    pub async fn existing(&self, key: &str) -> Result<Option<Existing>, StorageError> {
-        if let Some(guess) = self.ready_cache().and_then(|c| c.existing(key)) {
-            return Ok(Some(guess));
+    /// Where an update of `key` starts: the cache's object (a guess), with what the cache
+    /// made of it, else the store's (None: there is none).
+    pub async fn existing(
+        &self,
+        key: &str,
+    ) -> Result<Option<(Existing, Option<C::Object>)>, StorageError> {
+        if let Some((guess, made)) = self.ready_cache().and_then(|c| c.existing(key)) {
+            return Ok(Some((guess, Some(made))));
         }
         let (found, _) = self.timed("get", self.store.get(key, "")).await?;
-        Ok(found.map(|object| Existing {
-            object,
-            current: true,
+        Ok(found.map(|object| {
+            let existing = Existing {
+                object,
+                current: true,
+            };
+            (existing, None)
         }))
     }
 
@@ -312,7 +318,7 @@ impl<C: Codec> Storage<C> {
         existing: Option<Existing>,
         update: impl FnMut(&Object) -> Result<Vec<u8>, StorageError>,
     ) -> Result<Object, StorageError> {
-        let existing = existing.or_else(|| self.ready_cache()?.existing(key));
+        let existing = existing.or_else(|| Some(self.ready_cache()?.existing(key)?.0));
         self.timed(
             "update",
             self.store.guaranteed_update(key, existing, update),
@@ -327,7 +333,7 @@ impl<C: Codec> Storage<C> {
         existing: Option<Existing>,
         check: impl FnMut(&Object) -> Result<(), StorageError>,
     ) -> Result<Object, StorageError> {
-        let existing = existing.or_else(|| self.ready_cache()?.existing(key));
+        let existing = existing.or_else(|| Some(self.ready_cache()?.existing(key)?.0));
         self.timed("delete", self.store.delete(key, existing, check))
             .await
     }

@@ -4,6 +4,7 @@
 //! `fieldManager` are.
 
 use std::collections::BTreeMap;
+use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
 
@@ -26,7 +27,9 @@ const MAX_UPDATE_MANAGERS: usize = 10;
 const ANCIENT_CHANGES: &str = "ancient-changes";
 
 /// The fields of `metadata` (and the type) no manager owns.
-pub(super) fn strip_set() -> Set {
+static STRIPPED: LazyLock<Set> = LazyLock::new(strip_set);
+
+fn strip_set() -> Set {
     let mut set = Set::new();
     for f in ["apiVersion", "kind", "metadata"] {
         set.insert(&[PathElement::field(f)]);
@@ -246,7 +249,7 @@ impl Managed {
     /// `stripMetaManager`: the system fields are nobody's.
     pub(super) fn strip(&mut self, id: &Id) {
         if let Some(owned) = self.0.get_mut(id) {
-            owned.set = owned.set.difference(&strip_set());
+            owned.set.subtract(&STRIPPED);
             if owned.set.is_empty() {
                 self.0.remove(id);
             }

@@ -262,7 +262,8 @@ impl<'a> FieldManager<'a> {
             if Some(id) == except {
                 continue;
             }
-            owned.set = owned.set.difference(&changed).difference(&cmp.removed);
+            owned.set.subtract(&changed);
+            owned.set.subtract(&cmp.removed);
         }
         managed.0.retain(|_, o| !o.set.is_empty());
         Ok(cmp)
@@ -505,12 +506,25 @@ fn is_reset(sent: Option<&Value>) -> bool {
     }
 }
 
+/// A copy of `obj` without `metadata.managedFields` (never copied: it is most of a small
+/// object).
 fn without_managed_fields(obj: &Value) -> Value {
-    let mut copy = obj.clone();
-    if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
-    copy
+    let Some(map) = obj.as_object() else {
+        return obj.clone();
+    };
+    let copy = map.iter().map(|(k, v)| {
+        let v = match v.as_object() {
+            Some(meta) if k == "metadata" => Value::Object(
+                meta.iter()
+                    .filter(|(k, _)| *k != "managedFields")
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+            _ => v.clone(),
+        };
+        (k.clone(), v)
+    });
+    Value::Object(copy.collect())
 }
 
 /// `group`, `version` of an apiVersion as Go's `ParseGroupVersion` reads it (`v1` is the

@@ -282,14 +282,15 @@ impl<C: Codec> Cacher<C> {
     }
 
     /// The object at `key` as the cache has it, as the start of an update or a delete (a
-    /// guess: the store may have moved on).
-    pub fn existing(&self, key: &str) -> Option<Existing> {
+    /// guess: the store may have moved on), with what the cache made of it.
+    pub fn existing(&self, key: &str) -> Option<(Existing, C::Object)> {
         let state = self.shared.state();
         let entry = state.as_ref()?.objects.get(key)?;
-        Some(Existing {
+        let existing = Existing {
             object: entry.object.clone(),
             current: false,
-        })
+        };
+        Some((existing, entry.value.clone()))
     }
 }
 
