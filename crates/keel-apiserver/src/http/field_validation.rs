@@ -87,9 +87,21 @@ fn root(kind: &dyn Strategy) -> Option<String> {
     schemas::definition_name(info.group, info.version, info.kind)
 }
 
-/// A create or update body (`bytes` in `form`, already decoded as `obj`): refused if a
-/// value does not fit its field's type, else checked as the directive says and pruned to
-/// the kind's schema; the warnings to answer with.
+/// A JSON create or update body read strictly as the kind's type and decoded, in one pass
+/// (see [`check_body`]); None when the kind has no definition or the body is not one JSON
+/// value.
+pub fn read_json(
+    kind: &dyn Strategy,
+    defs: &Map<String, Value>,
+    bytes: &[u8],
+) -> Option<(strict::Read, Value)> {
+    strict::read_value(bytes, &root(kind)?, defs)
+}
+
+/// A create or update body (`bytes` in `form`, already decoded as `obj`; `read` its strict
+/// read by [`read_json`], if made): refused if a value does not fit its field's type, else
+/// checked as the directive says and pruned to the kind's schema; the warnings to answer
+/// with.
 pub fn check_body(
     kind: &dyn Strategy,
     defs: &Map<String, Value>,
@@ -97,16 +109,18 @@ pub fn check_body(
     form: Body,
     obj: &mut Value,
     directive: Directive,
+    read: Option<strict::Read>,
 ) -> Result<Vec<String>, Status> {
     let Some(root) = root(kind) else {
         return Ok(Vec::new());
     };
-    let read = match form {
-        Body::Json => strict::read(bytes, &root, defs),
+    let read = match (read, form) {
+        (Some(read), _) => read,
+        (None, Body::Json) => strict::read(bytes, &root, defs),
         // Protobuf bodies are decoded into the types themselves.
-        Body::Protobuf => strict::Read::default(),
+        (None, Body::Protobuf) => strict::Read::default(),
         // Read again as the JSON the YAML converts to (Go's `YAMLToJSON`).
-        _ => strict::read(&serde_json::to_vec(obj).unwrap_or_default(), &root, defs),
+        (None, _) => strict::read(&serde_json::to_vec(obj).unwrap_or_default(), &root, defs),
     };
     if let Some(error) = read.error {
         return Err(cannot_be_handled(kind, &error));
@@ -306,8 +320,16 @@ mod tests {
         let cm = kind("configmaps");
         let bytes = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":"b"},"spec":{"foo":1},"bar":1}"#;
         let mut obj: Value = serde_json::from_slice(bytes).unwrap();
-        let warnings =
-            check_body(cm, defs(), bytes, Body::Json, &mut obj, Directive::Warn).unwrap();
+        let warnings = check_body(
+            cm,
+            defs(),
+            bytes,
+            Body::Json,
+            &mut obj,
+            Directive::Warn,
+            None,
+        )
+        .unwrap();
         assert_eq!(
             warnings,
             ["unknown field \"spec\"", "unknown field \"bar\""]
@@ -317,13 +339,29 @@ mod tests {
             json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":"b"}})
         );
         let mut obj: Value = serde_json::from_slice(bytes).unwrap();
-        let warnings =
-            check_body(cm, defs(), bytes, Body::Json, &mut obj, Directive::Ignore).unwrap();
+        let warnings = check_body(
+            cm,
+            defs(),
+            bytes,
+            Body::Json,
+            &mut obj,
+            Directive::Ignore,
+            None,
+        )
+        .unwrap();
         assert!(warnings.is_empty());
         assert!(obj.get("spec").is_none());
         let mut obj: Value = serde_json::from_slice(bytes).unwrap();
-        let refused =
-            check_body(cm, defs(), bytes, Body::Json, &mut obj, Directive::Strict).unwrap_err();
+        let refused = check_body(
+            cm,
+            defs(),
+            bytes,
+            Body::Json,
+            &mut obj,
+            Directive::Strict,
+            None,
+        )
+        .unwrap_err();
         assert_eq!((refused.code, refused.reason), (400, "BadRequest"));
         assert_eq!(
             refused.message,
@@ -401,7 +439,7 @@ mod tests {
         for directive in [Directive::Ignore, Directive::Warn, Directive::Strict] {
             let mut obj: Value = serde_json::from_slice(bytes).unwrap();
             let refused =
-                check_body(cm, defs(), bytes, Body::Json, &mut obj, directive).unwrap_err();
+                check_body(cm, defs(), bytes, Body::Json, &mut obj, directive, None).unwrap_err();
             assert_eq!((refused.code, refused.reason), (400, "BadRequest"));
             assert_eq!(
                 refused.message,
@@ -413,8 +451,16 @@ mod tests {
         let yaml = b"apiVersion: v1\nkind: Service\nmetadata:\n  name: s\nspec:\n  ports:\n  - port: \"80\"\n";
         let mut obj = crate::http::negotiate::decode(yaml, true).unwrap();
         let svc = kind("services");
-        let refused =
-            check_body(svc, defs(), yaml, Body::Yaml, &mut obj, Directive::Warn).unwrap_err();
+        let refused = check_body(
+            svc,
+            defs(),
+            yaml,
+            Body::Yaml,
+            &mut obj,
+            Directive::Warn,
+            None,
+        )
+        .unwrap_err();
         assert_eq!(
             refused.message,
             "Service in version \"v1\" cannot be handled as a Service: json: cannot unmarshal \
@@ -521,8 +567,16 @@ mod tests {
         let yaml = b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  name: w\n  foo: 1\ndata:\n  a: b\n  a: c\nbar: 1\n";
         let decoded = || crate::http::negotiate::decode(yaml, true).unwrap();
         let mut obj = decoded();
-        let refused =
-            check_body(cm, defs(), yaml, Body::Yaml, &mut obj, Directive::Strict).unwrap_err();
+        let refused = check_body(
+            cm,
+            defs(),
+            yaml,
+            Body::Yaml,
+            &mut obj,
+            Directive::Strict,
+            None,
+        )
+        .unwrap_err();
         assert_eq!(
             refused.message,
             "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: strict decoding \
@@ -532,7 +586,16 @@ mod tests {
         );
         let mut obj = decoded();
         assert_eq!(
-            check_body(cm, defs(), yaml, Body::Yaml, &mut obj, Directive::Warn).unwrap(),
+            check_body(
+                cm,
+                defs(),
+                yaml,
+                Body::Yaml,
+                &mut obj,
+                Directive::Warn,
+                None
+            )
+            .unwrap(),
             [
                 "line 5: key \"name\" already set in map",
                 "line 9: key \"a\" already set in map",
@@ -543,9 +606,17 @@ mod tests {
         assert_eq!(obj["data"]["a"], "c");
         let mut obj = decoded();
         assert!(
-            check_body(cm, defs(), yaml, Body::Yaml, &mut obj, Directive::Ignore)
-                .unwrap()
-                .is_empty()
+            check_body(
+                cm,
+                defs(),
+                yaml,
+                Body::Yaml,
+                &mut obj,
+                Directive::Ignore,
+                None
+            )
+            .unwrap()
+            .is_empty()
         );
     }
 

@@ -488,7 +488,20 @@ fn read_object(
 ) -> Result<(Value, Vec<String>), Status> {
     let info = kind.info();
     let form = negotiate::body(req.header(header::CONTENT_TYPE), false)?;
-    let mut obj = negotiate::decode_object(&req.body, form, &info.api_version(), info.kind)?;
+    let defs = openapi::documents(registry.kinds()).definitions();
+    // A JSON body is read strictly and decoded in one pass; what that cannot read is
+    // decoded alone, for the decoder's error.
+    let read = match form {
+        negotiate::Body::Json => field_validation::read_json(kind, defs, &req.body),
+        _ => None,
+    };
+    let (mut obj, read) = match read {
+        Some((read, obj)) => (obj, Some(read)),
+        None => {
+            let obj = negotiate::decode_object(&req.body, form, &info.api_version(), info.kind)?;
+            (obj, None)
+        }
+    };
     if !obj.is_object() {
         return Err(Status::failure(
             400,
@@ -497,8 +510,8 @@ fn read_object(
         ));
     }
     check_type(kind, &obj, &req.body)?;
-    let defs = openapi::documents(registry.kinds()).definitions();
-    let warnings = field_validation::check_body(kind, defs, &req.body, form, &mut obj, directive)?;
+    let warnings =
+        field_validation::check_body(kind, defs, &req.body, form, &mut obj, directive, read)?;
     let bad = |message: String| Status::failure(400, "BadRequest", message);
     if info.namespaced {
         let given = meta_str(&obj, "namespace");

@@ -6,10 +6,10 @@
 //! [`fit::json`] as the decoder meets them; the first one noted, or the first one that
 //! stops the decoder, is the error the body fails with.
 
-use std::collections::HashSet;
 use std::fmt;
 
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -33,14 +33,30 @@ pub fn read(bytes: &[u8], root: &str, defs: &Map<String, Value>) -> Read {
         return Read::default();
     };
     walk(bytes, shape, defs)
+        .map(|(read, _, _)| read)
+        .unwrap_or_default()
+}
+
+/// [`read`], and the JSON value the bytes hold (as `serde_json` reads it: a key given twice
+/// keeps its last value), made in the same pass; None when `root` is no definition or the
+/// bytes are not JSON.
+pub fn read_value(bytes: &[u8], root: &str, defs: &Map<String, Value>) -> Option<(Read, Value)> {
+    match walk(bytes, Shape::root(root, defs)?, defs)? {
+        (read, value, true) => Some((read, value)),
+        (_, _, false) => None,
+    }
 }
 
 /// The duplicate fields of a patch body, read as Go reads it into untyped maps.
 pub fn duplicate_errors(bytes: &[u8]) -> Vec<String> {
-    walk(bytes, Shape::Untyped, &Map::new()).strict
+    walk(bytes, Shape::Untyped, &Map::new())
+        .map(|(read, _, _)| read.strict)
+        .unwrap_or_default()
 }
 
-fn walk(bytes: &[u8], shape: Shape<'_>, defs: &Map<String, Value>) -> Read {
+/// The strict read of the first JSON value in `bytes`, the value, and whether nothing but
+/// white space follows it.
+fn walk(bytes: &[u8], shape: Shape<'_>, defs: &Map<String, Value>) -> Option<(Read, Value, bool)> {
     let mut found = Found::default();
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let walk = Walk {
@@ -49,13 +65,13 @@ fn walk(bytes: &[u8], shape: Shape<'_>, defs: &Map<String, Value>) -> Read {
         place: Place::default(),
         found: &mut found,
     };
-    if walk.deserialize(&mut deserializer).is_err() {
-        return Read::default();
-    }
-    Read {
+    let value = walk.deserialize(&mut deserializer).ok()?;
+    let whole = deserializer.end().is_ok();
+    let read = Read {
         strict: found.strict,
         error: found.stopped.or(found.noted),
-    }
+    };
+    Some((read, value, whole))
 }
 
 /// What the keys of an object are.
@@ -111,91 +127,97 @@ impl Walk<'_, '_> {
 }
 
 impl<'de> DeserializeSeed<'de> for Walk<'_, '_> {
-    type Value = ();
+    type Value = Value;
 
-    fn deserialize<D: Deserializer<'de>>(mut self, deserializer: D) -> Result<(), D::Error> {
+    fn deserialize<D: Deserializer<'de>>(mut self, deserializer: D) -> Result<Value, D::Error> {
         match self.shape {
-            Shape::Raw => {
-                deserializer.deserialize_ignored_any(IgnoredAny)?;
-            }
+            Shape::Raw => Value::deserialize(deserializer),
             Shape::Scalar(_) => {
                 let raw: &RawValue = serde::Deserialize::deserialize(deserializer)?;
                 self.judge(Got::of(raw.get()));
+                serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)
             }
-            _ => deserializer.deserialize_any(self)?,
+            _ => deserializer.deserialize_any(self),
         }
-        Ok(())
     }
 }
 
 impl<'de> Visitor<'de> for Walk<'_, '_> {
-    type Value = ();
+    type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
     }
 
-    fn visit_bool<E>(mut self, _: bool) -> Result<(), E> {
+    fn visit_bool<E>(mut self, v: bool) -> Result<Value, E> {
         self.judge(Got::Bool(""));
-        Ok(())
+        Ok(Value::Bool(v))
     }
-    fn visit_i64<E>(mut self, _: i64) -> Result<(), E> {
+    fn visit_i64<E>(mut self, v: i64) -> Result<Value, E> {
         self.judge(Got::Number(""));
-        Ok(())
+        Ok(Value::from(v))
     }
-    fn visit_u64<E>(mut self, _: u64) -> Result<(), E> {
+    fn visit_u64<E>(mut self, v: u64) -> Result<Value, E> {
         self.judge(Got::Number(""));
-        Ok(())
+        Ok(Value::from(v))
     }
-    fn visit_f64<E>(mut self, _: f64) -> Result<(), E> {
+    fn visit_f64<E>(mut self, v: f64) -> Result<Value, E> {
         self.judge(Got::Number(""));
-        Ok(())
+        Ok(Value::from(v))
     }
-    fn visit_str<E>(mut self, _: &str) -> Result<(), E> {
+    fn visit_str<E>(mut self, v: &str) -> Result<Value, E> {
         self.judge(Got::String(""));
-        Ok(())
+        Ok(Value::String(v.to_owned()))
     }
-    fn visit_unit<E>(self) -> Result<(), E> {
-        Ok(())
+    fn visit_string<E>(mut self, v: String) -> Result<Value, E> {
+        self.judge(Got::String(""));
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
         let item = match self.shape {
             Shape::Slice(items) => Shape::of(items, self.defs),
             Shape::Untyped => Shape::Untyped,
             _ => {
                 self.judge(Got::Array(""));
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                return Ok(());
+                while let Some(item) = seq.next_element::<Value>()? {
+                    items.push(item);
+                }
+                return Ok(Value::Array(items));
             }
         };
-        let mut i = 0;
         loop {
             let walk = Walk {
                 shape: item,
                 defs: self.defs,
-                place: self.place.item(i),
+                place: self.place.item(items.len()),
                 found: &mut *self.found,
             };
-            if seq.next_element_seed(walk)?.is_none() {
-                return Ok(());
+            match seq.next_element_seed(walk)? {
+                Some(value) => items.push(value),
+                None => return Ok(Value::Array(items)),
             }
-            i += 1;
         }
     }
 
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
         let fields = match self.shape {
             Shape::Struct(name, properties) => Fields::Struct(name, properties),
             Shape::Map(values) => Fields::Values(Shape::of(values, self.defs)),
             Shape::Untyped => Fields::Values(Shape::Untyped),
             _ => {
                 self.judge(Got::Object);
-                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                return Ok(());
+                while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                    object.insert(key, value);
+                }
+                return Ok(Value::Object(object));
             }
         };
-        let mut seen = HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
             let (shape, place) = match fields {
                 Fields::Struct(name, properties) => {
@@ -204,27 +226,28 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
                         self.found
                             .strict
                             .push(format!("unknown field {}", go_quote(&place.path())));
-                        map.next_value::<IgnoredAny>()?;
+                        let value = map.next_value::<Value>()?;
+                        object.insert(key, value);
                         continue;
                     };
                     (Shape::of(schema, self.defs), place)
                 }
                 Fields::Values(shape) => (shape, self.place.value(&key)),
             };
-            if seen.contains(&key) {
+            if object.contains_key(&key) {
                 self.found
                     .strict
                     .push(format!("duplicate field {}", go_quote(&place.path())));
             }
-            map.next_value_seed(Walk {
+            let value = map.next_value_seed(Walk {
                 shape,
                 defs: self.defs,
                 place,
                 found: &mut *self.found,
             })?;
-            seen.insert(key);
+            object.insert(key, value);
         }
-        Ok(())
+        Ok(Value::Object(object))
     }
 }
 
@@ -240,6 +263,29 @@ mod tests {
 
     fn pod(body: &[u8]) -> Read {
         read(body, "io.k8s.api.core.v1.Pod", defs())
+    }
+
+    #[test]
+    fn the_value_read_in_the_same_pass_is_the_one_serde_json_reads() {
+        let bodies: [&[u8]; 5] = [
+            br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"1","a":"2"},"foo":[1,{"x":null}]},
+                "spec":{"containers":[{"name":"c","image":"i","bogus":{"x":1.5},"ports":[{"containerPort":80}]}],
+                "zzz":true,"priority":-3},"bar":[1],"status":{"phase":"\u00e9t\u00e9"}}"#,
+            br#"{"metadata":{"managedFields":[{"fieldsV1":{"f:data":{},"f:data":{"k":1}}}]},"spec":{"overhead":{"cpu":"1"}}}"#,
+            br#"{"spec":{"containers":"not a list","nodeName":7,"hostNetwork":"yes"}, "kind":{"wrong":[]}}"#,
+            b" {\n\"metadata\": {\"name\": \"x\"}}\n ",
+            b"{}",
+        ];
+        for body in bodies {
+            let (read, value) = read_value(body, "io.k8s.api.core.v1.Pod", defs()).unwrap();
+            let expected: Value = serde_json::from_slice(body).unwrap();
+            assert_eq!(value, expected, "{}", String::from_utf8_lossy(body));
+            assert_eq!(read, pod(body));
+        }
+        for bad in [&b"{} {}"[..], b"{\"a\":", b"[1,]", b""] {
+            assert!(read_value(bad, "io.k8s.api.core.v1.Pod", defs()).is_none());
+        }
+        assert!(read_value(b"{}", "no.such.Definition", defs()).is_none());
     }
 
     #[test]
