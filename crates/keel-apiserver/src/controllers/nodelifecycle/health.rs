@@ -60,13 +60,40 @@ pub struct NodeHealth {
     renewed: Option<(i64, u32)>,
 }
 
+/// The status of a condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConditionStatus {
+    /// `True`.
+    True,
+    /// `False`.
+    False,
+    /// `Unknown`.
+    Unknown,
+    /// Anything else, or none.
+    Other,
+}
+
+impl ConditionStatus {
+    /// The status of `condition`.
+    pub fn of(condition: &Value) -> ConditionStatus {
+        match condition["status"].as_str() {
+            Some("True") => ConditionStatus::True,
+            Some("False") => ConditionStatus::False,
+            Some("Unknown") => ConditionStatus::Unknown,
+            _ => ConditionStatus::Other,
+        }
+    }
+}
+
 /// What one pass made of a node.
 #[derive(Debug, Clone)]
 pub struct Observation {
-    /// The Ready condition as read (a stand-in, Unknown since creation, if there is none).
-    pub observed_ready: Value,
-    /// The Ready condition after this pass (None: never posted, and still in grace).
-    pub current_ready: Option<Value>,
+    /// The status of the Ready condition as read (Unknown, a stand-in's since creation, if
+    /// there is none).
+    pub observed_ready: ConditionStatus,
+    /// The status of the Ready condition after this pass (None: never posted, and still in
+    /// grace).
+    pub current_ready: Option<ConditionStatus>,
     /// The node with its conditions set to Unknown, to write through `status`.
     pub update: Option<Value>,
 }
@@ -94,7 +121,8 @@ impl NodeHealth {
     }
 }
 
-/// A node's health at `now`, from what was `saved` of it, the node and its Lease.
+/// A node's health at `now`, from what was `saved` of it, the node and its Lease. Nothing
+/// is copied from the node unless its Ready condition changed or it is written.
 pub fn observe(
     saved: Option<NodeHealth>,
     node: &Value,
@@ -102,25 +130,22 @@ pub fn observe(
     now: Millis,
     grace: Grace,
 ) -> (NodeHealth, Observation) {
-    let created = meta_str(node, "creationTimestamp");
-    let created_ms = Time::parse(created).map(|t| t.0 * 1000).unwrap_or(now);
-    let current = condition(node, "Ready").cloned();
-    let (observed_ready, grace) = match &current {
-        Some(ready) => (ready.clone(), grace.monitor),
-        None => (
-            json!({"type": "Ready", "status": "Unknown",
-                   "lastHeartbeatTime": created, "lastTransitionTime": created}),
-            grace.startup,
-        ),
+    let current = condition(node, "Ready");
+    let grace = match current {
+        Some(_) => grace.monitor,
+        None => grace.startup,
     };
     let fresh = |probe: Millis| NodeHealth {
         probe,
         ready_transition: probe,
-        ready: current.clone(),
+        ready: current.cloned(),
         renewed: None,
     };
-    let mut health = match (saved, &current) {
-        (None, None) => fresh(created_ms),
+    let mut health = match (saved, current) {
+        (None, None) => {
+            let created = Time::parse(meta_str(node, "creationTimestamp"));
+            fresh(created.map(|t| t.0 * 1000).unwrap_or(now))
+        }
         (None, Some(_)) => fresh(now),
         (Some(saved), None) if saved.ready.is_none() => saved,
         (Some(saved), None) => {
@@ -144,7 +169,7 @@ pub fn observe(
                 NodeHealth {
                     probe: now,
                     ready_transition,
-                    ready: current.clone(),
+                    ready: Some(ready.clone()),
                     renewed: saved.renewed,
                 }
             }
@@ -162,13 +187,14 @@ pub fn observe(
         }
     }
     let mut observation = Observation {
-        observed_ready,
-        current_ready: current,
+        observed_ready: current.map_or(ConditionStatus::Unknown, ConditionStatus::of),
+        current_ready: current.map(ConditionStatus::of),
         update: None,
     };
     if now <= health.probe + grace.as_millis() as i64 {
         return (health, observation);
     }
+    let created = meta_str(node, "creationTimestamp");
     let mut lost = node.clone();
     let stamp = Time(now.div_euclid(1000)).rfc3339();
     let conditions = lost
@@ -198,9 +224,9 @@ pub fn observe(
             Some(_) => {}
         }
     }
-    let ready = condition(&lost, "Ready").cloned();
-    if ready.as_ref() != Some(&observation.observed_ready) {
-        observation.current_ready = ready;
+    // Written only if Ready changed: it was added, or it was not Unknown.
+    if current.is_none_or(|ready| ready["status"] != "Unknown") {
+        observation.current_ready = Some(ConditionStatus::Unknown);
         observation.update = Some(lost);
     }
     (health, observation)
@@ -209,13 +235,12 @@ pub fn observe(
 /// A MicroTime (`2026-12-05T10:00:00.123456Z`) as seconds and microseconds.
 fn micro_time(s: &str) -> Option<(i64, u32)> {
     let seconds = Time::parse(s)?.0;
-    let micros = s
-        .split_once('.')
-        .map(|(_, frac)| {
-            let digits: String = frac.chars().take_while(char::is_ascii_digit).collect();
-            format!("{digits:0<6}")[..6].parse().unwrap_or(0)
-        })
-        .unwrap_or(0);
+    // The first six digits of the fraction, padded with zeros.
+    let micros = s.split_once('.').map_or(0, |(_, frac)| {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit);
+        let padded = digits.chain(std::iter::repeat(b'0')).take(6);
+        padded.fold(0, |n, d| n * 10 + u32::from(d - b'0'))
+    });
     Some((seconds, micros))
 }
 
@@ -271,8 +296,8 @@ mod tests {
         let never = condition(&lost, "DiskPressure").unwrap();
         assert_eq!(never["reason"], "NodeStatusNeverUpdated");
         assert_eq!(never["message"], "Kubelet never posted node status.");
-        assert_eq!(o.observed_ready["status"], "True");
-        assert_eq!(o.current_ready.unwrap()["status"], "Unknown");
+        assert_eq!(o.observed_ready, ConditionStatus::True);
+        assert_eq!(o.current_ready, Some(ConditionStatus::Unknown));
     }
 
     #[test]
@@ -343,7 +368,7 @@ mod tests {
         let ready = condition(&lost, "Ready").unwrap();
         assert_eq!(ready["reason"], "NodeStatusNeverUpdated");
         assert_eq!(ready["lastHeartbeatTime"], "1970-01-01T00:00:00Z");
-        assert_eq!(o.observed_ready["status"], "Unknown");
+        assert_eq!(o.observed_ready, ConditionStatus::Unknown);
     }
 
     #[test]
@@ -352,12 +377,18 @@ mod tests {
         let (h, _) = observe(None, &n, None, 10_000, GRACE);
         let (_, o) = observe(Some(h), &n, None, 100_000, GRACE);
         assert!(o.update.is_none(), "only a change of Ready is written");
-        assert_eq!(o.current_ready.unwrap()["status"], "Unknown");
+        assert_eq!(o.current_ready, Some(ConditionStatus::Unknown));
     }
 
     #[test]
     fn micro_times_order_within_a_second() {
         assert!(micro_time("2026-01-01T00:00:00.1Z") > micro_time("2026-01-01T00:00:00.099999Z"));
         assert_eq!(micro_time("2026-01-01T00:00:00Z").unwrap().1, 0);
+        assert_eq!(micro_time("2026-01-01T00:00:00.000042Z").unwrap().1, 42);
+        assert_eq!(
+            micro_time("2026-01-01T00:00:00.1234567Z").unwrap().1,
+            123_456,
+            "nanoseconds are cut to microseconds"
+        );
     }
 }

@@ -31,7 +31,7 @@ pub mod queue;
 pub mod taints;
 pub mod zones;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -47,11 +47,11 @@ use crate::registry::store::{ListQuery, Registry, Selection};
 use crate::registry::time::Time;
 use crate::registry::{Strategy, meta_str};
 use crate::storage::Status;
-use health::{Grace, NodeHealth, now_millis};
+use health::{ConditionStatus, Grace, NodeHealth, now_millis};
 use metrics::NodeLifecycleMetrics;
 use pause::Pause;
 use taints::{NOT_READY_NO_EXECUTE, Taint, UNREACHABLE_NO_EXECUTE, condition};
-use zones::{Disruption, Rates, Zones, zone_key};
+use zones::{Disruption, NodeZone, Rates, ZoneCount, Zones, zone_key};
 
 /// The field manager of the controller's writes.
 const MANAGER: &str = "kube-controller-manager";
@@ -143,10 +143,10 @@ pub async fn run(registry: Arc<Registry>, options: Options, metrics: NodeLifecyc
         zones,
         options,
         metrics,
-        known: BTreeMap::new(),
-        health: HashMap::new(),
+        known: HashMap::new(),
         retry_pods: BTreeSet::new(),
         pause,
+        lease_key: format!("{LEASE_NAMESPACE}/"),
     };
     let mut tick = tokio::time::interval(options.monitor_period.max(Duration::from_millis(10)));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -302,13 +302,39 @@ struct Monitor {
     zones: Arc<Mutex<Zones>>,
     options: Options,
     metrics: NodeLifecycleMetrics,
-    /// The nodes seen so far, and their uids.
-    known: BTreeMap<String, String>,
-    health: HashMap<String, NodeHealth>,
+    /// The nodes seen so far, by name.
+    known: HashMap<String, Known>,
     /// Nodes whose pods could not all be marked not Ready.
     retry_pods: BTreeSet<String>,
     /// Whether the store fails its health check, and when it last passed it again.
     pause: Arc<Pause>,
+    /// `kube-node-lease/`, then the name of the node whose Lease is looked up: its key in
+    /// `leases`, made without allocating.
+    lease_key: String,
+}
+
+/// What the monitor keeps of a node it has seen.
+struct Known {
+    uid: String,
+    /// Its zone, as last read.
+    zone: NodeZone,
+    /// Its health, once a pass has observed it.
+    health: Option<NodeHealth>,
+}
+
+/// What a pass made of a node ([`Monitor::update_health`]).
+struct Checked {
+    /// The node as it now is.
+    node: Arc<Value>,
+    /// Its zone key.
+    zone: Arc<str>,
+    /// Whether it is left out of the disruption count.
+    excluded: bool,
+    /// The status of its Ready condition as read.
+    observed: ConditionStatus,
+    /// The status of its Ready condition after this pass (None: never posted, and still
+    /// in grace).
+    current: Option<ConditionStatus>,
 }
 
 impl Monitor {
@@ -325,39 +351,44 @@ impl Monitor {
         let started = Instant::now();
         let nodes = self.nodes.list();
         self.classify(&nodes).await;
-        let mut zone_ready: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
+        let mut zone_ready: BTreeMap<Arc<str>, ZoneCount> = BTreeMap::new();
         for node in &nodes {
             if self.pause.paused() {
                 return;
             }
-            let Some((node, observed, current)) = self.update_health(node).await else {
+            let Some(checked) = self.update_health(node).await else {
                 continue;
             };
-            if !zones::excluded_from_disruption(&node) {
-                let status = current
-                    .as_ref()
-                    .and_then(|c| c["status"].as_str())
-                    .map(str::to_string);
-                zone_ready.entry(zone_key(&node)).or_default().push(status);
+            let Checked {
+                node,
+                zone,
+                excluded,
+                observed,
+                current,
+            } = checked;
+            if !excluded {
+                let ready = current == Some(ConditionStatus::True);
+                zone_ready.entry(zone.clone()).or_default().add(ready);
             }
             let Some(current) = current else { continue };
-            self.taint_based_eviction(&node, &observed).await;
-            let name = meta_str(&node, "name").to_string();
-            let became_not_ready = current["status"] != "True" && observed["status"] == "True";
+            self.taint_based_eviction(&node, &zone, observed).await;
+            let name = meta_str(&node, "name");
+            let became_not_ready =
+                current != ConditionStatus::True && observed == ConditionStatus::True;
             if became_not_ready {
-                tracing::info!(node = %name, status = %current["status"], "node lifecycle: node is not ready");
+                tracing::info!(node = %name, status = ?current, "node lifecycle: node is not ready");
                 let message = format!("Node {name} status is now: NodeNotReady");
                 self.writer.node_event(&node, "NodeNotReady", message);
             }
-            let retry = self.retry_pods.contains(&name) && observed["status"] != "True";
+            let retry = self.retry_pods.contains(name) && observed != ConditionStatus::True;
             if (became_not_ready || retry)
-                && let Err(status) = self.writer.mark_pods_not_ready(&name).await
+                && let Err(status) = self.writer.mark_pods_not_ready(name).await
             {
                 tracing::warn!(node = %name, error = %status.message, "node lifecycle: marking the node's pods not ready; will retry");
-                self.retry_pods.insert(name);
+                self.retry_pods.insert(name.to_string());
                 continue;
             }
-            self.retry_pods.remove(&name);
+            self.retry_pods.remove(name);
         }
         self.handle_disruption(&nodes, &zone_ready).await;
         self.metrics
@@ -369,10 +400,27 @@ impl Monitor {
     /// NoExecute taints lifted (they are set again if it is still lost).
     async fn classify(&mut self, nodes: &[Arc<Value>]) {
         let now = Instant::now();
-        let names: BTreeSet<&str> = nodes.iter().map(|n| meta_str(n, "name")).collect();
         for node in nodes {
-            let name = meta_str(node, "name");
-            let zone = zone_key(node);
+            let (name, uid) = (meta_str(node, "name"), meta_str(node, "uid"));
+            let (zone, new) = match self.known.get_mut(name) {
+                Some(known) => {
+                    if known.uid != uid {
+                        known.uid = uid.to_string();
+                    }
+                    (known.zone.follow(node).key.clone(), false)
+                }
+                None => {
+                    let zone = NodeZone::of(node);
+                    let key = zone.key.clone();
+                    let known = Known {
+                        uid: uid.to_string(),
+                        zone,
+                        health: None,
+                    };
+                    self.known.insert(name.to_string(), known);
+                    (key, true)
+                }
+            };
             if self.zones().add_zone(&zone, now) {
                 tracing::info!(zone = %zone.replace('\0', ""), "node lifecycle: initializing eviction metric for zone");
                 self.metrics
@@ -380,77 +428,75 @@ impl Monitor {
                     .get_or_create(&NodeLifecycleMetrics::zone(&zone))
                     .inc_by(0);
             }
-            let uid = meta_str(node, "uid");
-            if self.known.get(name).is_some_and(|known| known == uid) {
-                continue;
-            }
-            if self
-                .known
-                .insert(name.to_string(), uid.to_string())
-                .is_none()
-            {
+            if new {
                 tracing::info!(node = name, "node lifecycle: observed a new node");
                 let message = format!("Node {name} event: Registered Node {name} in Controller");
                 self.writer.node_event(node, "RegisteredNode", message);
-                let _ = self.mark_reachable(node).await;
+                let _ = self.mark_reachable(node, &zone).await;
             }
         }
-        let gone: Vec<(String, String)> = self
+        // Every listed node is known now: more known ones are gone.
+        if self.known.len() == nodes.len() {
+            return;
+        }
+        let listed: HashSet<&str> = nodes.iter().map(|n| meta_str(n, "name")).collect();
+        let mut gone: Vec<(String, Known)> = self
             .known
-            .iter()
-            .filter(|(name, _)| !names.contains(name.as_str()))
-            .map(|(name, uid)| (name.clone(), uid.clone()))
+            .extract_if(|name, _| !listed.contains(name.as_str()))
             .collect();
-        for (name, uid) in gone {
+        gone.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, known) in gone {
             tracing::info!(node = %name, "node lifecycle: observed a node deletion");
             let message = format!("Node {name} event: Removing Node {name} from Controller");
-            let node = json!({"metadata": {"name": name, "uid": uid}});
+            let node = json!({"metadata": {"name": name, "uid": known.uid}});
             self.writer.node_event(&node, "RemovingNode", message);
-            self.known.remove(&name);
-            self.health.remove(&name);
             self.retry_pods.remove(&name);
         }
     }
 
-    /// The node's health this pass (`tryUpdateNodeHealth` with its retries): the node as
-    /// it now is, its observed and its current Ready condition; None if it could not be
-    /// written (it is left out of this pass).
-    async fn update_health(
-        &mut self,
-        node: &Arc<Value>,
-    ) -> Option<(Arc<Value>, Value, Option<Value>)> {
-        let name = meta_str(node, "name").to_string();
-        let mut node = Arc::clone(node);
+    /// The node's health this pass (`tryUpdateNodeHealth` with its retries); None if it
+    /// could not be written (it is left out of this pass).
+    async fn update_health(&mut self, listed: &Arc<Value>) -> Option<Checked> {
+        let name = meta_str(listed, "name");
+        let mut node = Arc::clone(listed);
         for attempt in 0..UPDATE_RETRIES {
-            let lease = self.leases.get(&format!("{LEASE_NAMESPACE}/{name}"));
+            let lease = self.lease(name);
             let now = now_millis();
-            let mut saved = self.health.remove(&name);
+            // `classify` took in every listed node.
+            let known = self.known.get_mut(name)?;
+            let mut saved = known.health.take();
             if let Some(saved) = saved.as_mut() {
                 saved.resume(self.pause.resumed_at());
             }
             let (health, observation) =
                 health::observe(saved, &node, lease.as_deref(), now, self.options.grace);
-            let Some(update) = observation.update else {
-                self.health.insert(name, health);
-                return Some((node, observation.observed_ready, observation.current_ready));
+            let checked = |known: &mut Known, node: Arc<Value>| {
+                let zone = known.zone.follow(&node);
+                Some(Checked {
+                    zone: zone.key.clone(),
+                    excluded: zone.excluded,
+                    node,
+                    observed: observation.observed_ready,
+                    current: observation.current_ready,
+                })
+            };
+            let Some(update) = &observation.update else {
+                known.health = Some(health);
+                return checked(known, node);
             };
             let written = self
                 .writer
-                .update_node(&name, Some("status"), |_| Some(update.clone()))
+                .update_node(name, Some("status"), |_| Some(update.clone()))
                 .await;
+            let known = self.known.get_mut(name)?;
             match written {
                 Ok(written) => {
                     tracing::info!(node = %name, "node lifecycle: kubelet stopped posting node status; marked Unknown");
-                    self.health
-                        .insert(name, health.after_update(&written, now_millis()));
-                    return Some((
-                        Arc::new(written),
-                        observation.observed_ready,
-                        observation.current_ready,
-                    ));
+                    known.health = Some(health.after_update(&written, now_millis()));
+                    return checked(known, Arc::new(written));
                 }
                 Err(status) => {
-                    self.health.insert(name.clone(), health);
+                    known.health = Some(health);
                     if status.code != 409 || attempt + 1 == UPDATE_RETRIES {
                         tracing::warn!(node = %name, error = %status.message, "node lifecycle: updating the node's health; skipped this pass");
                         return None;
@@ -459,7 +505,7 @@ impl Monitor {
                     match self
                         .writer
                         .registry
-                        .get(self.writer.nodes, None, &name, "")
+                        .get(self.writer.nodes, None, name, "")
                         .await
                     {
                         Ok(fresh) => node = Arc::new(fresh),
@@ -471,18 +517,25 @@ impl Monitor {
         None
     }
 
-    /// Queues, swaps or lifts the node's NoExecute taint by its observed Ready condition
-    /// (`processTaintBaseEviction`).
-    async fn taint_based_eviction(&mut self, node: &Value, observed: &Value) {
+    /// The node's Lease (its key made in `lease_key`).
+    fn lease(&mut self, name: &str) -> Option<Arc<Value>> {
+        self.lease_key.truncate(LEASE_NAMESPACE.len() + 1);
+        self.lease_key.push_str(name);
+        self.leases.get(&self.lease_key)
+    }
+
+    /// Queues, swaps or lifts the NoExecute taint of the node (in `zone`) by its observed
+    /// Ready condition (`processTaintBaseEviction`).
+    async fn taint_based_eviction(&mut self, node: &Value, zone: &str, observed: ConditionStatus) {
         let name = meta_str(node, "name");
-        let (taint, opposite) = match observed["status"].as_str() {
-            Some("False") => (NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE),
-            Some("Unknown") => (UNREACHABLE_NO_EXECUTE, NOT_READY_NO_EXECUTE),
-            Some("True") => {
-                let _ = self.mark_reachable(node).await;
+        let (taint, opposite) = match observed {
+            ConditionStatus::False => (NOT_READY_NO_EXECUTE, UNREACHABLE_NO_EXECUTE),
+            ConditionStatus::Unknown => (UNREACHABLE_NO_EXECUTE, NOT_READY_NO_EXECUTE),
+            ConditionStatus::True => {
+                let _ = self.mark_reachable(node, zone).await;
                 return;
             }
-            _ => return,
+            ConditionStatus::Other => return,
         };
         if taints::has(node, opposite) {
             // Already tainted the other way: swapped at once, not paced.
@@ -490,16 +543,16 @@ impl Monitor {
             return;
         }
         let mut zones = self.zones();
-        let queue = zones.queue(&zone_key(node), Instant::now());
+        let queue = zones.queue(zone, Instant::now());
         if !taints::has(node, taint) {
             queue.remove(name);
         }
         queue.add(name, meta_str(node, "uid"), Instant::now());
     }
 
-    /// Lifts the node's NoExecute taints and takes it out of its queue
+    /// Lifts the node's NoExecute taints and takes it out of the queue of `zone`, its zone
     /// (`markNodeAsReachable`).
-    async fn mark_reachable(&mut self, node: &Value) -> bool {
+    async fn mark_reachable(&mut self, node: &Value, zone: &str) -> bool {
         let name = meta_str(node, "name");
         let tainted = [UNREACHABLE_NO_EXECUTE, NOT_READY_NO_EXECUTE]
             .iter()
@@ -512,22 +565,16 @@ impl Monitor {
         {
             return false;
         }
-        self.zones()
-            .queue(&zone_key(node), Instant::now())
-            .remove(name)
+        self.zones().queue(zone, Instant::now()).remove(name)
     }
 
     /// The zones' states and rates, and what a full disruption asks (`handleDisruption`).
     async fn handle_disruption(
         &mut self,
         nodes: &[Arc<Value>],
-        zone_ready: &BTreeMap<String, Vec<Option<String>>>,
+        zone_ready: &BTreeMap<Arc<str>, ZoneCount>,
     ) {
-        let ready: BTreeMap<String, Vec<Option<&str>>> = zone_ready
-            .iter()
-            .map(|(z, s)| (z.clone(), s.iter().map(Option::as_deref).collect()))
-            .collect();
-        let (health, disruption) = self.zones().handle_disruption(&ready, Instant::now());
+        let (health, disruption) = self.zones().handle_disruption(zone_ready, Instant::now());
         for (zone, h) in &health {
             let labels = NodeLifecycleMetrics::zone(zone);
             self.metrics
@@ -548,7 +595,7 @@ impl Monitor {
                     "node lifecycle: every node is not Ready; entering master disruption mode (no NoExecute taints)"
                 );
                 for node in nodes {
-                    self.mark_reachable(node).await;
+                    self.mark_reachable(node, &zone_key(node)).await;
                 }
             }
             Disruption::ExitedFull => {
@@ -556,7 +603,7 @@ impl Monitor {
                     "node lifecycle: some nodes are Ready; exiting master disruption mode"
                 );
                 let now = now_millis();
-                for health in self.health.values_mut() {
+                for health in self.known.values_mut().filter_map(|k| k.health.as_mut()) {
                     health.restart(now);
                 }
             }

@@ -18,6 +18,7 @@
 //! Sans I/O: the caller lifts the taints and resets the timestamps.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use serde_json::Value;
@@ -67,14 +68,60 @@ pub fn excluded_from_disruption(node: &Value) -> bool {
         .is_some()
 }
 
-/// The number of not-Ready nodes of a zone and its state, from its nodes' Ready
-/// statuses (None: no Ready condition).
-pub fn compute_zone_state(ready: &[Option<&str>], unhealthy_threshold: f32) -> (usize, ZoneState) {
-    let ready_nodes = ready.iter().filter(|s| **s == Some("True")).count();
-    let not_ready = ready.len() - ready_nodes;
-    let state = if ready_nodes == 0 && not_ready > 0 {
+/// A node's zone ([`zone_key`]) and whether it is left out of the disruption count,
+/// read once per node object: a cached node never changes (a changed one is a new object).
+#[derive(Debug, Clone)]
+pub struct NodeZone {
+    /// The object they were read from, by identity only (held, its address is not reused).
+    from: Weak<Value>,
+    /// The zone key.
+    pub key: Arc<str>,
+    /// Whether the node is left out of the disruption count.
+    pub excluded: bool,
+}
+
+impl NodeZone {
+    /// Read from `node`.
+    pub fn of(node: &Arc<Value>) -> NodeZone {
+        NodeZone {
+            from: Arc::downgrade(node),
+            key: zone_key(node).into(),
+            excluded: excluded_from_disruption(node),
+        }
+    }
+
+    /// Read again from `node` if it is another object than the last one.
+    pub fn follow(&mut self, node: &Arc<Value>) -> &NodeZone {
+        if !std::ptr::eq(self.from.as_ptr(), Arc::as_ptr(node)) {
+            *self = NodeZone::of(node);
+        }
+        self
+    }
+}
+
+/// A zone's nodes in a monitor pass: those counted and those of them Ready.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ZoneCount {
+    /// Nodes counted.
+    pub size: usize,
+    /// Nodes whose Ready condition is True.
+    pub ready: usize,
+}
+
+impl ZoneCount {
+    /// Counts a node.
+    pub fn add(&mut self, ready: bool) {
+        self.size += 1;
+        self.ready += usize::from(ready);
+    }
+}
+
+/// The number of not-Ready nodes of a zone and its state.
+pub fn compute_zone_state(count: ZoneCount, unhealthy_threshold: f32) -> (usize, ZoneState) {
+    let not_ready = count.size - count.ready;
+    let state = if count.ready == 0 && not_ready > 0 {
         ZoneState::FullDisruption
-    } else if not_ready > 2 && not_ready as f32 / ready.len() as f32 >= unhealthy_threshold {
+    } else if not_ready > 2 && not_ready as f32 / count.size as f32 >= unhealthy_threshold {
         ZoneState::PartialDisruption
     } else {
         ZoneState::Normal
@@ -153,40 +200,43 @@ impl Zones {
 
     /// The queue of `zone` (made if missing).
     pub fn queue(&mut self, zone: &str, now: Instant) -> &mut Queue {
-        let qps = self.rates.eviction;
-        self.queues
-            .entry(zone.to_string())
-            .or_insert_with(|| Queue::new(qps, now))
+        if !self.queues.contains_key(zone) {
+            let queue = Queue::new(self.rates.eviction, now);
+            self.queues.insert(zone.to_string(), queue);
+        }
+        self.queues.get_mut(zone).expect("inserted above")
     }
 
-    /// Classifies every zone from its nodes' Ready statuses and sets the queues' rates
+    /// Classifies every zone from its nodes' Ready conditions and sets the queues' rates
     /// (`handleDisruption`); the numbers of each zone for the metrics and what the caller
     /// must do.
     pub fn handle_disruption(
         &mut self,
-        zone_ready: &BTreeMap<String, Vec<Option<&str>>>,
+        zone_ready: &BTreeMap<Arc<str>, ZoneCount>,
         now: Instant,
     ) -> (BTreeMap<String, ZoneHealth>, Disruption) {
         let mut new_states = BTreeMap::new();
         let mut health = BTreeMap::new();
         let mut all_are_fully_disrupted = true;
-        for (zone, ready) in zone_ready {
-            let (unhealthy, state) = compute_zone_state(ready, self.rates.unhealthy_zone_threshold);
+        for (zone, count) in zone_ready {
+            let (unhealthy, state) =
+                compute_zone_state(*count, self.rates.unhealthy_zone_threshold);
             health.insert(
-                zone.clone(),
+                zone.to_string(),
                 ZoneHealth {
-                    size: ready.len(),
+                    size: count.size,
                     unhealthy,
                 },
             );
             all_are_fully_disrupted &= state == ZoneState::FullDisruption;
-            new_states.insert(zone.clone(), state);
+            new_states.insert(zone.to_string(), state);
             self.states
-                .entry(zone.clone())
+                .entry(zone.to_string())
                 .or_insert(ZoneState::Initial);
         }
         // Zones with no node left are forgotten.
-        self.states.retain(|zone, _| zone_ready.contains_key(zone));
+        self.states
+            .retain(|zone, _| zone_ready.contains_key(zone.as_str()));
         let all_were_fully_disrupted = self
             .states
             .values()
@@ -215,7 +265,7 @@ impl Zones {
             if outcome == Disruption::None && self.states[&zone] == new {
                 continue;
             }
-            let size = zone_ready[&zone].len();
+            let size = zone_ready[zone.as_str()].size;
             let qps = self.rate(size, new);
             if let (Some(qps), Some(queue)) = (qps, self.queues.get_mut(&zone)) {
                 queue.swap_limiter(qps, now);
@@ -257,36 +307,36 @@ mod tests {
         unhealthy_zone_threshold: 0.55,
     };
 
-    fn statuses(ready: usize, not: usize) -> Vec<Option<&'static str>> {
-        let mut v = vec![Some("True"); ready];
-        v.extend(std::iter::repeat_n(Some("Unknown"), not));
-        v
+    fn count(ready: usize, not: usize) -> ZoneCount {
+        ZoneCount {
+            size: ready + not,
+            ready,
+        }
     }
 
     #[test]
     fn zone_states_are_computed_as_upstream_computes_them() {
         assert_eq!(
-            compute_zone_state(&statuses(0, 1), 0.55),
+            compute_zone_state(count(0, 1), 0.55),
             (1, ZoneState::FullDisruption)
-        );
-        assert_eq!(
-            compute_zone_state(&[None, Some("False")], 0.55),
-            (2, ZoneState::FullDisruption)
         );
         // Two not-ready nodes never make a partial disruption.
         assert_eq!(
-            compute_zone_state(&statuses(1, 2), 0.55),
+            compute_zone_state(count(1, 2), 0.55),
             (2, ZoneState::Normal)
         );
         assert_eq!(
-            compute_zone_state(&statuses(2, 3), 0.55),
+            compute_zone_state(count(2, 3), 0.55),
             (3, ZoneState::PartialDisruption)
         );
         assert_eq!(
-            compute_zone_state(&statuses(3, 3), 0.55),
+            compute_zone_state(count(3, 3), 0.55),
             (3, ZoneState::Normal)
         );
-        assert_eq!(compute_zone_state(&[], 0.55), (0, ZoneState::Normal));
+        assert_eq!(
+            compute_zone_state(count(0, 0), 0.55),
+            (0, ZoneState::Normal)
+        );
     }
 
     #[test]
@@ -300,11 +350,33 @@ mod tests {
         assert_eq!(zone_key(&json!({"metadata": {}})), "");
     }
 
+    #[test]
+    fn a_nodes_zone_is_read_again_when_the_node_changes() {
+        let labels =
+            |zone: &str| json!({"metadata": {"labels": {"topology.kubernetes.io/zone": zone}}});
+        let node = Arc::new(labels("a"));
+        let mut zone = NodeZone::of(&node);
+        assert_eq!((&*zone.key, zone.excluded), (":\0:a", false));
+        let key = zone.key.clone();
+        assert!(
+            Arc::ptr_eq(&zone.follow(&node).key, &key),
+            "the same node: not read again"
+        );
+        let mut moved = labels("b");
+        moved["metadata"]["labels"]["node.kubernetes.io/exclude-disruption"] = "".into();
+        let moved = Arc::new(moved);
+        let followed = zone.follow(&moved);
+        assert_eq!((&*followed.key, followed.excluded), (":\0:b", true));
+        // A node equal to the last one but another object is read again too.
+        let again = Arc::new(labels("b"));
+        assert!(!zone.follow(&again).excluded);
+    }
+
     fn pass(zones: &mut Zones, at: Instant, z: &[(&str, usize, usize)]) -> Disruption {
         let mut ready = BTreeMap::new();
         for (zone, r, n) in z {
             zones.add_zone(zone, at);
-            ready.insert(zone.to_string(), statuses(*r, *n));
+            ready.insert(Arc::from(*zone), count(*r, *n));
         }
         zones.handle_disruption(&ready, at).1
     }
