@@ -16,7 +16,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 use keel_apiserver::storage::StoreChannel;
 
-/// The address the apiserver's channel to its own store names; it never leaves the process.
+/// What `keel up` shows as its apiserver's `--etcd-servers`: the store embedded in the process.
 const IN_PROCESS_STORE: &str = "http://in-process.keel";
 
 /// Flags `keel up` sets itself, with why, refused when given.

@@ -442,19 +442,32 @@ impl Registry {
         // wrote it, so the answer needs no second decode of the bytes just encoded.
         let mut made: Option<(Vec<u8>, Value)> = None;
         // The cache's object as served, for the start it was made of (the same revision of
-        // the same key: the same bytes), so the update need not decode them again.
+        // the same key: the same bytes), so the update need not decode them again. It has the
+        // kind's apiVersion and kind where the stored bytes may have others, so a finalize
+        // (which keeps the stored object's) decodes, and so does the judgement of a no-op.
         let cached_at = existing.object.mod_revision;
-        let cached = cached.and_then(Result::ok);
+        let cached = cached
+            .and_then(Result::ok)
+            .filter(|_| subresource != Some("finalize"));
         let mut step = |current: &Object| -> Result<Vec<u8>, StorageError> {
-            let old = match &cached {
-                Some(served) if current.mod_revision == cached_at => Cow::Borrowed(served.value()),
-                _ => Cow::Owned(decode(kind, current).map_err(rejected)?),
+            let served = cached
+                .as_ref()
+                .filter(|_| current.mod_revision == cached_at)
+                .map(|served| served.value());
+            let old = match served {
+                Some(served) => Cow::Borrowed(served),
+                None => Cow::Owned(decode(kind, current).map_err(rejected)?),
             };
             let new = self
                 .updated(kind, &old, subresource, now, &mut make)
                 .map_err(rejected)?;
             delete_after = meta::should_delete_during_update(&new, &old);
-            if same_but_resource_version(&new, &old) {
+            // Unchanged as stored: an object stored under another apiVersion or kind is
+            // written again in the kind's (a storage migration's no-op update).
+            let unchanged = same_but_resource_version(&new, &old)
+                && (served.is_none()
+                    || same_but_resource_version(&new, &decode(kind, current).map_err(rejected)?));
+            if unchanged {
                 made = Some((current.value.clone(), old.into_owned()));
                 return Ok(current.value.clone());
             }

@@ -9,7 +9,7 @@
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -32,16 +32,25 @@ pub fn read(bytes: &[u8], root: &str, defs: &Map<String, Value>) -> Read {
     let Some(shape) = Shape::root(root, defs) else {
         return Read::default();
     };
-    walk(bytes, shape, defs)
+    walk(bytes, shape, defs, false)
         .map(|(read, _, _)| read)
         .unwrap_or_default()
 }
 
 /// [`read`], and the JSON value the bytes hold (as `serde_json` reads it: a key given twice
-/// keeps its last value), made in the same pass; None when `root` is no definition or the
-/// bytes are not JSON.
+/// keeps its last value), made in the same pass. None when `root` is no definition, or the
+/// bytes are not one JSON value, or the pass could not be sure to make `serde_json`'s value:
+/// a structure where a scalar belongs (read apart, it would escape the nesting limit), or
+/// `serde_json`'s private raw-value key (which its own reading treats apart); the caller
+/// then decodes as usual and reads with [`read`].
 pub fn read_value(bytes: &[u8], root: &str, defs: &Map<String, Value>) -> Option<(Read, Value)> {
-    match walk(bytes, Shape::root(root, defs)?, defs)? {
+    if bytes
+        .windows(RAW_VALUE_TOKEN.len())
+        .any(|w| w == RAW_VALUE_TOKEN.as_bytes())
+    {
+        return None;
+    }
+    match walk(bytes, Shape::root(root, defs)?, defs, true)? {
         (read, value, true) => Some((read, value)),
         (_, _, false) => None,
     }
@@ -49,14 +58,23 @@ pub fn read_value(bytes: &[u8], root: &str, defs: &Map<String, Value>) -> Option
 
 /// The duplicate fields of a patch body, read as Go reads it into untyped maps.
 pub fn duplicate_errors(bytes: &[u8]) -> Vec<String> {
-    walk(bytes, Shape::Untyped, &Map::new())
+    walk(bytes, Shape::Untyped, &Map::new(), false)
         .map(|(read, _, _)| read.strict)
         .unwrap_or_default()
 }
 
-/// The strict read of the first JSON value in `bytes`, the value, and whether nothing but
-/// white space follows it.
-fn walk(bytes: &[u8], shape: Shape<'_>, defs: &Map<String, Value>) -> Option<(Read, Value, bool)> {
+/// The key `serde_json` (with its `raw_value` feature) reads a map's first key as a raw
+/// value's wrapper by.
+const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
+
+/// The strict read of the first JSON value in `bytes`, the value if `build` (else null), and
+/// whether nothing but white space follows it.
+fn walk(
+    bytes: &[u8],
+    shape: Shape<'_>,
+    defs: &Map<String, Value>,
+    build: bool,
+) -> Option<(Read, Value, bool)> {
     let mut found = Found::default();
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let walk = Walk {
@@ -64,6 +82,7 @@ fn walk(bytes: &[u8], shape: Shape<'_>, defs: &Map<String, Value>) -> Option<(Re
         defs,
         place: Place::default(),
         found: &mut found,
+        build,
     };
     let value = walk.deserialize(&mut deserializer).ok()?;
     let whole = deserializer.end().is_ok();
@@ -93,12 +112,34 @@ struct Found {
 }
 
 /// One value of a strict read: a [`DeserializeSeed`] that notes unknown and duplicate
-/// fields and values of the wrong type as it goes.
+/// fields and values of the wrong type as it goes, and makes the value when `build` (else
+/// null, skipping what it does not look into as `serde_json` skips it: at any depth).
 struct Walk<'s, 'f> {
     shape: Shape<'s>,
     defs: &'s Map<String, Value>,
     place: Place<'s>,
     found: &'f mut Found,
+    build: bool,
+}
+
+impl Walk<'_, '_> {
+    /// The next value of `seq`, made or skipped.
+    fn any_element<'de, A: SeqAccess<'de>>(&self, seq: &mut A) -> Result<Option<Value>, A::Error> {
+        if self.build {
+            seq.next_element::<Value>()
+        } else {
+            Ok(seq.next_element::<IgnoredAny>()?.map(|_| Value::Null))
+        }
+    }
+
+    /// The next value of `map`, made or skipped.
+    fn any_value<'de, A: MapAccess<'de>>(&self, map: &mut A) -> Result<Value, A::Error> {
+        if self.build {
+            map.next_value::<Value>()
+        } else {
+            map.next_value::<IgnoredAny>().map(|_| Value::Null)
+        }
+    }
 }
 
 impl Walk<'_, '_> {
@@ -131,11 +172,18 @@ impl<'de> DeserializeSeed<'de> for Walk<'_, '_> {
 
     fn deserialize<D: Deserializer<'de>>(mut self, deserializer: D) -> Result<Value, D::Error> {
         match self.shape {
-            Shape::Raw => Value::deserialize(deserializer),
+            Shape::Raw if self.build => Value::deserialize(deserializer),
+            Shape::Raw => deserializer
+                .deserialize_ignored_any(IgnoredAny)
+                .map(|_| Value::Null),
             Shape::Scalar(_) => {
                 let raw: &RawValue = serde::Deserialize::deserialize(deserializer)?;
                 self.judge(Got::of(raw.get()));
-                serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)
+                match raw.get().as_bytes().first() {
+                    _ if !self.build => Ok(Value::Null),
+                    Some(b'[' | b'{') => Err(serde::de::Error::custom("a structure in a scalar")),
+                    _ => serde_json::from_str(raw.get()).map_err(serde::de::Error::custom),
+                }
             }
             _ => deserializer.deserialize_any(self),
         }
@@ -184,23 +232,26 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
             Shape::Untyped => Shape::Untyped,
             _ => {
                 self.judge(Got::Array(""));
-                while let Some(item) = seq.next_element::<Value>()? {
-                    items.push(item);
+                while let Some(item) = self.any_element(&mut seq)? {
+                    items.extend(self.build.then_some(item));
                 }
                 return Ok(Value::Array(items));
             }
         };
+        let mut i = 0;
         loop {
             let walk = Walk {
                 shape: item,
                 defs: self.defs,
-                place: self.place.item(items.len()),
+                place: self.place.item(i),
                 found: &mut *self.found,
+                build: self.build,
             };
             match seq.next_element_seed(walk)? {
-                Some(value) => items.push(value),
+                Some(value) => items.extend(self.build.then_some(value)),
                 None => return Ok(Value::Array(items)),
             }
+            i += 1;
         }
     }
 
@@ -212,8 +263,11 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
             Shape::Untyped => Fields::Values(Shape::Untyped),
             _ => {
                 self.judge(Got::Object);
-                while let Some((key, value)) = map.next_entry::<String, Value>()? {
-                    object.insert(key, value);
+                while let Some(key) = map.next_key::<String>()? {
+                    let value = self.any_value(&mut map)?;
+                    if self.build {
+                        object.insert(key, value);
+                    }
                 }
                 return Ok(Value::Object(object));
             }
@@ -226,8 +280,10 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
                         self.found
                             .strict
                             .push(format!("unknown field {}", go_quote(&place.path())));
-                        let value = map.next_value::<Value>()?;
-                        object.insert(key, value);
+                        let value = self.any_value(&mut map)?;
+                        if self.build {
+                            object.insert(key, value);
+                        }
                         continue;
                     };
                     (Shape::of(schema, self.defs), place)
@@ -239,11 +295,13 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
                     .strict
                     .push(format!("duplicate field {}", go_quote(&place.path())));
             }
+            // Without `build`, the keys are kept (with null) to find those given twice.
             let value = map.next_value_seed(Walk {
                 shape,
                 defs: self.defs,
                 place,
                 found: &mut *self.found,
+                build: self.build,
             })?;
             object.insert(key, value);
         }
@@ -272,7 +330,7 @@ mod tests {
                 "spec":{"containers":[{"name":"c","image":"i","bogus":{"x":1.5},"ports":[{"containerPort":80}]}],
                 "zzz":true,"priority":-3},"bar":[1],"status":{"phase":"\u00e9t\u00e9"}}"#,
             br#"{"metadata":{"managedFields":[{"fieldsV1":{"f:data":{},"f:data":{"k":1}}}]},"spec":{"overhead":{"cpu":"1"}}}"#,
-            br#"{"spec":{"containers":"not a list","nodeName":7,"hostNetwork":"yes"}, "kind":{"wrong":[]}}"#,
+            br#"{"spec":{"containers":"not a list","nodeName":7,"hostNetwork":"yes"}, "kind":7}"#,
             b" {\n\"metadata\": {\"name\": \"x\"}}\n ",
             b"{}",
         ];
@@ -286,6 +344,22 @@ mod tests {
             assert!(read_value(bad, "io.k8s.api.core.v1.Pod", defs()).is_none());
         }
         assert!(read_value(b"{}", "no.such.Definition", defs()).is_none());
+        // What the pass cannot be sure to read as serde_json does is left to it.
+        let raw = br#"{"spec":{"nodeSelector":{"$serde_json::private::RawValue":"1"}}}"#;
+        assert!(read_value(raw, "io.k8s.api.core.v1.Pod", defs()).is_none());
+        let structure = br#"{"spec":{"nodeName":{"a":[1]}}}"#;
+        assert!(read_value(structure, "io.k8s.api.core.v1.Pod", defs()).is_none());
+        assert!(pod(structure).error.is_some());
+        // Without a value to make, what is not looked into is skipped at any depth.
+        let deep = format!(
+            r#"{{"zzz":{}{},"spec":{{"nodeName":7}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert!(read_value(deep.as_bytes(), "io.k8s.api.core.v1.Pod", defs()).is_none());
+        let read = pod(deep.as_bytes());
+        assert_eq!(read.strict, ["unknown field \"zzz\""]);
+        assert!(read.error.is_some());
     }
 
     #[test]
