@@ -292,6 +292,26 @@ mod tests {
         openapi::documents(&registry::kinds()).definitions()
     }
 
+    /// A JSON body decoded and checked as a create or update reads it (one pass, see
+    /// [`read_json`]): the object as checked, and the answer.
+    fn json_body(
+        kind: &dyn Strategy,
+        bytes: &[u8],
+        directive: Directive,
+    ) -> (Value, Result<Vec<String>, Status>) {
+        let (read, mut obj) = read_json(kind, defs(), bytes).unwrap();
+        let answer = check_body(
+            kind,
+            defs(),
+            bytes,
+            Body::Json,
+            &mut obj,
+            directive,
+            Some(read),
+        );
+        (obj, answer)
+    }
+
     fn kind(resource: &str) -> &'static dyn Strategy {
         registry::kinds()
             .into_iter()
@@ -319,17 +339,8 @@ mod tests {
     fn bodies_are_pruned_whatever_the_directive() {
         let cm = kind("configmaps");
         let bytes = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":"b"},"spec":{"foo":1},"bar":1}"#;
-        let mut obj: Value = serde_json::from_slice(bytes).unwrap();
-        let warnings = check_body(
-            cm,
-            defs(),
-            bytes,
-            Body::Json,
-            &mut obj,
-            Directive::Warn,
-            None,
-        )
-        .unwrap();
+        let (obj, warnings) = json_body(cm, bytes, Directive::Warn);
+        let warnings = warnings.unwrap();
         assert_eq!(
             warnings,
             ["unknown field \"spec\"", "unknown field \"bar\""]
@@ -338,30 +349,10 @@ mod tests {
             obj,
             json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"a":"b"}})
         );
-        let mut obj: Value = serde_json::from_slice(bytes).unwrap();
-        let warnings = check_body(
-            cm,
-            defs(),
-            bytes,
-            Body::Json,
-            &mut obj,
-            Directive::Ignore,
-            None,
-        )
-        .unwrap();
-        assert!(warnings.is_empty());
+        let (obj, warnings) = json_body(cm, bytes, Directive::Ignore);
+        assert!(warnings.unwrap().is_empty());
         assert!(obj.get("spec").is_none());
-        let mut obj: Value = serde_json::from_slice(bytes).unwrap();
-        let refused = check_body(
-            cm,
-            defs(),
-            bytes,
-            Body::Json,
-            &mut obj,
-            Directive::Strict,
-            None,
-        )
-        .unwrap_err();
+        let refused = json_body(cm, bytes, Directive::Strict).1.unwrap_err();
         assert_eq!((refused.code, refused.reason), (400, "BadRequest"));
         assert_eq!(
             refused.message,
@@ -437,9 +428,7 @@ mod tests {
         let cm = kind("configmaps");
         let bytes = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"},"data":{"y":5},"bogus":1}"#;
         for directive in [Directive::Ignore, Directive::Warn, Directive::Strict] {
-            let mut obj: Value = serde_json::from_slice(bytes).unwrap();
-            let refused =
-                check_body(cm, defs(), bytes, Body::Json, &mut obj, directive, None).unwrap_err();
+            let refused = json_body(cm, bytes, directive).1.unwrap_err();
             assert_eq!((refused.code, refused.reason), (400, "BadRequest"));
             assert_eq!(
                 refused.message,
