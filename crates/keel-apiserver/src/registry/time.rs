@@ -33,12 +33,29 @@ impl Time {
         let days = self.0.div_euclid(86_400);
         let secs = self.0.rem_euclid(86_400);
         let (y, m, d) = civil_from_days(days);
-        format!(
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-            secs / 3600,
-            secs / 60 % 60,
-            secs % 60
-        )
+        if !(0..=9999).contains(&y) {
+            return format!(
+                "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+                secs / 3600,
+                secs / 60 % 60,
+                secs % 60
+            );
+        }
+        // Written by hand: it stamps every managedFields entry a write touches.
+        let mut out = *b"0000-00-00T00:00:00Z";
+        let mut put = |at: usize, width: usize, mut n: i64| {
+            for i in (at..at + width).rev() {
+                out[i] = b'0' + (n % 10) as u8;
+                n /= 10;
+            }
+        };
+        put(0, 4, y);
+        put(5, 2, m);
+        put(8, 2, d);
+        put(11, 2, secs / 3600);
+        put(14, 2, secs / 60 % 60);
+        put(17, 2, secs % 60);
+        out.into_iter().map(char::from).collect()
     }
 
     /// An HTTP date (RFC 1123 with the zone named `zone`, as Go's `http.TimeFormat` writes

@@ -68,11 +68,12 @@ impl<'a> Ty<'a> {
     }
 
     fn field(&self, name: &str) -> Ty<'a> {
-        let path = if self.path.is_empty() {
-            name.to_string()
-        } else {
-            format!("{}.{name}", self.path)
-        };
+        let mut path = String::with_capacity(self.path.len() + 1 + name.len());
+        if !self.path.is_empty() {
+            path.push_str(&self.path);
+            path.push('.');
+        }
+        path.push_str(name);
         Ty {
             schema: self.schema,
             path,
@@ -318,16 +319,23 @@ fn compare_at(
                 return Ok(());
             }
             let (lm, rm) = (l.and_then(Value::as_object), r.and_then(Value::as_object));
-            let keys: BTreeSet<&String> = lm
-                .into_iter()
-                .flat_map(Map::keys)
-                .chain(rm.into_iter().flat_map(Map::keys))
-                .collect();
-            for k in keys {
+            let mut field = |k: &String, a: Option<&Value>, b: Option<&Value>| {
                 path.push(PathElement::field(k));
-                let (a, b) = (lm.and_then(|m| m.get(k)), rm.and_then(|m| m.get(k)));
-                compare_at(a, b, &ty.field(k), path, cmp)?;
+                let compared = compare_at(a, b, &ty.field(k), path, cmp);
                 path.pop();
+                compared
+            };
+            for (k, a) in lm.into_iter().flatten() {
+                let b = rm.and_then(|m| m.get(k));
+                // The same on both sides with no list below: nothing to find there.
+                if !b.is_some_and(|b| unchanged(a, b)) {
+                    field(k, Some(a), b)?;
+                }
+            }
+            for (k, b) in rm.into_iter().flatten() {
+                if !lm.is_some_and(|m| m.contains_key(k)) {
+                    field(k, None, Some(b))?;
+                }
             }
         }
         Some(Shape::List) => {
@@ -352,6 +360,23 @@ fn compare_at(
         cmp.removed.insert(path);
     }
     Ok(())
+}
+
+/// Whether `a` and `b` are equal as [`compare`] judges leaves, with no list (but empty ones)
+/// anywhere in them, so comparing them finds nothing and cannot fail (only a list's items
+/// can be malformed). Maps are read in order: equal maps in another order are walked.
+fn unchanged(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|((k, v), (j, w))| k == j && unchanged(v, w))
+        }
+        (Value::Array(x), Value::Array(y)) => x.is_empty() && y.is_empty(),
+        (Value::Object(_) | Value::Array(_), _) | (_, Value::Object(_) | Value::Array(_)) => false,
+        _ => values_equal(a, b),
+    }
 }
 
 /// The items of each element, in first-seen order of the elements.

@@ -50,6 +50,35 @@ fn strip_set() -> Set {
     set
 }
 
+/// Whether `path` is one of the system fields no manager owns.
+pub(super) fn stripped(path: &[PathElement]) -> bool {
+    STRIPPED.has(path)
+}
+
+/// Whether the FieldsV1 `fields_v1`, in the form the field manager writes it, has `path`:
+/// its node is there and is a member (`{}`, or `"."` beside its children).
+pub(super) fn owns(fields_v1: &Value, path: &[PathElement]) -> bool {
+    let mut node = fields_v1;
+    for pe in path {
+        let child = match pe {
+            PathElement::Field(name) => node.as_object().and_then(|m| {
+                m.iter()
+                    .find(|(k, _)| k.strip_prefix("f:") == Some(name.as_str()))
+                    .map(|(_, v)| v)
+            }),
+            other => node.get(other.to_key()),
+        };
+        match child {
+            Some(child) => node = child,
+            None => return false,
+        }
+    }
+    !path.is_empty()
+        && node
+            .as_object()
+            .is_some_and(|m| m.is_empty() || m.contains_key("."))
+}
+
 /// What an entry did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Operation {

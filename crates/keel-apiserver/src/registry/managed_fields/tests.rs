@@ -659,3 +659,109 @@ proptest! {
         prop_assert_eq!(same, settled);
     }
 }
+
+/// The general way to an update's entries, for comparing the renewal shortcut with it.
+fn updated_the_long_way(kind: &dyn Strategy, live: &Value, mut new: Value, manager: &str) -> Value {
+    let fm = FieldManager::new(kind, None, T2);
+    fm.kind.set_defaults(&mut new);
+    fm.try_update(Some(live), &mut new, manager).unwrap();
+    new
+}
+
+#[test]
+fn a_renewal_stamps_the_entry_as_the_general_update_would() {
+    use crate::registry::leases::Leases;
+    let lease = |spec: Value| {
+        json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "n1", "namespace": "kube-node-lease",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "u9"}]},
+            "spec": spec,
+        })
+    };
+    let live = created(
+        &Leases,
+        lease(
+            json!({"holderIdentity": "n1", "leaseDurationSeconds": 40, "renewTime": "2024-01-01T00:00:00.000000Z"}),
+        ),
+        "kubelet",
+    );
+    let with_entries = |mut obj: Value, entries: Option<&Value>| {
+        let meta = meta::metadata(&mut obj);
+        for f in ["uid", "resourceVersion", "creationTimestamp"] {
+            meta.insert(f.into(), live["metadata"][f].clone());
+        }
+        if let Some(e) = entries {
+            meta.insert("managedFields".into(), e.clone());
+        }
+        obj
+    };
+    let stored = &live["metadata"]["managedFields"];
+    let renewed = json!({"holderIdentity": "n1", "leaseDurationSeconds": 40, "renewTime": "2024-01-01T00:00:10.000000Z"});
+    let cases = [
+        // The shortcut's case: entries sent back, or left out.
+        (
+            "kubelet",
+            with_entries(lease(renewed.clone()), Some(stored)),
+            true,
+        ),
+        ("kubelet", with_entries(lease(renewed.clone()), None), true),
+        // Another manager, a new field, a removed field, changed entries, nothing changed.
+        (
+            "other",
+            with_entries(lease(renewed.clone()), Some(stored)),
+            false,
+        ),
+        (
+            "kubelet",
+            with_entries(
+                lease(json!({"holderIdentity": "n1", "leaseDurationSeconds": 40,
+            "renewTime": "2024-01-01T00:00:10.000000Z", "leaseTransitions": 1})),
+                Some(stored),
+            ),
+            false,
+        ),
+        (
+            "kubelet",
+            with_entries(
+                lease(json!({"holderIdentity": "n1",
+            "renewTime": "2024-01-01T00:00:10.000000Z"})),
+                Some(stored),
+            ),
+            false,
+        ),
+        (
+            "kubelet",
+            with_entries(
+                lease(renewed.clone()),
+                Some(&json!([{"manager": "x", "operation": "Update",
+            "apiVersion": "coordination.k8s.io/v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}])),
+            ),
+            false,
+        ),
+        (
+            "kubelet",
+            with_entries(
+                lease(json!({"holderIdentity": "n1", "leaseDurationSeconds": 40,
+            "renewTime": "2024-01-01T00:00:00.000000Z"})),
+                Some(stored),
+            ),
+            false,
+        ),
+    ];
+    for (i, (manager, new, shortcut)) in cases.into_iter().enumerate() {
+        let fm = FieldManager::new(&Leases, None, T2);
+        let mut defaulted = new.clone();
+        Leases.set_defaults(&mut defaulted);
+        assert_eq!(
+            fm.renewed_entries(&live, &defaulted, manager).is_some(),
+            shortcut,
+            "case {i}"
+        );
+        let long = updated_the_long_way(&Leases, &live, new.clone(), manager);
+        assert_eq!(updated(&Leases, &live, new, manager, T2), long, "case {i}");
+        if shortcut {
+            assert_eq!(entries(&long)[0]["time"], T2.rfc3339(), "case {i}");
+        }
+    }
+}
