@@ -238,6 +238,22 @@ impl Answer {
             });
         format!("{}: {}", self.status.as_u16(), message.trim())
     }
+
+    /// Reads the whole of `response`.
+    pub async fn read(response: Response<Incoming>) -> Result<Answer, hyper::Error> {
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok(Answer {
+            status,
+            body,
+            retry_after,
+        })
+    }
 }
 
 impl Conn {
@@ -372,17 +388,6 @@ impl Conn {
         content_type: &'static str,
     ) -> anyhow::Result<Answer> {
         let response = self.send_typed(method, path, body, content_type).await?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok(Answer {
-            status,
-            body,
-            retry_after,
-        })
+        Ok(Answer::read(response).await?)
     }
 }
