@@ -7,8 +7,8 @@
 //! `spec.renewTime` are read: the renewer stamps `renewTime` just before it sends the PUT, so
 //! the delivery latency (PUT sent to event received, in wall-clock microseconds) is known the
 //! moment the event arrives, whether or not the PUT's answer has. A watch that ends is opened
-//! again from the last resourceVersion seen, as an informer does; one answered 410 Expired
-//! cannot be resumed and stops.
+//! again from the last resourceVersion seen, as an informer does ([`kube_watch::follow`]);
+//! one answered 410 Expired cannot be resumed and stops.
 //!
 //! Each watcher's record ([`Seen`]) is one byte per resourceVersion since the initial list:
 //! 0 when no event was seen, else the lease's number mod 255 plus one, so a duplicate is caught
@@ -22,16 +22,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
-use anyhow::bail;
-use http::{Method, StatusCode};
-use http_body_util::BodyExt;
+use anyhow::anyhow;
+use http::StatusCode;
 use hyper::body::Incoming;
 use serde::Deserialize;
 use tokio::sync::watch;
 
 use crate::apiserver::Phase;
-use crate::https::{Answer, Conn};
+use crate::https::Conn;
 use crate::json_lines::LineBuffer;
+use crate::kube_watch::{self, Event, OpenFailure};
 use crate::microtime;
 use crate::report::Stats;
 
@@ -40,9 +40,6 @@ pub const LEASE_PREFIX: &str = "keel-bench-";
 
 /// Largest span of resourceVersions a watcher records (one byte each).
 const MAX_SPAN: u64 = 1 << 26;
-
-/// How long a watcher waits before opening a failed watch again.
-const RETRY: Duration = Duration::from_secs(1);
 
 /// What a watcher saw, one byte per resourceVersion from `base` on (see the module comment).
 #[derive(Debug, Clone, Default)]
@@ -134,36 +131,7 @@ impl WatchShared {
     }
 }
 
-/// One watch event, as far as it is read.
-#[derive(Deserialize)]
-struct Event<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default, borrow)]
-    object: Object<'a>,
-}
-
-#[derive(Default, Deserialize)]
-struct Object<'a> {
-    #[serde(default, borrow)]
-    metadata: Meta<'a>,
-    #[serde(default, borrow)]
-    spec: Spec<'a>,
-    /// A Status's code (ERROR events).
-    code: Option<u16>,
-    #[serde(default, borrow)]
-    message: Cow<'a, str>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Meta<'a> {
-    #[serde(default, borrow)]
-    name: Cow<'a, str>,
-    #[serde(default, borrow)]
-    resource_version: Cow<'a, str>,
-}
-
+/// What a watcher reads of a lease's spec.
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Spec<'a> {
@@ -233,7 +201,7 @@ impl Record {
 
     /// Handles one event line received at `now` (wall-clock microseconds).
     fn on_event(&mut self, line: &[u8], now: i64) -> Result<(), String> {
-        let event: Event = match serde_json::from_slice(line) {
+        let event: Event<Spec> = match serde_json::from_slice(line) {
             Ok(event) => event,
             Err(err) => {
                 self.delivery
@@ -241,18 +209,17 @@ impl Record {
                 return Ok(());
             }
         };
+        if let Some((code, message)) = event.error() {
+            let message = format!("watch: {code}: {message}");
+            if code == 410 {
+                return Err(message);
+            }
+            self.delivery.record_error(message);
+            return Ok(());
+        }
         let rv = event.object.metadata.resource_version.parse::<u64>().ok();
         match event.kind.as_ref() {
             "MODIFIED" => {}
-            "ERROR" => {
-                let code = event.object.code.unwrap_or(0);
-                let message = format!("watch: {code}: {}", event.object.message);
-                if code == 410 {
-                    return Err(message);
-                }
-                self.delivery.record_error(message);
-                return Ok(());
-            }
             "BOOKMARK" => {
                 self.last = self.last.max(rv.unwrap_or(0));
                 return Ok(());
@@ -321,107 +288,100 @@ pub struct Watcher {
     conn: Conn,
     /// The leases' collection path.
     path: String,
-    body: Option<Incoming>,
+    body: Incoming,
     record: Record,
 }
 
 impl Watcher {
     /// Opens watcher `index` on `path` from `rv` and waits for the response to start.
-    pub async fn open(index: usize, conn: Conn, path: String, rv: u64) -> anyhow::Result<Self> {
-        let mut watcher = Self {
+    pub async fn open(index: usize, mut conn: Conn, path: String, rv: u64) -> anyhow::Result<Self> {
+        let body = kube_watch::open(&mut conn, &watch_path(&path, rv))
+            .await
+            .map_err(open_error)?;
+        Ok(Self {
             conn,
             path,
-            body: None,
-            record: Record::new(index, rv),
-        };
-        watcher.body = Some(watcher.start().await?);
-        Ok(watcher)
-    }
-
-    /// Sends the watch request from the last resourceVersion seen.
-    async fn start(&mut self) -> anyhow::Result<Incoming> {
-        let path = format!("{}?watch=1&resourceVersion={}", self.path, self.record.last);
-        let response = self.conn.send(Method::GET, &path, None).await?;
-        if response.status() == StatusCode::OK {
-            return Ok(response.into_body());
-        }
-        let status = response.status();
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .unwrap_or_default();
-        let answer = Answer {
-            status,
             body,
-            retry_after: None,
-        };
-        bail!("watch: {}", answer.error())
+            record: Record::new(index, rv),
+        })
     }
 
-    /// Receives events until the coordinator says stop; then returns what was seen.
-    pub async fn run(
-        mut self,
-        shared: Arc<WatchShared>,
-        mut phase: watch::Receiver<Phase>,
-    ) -> Record {
-        let index = self.record.index;
-        // One stop future for the whole run (not one per frame); it is never polled again
-        // once it has fired.
+    /// Receives events until the coordinator says stop, or the watch expires; then returns
+    /// what was seen.
+    pub async fn run(self, shared: Arc<WatchShared>, mut phase: watch::Receiver<Phase>) -> Record {
+        let Watcher {
+            mut conn,
+            path,
+            body,
+            mut record,
+        } = self;
         let stop = async move {
             let _ = phase.wait_for(|p| *p >= Phase::StopWatchers).await;
         };
-        tokio::pin!(stop);
-        loop {
-            let mut body = match self.body.take() {
-                Some(body) => body,
-                None => match self.start().await {
-                    Ok(body) => body,
-                    Err(err) => {
-                        let message = err.to_string();
-                        let expired = message.starts_with("watch: 410:");
-                        self.record.delivery.record_error(message);
-                        if expired {
-                            shared.gone[index].store(true, Ordering::Release);
-                            return self.record;
-                        }
-                        tokio::select! {
-                            biased;
-                            _ = &mut stop => return self.record,
-                            _ = tokio::time::sleep(RETRY) => continue,
-                        }
-                    }
-                },
-            };
-            loop {
-                let frame = tokio::select! {
-                    biased;
-                    _ = &mut stop => return self.record,
-                    frame = body.frame() => frame,
-                };
-                match frame {
-                    Some(Ok(frame)) => {
-                        let Ok(data) = frame.into_data() else {
-                            continue;
-                        };
-                        if let Err(expired) = self.record.on_data(&data, &shared) {
-                            self.record.delivery.record_error(expired);
-                            shared.gone[index].store(true, Ordering::Release);
-                            return self.record;
-                        }
-                    }
-                    Some(Err(err)) => {
-                        self.record
-                            .delivery
-                            .record_error(format!("watch stream failed: {err}"));
-                        break;
-                    }
-                    None => break,
-                }
-            }
-            self.record.restarted();
+        let mut leases = LeaseWatch {
+            path: &path,
+            record: &mut record,
+            shared: &shared,
+        };
+        kube_watch::follow(&mut conn, &mut leases, Some(body), stop).await;
+        record
+    }
+}
+
+/// The watch request of the leases at `path` from `rv`.
+fn watch_path(path: &str, rv: u64) -> String {
+    format!("{path}?watch=1&resourceVersion={rv}")
+}
+
+/// A watch that could not be opened, as an error.
+fn open_error(failure: OpenFailure) -> anyhow::Error {
+    match failure {
+        OpenFailure::Request(err) => err,
+        OpenFailure::Refused(answer) => anyhow!("watch: {}", answer.error()),
+    }
+}
+
+/// A watcher's [`Record`] as the [`kube_watch::Watch`] [`kube_watch::follow`] keeps open:
+/// an expired resourceVersion stops it for good.
+struct LeaseWatch<'a> {
+    path: &'a str,
+    record: &'a mut Record,
+    shared: &'a WatchShared,
+}
+
+impl kube_watch::Watch for LeaseWatch<'_> {
+    fn path(&self) -> String {
+        watch_path(self.path, self.record.last)
+    }
+
+    fn on_data(&mut self, data: &[u8]) -> Result<(), String> {
+        self.record.on_data(data, self.shared)
+    }
+
+    fn open_failed(&mut self, failure: OpenFailure) -> Result<(), String> {
+        let gone = matches!(&failure, OpenFailure::Refused(a) if a.status == StatusCode::GONE);
+        let message = open_error(failure).to_string();
+        if gone {
+            return Err(message);
         }
+        self.record.delivery.record_error(message);
+        Ok(())
+    }
+
+    fn stream_failed(&mut self, err: hyper::Error) {
+        self.record
+            .delivery
+            .record_error(format!("watch stream failed: {err}"));
+    }
+
+    fn reopening(&mut self) {
+        self.record.restarted();
+    }
+
+    async fn expired(&mut self, message: String, _conn: &mut Conn) -> bool {
+        self.record.delivery.record_error(message);
+        self.shared.gone[self.record.index].store(true, Ordering::Release);
+        false
     }
 }
 

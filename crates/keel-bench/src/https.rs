@@ -15,11 +15,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
+use keel_tls::AcceptAnyCertificate;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
@@ -148,7 +146,7 @@ fn tls_config(target: &KubeTarget) -> anyhow::Result<rustls::ClientConfig> {
     let builder = if target.insecure {
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate::new(provider)))
     } else {
         let (pem, source) = if target.ca_pem.is_empty() {
             system_bundle()?
@@ -201,55 +199,6 @@ fn system_bundle() -> anyhow::Result<(Vec<u8>, String)> {
     )
 }
 
-/// `insecure-skip-tls-verify`: any certificate is accepted, handshake signatures still checked.
-#[derive(Debug)]
-struct AcceptAnyCertificate(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 enum Sender {
     H1(http1::SendRequest<Full<Bytes>>),
     H2(http2::SendRequest<Full<Bytes>>),
@@ -288,6 +237,22 @@ impl Answer {
                 text.chars().take(200).collect()
             });
         format!("{}: {}", self.status.as_u16(), message.trim())
+    }
+
+    /// Reads the whole of `response`.
+    pub async fn read(response: Response<Incoming>) -> Result<Answer, hyper::Error> {
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok(Answer {
+            status,
+            body,
+            retry_after,
+        })
     }
 }
 
@@ -423,17 +388,6 @@ impl Conn {
         content_type: &'static str,
     ) -> anyhow::Result<Answer> {
         let response = self.send_typed(method, path, body, content_type).await?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok()?.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let body = response.into_body().collect().await?.to_bytes();
-        Ok(Answer {
-            status,
-            body,
-            retry_after,
-        })
+        Ok(Answer::read(response).await?)
     }
 }

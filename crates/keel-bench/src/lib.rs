@@ -22,6 +22,7 @@ mod grpc;
 mod https;
 mod json_lines;
 mod keys;
+mod kube_watch;
 mod kubeconfig;
 mod lease;
 mod microtime;

@@ -29,8 +29,8 @@ use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_proto::etcdserverpb::request_op::Request;
 use keel_proto::etcdserverpb::response_op::Response;
 use keel_proto::etcdserverpb::{
-    Compare, DeleteRangeRequest, LeaseGrantRequest, PutRequest, RangeRequest, RequestOp,
-    StatusRequest, TxnRequest, TxnResponse,
+    Compare, DeleteRangeRequest, LeaseGrantRequest, PutRequest, RangeRequest, RangeResponse,
+    RequestOp, StatusRequest, TxnRequest, TxnResponse,
 };
 use keel_proto::mvccpb::KeyValue;
 use keel_proto::prefix_end;
@@ -305,19 +305,12 @@ impl Etcd3 {
     /// The store's current revision, as kube-apiserver's `GetCurrentResourceVersionFromStorage`
     /// learns it: a Range of at most one key under `prefix`, keys only.
     pub async fn current_revision(&self, prefix: &str) -> Result<i64, StorageError> {
-        let resp = self
-            .kv
-            .clone()
-            .range(RangeRequest {
-                key: prefix.as_bytes().to_vec(),
-                range_end: prefix_end(prefix.as_bytes()),
-                limit: 1,
-                keys_only: true,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| from_etcd(e, "list"))?
-            .into_inner();
+        let one_key = RangeRequest {
+            limit: 1,
+            keys_only: true,
+            ..Default::default()
+        };
+        let resp = self.range_prefix(prefix, one_key, "list").await?;
         Ok(header_revision(resp.header.as_ref()))
     }
 
@@ -449,22 +442,36 @@ impl Etcd3 {
 
     /// How many objects are under `prefix` (a count-only Range).
     pub async fn count(&self, prefix: &str) -> Result<i64, StorageError> {
-        let resp = self
-            .kv
-            .clone()
-            .range(RangeRequest {
-                key: prefix.as_bytes().to_vec(),
-                range_end: prefix_end(prefix.as_bytes()),
-                count_only: true,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| from_etcd(e, "count"))?
-            .into_inner();
+        let count_only = RangeRequest {
+            count_only: true,
+            ..Default::default()
+        };
+        let resp = self.range_prefix(prefix, count_only, "count").await?;
         Ok(resp.count)
     }
 
     // ---- internals ----
+
+    /// `range` (its limit and flags) over every key under `prefix`; `what` names the request
+    /// in errors.
+    async fn range_prefix(
+        &self,
+        prefix: &str,
+        range: RangeRequest,
+        what: &'static str,
+    ) -> Result<RangeResponse, StorageError> {
+        let request = RangeRequest {
+            key: prefix.as_bytes().to_vec(),
+            range_end: prefix_end(prefix.as_bytes()),
+            ..range
+        };
+        self.kv
+            .clone()
+            .range(request)
+            .await
+            .map(tonic::Response::into_inner)
+            .map_err(|e| from_etcd(e, what))
+    }
 
     /// The lease for a write with `ttl` seconds: the previous one or a new grant.
     async fn lease(&self, ttl: i64) -> Result<i64, StorageError> {

@@ -1,5 +1,5 @@
 //! The one watch of the simulated Nodes (label `type=keel-sim`) that feeds [`Readiness`]:
-//! the I/O shell around it.
+//! the I/O shell around it, kept open by [`kube_watch::follow`].
 //!
 //! It starts from the resourceVersion of a one-item list, reads the stream a line at a time
 //! and, for each event of a simulated node, reports its Ready condition's status. A watch that
@@ -9,11 +9,11 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use http::{Method, StatusCode};
-use http_body_util::BodyExt;
 use serde::Deserialize;
+use serde::de::IgnoredAny;
 use tokio::sync::watch;
 
 use super::objects::{Fleet, SIM_SELECTOR};
@@ -21,41 +21,10 @@ use super::readiness::Readiness;
 use super::shared::{Phase, Shared, lock};
 use crate::https::Conn;
 use crate::json_lines::LineBuffer;
+use crate::kube_watch::{self, Event, OpenFailure};
 use crate::microtime;
 
-/// How long to wait before opening a failed watch again.
-const RETRY: Duration = Duration::from_secs(1);
-
-/// One watch event, as far as it is read.
-#[derive(Deserialize)]
-struct Event<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default, borrow)]
-    object: Object<'a>,
-}
-
-#[derive(Default, Deserialize)]
-struct Object<'a> {
-    #[serde(default, borrow)]
-    metadata: Meta<'a>,
-    #[serde(default, borrow)]
-    status: Status<'a>,
-    /// A Status's code (ERROR events).
-    code: Option<u16>,
-    #[serde(default, borrow)]
-    message: Cow<'a, str>,
-}
-
-#[derive(Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Meta<'a> {
-    #[serde(default, borrow)]
-    name: Cow<'a, str>,
-    #[serde(default, borrow)]
-    resource_version: Cow<'a, str>,
-}
-
+/// What the watch reads of a node's status.
 #[derive(Default, Deserialize)]
 struct Status<'a> {
     #[serde(default, borrow)]
@@ -90,21 +59,20 @@ struct NodeWatch {
 impl NodeWatch {
     /// Handles one event line received at `at` (µs).
     fn on_event(&mut self, line: &[u8], at: i64, readiness: &mut Readiness) -> Next {
-        let event: Event = match serde_json::from_slice(line) {
+        let event: Event<IgnoredAny, Status> = match serde_json::from_slice(line) {
             Ok(event) => event,
             Err(e) => return Next::Error(format!("watch nodes: malformed event: {e}")),
         };
+        if let Some((code, message)) = event.error() {
+            let message = format!("watch nodes: {code}: {message}");
+            return if code == 410 {
+                Next::Relist(message)
+            } else {
+                Next::Error(message)
+            };
+        }
         let object = event.object;
         match event.kind.as_ref() {
-            "ERROR" => {
-                let code = object.code.unwrap_or(0);
-                let message = format!("watch nodes: {code}: {}", object.message);
-                return if code == 410 {
-                    Next::Relist(message)
-                } else {
-                    Next::Error(message)
-                };
-            }
             "ADDED" | "MODIFIED" => {
                 if let Some(node) = self.fleet.index(&object.metadata.name) {
                     let ready = object
@@ -168,94 +136,87 @@ pub async fn run(
     let stop = async move {
         let _ = phase.wait_for(|p| *p == Phase::Stop).await;
     };
-    tokio::pin!(stop);
-    let mut state = NodeWatch {
-        fleet: shared.fleet.clone(),
-        rv,
+    let mut nodes = Watching {
+        state: NodeWatch {
+            fleet: shared.fleet.clone(),
+            rv,
+        },
+        shared,
+        lines: LineBuffer::default(),
     };
-    let mut lines = LineBuffer::default();
-    loop {
-        let path = format!(
-            "/api/v1/nodes?watch=1&labelSelector={SIM_SELECTOR}&resourceVersion={}&allowWatchBookmarks=true",
-            state.rv
-        );
-        let opened = tokio::select! {
-            biased;
-            _ = &mut stop => return,
-            opened = conn.send(Method::GET, &path, None) => opened,
-        };
-        let mut body = match opened {
-            Ok(response) if response.status() == StatusCode::OK => response.into_body(),
-            Ok(response) => {
-                let status = response.status();
-                shared.error(format!("watch nodes: {}", status.as_u16()));
-                if status == StatusCode::GONE {
-                    relist(&shared, &mut state, &mut conn).await;
-                }
-                tokio::select! {
-                    biased;
-                    _ = &mut stop => return,
-                    _ = tokio::time::sleep(RETRY) => continue,
-                }
-            }
-            Err(e) => {
-                shared.error(format!("watch nodes: {e:#}"));
-                tokio::select! {
-                    biased;
-                    _ = &mut stop => return,
-                    _ = tokio::time::sleep(RETRY) => continue,
-                }
-            }
-        };
-        lines.clear();
-        loop {
-            let frame = tokio::select! {
-                biased;
-                _ = &mut stop => return,
-                frame = body.frame() => frame,
-            };
-            let data = match frame {
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => data,
-                    Err(_) => continue,
-                },
-                Some(Err(e)) => {
-                    shared.error(format!("watch nodes: stream failed: {e}"));
-                    break;
-                }
-                None => break,
-            };
-            let at = microtime::micros(SystemTime::now());
-            let mut errors = Vec::new();
-            let fed = {
-                let mut readiness = lock(&shared.readiness);
-                lines.feed(&data, |line| {
-                    match state.on_event(line, at, &mut readiness) {
-                        Next::Continue => Ok(()),
-                        Next::Error(message) => {
-                            errors.push(message);
-                            Ok(())
-                        }
-                        Next::Relist(message) => Err(message),
-                    }
-                })
-            };
-            for message in errors {
-                shared.error(message);
-            }
-            if let Err(message) = fed {
-                shared.error(message);
-                relist(&shared, &mut state, &mut conn).await;
-                break;
-            }
-        }
-    }
+    kube_watch::follow(&mut conn, &mut nodes, None, stop).await;
 }
 
-/// Moves the watch to a fresh list's resourceVersion (after 410 Expired).
-async fn relist(shared: &Shared, state: &mut NodeWatch, conn: &mut Conn) {
-    if let Some(rv) = list_rv(shared, conn).await {
-        state.rv = rv;
+/// The node watch as the [`kube_watch::Watch`] [`kube_watch::follow`] keeps open: its errors
+/// counted in [`Shared`], an expired resourceVersion replaced by a fresh list's.
+struct Watching {
+    shared: Arc<Shared>,
+    state: NodeWatch,
+    /// The event line not complete yet.
+    lines: LineBuffer,
+}
+
+impl kube_watch::Watch for Watching {
+    fn path(&self) -> String {
+        format!(
+            "/api/v1/nodes?watch=1&labelSelector={SIM_SELECTOR}&resourceVersion={}&allowWatchBookmarks=true",
+            self.state.rv
+        )
+    }
+
+    fn on_data(&mut self, data: &[u8]) -> Result<(), String> {
+        let at = microtime::micros(SystemTime::now());
+        let mut errors = Vec::new();
+        let fed = {
+            let mut readiness = lock(&self.shared.readiness);
+            self.lines.feed(data, |line| {
+                match self.state.on_event(line, at, &mut readiness) {
+                    Next::Continue => Ok(()),
+                    Next::Error(message) => {
+                        errors.push(message);
+                        Ok(())
+                    }
+                    Next::Relist(message) => Err(message),
+                }
+            })
+        };
+        for message in errors {
+            self.shared.error(message);
+        }
+        fed.map(drop)
+    }
+
+    fn open_failed(&mut self, failure: OpenFailure) -> Result<(), String> {
+        let message = match failure {
+            OpenFailure::Request(e) => format!("watch nodes: {e:#}"),
+            OpenFailure::Refused(answer) => {
+                let message = format!("watch nodes: {}", answer.status.as_u16());
+                if answer.status == StatusCode::GONE {
+                    return Err(message);
+                }
+                message
+            }
+        };
+        self.shared.error(message);
+        Ok(())
+    }
+
+    fn stream_failed(&mut self, err: hyper::Error) {
+        self.shared
+            .error(format!("watch nodes: stream failed: {err}"));
+    }
+
+    fn reopening(&mut self) {
+        self.lines.clear();
+    }
+
+    /// Moves the watch to a fresh list's resourceVersion.
+    async fn expired(&mut self, message: String, conn: &mut Conn) -> bool {
+        self.shared.error(message);
+        if let Some(rv) = list_rv(&self.shared, conn).await {
+            self.state.rv = rv;
+        }
+        true
     }
 }
 
