@@ -125,7 +125,9 @@ pub fn check_body(
     if let Some(error) = read.error {
         return Err(cannot_be_handled(kind, &error));
     }
-    prune(obj, &root, defs);
+    if !read.nothing_to_prune {
+        prune(obj, &root, defs);
+    }
     if directive == Directive::Ignore {
         return Ok(Vec::new());
     }

@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::fit::{self, Got, Refusal};
-use super::{Place, Shape};
+use super::{Place, Scalar, Shape};
 use crate::storage::field::go_quote;
 
 /// What a strict read of a body found.
@@ -24,6 +24,10 @@ pub struct Read {
     pub strict: Vec<String>,
     /// The error decoding fails with: a value the field's type does not take.
     pub error: Option<String>,
+    /// Whether the read saw the whole body and nothing [`super::prune::prune`] would change
+    /// in the value it holds: no unknown field, no number that may be a whole float where an
+    /// integer belongs. False when in doubt.
+    pub nothing_to_prune: bool,
 }
 
 /// The JSON `bytes` read as the definition `root` (nothing found when the bytes are not
@@ -89,6 +93,7 @@ fn walk(
     let read = Read {
         strict: found.strict,
         error: found.stopped.or(found.noted),
+        nothing_to_prune: !found.prunable && whole,
     };
     Some((read, value, whole))
 }
@@ -109,6 +114,8 @@ struct Found {
     noted: Option<String>,
     /// The error the decoder stopped at.
     stopped: Option<String>,
+    /// Something pruning removes or converts may be in the value.
+    prunable: bool,
 }
 
 /// One value of a strict read: a [`DeserializeSeed`] that notes unknown and duplicate
@@ -176,9 +183,14 @@ impl<'de> DeserializeSeed<'de> for Walk<'_, '_> {
             Shape::Raw => deserializer
                 .deserialize_ignored_any(IgnoredAny)
                 .map(|_| Value::Null),
-            Shape::Scalar(_) => {
+            Shape::Scalar(scalar) => {
                 let raw: &RawValue = serde::Deserialize::deserialize(deserializer)?;
                 self.judge(Got::of(raw.get()));
+                if matches!(scalar, Scalar::Int32 | Scalar::Int64 | Scalar::IntOrString)
+                    && raw.get().contains(['.', 'e', 'E'])
+                {
+                    self.found.prunable = true;
+                }
                 match raw.get().as_bytes().first() {
                     _ if !self.build => Ok(Value::Null),
                     Some(b'[' | b'{') => Err(serde::de::Error::custom("a structure in a scalar")),
@@ -277,6 +289,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_> {
                 Fields::Struct(name, properties) => {
                     let place = self.place.field(name, &key);
                     let Some(schema) = properties.get(&key) else {
+                        self.found.prunable = true;
                         self.found
                             .strict
                             .push(format!("unknown field {}", go_quote(&place.path())));
@@ -321,6 +334,29 @@ mod tests {
 
     fn pod(body: &[u8]) -> Read {
         read(body, "io.k8s.api.core.v1.Pod", defs())
+    }
+
+    #[test]
+    fn a_read_that_finds_nothing_to_prune_leaves_pruning_nothing_to_do() {
+        let bodies: [(&[u8], bool); 7] = [
+            (br#"{"metadata":{"name":"p","labels":{"a":"1"}},"spec":{"priority":3,"containers":[{"name":"c","ports":[{"containerPort":80}]}]}}"#, true),
+            (br#"{"metadata":{"name":"p"},"spec":{"overhead":{"cpu":"1.5"},"containers":[{"name":"c","resources":{"limits":{"cpu":0.5}}}]}}"#, true),
+            (br#"{"metadata":{"name":"p","bogus":1}}"#, false),
+            (br#"{"spec":{"containers":[{"name":"c","x":{}}]}}"#, false),
+            (br#"{"spec":{"priority":3.0}}"#, false),
+            (br#"{"spec":{"containers":[{"name":"c","ports":[{"containerPort":8e1}]}]}}"#, false),
+            (br#"{"spec":{"priority":3} } x"#, false),
+        ];
+        for (body, clean) in bodies {
+            let shown = String::from_utf8_lossy(body);
+            let read = pod(body);
+            assert_eq!(read.nothing_to_prune, clean, "{shown}");
+            if let Ok(value) = serde_json::from_slice::<Value>(body) {
+                let mut pruned = value.clone();
+                super::super::prune::prune(&mut pruned, "io.k8s.api.core.v1.Pod", defs());
+                assert_eq!(pruned == value, clean, "{shown}");
+            }
+        }
     }
 
     #[test]
@@ -380,7 +416,11 @@ mod tests {
         let body = br#"{"metadata":{"managedFields":[{"fieldsV1":{"f:data":{},"f:data":{}}}]},
             "spec":{"containers":[{"name":"c","resources":{"limits":{"cpu":"1"}},
             "ports":[{"containerPort":1}],"livenessProbe":{"httpGet":{"port":"http"}}}]}}"#;
-        assert_eq!(pod(body), Read::default());
+        let clean = Read {
+            nothing_to_prune: true,
+            ..Read::default()
+        };
+        assert_eq!(pod(body), clean);
     }
 
     #[test]
