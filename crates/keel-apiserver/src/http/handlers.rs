@@ -235,6 +235,7 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
                 read_object(&registry, kind, &req, namespace, Some(name), directive)?;
             let subresource = path.subresource.as_deref();
             let fields = FieldManager::new(kind, subresource, Time::now());
+            let mut first = Some(body);
             let (obj, created) = registry
                 .update(
                     kind,
@@ -243,7 +244,22 @@ async fn handle(registry: Arc<Registry>, req: ResourceRequest) -> Result<Respons
                     subresource,
                     req.dry_run()?,
                     |current| {
-                        let mut new = body.clone();
+                        // The body read once serves the first try; a retry (the cached
+                        // object was stale) reads it again rather than every try copying it.
+                        let mut new = match first.take() {
+                            Some(body) => body,
+                            None => {
+                                read_object(
+                                    &registry,
+                                    kind,
+                                    &req,
+                                    namespace,
+                                    Some(name),
+                                    directive,
+                                )?
+                                .0
+                            }
+                        };
                         fields.update(current, &mut new, &options.manager);
                         Ok(new)
                     },

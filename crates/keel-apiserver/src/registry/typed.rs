@@ -347,6 +347,13 @@ fn compare_at(
             let empty = Vec::new();
             let ll = l.and_then(Value::as_array).unwrap_or(&empty);
             let rl = r.and_then(Value::as_array).unwrap_or(&empty);
+            let leaf_items = ty.item().object().is_atomic() || ll.iter().all(|v| !v.is_object());
+            if l.is_some() && r.is_some() && leaf_items && values_equal_lists(ll, rl) {
+                // The same items, each a leaf: nothing changed, but the items are named (and
+                // may fail to be) as a walk would name them.
+                ty.elements(&list, ll, path)?;
+                return Ok(());
+            }
             compare_items(&list, ll, rl, ty, path, cmp)?;
         }
         _ => {
@@ -377,6 +384,11 @@ fn unchanged(a: &Value, b: &Value) -> bool {
         (Value::Object(_) | Value::Array(_), _) | (_, Value::Object(_) | Value::Array(_)) => false,
         _ => values_equal(a, b),
     }
+}
+
+/// Whether two lists hold equal items in the same order.
+fn values_equal_lists(a: &[Value], b: &[Value]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| values_equal(x, y))
 }
 
 /// The items of each element, in first-seen order of the elements.
