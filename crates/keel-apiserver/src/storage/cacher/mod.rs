@@ -37,8 +37,12 @@
 //! across an await. Watchers are woken through a
 //! `tokio::sync::watch` channel that the shell bumps after each push; a watcher marks the
 //! channel seen *before* it looks into the buffer, so a push after its look always wakes it.
+//!
+//! What this apiserver writes is handed to the cache by its writer ([`handoff`], under a
+//! mutex of its own), so that the cache does not decode the write's event again.
 
 pub mod bookmarks;
+pub mod handoff;
 pub mod objects;
 pub mod ring;
 mod shell;
@@ -49,6 +53,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, oneshot, watch};
 
+use handoff::{Handoff, Handover};
 pub use objects::{Entry, Listed, Objects};
 pub use ring::{Behind, Cached, Limits};
 use ring::{Cursor, ReadLimit, Ring};
@@ -99,6 +104,13 @@ pub trait Codec: Send + Sync + 'static {
     fn object(&self, object: &Object) -> Self::Object;
     /// The object an ADDED or MODIFIED event leaves.
     fn object_of(&self, event: &Self::Event) -> Self::Object;
+    /// Decodes an ADDED or MODIFIED store event whose object is known to be `object` (what
+    /// [`Codec::object`] makes of it, handed over by its writer: see [`handoff`]), so that
+    /// it need not be decoded again; by default it is.
+    fn event_with(&self, event: Event, object: &Self::Object) -> Self::Event {
+        let _ = object;
+        self.event(event)
+    }
     /// The fields the cache indexes (kube-apiserver's indexers).
     fn indexed_fields(&self) -> &'static [&'static str] {
         &[]
@@ -119,6 +131,8 @@ struct State<C: Codec> {
 struct Shared<C: Codec> {
     /// None until the first list and store watch are established.
     state: Mutex<Option<State<C>>>,
+    /// What writers hand over (see [`handoff`]).
+    handoff: Arc<Mutex<Handoff<C::Object>>>,
     /// Bumped after every push and reset.
     news: watch::Sender<u64>,
     /// The revision the objects are the state at (0: not ready).
@@ -169,6 +183,7 @@ impl<C: Codec> Cacher<C> {
         let (fresh, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             state: Mutex::new(None),
+            handoff: Arc::new(Mutex::new(Handoff::new(handoff::LIMITS))),
             news,
             fresh,
             waiting: AtomicUsize::new(0),
@@ -217,6 +232,16 @@ impl<C: Codec> Cacher<C> {
     /// cache (kube-apiserver's `RequestWatchProgress` feature check: etcd ≥ 3.5.13 or ≥ 3.4.31).
     pub fn progress_supported(&self) -> bool {
         self.shared.progress_supported.load(Ordering::Relaxed)
+    }
+
+    /// A handover of this apiserver's writes of `key` to the cache (see [`handoff`]).
+    pub fn handover(&self, key: &str) -> Handover<C::Object> {
+        Handover::new(self.shared.handoff.clone(), key)
+    }
+
+    /// How many handed-over writes wait for their events.
+    pub fn handed_over(&self) -> usize {
+        handoff::lock(&self.shared.handoff).len()
     }
 
     /// The codec the cache decodes with.

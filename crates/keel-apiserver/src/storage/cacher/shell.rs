@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::handoff::{self, Make};
 use super::ring::{Limits, Ring};
 use super::{Codec, LIST_PAGE, MAX_BACKOFF, Objects, PROGRESS_REQUEST_PERIOD, Shared, State};
 use crate::storage::watch::Received;
@@ -147,6 +148,7 @@ impl<C: Codec> Shell<C> {
                     }
                 }
                 drop(state);
+                handoff::lock(&shared.handoff).pass(after);
                 shared.notify(after);
                 shared.metrics.initializations.inc();
                 reflected = Some(after);
@@ -169,7 +171,11 @@ impl<C: Codec> Shell<C> {
                     Some(Ok(Received::Events)) => {
                         failures = 0;
                         let received = events.len() as u64;
-                        let applied: Vec<_> = events.drain(..).map(|e| self.apply(e)).collect();
+                        let mut handed = take_handed(&shared, &events).into_iter();
+                        let applied: Vec<_> = events
+                            .drain(..)
+                            .map(|e| self.apply(e, handed.next().flatten()))
+                            .collect();
                         let mut guard = shared.state();
                         let Some(state) = guard.as_mut() else { return };
                         for a in applied {
@@ -187,6 +193,7 @@ impl<C: Codec> Shell<C> {
                         shared.metrics.received.inc_by(received);
                         let revision = state.objects.revision();
                         drop(guard);
+                        handoff::lock(&shared.handoff).pass(revision);
                         shared.metrics.dispatched.inc_by(received);
                         shared.notify(revision);
                     }
@@ -197,6 +204,7 @@ impl<C: Codec> Shell<C> {
                         state.objects.advance(revision);
                         let revision = state.objects.revision();
                         drop(guard);
+                        handoff::lock(&shared.handoff).pass(revision);
                         shared.notify(revision);
                     }
                     Some(Err(StorageError::Expired { .. })) => {
@@ -214,17 +222,22 @@ impl<C: Codec> Shell<C> {
         }
     }
 
-    /// One store event made into what the cache keeps (outside the lock).
-    fn apply(&self, event: Event) -> Applied<C> {
+    /// One store event made into what the cache keeps (outside the lock), with what its
+    /// writer handed over, if anything.
+    fn apply(&self, event: Event, handed: Option<Make<C::Object>>) -> Applied<C> {
         let (object, weight, deleted) = match &event {
             Event::Added(o) => (o.clone(), o.value.len(), false),
             Event::Modified(o, prev) => (o.clone(), o.value.len() + prev.len(), false),
             Event::Deleted(o) => (o.clone(), o.value.len(), true),
         };
-        let event = self.codec.event(event);
         let (revision, key) = (object.mod_revision, object.key.clone());
+        let handed = handed.map(|make| make(revision));
+        let event = match &handed {
+            Some(value) => self.codec.event_with(event, value),
+            None => self.codec.event(event),
+        };
         let stored = (!deleted).then(|| {
-            let value = self.codec.object_of(&event);
+            let value = handed.unwrap_or_else(|| self.codec.object_of(&event));
             let fields = self.fields(&value);
             (object, value, fields)
         });
@@ -280,6 +293,23 @@ pub fn supports_watch_progress(version: &str) -> bool {
     }
 }
 
+/// What writers handed over for `events` (ADDED and MODIFIED ones), in their order; empty
+/// when nothing waits.
+fn take_handed<C: Codec>(shared: &Shared<C>, events: &[Event]) -> Vec<Option<Make<C::Object>>> {
+    let mut handoff = handoff::lock(&shared.handoff);
+    if handoff.is_empty() {
+        return Vec::new();
+    }
+    let mut take = |o: &Object| handoff.take(&o.key, o.mod_revision, &o.value);
+    events
+        .iter()
+        .map(|event| match event {
+            Event::Added(o) | Event::Modified(o, _) => take(o),
+            Event::Deleted(_) => None,
+        })
+        .collect()
+}
+
 /// Empties a cache when its shell ends.
 struct EmptyOnExit<C: Codec>(Weak<Shared<C>>);
 
@@ -287,6 +317,7 @@ impl<C: Codec> Drop for EmptyOnExit<C> {
     fn drop(&mut self) {
         if let Some(shared) = self.0.upgrade() {
             *shared.state() = None;
+            handoff::lock(&shared.handoff).clear();
             shared.notify(0);
         }
     }
