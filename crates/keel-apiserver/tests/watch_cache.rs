@@ -10,13 +10,15 @@
 //! the store across a restart: with its history intact it delivers every event after the
 //! restart to its watchers, and when the store compacted past it while it was away it starts
 //! over and ends every watcher (`Behind::Reset`). A TCP gate between the cache and the store
-//! decides which of the two happens, so each case requires its one exact outcome.
+//! decides which of the two happens, so each case requires its one exact outcome. What a
+//! writer hands over for its write is what the cache takes for exactly that write's event.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use keel_apiserver::metrics::{CacheMetrics, Metrics};
 use keel_apiserver::registry::store::Registry;
+use keel_apiserver::storage::cacher::handoff::Make;
 use keel_apiserver::storage::cacher::{self, Behind, CacheWatch, Cached, Cacher, Codec, Limits};
 use keel_apiserver::storage::{Etcd3, Event, KeyLayout, Object};
 use keel_proto::etcdserverpb::kv_client::KvClient;
@@ -57,6 +59,13 @@ impl Codec for Lines {
 
     fn object_of(&self, event: &String) -> String {
         event.rsplit(' ').next().unwrap_or_default().to_string()
+    }
+
+    /// The event with the object handed over in place of its value.
+    fn event_with(&self, event: Event, object: &String) -> String {
+        let line = describe(event);
+        let (described, _) = line.rsplit_once(' ').unwrap_or_default();
+        format!("{described} {object}")
     }
 }
 
@@ -196,6 +205,83 @@ async fn watchers_share_one_store_watch_and_each_sees_its_own_prefix_in_order() 
         drop(cacher);
         let ended = tokio::time::timeout(PATIENCE, take(&mut open, 1)).await;
         assert_eq!(ended.expect("the watcher ends"), Err(Behind::Reset));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_takes_what_a_writer_handed_over_for_exactly_its_write() {
+    fn made(label: &'static str) -> Make<String> {
+        Box::new(move |revision| format!("{label}@{revision}"))
+    }
+    for flavor in [Flavor::Keel, Flavor::Etcd] {
+        let server = Server::start(flavor);
+        let storage = Etcd3::new(server.channel().await);
+        let (cacher, start, _) = started(&storage, 64).await;
+        let all = KeyLayout::default().collection("configmaps", None);
+        let mut watch = cacher.watch(&all, start).unwrap();
+        let (k, other) = (key("a", "x"), key("a", "y"));
+        let update = |value: &'static [u8]| {
+            let storage = storage.clone();
+            let k = k.clone();
+            async move {
+                let stored = storage.guaranteed_update(&k, None, |_| Ok(value.to_vec()));
+                stored.await.unwrap().mod_revision
+            }
+        };
+
+        // Offered before the write, landed after it: taken, made at the event's revision.
+        let mut handover = cacher.handover(&k);
+        handover.offer(b"1", made("one"));
+        let r1 = storage.create(&k, b"1".to_vec()).await.unwrap();
+        handover.landed(r1);
+        // Other bytes than the ones offered: decoded, and the offer dropped once the cache
+        // has passed the revision it landed at.
+        let mut handover = cacher.handover(&k);
+        handover.offer(b"2", made("two"));
+        let r2 = update(b"3").await;
+        handover.landed(r2);
+        assert_eq!(
+            take(&mut watch, 2).await.unwrap(),
+            [
+                format!("{r1} ADDED {k} one@{r1}"),
+                format!("{r2} MODIFIED {k} 3"),
+            ],
+            "{flavor:?}"
+        );
+        assert_eq!(cacher.handed_over(), 0, "{flavor:?}");
+
+        // The same bytes offered for another key: decoded.
+        let mut elsewhere = cacher.handover(&other);
+        elsewhere.offer(b"4", made("elsewhere"));
+        let r3 = update(b"4").await;
+        // Taken whether or not its writer has heard where it landed.
+        let mut handover = cacher.handover(&k);
+        handover.offer(b"5", made("five"));
+        let r4 = update(b"5").await;
+        assert_eq!(
+            take(&mut watch, 2).await.unwrap(),
+            [
+                format!("{r3} MODIFIED {k} 4"),
+                format!("{r4} MODIFIED {k} five@{r4}"),
+            ],
+            "{flavor:?}"
+        );
+        assert_eq!(cacher.existing(&k).unwrap().1, format!("five@{r4}"));
+        handover.landed(r4);
+        // A writer that ends without saying where it landed withdraws its offer.
+        assert_eq!(cacher.handed_over(), 1, "{flavor:?}");
+        drop(elsewhere);
+        assert_eq!(cacher.handed_over(), 0, "{flavor:?}");
+
+        // An offer landing where the cache has passed goes at once.
+        let mut handover = cacher.handover(&k);
+        handover.offer(b"6", made("six"));
+        let r5 = update(b"7").await;
+        let seen = take(&mut watch, 1).await.unwrap();
+        assert_eq!(seen, [format!("{r5} MODIFIED {k} 7")], "{flavor:?}");
+        assert_eq!(cacher.handed_over(), 1, "{flavor:?}");
+        handover.landed(r5);
+        assert_eq!(cacher.handed_over(), 0, "{flavor:?}");
     }
 }
 

@@ -15,8 +15,9 @@ use std::sync::{Arc, OnceLock};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use super::store::{decode, parse_stored};
-use super::{Strategy, meta};
+use super::store::{MAX_STORED_DEPTH, decode, parse_stored};
+use super::{ResourceInfo, Strategy, meta};
+use crate::storage::cacher::handoff::Make;
 use crate::storage::{Object, Status};
 
 /// A stored object of a kind as the API serves it (see [`ServedObject`]); or why it could
@@ -43,6 +44,11 @@ impl ServedObject {
 
     /// The object, with apiVersion and kind.
     pub fn value(&self) -> &Value {
+        &self.value
+    }
+
+    /// The object, shared.
+    pub fn shared_value(&self) -> &Arc<Value> {
         &self.value
     }
 
@@ -98,6 +104,46 @@ pub fn served(kind: &dyn Strategy, object: &Object) -> Result<Value, Status> {
     value["apiVersion"] = info.api_version().into();
     value["kind"] = info.kind.into();
     Ok(value)
+}
+
+/// What the watch cache makes of the bytes this apiserver writes for an object of the kind
+/// `info` describes (see [`crate::storage::cacher::handoff`]), from `value`, `to_served` of
+/// the value those bytes encode (which [`decodes_back`] from them): made at a revision, it
+/// is what [`served`] decodes from the bytes at that revision.
+pub fn written(info: &'static ResourceInfo, mut value: Value) -> Make<Served> {
+    Box::new(move |revision| {
+        meta::metadata(&mut value).insert("resourceVersion".into(), revision.to_string().into());
+        value["apiVersion"] = info.api_version().into();
+        value["kind"] = info.kind.into();
+        Ok(Arc::new(value.into()))
+    })
+}
+
+/// Whether decoding the JSON of `stored` (a value as stored, which `serde_json` writes) gives
+/// `stored` back: it is an object, nested no deeper than a stored value may be, and has no
+/// number `serde_json`'s parser reads back as another (a float whose shortest digits it
+/// rounds differently, as it may without its `float_roundtrip` feature).
+pub fn decodes_back(stored: &Value) -> bool {
+    if !stored.is_object() {
+        return false;
+    }
+    // Each value with the number of arrays and objects it is in, itself included.
+    let mut stack = vec![(stored, 1)];
+    while let Some((value, depth)) = stack.pop() {
+        match value {
+            Value::Object(_) | Value::Array(_) if depth > MAX_STORED_DEPTH => return false,
+            Value::Object(map) => stack.extend(map.values().map(|v| (v, depth + 1))),
+            Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
+            Value::Number(n) if n.is_f64() => {
+                let back = serde_json::from_str::<Value>(&n.to_string());
+                if !back.is_ok_and(|back| back == *value) {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    true
 }
 
 /// A stored value before an update (`prev`) as `kind` serves it, at the update's
@@ -215,6 +261,30 @@ mod tests {
             );
             assert_eq!(list.resource_version(), "9");
         }
+    }
+
+    #[test]
+    fn only_values_whose_json_decodes_back_are_handed_over() {
+        assert!(decodes_back(
+            &json!({"a": [1, -2, 2.5, 0.1, 1e300, -0.0, "x", null,
+            {"b": true, "u": 18446744073709551615u64}]})
+        ));
+        // serde_json writes this float's shortest digits and reads them back one bit off.
+        let float = json!({"spec": {"x": 1.0715660391465826e-75}});
+        assert!(!decodes_back(&float));
+        let back = parse_stored(&serde_json::to_vec(&float).unwrap()).unwrap();
+        assert_ne!(back, float);
+        assert!(!decodes_back(&json!([{}])), "not an object");
+        // As deep as parse_stored reads, and no deeper.
+        let mut deep = json!({});
+        for _ in 1..MAX_STORED_DEPTH {
+            deep = json!({"a": deep});
+        }
+        assert!(decodes_back(&deep));
+        assert!(parse_stored(&serde_json::to_vec(&deep).unwrap()).is_ok());
+        let deeper = json!({"a": [deep]});
+        assert!(!decodes_back(&deeper));
+        assert!(parse_stored(&serde_json::to_vec(&deeper).unwrap()).is_err());
     }
 
     #[test]

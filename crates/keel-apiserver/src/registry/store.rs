@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 
 use crate::metrics::Metrics;
 
-use super::served::{List, Served, ServedObject};
+use super::served::{List, Served, ServedObject, decodes_back, written};
 use super::time::Time;
 use super::watching::{KindCodec, Start, WatchQuery, Watching};
 use super::{ResourceInfo, Strategy, meta, meta_str};
@@ -339,10 +339,19 @@ impl Registry {
             }
             return Ok(obj);
         }
+        let (bytes, stored) = encode_owned(kind, obj.clone());
+        // The watch cache is handed the object as stored, so it need not decode the event.
+        let mut handover = storage.handover(&key);
+        if let Some(handover) = handover.as_mut().filter(|_| decodes_back(&stored)) {
+            handover.offer(&bytes, written(info, kind.to_served(stored)));
+        }
         let revision = storage
-            .create(&key, encode(kind, &obj), self.ttl(info))
+            .create(&key, bytes, self.ttl(info))
             .await
             .map_err(|e| Status::from_storage(&e, &target(info, &name)))?;
+        if let Some(handover) = handover {
+            handover.landed(revision);
+        }
         meta::metadata(&mut obj).insert("resourceVersion".into(), revision.to_string().into());
         Ok(obj)
     }
@@ -449,6 +458,13 @@ impl Registry {
         let cached = cached
             .and_then(Result::ok)
             .filter(|_| subresource != Some("finalize"));
+        // What each attempt writes is offered to the watch cache before it is sent (see
+        // `crate::storage::cacher::handoff`), so the cache need not decode its event.
+        let mut handover = if dry_run {
+            None
+        } else {
+            storage.handover(&key)
+        };
         let mut step = |current: &Object| -> Result<Vec<u8>, StorageError> {
             let served = cached
                 .as_ref()
@@ -468,11 +484,23 @@ impl Registry {
                 && (served.is_none()
                     || same_but_resource_version(&new, &decode(kind, current).map_err(rejected)?));
             if unchanged {
+                if let Some(handover) = &mut handover {
+                    handover.withdraw();
+                }
                 made = Some((current.value.clone(), old.into_owned()));
                 return Ok(current.value.clone());
             }
             let (bytes, stored) = encode_owned(kind, new);
-            made = Some((bytes.clone(), kind.to_served(stored)));
+            let handed = handover.is_some() && decodes_back(&stored);
+            let served = kind.to_served(stored);
+            match &mut handover {
+                Some(handover) if handed => {
+                    handover.offer(&bytes, written(info, served.clone()));
+                }
+                Some(handover) => handover.withdraw(),
+                None => {}
+            }
+            made = Some((bytes.clone(), served));
             Ok(bytes)
         };
         if dry_run {
@@ -490,6 +518,9 @@ impl Registry {
             .guaranteed_update(&key, Some(existing), &mut step)
             .await
             .map_err(|e| Status::from_storage(&e, &target))?;
+        if let Some(handover) = handover {
+            handover.landed(stored.mod_revision);
+        }
         if delete_after {
             // The last finalizer of an object marked for deletion is gone: so is the object.
             if let Some(gone) = self
@@ -875,11 +906,6 @@ fn set_type(obj: &mut Value, info: &ResourceInfo) {
     obj["kind"] = info.kind.into();
 }
 
-/// The stored form: `kind`'s storage version, JSON, without resourceVersion.
-fn encode(kind: &dyn Strategy, obj: &Value) -> Vec<u8> {
-    encode_owned(kind, obj.clone()).0
-}
-
 /// `obj` as the store keeps it: its bytes, and the value they encode (the kind's storage
 /// form, without resourceVersion).
 fn encode_owned(kind: &dyn Strategy, obj: Value) -> (Vec<u8>, Value) {
@@ -925,7 +951,7 @@ fn same_but_resource_version(a: &Value, b: &Value) -> bool {
 /// adds a few (managedFields' sets), so whatever keel wrote reads back; a deeper value (written
 /// straight into the store) is answered as a decode error rather than read on a worker
 /// thread's stack until it overflows.
-const MAX_STORED_DEPTH: usize = 1000;
+pub(super) const MAX_STORED_DEPTH: usize = 1000;
 
 /// Parses a stored value without serde_json's recursion limit of 128 (whatever the request
 /// parsers accepted, plus what the server adds, must always read back, or one object would

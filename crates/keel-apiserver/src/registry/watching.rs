@@ -70,6 +70,22 @@ impl Codec for KindCodec {
             .map_err(Clone::clone)
     }
 
+    fn event_with(&self, event: Event, object: &Served) -> Decoded {
+        let (Ok(handed), Event::Added(stored) | Event::Modified(stored, _)) = (object, &event)
+        else {
+            return self.event(event);
+        };
+        debug_assert_eq!(
+            served(self.0, stored).ok().as_ref(),
+            Some(handed.value()),
+            "what was handed over for {} at {} is what decoding gives",
+            stored.key,
+            stored.mod_revision
+        );
+        let (name, _, prev) = parts(event);
+        Ok(SharedEvent::new(name, handed.shared_value().clone(), prev))
+    }
+
     fn indexed_fields(&self) -> &'static [&'static str] {
         self.0.indexed_fields()
     }
@@ -100,21 +116,34 @@ pub struct SharedEvent {
 
 /// Decodes one store event into `kind`'s objects.
 pub fn decode_event(kind: &dyn Strategy, event: Event) -> Decoded {
-    let (name, object, prev) = match event {
+    let (name, object, prev) = parts(event);
+    Ok(SharedEvent::new(
+        name,
+        Arc::new(served(kind, &object)?),
+        prev,
+    ))
+}
+
+/// A store event's type, object and stored value before it (empty but for MODIFIED).
+fn parts(event: Event) -> (&'static str, Object, Vec<u8>) {
+    match event {
         Event::Added(o) => ("ADDED", o, Vec::new()),
         Event::Modified(o, prev) => ("MODIFIED", o, prev),
         Event::Deleted(o) => ("DELETED", o, Vec::new()),
-    };
-    Ok(SharedEvent {
-        kind: name,
-        object: Arc::new(served(kind, &object)?),
-        prev,
-        old: OnceLock::new(),
-        encoded: OnceLock::new(),
-    })
+    }
 }
 
 impl SharedEvent {
+    fn new(kind: &'static str, object: Arc<Value>, prev: Vec<u8>) -> SharedEvent {
+        SharedEvent {
+            kind,
+            object,
+            prev,
+            old: OnceLock::new(),
+            encoded: OnceLock::new(),
+        }
+    }
+
     /// The object before a MODIFIED event, at the update's resourceVersion.
     fn old(&self, kind: &dyn Strategy) -> Option<&Value> {
         self.old
@@ -460,6 +489,65 @@ mod tests {
         );
         // No more bookmarks from a watch the cache does not serve.
         assert!(watching.bookmark().is_none());
+    }
+
+    #[test]
+    fn what_a_writer_hands_over_is_what_decoding_gives() {
+        let kinds: [(&'static dyn Strategy, Value); 3] = [
+            (
+                &crate::registry::configmaps::ConfigMaps,
+                // Stored without apiVersion and kind: both are the kind's when served.
+                json!({"metadata": {"name": "a", "namespace": "d", "labels": {"x": "1"}},
+                    "data": {"k": "v"}}),
+            ),
+            (
+                &crate::registry::leases::Leases,
+                json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": "n", "namespace": "kube-node-lease"},
+                    "spec": {"holderIdentity": "n", "leaseDurationSeconds": 40,
+                        "renewTime": "2024-01-01T00:00:00.000000Z"}}),
+            ),
+            (
+                &crate::registry::pods::Pods,
+                json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "p", "namespace": "d"},
+                    "spec": {"containers": [{"name": "c", "image": "i"}], "nodeName": "n"},
+                    "status": {"phase": "Running"}}),
+            ),
+        ];
+        for (kind, stored) in kinds {
+            let codec = KindCodec(kind);
+            let mut prev = stored.clone();
+            prev["metadata"]["labels"] = json!({"x": "0"});
+            let object = Object {
+                key: "/registry/k/d/a".into(),
+                value: serde_json::to_vec(&stored).unwrap(),
+                mod_revision: 42,
+            };
+            assert!(crate::registry::served::decodes_back(&stored));
+            let make = crate::registry::served::written(kind.info(), kind.to_served(stored));
+            let handed = make(42);
+            let object_value = codec.object(&object);
+            assert_eq!(
+                handed.as_ref().unwrap().value(),
+                object_value.unwrap().value()
+            );
+            let modified = || Event::Modified(object.clone(), serde_json::to_vec(&prev).unwrap());
+            let with = codec.event_with(modified(), &handed).unwrap();
+            let decoded = codec.event(modified()).unwrap();
+            assert_eq!(with.kind, decoded.kind);
+            assert_eq!(with.object, decoded.object);
+            assert!(Arc::ptr_eq(
+                &with.object,
+                handed.as_ref().unwrap().shared_value()
+            ));
+            // The object before the update, for a selector's filter, is the same too.
+            assert_eq!(with.old(kind), decoded.old(kind));
+            assert_eq!(meta_str(with.old(kind).unwrap(), "resourceVersion"), "42");
+            // A deletion is decoded whatever is handed over.
+            let deleted = codec.event_with(Event::Deleted(object.clone()), &handed);
+            assert_eq!(deleted.unwrap().kind, "DELETED");
+        }
     }
 
     #[test]

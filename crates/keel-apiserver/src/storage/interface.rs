@@ -22,11 +22,13 @@
 //!
 //! Writes go to the store; an update or a delete starts from the cache's object (kube-
 //! apiserver's `cachedExistingObject`), so a write usually costs one Txn (see
-//! [`Etcd3::guaranteed_update`] for why a stale start is safe). Every store request is timed
-//! in `etcd_request_duration_seconds`.
+//! [`Etcd3::guaranteed_update`] for why a stale start is safe). A writer that knows what its
+//! write decodes to hands it to the cache ([`Storage::handover`]), which then need not decode
+//! the write's event. Every store request is timed in `etcd_request_duration_seconds`.
 
 use std::sync::Arc;
 
+use super::cacher::handoff::Handover;
 use super::cacher::{Cacher, Codec, Entry};
 use super::watch::Watch;
 use super::{Etcd3, Existing, ListOptions, Object, StorageError, continue_token, resource_version};
@@ -284,6 +286,13 @@ impl<C: Codec> Storage<C> {
     pub async fn create(&self, key: &str, value: Vec<u8>, ttl: i64) -> Result<i64, StorageError> {
         self.timed("create", self.store.create_with_ttl(key, value, ttl))
             .await
+    }
+
+    /// A handover of this request's writes of `key` to the watch cache (see
+    /// [`super::cacher::handoff`]): offer what each write makes before sending it, then say
+    /// where it landed. None when there is no cache ready to take it (nothing is kept then).
+    pub fn handover(&self, key: &str) -> Option<Handover<C::Object>> {
+        Some(self.ready_cache()?.handover(key))
     }
 
     /// Where an update of `key` starts: the cache's object (a guess), with what the cache

@@ -3,9 +3,9 @@
 //! from, instead of one store watch per client watch with every event decoded per watcher,
 //! and into the current state of every object ([`objects`]) that gets and lists read from.
 //!
-//! The shell here moves events from the store into the cache: it lists the resource, watches
-//! everything under its prefix from the list's revision, and applies each response's events
-//! in one step, then wakes the watchers once. When the store's watch
+//! The shell (`shell.rs`) moves events from the store into the cache: it lists the resource,
+//! watches everything under its prefix from the list's revision, and applies each response's
+//! events in one step, then wakes the watchers once. When the store's watch
 //! ends (the store restarted, lost its leader, the connection broke) it watches again from the
 //! last revision it reflected, so the buffer sees every revision once and in order. When that
 //! revision has been compacted the buffer's history is broken: it starts a new generation at
@@ -37,23 +37,30 @@
 //! across an await. Watchers are woken through a
 //! `tokio::sync::watch` channel that the shell bumps after each push; a watcher marks the
 //! channel seen *before* it looks into the buffer, so a push after its look always wakes it.
+//!
+//! What this apiserver writes is handed to the cache by its writer ([`handoff`], under a
+//! mutex of its own), so that the cache does not decode the write's event again.
 
 pub mod bookmarks;
+pub mod handoff;
 pub mod objects;
 pub mod ring;
+mod shell;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, oneshot, watch};
 
+use handoff::{Handoff, Handover};
 pub use objects::{Entry, Listed, Objects};
 pub use ring::{Behind, Cached, Limits};
 use ring::{Cursor, ReadLimit, Ring};
+use shell::Shell;
+pub use shell::supports_watch_progress;
 
-use super::watch::Received;
-use super::{Etcd3, Event, Existing, ListOptions, Object, StorageError};
+use super::{Etcd3, Event, Existing, Object, StorageError};
 use crate::metrics::CacheMetrics;
 
 /// How much each resource's buffer holds: 8,192 events, and at most 32 MiB of stored values
@@ -97,6 +104,13 @@ pub trait Codec: Send + Sync + 'static {
     fn object(&self, object: &Object) -> Self::Object;
     /// The object an ADDED or MODIFIED event leaves.
     fn object_of(&self, event: &Self::Event) -> Self::Object;
+    /// Decodes an ADDED or MODIFIED store event whose object is known to be `object` (what
+    /// [`Codec::object`] makes of it, handed over by its writer: see [`handoff`]), so that
+    /// it need not be decoded again; by default it is.
+    fn event_with(&self, event: Event, object: &Self::Object) -> Self::Event {
+        let _ = object;
+        self.event(event)
+    }
     /// The fields the cache indexes (kube-apiserver's indexers).
     fn indexed_fields(&self) -> &'static [&'static str] {
         &[]
@@ -117,6 +131,8 @@ struct State<C: Codec> {
 struct Shared<C: Codec> {
     /// None until the first list and store watch are established.
     state: Mutex<Option<State<C>>>,
+    /// What writers hand over (see [`handoff`]).
+    handoff: Arc<Mutex<Handoff<C::Object>>>,
     /// Bumped after every push and reset.
     news: watch::Sender<u64>,
     /// The revision the objects are the state at (0: not ready).
@@ -167,6 +183,7 @@ impl<C: Codec> Cacher<C> {
         let (fresh, _) = watch::channel(0);
         let shared = Arc::new(Shared {
             state: Mutex::new(None),
+            handoff: Arc::new(Mutex::new(Handoff::new(handoff::LIMITS))),
             news,
             fresh,
             waiting: AtomicUsize::new(0),
@@ -215,6 +232,16 @@ impl<C: Codec> Cacher<C> {
     /// cache (kube-apiserver's `RequestWatchProgress` feature check: etcd ≥ 3.5.13 or ≥ 3.4.31).
     pub fn progress_supported(&self) -> bool {
         self.shared.progress_supported.load(Ordering::Relaxed)
+    }
+
+    /// A handover of this apiserver's writes of `key` to the cache (see [`handoff`]).
+    pub fn handover(&self, key: &str) -> Handover<C::Object> {
+        Handover::new(self.shared.handoff.clone(), key)
+    }
+
+    /// How many handed-over writes wait for their events.
+    pub fn handed_over(&self) -> usize {
+        handoff::lock(&self.shared.handoff).len()
     }
 
     /// The codec the cache decodes with.
@@ -378,311 +405,6 @@ impl<T> CacheWatch<T> {
             // The sender lives as long as this watcher's share; a stopped shell empties the
             // cache and wakes everyone instead (see `Shell::run`).
             self.news.changed().await.map_err(|_| Behind::Reset)?;
-        }
-    }
-}
-
-/// The task that keeps a cache in step with the store.
-struct Shell<C: Codec> {
-    shared: Weak<Shared<C>>,
-    storage: Etcd3,
-    prefix: String,
-    limits: Limits,
-    codec: Arc<C>,
-}
-
-/// A store event as the cache applies it: the object as stored (None for a deletion), what
-/// the codec made of the event and of the object, and the object's indexed fields.
-struct Applied<C: Codec> {
-    revision: i64,
-    key: String,
-    weight: usize,
-    stored: Option<(Object, C::Object, Vec<String>)>,
-    event: C::Event,
-}
-
-impl<C: Codec> Shell<C> {
-    /// Runs until the cache is dropped. However it ends (dropped, or a panic), the cache is
-    /// emptied: its watchers end and new reads go to the store instead of waiting on a cache
-    /// nobody fills.
-    async fn run(self, mut stopped: oneshot::Receiver<()>) {
-        let _empty = EmptyOnExit(self.shared.clone());
-        tokio::select! {
-            _ = &mut stopped => {}
-            _ = self.follow() => {}
-        }
-    }
-
-    /// Lists the objects (page by page, every page at the first one's revision) and the
-    /// revision they are the state at.
-    async fn list(&self) -> Result<(Objects<C::Object>, i64), StorageError> {
-        let mut token: Option<String> = None;
-        let mut listed: Option<Objects<C::Object>> = None;
-        loop {
-            let options = ListOptions {
-                limit: LIST_PAGE,
-                continue_token: token.as_deref(),
-                ..ListOptions::default()
-            };
-            let page = self.storage.list(&self.prefix, options).await?;
-            let objects = listed
-                .get_or_insert_with(|| Objects::new(self.codec.indexed_fields(), page.revision));
-            for object in page.items {
-                let value = self.codec.object(&object);
-                let fields = self.fields(&value);
-                objects.put(object, value, fields);
-            }
-            objects.advance(page.revision);
-            token = page.continue_token;
-            if token.is_none() {
-                return Ok((listed.take().expect("listed above"), page.revision));
-            }
-        }
-    }
-
-    fn fields(&self, value: &C::Object) -> Vec<String> {
-        let codec = &self.codec;
-        codec
-            .indexed_fields()
-            .iter()
-            .map(|f| codec.field(value, f))
-            .collect()
-    }
-
-    /// Follows the store's events for as long as the cache exists.
-    async fn follow(&self) {
-        // The revision the cache reflects, while its history is unbroken.
-        let mut reflected: Option<i64> = None;
-        let mut failures = 0u32;
-        let mut events = Vec::new();
-        loop {
-            if failures > 0 {
-                let backoff = Duration::from_millis(50 << failures.min(6));
-                tokio::time::sleep(backoff.min(MAX_BACKOFF)).await;
-            }
-            failures += 1;
-            // A version the store does not tell is not a supported one (consistent reads
-            // then go to the store), as kube-apiserver's feature check has it.
-            let supported = match self.storage.version().await {
-                Ok(version) => supports_watch_progress(&version),
-                Err(e) => {
-                    tracing::warn!(prefix = %self.prefix, error = %e, "watch cache: reading the store's version");
-                    false
-                }
-            };
-            let Some(shared) = self.shared.upgrade() else {
-                return;
-            };
-            shared
-                .progress_supported
-                .store(supported, Ordering::Relaxed);
-            drop(shared);
-            let (listed, after) = match reflected {
-                Some(revision) => (None, revision),
-                None => match self.list().await {
-                    Ok((objects, revision)) => (Some(objects), revision),
-                    Err(e) => {
-                        tracing::warn!(prefix = %self.prefix, error = %e, "watch cache: listing the store");
-                        continue;
-                    }
-                },
-            };
-            let mut watch = match self.storage.watch_after(&self.prefix, true, after).await {
-                Ok(watch) => watch,
-                Err(StorageError::Expired { .. }) => {
-                    tracing::warn!(prefix = %self.prefix, revision = after, "watch cache: the store compacted past the cache; starting over");
-                    reflected = None;
-                    continue;
-                }
-                Err(e) => {
-                    tracing::warn!(prefix = %self.prefix, error = %e, "watch cache: watching the store");
-                    continue;
-                }
-            };
-            if let Some(objects) = listed {
-                let Some(shared) = self.shared.upgrade() else {
-                    return;
-                };
-                let mut state = shared.state();
-                match state.as_mut() {
-                    Some(state) => {
-                        state.ring.reset(after);
-                        state.objects = objects;
-                    }
-                    None => {
-                        *state = Some(State {
-                            ring: Ring::new(self.limits, after),
-                            objects,
-                        })
-                    }
-                }
-                drop(state);
-                shared.notify(after);
-                shared.metrics.initializations.inc();
-                reflected = Some(after);
-            }
-            let progress = watch.progress_requester();
-            let mut last_request = None;
-            loop {
-                events.clear();
-                let received = tokio::select! {
-                    received = watch.next_batch(&mut events) => received,
-                    () = self.progress_due(&mut last_request) => {
-                        progress.request();
-                        continue;
-                    }
-                };
-                let Some(shared) = self.shared.upgrade() else {
-                    return;
-                };
-                match received {
-                    Some(Ok(Received::Events)) => {
-                        failures = 0;
-                        let received = events.len() as u64;
-                        let applied: Vec<_> = events.drain(..).map(|e| self.apply(e)).collect();
-                        let mut guard = shared.state();
-                        let Some(state) = guard.as_mut() else { return };
-                        for a in applied {
-                            reflected = Some(a.revision);
-                            match a.stored {
-                                Some((object, value, fields)) => {
-                                    state.objects.put(object, value, fields)
-                                }
-                                None => state.objects.remove(&a.key, a.revision),
-                            }
-                            state.ring.push(a.revision, a.key, a.event, a.weight);
-                        }
-                        // Counted under the lock, so a watcher that has seen an event finds
-                        // it counted.
-                        shared.metrics.received.inc_by(received);
-                        let revision = state.objects.revision();
-                        drop(guard);
-                        shared.metrics.dispatched.inc_by(received);
-                        shared.notify(revision);
-                    }
-                    Some(Ok(Received::Progress(revision))) => {
-                        failures = 0;
-                        let mut guard = shared.state();
-                        let Some(state) = guard.as_mut() else { return };
-                        state.objects.advance(revision);
-                        let revision = state.objects.revision();
-                        drop(guard);
-                        shared.notify(revision);
-                    }
-                    Some(Err(StorageError::Expired { .. })) => {
-                        tracing::warn!(prefix = %self.prefix, revision = ?reflected, "watch cache: the store compacted past the cache; starting over");
-                        reflected = None;
-                        break;
-                    }
-                    Some(Err(e)) => {
-                        tracing::warn!(prefix = %self.prefix, error = %e, "watch cache: the store's watch ended");
-                        break;
-                    }
-                    None => break,
-                }
-            }
-        }
-    }
-
-    /// One store event made into what the cache keeps (outside the lock).
-    fn apply(&self, event: Event) -> Applied<C> {
-        let (object, weight, deleted) = match &event {
-            Event::Added(o) => (o.clone(), o.value.len(), false),
-            Event::Modified(o, prev) => (o.clone(), o.value.len() + prev.len(), false),
-            Event::Deleted(o) => (o.clone(), o.value.len(), true),
-        };
-        let event = self.codec.event(event);
-        let (revision, key) = (object.mod_revision, object.key.clone());
-        let stored = (!deleted).then(|| {
-            let value = self.codec.object_of(&event);
-            let fields = self.fields(&value);
-            (object, value, fields)
-        });
-        Applied {
-            revision,
-            key,
-            weight,
-            stored,
-            event,
-        }
-    }
-
-    /// Resolves when the store should be asked for progress: at once when a read starts
-    /// waiting, then every [`PROGRESS_REQUEST_PERIOD`] while any waits.
-    async fn progress_due(&self, last: &mut Option<Instant>) {
-        loop {
-            let Some(shared) = self.shared.upgrade() else {
-                return std::future::pending().await;
-            };
-            if shared.waiting.load(Ordering::SeqCst) == 0 {
-                shared.wake.notified().await;
-                continue;
-            }
-            drop(shared);
-            let now = Instant::now();
-            match *last {
-                Some(at) if now < at + PROGRESS_REQUEST_PERIOD => {
-                    tokio::time::sleep_until((at + PROGRESS_REQUEST_PERIOD).into()).await;
-                }
-                _ => {
-                    *last = Some(now);
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// Whether an etcd server of `version` answers progress requests as a consistent read
-/// needs, by kube-apiserver's rule (`endpointSupportsRequestWatchProgress`): 3.4.31 and later
-/// 3.4 releases, 3.5.13 and later, anything newer; an unreadable version does not.
-pub fn supports_watch_progress(version: &str) -> bool {
-    let mut parts = version.split(['.', '-', '+']);
-    let mut number = || parts.next().and_then(|p| p.parse::<u64>().ok());
-    let (Some(major), Some(minor), Some(patch)) = (number(), number(), number()) else {
-        return false;
-    };
-    match (major, minor) {
-        (3, 4) => patch >= 31,
-        (3, 5) => patch >= 13,
-        (3, m) => m > 5,
-        (m, _) => m > 3,
-    }
-}
-
-/// Empties a cache when its shell ends.
-struct EmptyOnExit<C: Codec>(Weak<Shared<C>>);
-
-impl<C: Codec> Drop for EmptyOnExit<C> {
-    fn drop(&mut self) {
-        if let Some(shared) = self.0.upgrade() {
-            *shared.state() = None;
-            shared.notify(0);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn progress_is_supported_from_the_versions_kube_apiserver_requires() {
-        for (version, supported) in [
-            ("3.5.13", true),
-            ("3.5.21", true),
-            ("3.5.12", false),
-            ("3.5.0", false),
-            ("3.4.31", true),
-            ("3.4.30", false),
-            ("3.6.0", true),
-            ("4.0.0", true),
-            ("3.3.27", false),
-            ("3.5.13-alpha.0", true),
-            ("3.5", false),
-            ("not a version", false),
-        ] {
-            assert_eq!(supports_watch_progress(version), supported, "{version}");
         }
     }
 }
