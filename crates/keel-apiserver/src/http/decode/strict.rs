@@ -186,8 +186,9 @@ impl<'de> DeserializeSeed<'de> for Walk<'_, '_> {
             Shape::Scalar(scalar) => {
                 let raw: &RawValue = serde::Deserialize::deserialize(deserializer)?;
                 self.judge(Got::of(raw.get()));
+                // A fraction or exponent, or `-0` (which serde_json reads as a float).
                 if matches!(scalar, Scalar::Int32 | Scalar::Int64 | Scalar::IntOrString)
-                    && raw.get().contains(['.', 'e', 'E'])
+                    && (raw.get().contains(['.', 'e', 'E']) || raw.get().trim() == "-0")
                 {
                     self.found.prunable = true;
                 }
@@ -338,7 +339,8 @@ mod tests {
 
     #[test]
     fn a_read_that_finds_nothing_to_prune_leaves_pruning_nothing_to_do() {
-        let bodies: [(&[u8], bool); 7] = [
+        let bodies: [(&[u8], bool); 8] = [
+            (br#"{"spec":{"priority":-0}}"#, false),
             (br#"{"metadata":{"name":"p","labels":{"a":"1"}},"spec":{"priority":3,"containers":[{"name":"c","ports":[{"containerPort":80}]}]}}"#, true),
             (br#"{"metadata":{"name":"p"},"spec":{"overhead":{"cpu":"1.5"},"containers":[{"name":"c","resources":{"limits":{"cpu":0.5}}}]}}"#, true),
             (br#"{"metadata":{"name":"p","bogus":1}}"#, false),

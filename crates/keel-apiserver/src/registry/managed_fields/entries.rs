@@ -55,6 +55,26 @@ pub(super) fn stripped(path: &[PathElement]) -> bool {
     STRIPPED.has(path)
 }
 
+/// Whether `fields_v1` is in the form the field manager writes a FieldsV1 (so reading it
+/// and writing it back gives it again): objects all the way down, every key an element as
+/// [`PathElement::to_key`] writes it, and `"."` (empty) only beside a node's children.
+pub(super) fn canonical(fields_v1: &Value) -> bool {
+    fn node(map: &Map<String, Value>, root: bool) -> bool {
+        map.iter().all(|(key, value)| {
+            let Some(inner) = value.as_object() else {
+                return false;
+            };
+            if key == "." {
+                return !root && inner.is_empty() && map.len() > 1;
+            }
+            let written = key.starts_with("f:")
+                || matches!(PathElement::from_key(key), Ok(Some(pe)) if pe.to_key() == *key);
+            written && node(inner, false)
+        })
+    }
+    fields_v1.as_object().is_some_and(|map| node(map, true))
+}
+
 /// Whether the FieldsV1 `fields_v1`, in the form the field manager writes it, has `path`:
 /// its node is there and is a member (`{}`, or `"."` beside its children).
 pub(super) fn owns(fields_v1: &Value, path: &[PathElement]) -> bool {

@@ -750,18 +750,41 @@ fn a_renewal_stamps_the_entry_as_the_general_update_would() {
         ),
     ];
     for (i, (manager, new, shortcut)) in cases.into_iter().enumerate() {
-        let fm = FieldManager::new(&Leases, None, T2);
-        let mut defaulted = new.clone();
-        Leases.set_defaults(&mut defaulted);
-        assert_eq!(
-            fm.renewed_entries(&live, &defaulted, manager).is_some(),
-            shortcut,
-            "case {i}"
-        );
-        let long = updated_the_long_way(&Leases, &live, new.clone(), manager);
-        assert_eq!(updated(&Leases, &live, new, manager, T2), long, "case {i}");
-        if shortcut {
-            assert_eq!(entries(&long)[0]["time"], T2.rfc3339(), "case {i}");
-        }
+        assert_renewal(&live, manager, new, shortcut, i);
+    }
+    // Entries written some other way than the field manager writes them go the general way.
+    for (i, fields_v1) in [
+        json!({"f:spec": {"f:holderIdentity": {}, "f:leaseDurationSeconds": {}, "f:renewTime": {".": {}}}}),
+        json!({"f:metadata": {"f:labels": []}, "f:spec": {"f:renewTime": {}}}),
+        json!({"f:spec": {"f:leaseDurationSeconds": {"x:y": {}}, "f:renewTime": {}}}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut odd = live.clone();
+        odd["metadata"]["managedFields"][0]["fieldsV1"] = fields_v1;
+        let stored = odd["metadata"]["managedFields"].clone();
+        let new = with_entries(lease(renewed.clone()), Some(&stored));
+        assert_renewal(&odd, "kubelet", new, false, 100 + i);
+    }
+}
+
+/// Checks that the renewal shortcut takes the Lease update (`shortcut`) or not, and that the
+/// update gives what the general way gives.
+fn assert_renewal(live: &Value, manager: &str, new: Value, shortcut: bool, case: usize) {
+    use crate::registry::leases::Leases;
+    let fm = FieldManager::new(&Leases, None, T2);
+    let mut defaulted = new.clone();
+    Leases.set_defaults(&mut defaulted);
+    let taken = fm.renewed_entries(live, &defaulted, manager).is_some();
+    assert_eq!(taken, shortcut, "case {case}");
+    let long = updated_the_long_way(&Leases, live, new.clone(), manager);
+    assert_eq!(
+        updated(&Leases, live, new, manager, T2),
+        long,
+        "case {case}"
+    );
+    if shortcut {
+        assert_eq!(entries(&long)[0]["time"], T2.rfc3339(), "case {case}");
     }
 }
