@@ -107,8 +107,7 @@ pub fn table_in(
                 IncludeObject::Metadata => Some(partial_object_in(obj, version)),
                 IncludeObject::Object => {
                     let mut whole = obj.clone();
-                    whole["apiVersion"] = info.api_version().into();
-                    whole["kind"] = info.kind.into();
+                    info.set_type(&mut whole);
                     Some(whole)
                 }
             };

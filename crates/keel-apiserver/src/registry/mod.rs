@@ -75,6 +75,12 @@ impl ResourceInfo {
             format!("{}/{}", self.group, self.version)
         }
     }
+
+    /// Gives `obj` this kind's apiVersion and kind.
+    pub fn set_type(&self, obj: &mut Value) {
+        obj["apiVersion"] = self.api_version().into();
+        obj["kind"] = self.kind.into();
+    }
 }
 
 /// One column of a kind's Table (`meta.k8s.io/v1` `TableColumnDefinition`).

@@ -100,9 +100,7 @@ impl Serialize for WithoutType<'_> {
 /// A stored object as `kind` serves it: decoded, with the kind's apiVersion and kind.
 pub fn served(kind: &dyn Strategy, object: &Object) -> Result<Value, Status> {
     let mut value = decode(kind, object)?;
-    let info = kind.info();
-    value["apiVersion"] = info.api_version().into();
-    value["kind"] = info.kind.into();
+    kind.info().set_type(&mut value);
     Ok(value)
 }
 
@@ -110,13 +108,8 @@ pub fn served(kind: &dyn Strategy, object: &Object) -> Result<Value, Status> {
 /// `info` describes (see [`crate::storage::cacher::handoff`]), from `value`, `to_served` of
 /// the value those bytes encode (which [`decodes_back`] from them): made at a revision, it
 /// is what [`served`] decodes from the bytes at that revision.
-pub fn written(info: &'static ResourceInfo, mut value: Value) -> Make<Served> {
-    Box::new(move |revision| {
-        meta::metadata(&mut value).insert("resourceVersion".into(), revision.to_string().into());
-        value["apiVersion"] = info.api_version().into();
-        value["kind"] = info.kind.into();
-        Ok(Arc::new(value.into()))
-    })
+pub fn written(info: &'static ResourceInfo, value: Value) -> Make<Served> {
+    Box::new(move |revision| Ok(Arc::new(at(info, value, revision.to_string()).into())))
 }
 
 /// Whether decoding the JSON of `stored` (a value as stored, which `serde_json` writes) gives
@@ -149,12 +142,16 @@ pub fn decodes_back(stored: &Value) -> bool {
 /// A stored value before an update (`prev`) as `kind` serves it, at the update's
 /// resourceVersion `rv`; None when it does not decode.
 pub fn served_before(kind: &dyn Strategy, prev: &[u8], rv: &str) -> Option<Value> {
-    let mut old = kind.to_served(parse_stored(prev).ok()?);
-    meta::metadata(&mut old).insert("resourceVersion".into(), rv.into());
-    let info = kind.info();
-    old["apiVersion"] = info.api_version().into();
-    old["kind"] = info.kind.into();
-    Some(old)
+    let old = kind.to_served(parse_stored(prev).ok()?);
+    Some(at(kind.info(), old, rv.to_string()))
+}
+
+/// `value` (a stored value, made `to_served`) as the API serves it at resourceVersion `rv`:
+/// with it, and with the kind's apiVersion and kind.
+fn at(info: &ResourceInfo, mut value: Value, rv: String) -> Value {
+    meta::metadata(&mut value).insert("resourceVersion".into(), rv.into());
+    info.set_type(&mut value);
+    value
 }
 
 /// One page of a collection: the `<Kind>List` object (see the module docs).

@@ -308,7 +308,7 @@ impl Registry {
             return Err(Status::method_not_allowed());
         }
         let info = kind.info();
-        set_type(&mut obj, info);
+        info.set_type(&mut obj);
         if let Some(ns) = namespace {
             meta::metadata(&mut obj).insert("namespace".into(), ns.into());
         }
@@ -591,7 +591,7 @@ impl Registry {
                 &target(info, &name),
             ));
         }
-        set_type(&mut new, info);
+        info.set_type(&mut new);
         match subresource {
             // A delete's mark is the server's own change: nothing to carry over.
             Some(MARK_FOR_DELETION) => {}
@@ -899,11 +899,6 @@ fn invalid(info: &ResourceInfo, name: &str, errors: &[FieldError]) -> Status {
 
 fn rejected(status: Status) -> StorageError {
     StorageError::Rejected(Box::new(status))
-}
-
-fn set_type(obj: &mut Value, info: &ResourceInfo) {
-    obj["apiVersion"] = info.api_version().into();
-    obj["kind"] = info.kind.into();
 }
 
 /// `obj` as the store keeps it: its bytes, and the value they encode (the kind's storage

@@ -347,8 +347,8 @@ fn compare_at(
             let empty = Vec::new();
             let ll = l.and_then(Value::as_array).unwrap_or(&empty);
             let rl = r.and_then(Value::as_array).unwrap_or(&empty);
-            let leaf_items = ty.item().object().is_atomic() || ll.iter().all(|v| !v.is_object());
-            if l.is_some() && r.is_some() && leaf_items && values_equal_lists(ll, rl) {
+            let leaf_items = || ll.iter().all(|v| !v.is_object()) || ty.item().object().is_atomic();
+            if l.zip(r).is_some_and(|(a, b)| values_equal(a, b)) && leaf_items() {
                 // The same items, each a leaf: nothing changed, but the items are named (and
                 // may fail to be) as a walk would name them.
                 ty.elements(&list, ll, path)?;
@@ -384,11 +384,6 @@ fn unchanged(a: &Value, b: &Value) -> bool {
         (Value::Object(_) | Value::Array(_), _) | (_, Value::Object(_) | Value::Array(_)) => false,
         _ => values_equal(a, b),
     }
-}
-
-/// Whether two lists hold equal items in the same order.
-fn values_equal_lists(a: &[Value], b: &[Value]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| values_equal(x, y))
 }
 
 /// The items of each element, in first-seen order of the elements.

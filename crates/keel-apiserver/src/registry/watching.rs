@@ -176,8 +176,7 @@ impl WatchEvent {
     pub fn bookmark(kind: &dyn Strategy, revision: i64, initial_events_end: bool) -> WatchEvent {
         let info = kind.info();
         let mut object = schema_of(info.group, info.kind).zero().clone();
-        object["apiVersion"] = info.api_version().into();
-        object["kind"] = info.kind.into();
+        info.set_type(&mut object);
         let mut metadata = serde_json::json!({
             "resourceVersion": revision.to_string(),
             "creationTimestamp": null,
