@@ -13,6 +13,13 @@ pub struct Config {
     /// The etcd servers to connect to, comma-separated (`http://host:port`).
     #[arg(long, value_delimiter = ',', required = true)]
     pub etcd_servers: Vec<String>,
+    /// Resources kept in stores of their own, as kube-apiserver reads the flag:
+    /// `group/resource#servers`, the servers `;`-separated, several overrides
+    /// `,`-separated; the core group is empty (`/events#http://127.0.0.1:2383`). Every part
+    /// that reads or writes such a resource (its watch cache, the compactor, the health checks,
+    /// the object counts) uses its store.
+    #[arg(long, value_delimiter = ',', value_parser = parse_servers_override)]
+    pub etcd_servers_overrides: Vec<ServersOverride>,
     /// The prefix of every key in etcd.
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
@@ -49,6 +56,11 @@ pub struct Config {
     /// How long events are kept.
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     pub event_ttl: Duration,
+    /// The longest a store lease is reused for objects written with a TTL (events): one lease
+    /// serves every such write within min(this, 5 % of the TTL), so a flood of events does not
+    /// cost a lease grant each.
+    #[arg(long, default_value_t = 60)]
+    pub lease_reuse_duration_seconds: i64,
     /// The most read-only requests served at once (0: no limit).
     #[arg(long, default_value_t = 400)]
     pub max_requests_inflight: u32,
@@ -148,12 +160,60 @@ impl Config {
                 ));
             }
         }
+        if self.lease_reuse_duration_seconds <= 0 {
+            return Err(format!(
+                "--lease-reuse-duration-seconds should be greater than 0, but is {}",
+                self.lease_reuse_duration_seconds
+            ));
+        }
         if self.request_timeout.is_zero() {
             return Err("--request-timeout must be greater than 0".into());
         }
         crate::controllers::Selection::new(self.controller_manager.controllers.as_deref())?;
         Ok(())
     }
+}
+
+/// One `--etcd-servers-overrides` entry: a resource and the store servers that keep it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServersOverride {
+    /// The API group ("" for the core group).
+    pub group: String,
+    /// The resource (plural, lowercase: `events`).
+    pub resource: String,
+    /// The store's client URLs.
+    pub servers: Vec<String>,
+}
+
+/// Reads one `--etcd-servers-overrides` entry (`group/resource#url;url`), with
+/// kube-apiserver's message for a malformed one.
+pub fn parse_servers_override(s: &str) -> Result<ServersOverride, String> {
+    const FORMAT: &str = "--etcd-servers-overrides invalid, must be of format: group/resource#servers, where servers are URLs, semicolon separated";
+    let (target, servers) = s.split_once('#').ok_or(FORMAT)?;
+    let (group, resource) = target.split_once('/').ok_or(FORMAT)?;
+    if servers.contains('#') || resource.contains('/') || resource.is_empty() {
+        return Err(FORMAT.into());
+    }
+    let servers: Vec<String> = servers
+        .split(';')
+        .filter(|url| !url.is_empty())
+        .map(str::to_string)
+        .collect();
+    if servers.is_empty() {
+        return Err(FORMAT.into());
+    }
+    for url in &servers {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!(
+                "--etcd-servers-overrides: {url:?} is not a URL; give http://host:port"
+            ));
+        }
+    }
+    Ok(ServersOverride {
+        group: group.to_string(),
+        resource: resource.to_string(),
+        servers,
+    })
 }
 
 /// The first address of `--service-cluster-ip-range`'s (first) CIDR, as kube-apiserver's
@@ -227,6 +287,31 @@ mod tests {
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("5x").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn servers_overrides_read_as_kube_apiserver_reads_them() {
+        let events = parse_servers_override("/events#http://a:2379;http://b:2379").unwrap();
+        assert_eq!(events.group, "");
+        assert_eq!(events.resource, "events");
+        assert_eq!(events.servers, ["http://a:2379", "http://b:2379"]);
+        let leases = parse_servers_override("coordination.k8s.io/leases#http://c:2379").unwrap();
+        assert_eq!(leases.group, "coordination.k8s.io");
+        for bad in [
+            "events#http://a:2379",
+            "/events",
+            "a/b/c#http://a",
+            "/events#",
+            "/#http://a",
+        ] {
+            assert!(
+                parse_servers_override(bad)
+                    .unwrap_err()
+                    .starts_with("--etcd-servers-overrides invalid"),
+                "{bad}"
+            );
+        }
+        assert!(parse_servers_override("/events#a:2379").is_err());
     }
 
     #[test]

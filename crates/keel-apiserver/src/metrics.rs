@@ -3,7 +3,8 @@
 //! (`apiserver_request_total`, `apiserver_request_duration_seconds`), what is in flight
 //! (`apiserver_current_inflight_requests`, `apiserver_longrunning_requests`,
 //! `apiserver_registered_watchers`), the store's share of each request
-//! (`etcd_request_duration_seconds` by operation and resource; `apiserver_storage_objects`),
+//! (`etcd_request_duration_seconds` by operation and resource; `apiserver_storage_objects`;
+//! `apiserver_storage_size_bytes` per store),
 //! the watch caches (`apiserver_watch_cache_events_received_total`,
 //! `apiserver_watch_cache_events_dispatched_total`, `apiserver_watch_cache_resource_version`,
 //! `apiserver_watch_cache_initializations_total`, `apiserver_terminated_watchers_total`, and the
@@ -62,6 +63,10 @@ pub struct Metrics {
     /// `apiserver_storage_objects{resource}`, set by the background count
     /// ([`crate::registry::object_count`]), never by a scrape.
     pub objects: Family<Labels, Gauge>,
+    /// `apiserver_storage_size_bytes{storage_cluster_id}`: each store's database size
+    /// (`etcd-0` the main store, then the overrides' in order), set by the same background
+    /// round as the counts.
+    pub storage_size: Family<Labels, Gauge>,
     cache_received: Family<Labels, Counter>,
     cache_dispatched: Family<Labels, Counter>,
     cache_revision: Family<Labels, Gauge>,
@@ -204,7 +209,7 @@ impl Metrics {
         let etcd = Family::<Labels, Histogram>::new_with_constructor(
             (|| Histogram::new(ETCD_BUCKETS)) as fn() -> Histogram,
         );
-        let (inflight, longrunning, watchers, objects) = Default::default();
+        let (inflight, longrunning, watchers, objects, storage_size) = Default::default();
         let cache_reads = CacheReadFamilies::default();
         let (cache_received, cache_dispatched, cache_revision) = Default::default();
         let (cache_initializations, terminated_watchers, watch_events) = Default::default();
@@ -245,6 +250,11 @@ impl Metrics {
             "apiserver_storage_objects",
             "Number of stored objects at the time of last check split by kind.",
             Family::clone(&objects),
+        );
+        registry.register(
+            "apiserver_storage_size_bytes",
+            "Size of the storage database file physically allocated in bytes.",
+            Family::clone(&storage_size),
         );
         registry.register(
             "apiserver_watch_cache_events_received",
@@ -317,6 +327,7 @@ impl Metrics {
             watchers,
             etcd,
             objects,
+            storage_size,
             cache_received,
             cache_dispatched,
             cache_revision,

@@ -14,13 +14,13 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::config::Config;
+use crate::config::{Config, ServersOverride};
 use crate::controllers;
 use crate::http::auth::{self, Tokens};
 use crate::http::{self, App, tls};
 use crate::metrics::Metrics;
 use crate::registry::{self, store::Registry};
-use crate::storage::{Compactor, Etcd3, KeyLayout, StoreChannel, endpoints};
+use crate::storage::{Backend, Backends, Compactor, Etcd3, KeyLayout, StoreChannel, endpoints};
 
 /// Why an apiserver could not start.
 #[derive(Debug, thiserror::Error)]
@@ -77,14 +77,64 @@ pub struct StoreLink {
     pub watches: StoreChannel,
 }
 
-/// The connections to the etcd servers of `--etcd-servers` (connected lazily, balanced over
-/// the members that can be reached: [`crate::storage::endpoints`]). Must be called within a
-/// Tokio runtime.
-pub fn connect(servers: &[String]) -> Result<StoreLink, StartError> {
+/// Every store an apiserver uses: the main one and the overrides'.
+#[derive(Debug, Clone)]
+pub struct StoreLinks {
+    /// The main store (`--etcd-servers`).
+    pub main: StoreLink,
+    /// The stores of `--etcd-servers-overrides`, one per distinct server list.
+    pub overrides: Vec<OverrideLink>,
+}
+
+/// A store that keeps some resources (an `--etcd-servers-overrides` server list).
+#[derive(Debug, Clone)]
+pub struct OverrideLink {
+    /// The resources it keeps, as (group, resource).
+    pub resources: Vec<(String, String)>,
+    /// Its servers, as given (for messages).
+    pub servers: Vec<String>,
+    /// The connections.
+    pub link: StoreLink,
+}
+
+/// The connections to the main store (`--etcd-servers`) and the overrides' stores. Must be
+/// called within a Tokio runtime.
+pub fn connect(config: &Config) -> Result<StoreLinks, StartError> {
+    Ok(StoreLinks {
+        main: connect_servers(&config.etcd_servers, "--etcd-servers")?,
+        overrides: connect_overrides(&config.etcd_servers_overrides)?,
+    })
+}
+
+/// The stores of `--etcd-servers-overrides`: resources naming the same servers share one,
+/// and a resource named twice goes to its last override, as kube-apiserver reads the flag.
+pub fn connect_overrides(overrides: &[ServersOverride]) -> Result<Vec<OverrideLink>, StartError> {
+    let mut links: Vec<OverrideLink> = Vec::new();
+    for o in overrides {
+        let resource = (o.group.clone(), o.resource.clone());
+        for link in &mut links {
+            link.resources.retain(|r| *r != resource);
+        }
+        match links.iter_mut().find(|l| l.servers == o.servers) {
+            Some(link) => link.resources.push(resource),
+            None => links.push(OverrideLink {
+                resources: vec![resource],
+                servers: o.servers.clone(),
+                link: connect_servers(&o.servers, "--etcd-servers-overrides")?,
+            }),
+        }
+    }
+    links.retain(|l| !l.resources.is_empty());
+    Ok(links)
+}
+
+/// The connections to one store's `servers` (connected lazily, balanced over the members
+/// that can be reached: [`crate::storage::endpoints`]); `flag` names them in errors.
+fn connect_servers(servers: &[String], flag: &str) -> Result<StoreLink, StartError> {
     let mut endpoints = Vec::new();
     for url in servers {
         let endpoint = Endpoint::from_shared(url.clone())
-            .map_err(|e| StartError::Config(format!("--etcd-servers: {url:?}: {e}")))?
+            .map_err(|e| StartError::Config(format!("{flag}: {url:?}: {e}")))?
             .tcp_nodelay(true)
             .http2_keep_alive_interval(std::time::Duration::from_secs(30));
         endpoints.push(endpoint);
@@ -98,11 +148,11 @@ pub fn connect(servers: &[String]) -> Result<StoreLink, StartError> {
 }
 
 impl ApiServer {
-    /// Starts serving `config` on the store behind `store`; the admin kubeconfig goes to
+    /// Starts serving `config` on the stores behind `stores`; the admin kubeconfig goes to
     /// `kubeconfig` (default: `--cert-dir`/kubeconfig).
     pub async fn start(
         config: Config,
-        store: StoreLink,
+        stores: StoreLinks,
         kubeconfig: Option<PathBuf>,
     ) -> Result<ApiServer, StartError> {
         config.validate().map_err(StartError::Config)?;
@@ -146,9 +196,8 @@ impl ApiServer {
             Some(path)
         };
         let metrics = Arc::new(Metrics::new());
-        let storage = Etcd3::new(store.requests).with_watch_channel(store.watches);
         let registry = Arc::new(Registry::new(
-            storage,
+            backends(&config, stores),
             KeyLayout::new(&config.etcd_prefix),
             registry::kinds(),
             config.event_ttl,
@@ -227,8 +276,10 @@ impl ApiServer {
             config.etcd_count_metric_poll_period,
         ));
         if !config.etcd_compaction_interval.is_zero() {
-            let compactor = Compactor::new(registry.storage());
-            tokio::spawn(compactor.run(config.etcd_compaction_interval));
+            for backend in registry.backends().all() {
+                let compactor = Compactor::new(&backend.storage);
+                tokio::spawn(compactor.run(config.etcd_compaction_interval));
+            }
         }
         let serving = tokio::spawn(serve(listener, tls, http::router(app)));
         tracing::info!(%url, "apiserver serving");
@@ -244,6 +295,43 @@ impl ApiServer {
     pub async fn wait(self) -> std::io::Result<()> {
         self.serving.await.map_err(std::io::Error::other)?
     }
+}
+
+/// The stores behind `stores`, each reusing TTL leases as `config` says; an override of a
+/// resource this server does not serve is kept (kube-apiserver ignores it too) and logged.
+fn backends(config: &Config, stores: StoreLinks) -> Backends {
+    let etcd = |link: StoreLink| {
+        Etcd3::new(link.requests)
+            .with_watch_channel(link.watches)
+            .with_lease_reuse(config.lease_reuse_duration_seconds)
+    };
+    let mut backends = Backends::new(Backend {
+        storage: etcd(stores.main),
+        servers: config.etcd_servers.clone(),
+        resources: Vec::new(),
+    });
+    let kinds = registry::kinds();
+    for o in stores.overrides {
+        for (group, resource) in &o.resources {
+            let served = kinds.iter().any(|k| {
+                let info = k.info();
+                info.group == group && info.resource == resource
+            });
+            if !served {
+                tracing::warn!(
+                    group = %group,
+                    resource = %resource,
+                    "--etcd-servers-overrides names a resource this server does not serve; ignored"
+                );
+            }
+        }
+        backends = backends.with(Backend {
+            storage: etcd(o.link),
+            servers: o.servers,
+            resources: o.resources,
+        });
+    }
+    backends
 }
 
 /// The TLS configuration and the CA clients should trust ("" when the operator brought the

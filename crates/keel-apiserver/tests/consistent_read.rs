@@ -237,7 +237,7 @@ impl Setup {
             })
             .collect();
         let registry = Registry::new(
-            Etcd3::new(channel),
+            Etcd3::new(channel).into(),
             KeyLayout::default(),
             kinds,
             Duration::from_secs(3600),

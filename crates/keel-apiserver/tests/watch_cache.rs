@@ -613,7 +613,7 @@ async fn a_client_that_falls_out_of_the_buffer_is_ended_and_one_within_it_gets_e
             .filter(|k| k.info().resource == "configmaps")
             .collect();
         let registry = Registry::new(
-            storage.clone(),
+            storage.clone().into(),
             KeyLayout::default(),
             kinds,
             Duration::from_secs(3600),

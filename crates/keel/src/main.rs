@@ -84,7 +84,7 @@ async fn run_store(config: keel_store::Config) -> anyhow::Result<()> {
 }
 
 async fn run_apiserver(config: keel_apiserver::Config) -> anyhow::Result<()> {
-    let store = keel_apiserver::server::connect(&config.etcd_servers)?;
+    let store = keel_apiserver::server::connect(&config)?;
     let server = keel_apiserver::ApiServer::start(config, store, None).await?;
     match &server.kubeconfig {
         Some(path) => eprintln!(

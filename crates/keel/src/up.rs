@@ -1,5 +1,6 @@
 //! `keel up`: keel store and the apiserver in one process, with all their state in one
-//! folder (`DIR/store`: the store's data directory; `DIR/apiserver`: the CA, serving
+//! folder (`DIR/store`: the store's data directory; `DIR/events`: the events store's, with
+//! `--events-store`; `DIR/apiserver`: the CA, serving
 //! certificate and tokens; `DIR/kubeconfig`: the admin kubeconfig). The apiserver reaches the
 //! store with the same etcd v3 client code it uses for a remote etcd, on channels that call
 //! the store's services directly; the store's client URL stays open for `etcdctl`. The folder is locked while
@@ -7,6 +8,11 @@
 //!
 //! Its flags are `keel apiserver`'s and `keel store`'s own (the same definitions, so a flag
 //! added to either is accepted here too), less the few that `keel up` sets itself.
+//!
+//! `--events-store` runs a second store in the same process for Events (`DIR/events`: its own
+//! WAL, backend and lock, client URL `--events-listen-client-urls`), routed to as
+//! `--etcd-servers-overrides=/events#...` would, so a flood of events never slows the writes of
+//! the main store (node heartbeats first of all).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -52,6 +58,31 @@ pub struct UpArgs {
     data_dir: PathBuf,
     apiserver: keel_apiserver::Config,
     store: keel_store::Config,
+    events: EventsStoreArgs,
+}
+
+/// The store for Events that `keel up` may run beside the main one.
+#[derive(Debug, Clone, Args)]
+struct EventsStoreArgs {
+    /// Keep Events in a store of their own in DIR/events (its own WAL, backend and lock), as
+    /// kube-apiserver's `--etcd-servers-overrides=/events#...` keeps them in another etcd, so
+    /// a flood of events never slows the main store's writes
+    #[arg(long, help_heading = "Events store")]
+    events_store: bool,
+    /// The events store's client URLs (for etcdctl)
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:2383",
+        help_heading = "Events store"
+    )]
+    events_listen_client_urls: String,
+    /// The events store's peer URLs
+    #[arg(
+        long,
+        default_value = "http://127.0.0.1:2384",
+        help_heading = "Events store"
+    )]
+    events_listen_peer_urls: String,
 }
 
 impl Args for UpArgs {
@@ -64,7 +95,8 @@ impl Args for UpArgs {
         // name: the apiserver's is renamed before the store's is added.
         let cmd =
             keel_apiserver::Config::augment_args(cmd).mut_group("Config", |g| g.id("apiserver"));
-        let mut cmd = keel_store::Config::augment_args(cmd);
+        let cmd = keel_store::Config::augment_args(cmd);
+        let mut cmd = EventsStoreArgs::augment_args(cmd);
         cmd = cmd.mut_args(|arg| {
             let id = arg.get_id().to_string();
             let id = id.as_str();
@@ -99,9 +131,9 @@ impl Args for UpArgs {
             })
             .mut_arg("data_dir", |a| {
                 a.help_heading(None::<&str>).help(
-                    "The folder for all state: the store's data (DIR/store), the apiserver's \
-                     certificates and tokens (DIR/apiserver) and the admin kubeconfig \
-                     (DIR/kubeconfig)",
+                    "The folder for all state: the store's data (DIR/store), the events \
+                     store's with --events-store (DIR/events), the apiserver's certificates \
+                     and tokens (DIR/apiserver) and the admin kubeconfig (DIR/kubeconfig)",
                 )
             })
     }
@@ -136,6 +168,17 @@ impl FromArgMatches for UpArgs {
         }
         let mut apiserver = keel_apiserver::Config::from_arg_matches(matches)?;
         let mut store = keel_store::Config::from_arg_matches(matches)?;
+        let events = EventsStoreArgs::from_arg_matches(matches)?;
+        let overridden = |o: &keel_apiserver::config::ServersOverride| {
+            o.group.is_empty() && o.resource == "events"
+        };
+        if events.events_store && apiserver.etcd_servers_overrides.iter().any(overridden) {
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ArgumentConflict,
+                "--events-store and an --etcd-servers-overrides entry for /events both say where \
+                 events go; give one of them\n",
+            ));
+        }
         let data_dir = store.data_dir.take().unwrap_or_else(|| "keel.data".into());
         apiserver.etcd_servers = vec![IN_PROCESS_STORE.to_string()];
         // keel up is the whole control plane: every controller runs unless --controllers says.
@@ -159,6 +202,7 @@ impl FromArgMatches for UpArgs {
             data_dir,
             apiserver,
             store,
+            events,
         })
     }
 
@@ -182,32 +226,81 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     keel_wal::dir::create_all(&args.data_dir)
         .with_context(|| format!("cannot create the data folder {}", args.data_dir.display()))?;
     let _lock = lock(&args.data_dir)?;
+    let events_store = match args.events.events_store {
+        true => Some(start_events_store(&args).await?),
+        false => None,
+    };
     let store = keel_store::StoreHandle::start(args.store).await?;
     let kubeconfig = args.data_dir.join("kubeconfig");
-    let server = keel_apiserver::ApiServer::start(
-        args.apiserver,
-        keel_apiserver::server::StoreLink {
-            requests: StoreChannel::new(store.in_process()),
-            watches: StoreChannel::new(store.in_process()),
-        },
-        Some(kubeconfig.clone()),
-    )
-    .await?;
-    let etcd = store
+    let mut stores = keel_apiserver::server::StoreLinks {
+        main: in_process(&store),
+        overrides: keel_apiserver::server::connect_overrides(
+            &args.apiserver.etcd_servers_overrides,
+        )?,
+    };
+    if let Some((events, _)) = &events_store {
+        stores.overrides.push(keel_apiserver::server::OverrideLink {
+            resources: vec![(String::new(), "events".into())],
+            servers: vec![args.events.events_listen_client_urls.clone()],
+            link: in_process(events),
+        });
+    }
+    let server =
+        keel_apiserver::ApiServer::start(args.apiserver, stores, Some(kubeconfig.clone())).await?;
+    let mut etcd = store
         .addrs()
         .first()
         .map(|a| format!("; the store answers etcdctl on http://{a}"))
         .unwrap_or_default();
+    if let Some(a) = events_store.as_ref().and_then(|(e, _)| e.addrs().first()) {
+        etcd.push_str(&format!(", the events store on http://{a}"));
+    }
     eprintln!(
         "keel is up: the Kubernetes API on {}{etcd}.\nNext: kubectl --kubeconfig {} get nodes",
         server.url,
         kubeconfig.display()
     );
+    let events_wait = async {
+        match events_store {
+            Some((events, _lock)) => events.wait().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         r = store.wait() => r.context("the store stopped")?,
+        r = events_wait => r.context("the events store stopped")?,
         r = server.wait() => r.context("the apiserver stopped")?,
     }
     Ok(())
+}
+
+/// The apiserver's link to a store of this process: its service, called directly.
+fn in_process(store: &keel_store::StoreHandle) -> keel_apiserver::server::StoreLink {
+    keel_apiserver::server::StoreLink {
+        requests: StoreChannel::new(store.in_process()),
+        watches: StoreChannel::new(store.in_process()),
+    }
+}
+
+/// Starts the events store with its data in DIR/events (locked by DIR/events/keel.lock while it
+/// runs), configured as the main store but for its folder and URLs.
+async fn start_events_store(args: &UpArgs) -> anyhow::Result<(keel_store::StoreHandle, File)> {
+    let dir = args.data_dir.join("events");
+    keel_wal::dir::create_all(&dir)
+        .with_context(|| format!("cannot create the events folder {}", dir.display()))?;
+    let lock = lock(&dir)?;
+    let mut config = args.store.clone();
+    config.data_dir = Some(dir.clone());
+    config.listen_client_urls = args.events.events_listen_client_urls.clone();
+    config.advertise_client_urls = config.listen_client_urls.clone();
+    config.listen_peer_urls = args.events.events_listen_peer_urls.clone();
+    config.initial_advertise_peer_urls = config.listen_peer_urls.clone();
+    let first_peer = config.initial_advertise_peer_urls.split(',').next();
+    config.initial_cluster = format!("{}={}", config.name, first_peer.unwrap_or_default());
+    let store = keel_store::StoreHandle::start(config)
+        .await
+        .context("the events store (--events-store) could not start")?;
+    Ok((store, lock))
 }
 
 /// Locks the folder for this process (released when it exits, however it exits).

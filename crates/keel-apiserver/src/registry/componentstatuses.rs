@@ -2,8 +2,9 @@
 //! on each get or list, as kube-apiserver's `componentstatus` REST does, and served for get
 //! and list only. One per component kube-apiserver checks:
 //!
-//! - `etcd-0`, `etcd-1`, ...: each member of the store, healthy (`ok`) when it answers a
-//!   linearizable read on its own client URL within two seconds;
+//! - `etcd-0`, `etcd-1`, ...: each member of each store (the main store's first, then each
+//!   `--etcd-servers-overrides` store's), healthy (`ok`) when it answers a linearizable read
+//!   on its own client URL within two seconds;
 //! - `scheduler` and `controller-manager`: an HTTPS `GET /healthz` on their secure ports
 //!   (10259, 10257) on the loopback address, answered as kube-apiserver answers it: a
 //!   connection refused is Unhealthy with Go's error text as the message.
@@ -21,7 +22,7 @@ use tokio::net::TcpStream;
 use super::names::NameRule;
 use super::time::Time;
 use super::{Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
-use crate::storage::{Etcd3, Status};
+use crate::storage::{Backends, Status};
 
 /// The ComponentStatus strategy.
 pub struct ComponentStatuses;
@@ -130,22 +131,28 @@ fn component(name: &str, status: &str, message: &str, error: &str) -> Value {
 }
 
 /// Every component's status, checked now (in name order).
-pub async fn all(storage: &Etcd3) -> Vec<Value> {
+pub async fn all(backends: &Backends) -> Vec<Value> {
     let mut out = Vec::new();
     for (name, port) in HTTP_COMPONENTS {
         out.push(check_http(name, port).await);
     }
-    match storage.member_health().await {
-        Ok(members) => {
-            for (i, member) in members.iter().enumerate() {
-                let name = format!("etcd-{i}");
-                out.push(match &member.error {
-                    None => component(&name, "True", "ok", ""),
-                    Some(error) => component(&name, "False", "", error),
-                });
+    let mut next = 0..;
+    for backend in backends.all() {
+        match backend.storage.member_health().await {
+            Ok(members) => {
+                for (i, member) in next.by_ref().zip(&members) {
+                    let name = format!("etcd-{i}");
+                    out.push(match &member.error {
+                        None => component(&name, "True", "ok", ""),
+                        Some(error) => component(&name, "False", "", error),
+                    });
+                }
+            }
+            Err(error) => {
+                let i = next.next().unwrap_or_default();
+                out.push(component(&format!("etcd-{i}"), "False", "", &error));
             }
         }
-        Err(error) => out.push(component("etcd-0", "False", "", &error)),
     }
     out.sort_by(|a, b| meta_str(a, "name").cmp(meta_str(b, "name")));
     out
@@ -153,8 +160,8 @@ pub async fn all(storage: &Etcd3) -> Vec<Value> {
 
 /// The status of component `name`: 500 `Component not found: <name>` for any other name,
 /// as kube-apiserver answers it.
-pub async fn get(storage: &Etcd3, name: &str) -> Result<Value, Status> {
-    all(storage)
+pub async fn get(backends: &Backends, name: &str) -> Result<Value, Status> {
+    all(backends)
         .await
         .into_iter()
         .find(|c| meta_str(c, "name") == name)

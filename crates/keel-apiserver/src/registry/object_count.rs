@@ -1,4 +1,4 @@
-//! `apiserver_storage_objects`, kept as kube-apiserver keeps it (`startObservingCount` in
+//! `apiserver_storage_objects` (and each store's `apiserver_storage_size_bytes`), kept as kube-apiserver keeps it (`startObservingCount` in
 //! its generic registry store, `--etcd-count-metric-poll-period`): a background task counts
 //! each resource's objects in the store (one count-only Range per resource) when the server
 //! starts and then once every period, and sets the gauges; `/metrics` only reads the last
@@ -73,6 +73,18 @@ pub async fn observe(registry: Arc<Registry>, metrics: Arc<Metrics>, period: Dur
                     resource_label(info.group, info.resource),
                 )])
                 .set(count);
+        }
+        for (i, backend) in registry.backends().all().iter().enumerate() {
+            let id = vec![("storage_cluster_id", format!("etcd-{i}"))];
+            match tokio::time::timeout(limit, backend.storage.db_size()).await {
+                Ok(Ok(size)) => {
+                    metrics.storage_size.get_or_create(&id).set(size);
+                }
+                _ => {
+                    // As kube-apiserver, a store that does not answer has no size shown.
+                    metrics.storage_size.remove(&id);
+                }
+            }
         }
     }
 }

@@ -24,7 +24,7 @@ use crate::storage::interface::{self, WatchSource};
 use crate::storage::key::is_path_segment;
 use crate::storage::resource_version;
 use crate::storage::{
-    Etcd3, Existing, FieldError, KeyLayout, Object, Status, Storage, StorageError, Target,
+    Backends, Existing, FieldError, KeyLayout, Object, Status, Storage, StorageError, Target,
 };
 
 /// The update that marks an object for deletion (an internal subresource name no request
@@ -83,9 +83,9 @@ pub struct Deleted {
     pub finished: bool,
 }
 
-/// The objects of every kind, in one store.
+/// The objects of every kind, each in the store that keeps its resource.
 pub struct Registry {
-    store: Etcd3,
+    backends: Backends,
     keys: KeyLayout,
     kinds: Vec<&'static dyn Strategy>,
     /// `--event-ttl`, in seconds: how long events are kept.
@@ -96,12 +96,12 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A registry of `kinds` keeping its objects in `storage` under `keys`, with a watch
+    /// A registry of `kinds` keeping its objects in `backends` under `keys`, with a watch
     /// cache for each kind but events when `watch_cache` says so (kube-apiserver leaves
     /// events out: they are written often and watched little). Must be called within a Tokio
     /// runtime: each watch cache starts following the store.
     pub fn new(
-        storage: Etcd3,
+        backends: Backends,
         keys: KeyLayout,
         kinds: Vec<&'static dyn Strategy>,
         event_ttl: std::time::Duration,
@@ -112,6 +112,7 @@ impl Registry {
             .iter()
             .map(|&kind| {
                 let info = kind.info();
+                let storage = &backends.of(info.group, info.resource).storage;
                 let codec = Arc::new(KindCodec(kind));
                 let resource = if info.group.is_empty() {
                     info.resource.to_string()
@@ -132,7 +133,7 @@ impl Registry {
             })
             .collect();
         Registry {
-            store: storage,
+            backends,
             keys,
             kinds,
             event_ttl: event_ttl.as_secs() as i64,
@@ -146,9 +147,17 @@ impl Registry {
         &self.metrics
     }
 
-    /// The storage layer (for the compactor and health checks).
-    pub fn storage(&self) -> &Etcd3 {
-        &self.store
+    /// The stores (for the compactors, health checks and size metrics).
+    pub fn backends(&self) -> &Backends {
+        &self.backends
+    }
+
+    /// Whether the stores keeping Nodes and Leases (the heartbeats the node lifecycle
+    /// controller reads) pass their health check.
+    pub async fn heartbeat_stores_healthy(&self) -> bool {
+        let nodes = &self.backends.of("", "nodes").storage;
+        let leases = &self.backends.of("coordination.k8s.io", "leases").storage;
+        nodes.healthy().await && (std::ptr::eq(nodes, leases) || leases.healthy().await)
     }
 
     /// The storage of `kind`.
@@ -200,7 +209,7 @@ impl Registry {
         resource_version: &str,
     ) -> Result<Value, Status> {
         if kind.read_only() {
-            return super::componentstatuses::get(&self.store, name).await;
+            return super::componentstatuses::get(&self.backends, name).await;
         }
         let info = kind.info();
         let key = self.key(info, namespace, name);
@@ -231,7 +240,7 @@ impl Registry {
             items,
         };
         if kind.read_only() {
-            let items = super::componentstatuses::all(&self.store)
+            let items = super::componentstatuses::all(&self.backends)
                 .await
                 .into_iter()
                 .filter(|c| query.selection.is_none_or(|s| (s.filter)(c)))

@@ -149,6 +149,15 @@ impl Etcd3 {
         }
     }
 
+    /// The same store, reusing a lease for TTL writes for at most `seconds`
+    /// (`--lease-reuse-duration-seconds`; see [`super::lease_reuse`]).
+    pub fn with_lease_reuse(self, seconds: i64) -> Etcd3 {
+        Etcd3 {
+            leases: Arc::new(Mutex::new(LeaseReuse::new(seconds))),
+            ..self
+        }
+    }
+
     /// The channel watches use.
     pub(super) fn watch_channel(&self) -> StoreChannel {
         self.watch_channel.clone()
@@ -316,12 +325,21 @@ impl Etcd3 {
 
     /// The version the store reports in its Status (etcd's server version).
     pub async fn version(&self) -> Result<String, StorageError> {
-        let status = MaintenanceClient::new(self.channel())
+        Ok(self.status().await?.version)
+    }
+
+    /// The size of the store's database file, as its Status reports it.
+    pub async fn db_size(&self) -> Result<i64, StorageError> {
+        Ok(self.status().await?.db_size)
+    }
+
+    /// The Status of the member this connection reaches.
+    async fn status(&self) -> Result<keel_proto::etcdserverpb::StatusResponse, StorageError> {
+        Ok(MaintenanceClient::new(self.channel())
             .status(StatusRequest {})
             .await
             .map_err(|e| from_etcd(e, "status"))?
-            .into_inner();
-        Ok(status.version)
+            .into_inner())
     }
 
     /// One page of the objects under `prefix` (a collection's key prefix, ending in `/`).

@@ -6,6 +6,7 @@
 //! kind); errors are [`StorageError`]s, which [`errors`] turns into Kubernetes `Status`
 //! objects.
 
+pub mod backends;
 pub mod cacher;
 pub mod channel;
 pub mod compactor;
@@ -21,6 +22,7 @@ pub mod lease_reuse;
 pub mod resource_version;
 pub mod watch;
 
+pub use backends::{Backend, Backends};
 pub use channel::StoreChannel;
 pub use compactor::Compactor;
 pub use errors::{Details, Status, StorageError, Target};

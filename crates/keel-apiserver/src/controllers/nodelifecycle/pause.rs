@@ -81,7 +81,7 @@ pub async fn follow(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let healthy = registry.storage().healthy().await;
+        let healthy = registry.heartbeat_stores_healthy().await;
         match pause.observe(healthy, now_millis()) {
             Change::None => {}
             Change::Paused => {
