@@ -185,6 +185,26 @@ pub struct ServersOverride {
     pub servers: Vec<String>,
 }
 
+/// The stores `--etcd-servers-overrides` names, each with the resources it keeps (as
+/// (group, resource)) and its servers, in the order of first mention: resources naming the
+/// same servers share a store, and a resource named twice goes to its last override, as
+/// kube-apiserver reads the flag.
+pub fn group_overrides(overrides: &[ServersOverride]) -> Vec<(Vec<(String, String)>, Vec<String>)> {
+    let mut stores: Vec<(Vec<(String, String)>, Vec<String>)> = Vec::new();
+    for o in overrides {
+        let resource = (o.group.clone(), o.resource.clone());
+        for (resources, _) in &mut stores {
+            resources.retain(|r| *r != resource);
+        }
+        match stores.iter_mut().find(|(_, servers)| *servers == o.servers) {
+            Some((resources, _)) => resources.push(resource),
+            None => stores.push((vec![resource], o.servers.clone())),
+        }
+    }
+    stores.retain(|(resources, _)| !resources.is_empty());
+    stores
+}
+
 /// Reads one `--etcd-servers-overrides` entry (`group/resource#url;url`), with
 /// kube-apiserver's message for a malformed one.
 pub fn parse_servers_override(s: &str) -> Result<ServersOverride, String> {

@@ -106,26 +106,18 @@ pub fn connect(config: &Config) -> Result<StoreLinks, StartError> {
     })
 }
 
-/// The stores of `--etcd-servers-overrides`: resources naming the same servers share one,
-/// and a resource named twice goes to its last override, as kube-apiserver reads the flag.
+/// The stores of `--etcd-servers-overrides` (see [`crate::config::group_overrides`]).
 pub fn connect_overrides(overrides: &[ServersOverride]) -> Result<Vec<OverrideLink>, StartError> {
-    let mut links: Vec<OverrideLink> = Vec::new();
-    for o in overrides {
-        let resource = (o.group.clone(), o.resource.clone());
-        for link in &mut links {
-            link.resources.retain(|r| *r != resource);
-        }
-        match links.iter_mut().find(|l| l.servers == o.servers) {
-            Some(link) => link.resources.push(resource),
-            None => links.push(OverrideLink {
-                resources: vec![resource],
-                servers: o.servers.clone(),
-                link: connect_servers(&o.servers, "--etcd-servers-overrides")?,
-            }),
-        }
-    }
-    links.retain(|l| !l.resources.is_empty());
-    Ok(links)
+    crate::config::group_overrides(overrides)
+        .into_iter()
+        .map(|(resources, servers)| {
+            Ok(OverrideLink {
+                link: connect_servers(&servers, "--etcd-servers-overrides")?,
+                resources,
+                servers,
+            })
+        })
+        .collect()
 }
 
 /// The connections to one store's `servers` (connected lazily, balanced over the members
