@@ -185,23 +185,34 @@ pub struct ServersOverride {
     pub servers: Vec<String>,
 }
 
-/// The stores `--etcd-servers-overrides` names, each with the resources it keeps (as
-/// (group, resource)) and its servers, in the order of first mention: resources naming the
-/// same servers share a store, and a resource named twice goes to its last override, as
-/// kube-apiserver reads the flag.
-pub fn group_overrides(overrides: &[ServersOverride]) -> Vec<(Vec<(String, String)>, Vec<String>)> {
-    let mut stores: Vec<(Vec<(String, String)>, Vec<String>)> = Vec::new();
+/// A store `--etcd-servers-overrides` names, with the resources it keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverrideStore {
+    /// The resources, as (group, resource).
+    pub resources: Vec<(String, String)>,
+    /// The store's client URLs.
+    pub servers: Vec<String>,
+}
+
+/// The stores `--etcd-servers-overrides` names, in the order of first mention: resources
+/// naming the same servers share a store, and a resource named twice goes to its last
+/// override, as kube-apiserver reads the flag.
+pub fn group_overrides(overrides: &[ServersOverride]) -> Vec<OverrideStore> {
+    let mut stores: Vec<OverrideStore> = Vec::new();
     for o in overrides {
         let resource = (o.group.clone(), o.resource.clone());
-        for (resources, _) in &mut stores {
-            resources.retain(|r| *r != resource);
+        for store in &mut stores {
+            store.resources.retain(|r| *r != resource);
         }
-        match stores.iter_mut().find(|(_, servers)| *servers == o.servers) {
-            Some((resources, _)) => resources.push(resource),
-            None => stores.push((vec![resource], o.servers.clone())),
+        match stores.iter_mut().find(|s| s.servers == o.servers) {
+            Some(store) => store.resources.push(resource),
+            None => stores.push(OverrideStore {
+                resources: vec![resource],
+                servers: o.servers.clone(),
+            }),
         }
     }
-    stores.retain(|(resources, _)| !resources.is_empty());
+    stores.retain(|s| !s.resources.is_empty());
     stores
 }
 

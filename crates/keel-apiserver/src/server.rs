@@ -110,11 +110,11 @@ pub fn connect(config: &Config) -> Result<StoreLinks, StartError> {
 pub fn connect_overrides(overrides: &[ServersOverride]) -> Result<Vec<OverrideLink>, StartError> {
     crate::config::group_overrides(overrides)
         .into_iter()
-        .map(|(resources, servers)| {
+        .map(|store| {
             Ok(OverrideLink {
-                link: connect_servers(&servers, "--etcd-servers-overrides")?,
-                resources,
-                servers,
+                link: connect_servers(&store.servers, "--etcd-servers-overrides")?,
+                resources: store.resources,
+                servers: store.servers,
             })
         })
         .collect()

@@ -1,9 +1,11 @@
 //! Durable directory changes: a created, renamed or removed directory entry survives a power
 //! cut only once its parent directory is fsynced.
 
-use std::fs::{self, File};
-use std::io;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Fsyncs the directory `dir`, making creations, renames and removals of its entries durable.
 pub fn sync(dir: &Path) -> io::Result<()> {
@@ -25,6 +27,44 @@ pub fn create_all(dir: &Path) -> io::Result<()> {
         Err(e) => Err(e),
         Ok(()) => sync(parent),
     }
+}
+
+/// Writes `contents` to `path` so that a crash leaves the old file or the new one, never a
+/// torn one: a temporary file in the same directory created with `mode`, written and fsynced,
+/// renamed over `path`, then the directory fsynced.
+pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let Some(name) = path.file_name() else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} does not name a file", path.display()),
+        ));
+    };
+    let tmp = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&tmp)?;
+        file.write_all(contents)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync(dir)
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `keel`: the Kubernetes control-plane storage stack in one binary.
 
+mod snapshot;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,9 @@ enum Command {
     Bench(Box<keel_bench::BenchArgs>),
     /// Simulate Kubernetes components against any API server (`keel sim nodes`: kubelets).
     Sim(Box<keel_bench::SimArgs>),
+    /// Back up and restore every store of a control plane (etcd-format snapshots).
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCommand),
 }
 
 /// What is logged unless `RUST_LOG` says otherwise. openraft warns each time the caller of a
@@ -61,6 +65,7 @@ fn main() -> std::process::ExitCode {
             Command::Up(args) => up::run(*args).await,
             Command::Bench(args) => keel_bench::run(*args).await,
             Command::Sim(args) => keel_bench::sim::run(*args).await,
+            Command::Snapshot(command) => snapshot::run(command).await,
         }
     });
     match result {

@@ -230,6 +230,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         true => Some(start_events_store(&args).await?),
         false => None,
     };
+    write_stores(&args, events_store.is_some())?;
     let store = keel_store::StoreHandle::start(args.store).await?;
     let kubeconfig = args.data_dir.join("kubeconfig");
     let mut stores = keel_apiserver::server::StoreLinks {
@@ -272,6 +273,28 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         r = server.wait() => r.context("the apiserver stopped")?,
     }
     Ok(())
+}
+
+/// Records in DIR/stores.json which stores hold what and where they answer, for
+/// `keel snapshot save --data-dir DIR`.
+fn write_stores(args: &UpArgs, events_store: bool) -> anyhow::Result<()> {
+    let main: Vec<String> = args
+        .store
+        .advertise_client_urls
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let mut stores = crate::snapshot::from_flags(&main, &args.apiserver.etcd_servers_overrides);
+    stores[0].folder = Some("store".into());
+    if events_store {
+        stores.push(crate::snapshot::StoreEntry {
+            name: "events".into(),
+            resources: vec!["/events".into()],
+            servers: vec![args.events.events_listen_client_urls.clone()],
+            folder: Some("events".into()),
+        });
+    }
+    crate::snapshot::write_stores(&args.data_dir, &stores)
 }
 
 /// The apiserver's link to a store of this process: its service, called directly.

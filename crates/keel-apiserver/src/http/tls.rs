@@ -4,10 +4,10 @@
 //! clients use, re-issued from the same CA when a name is added or it nears expiry. Also loads
 //! an operator's own pair (`--tls-cert-file`, `--tls-private-key-file`).
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{self, Write};
+use std::fs::{self, DirBuilder};
+use std::io;
 use std::net::IpAddr;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -564,41 +564,7 @@ pub(crate) fn random_bytes<const N: usize>() -> Result<[u8; N], TlsError> {
     Ok(bytes)
 }
 
-/// Writes `contents` to `path` so that a crash leaves the old file or the new one, never a
-/// torn one: a temporary file in the same directory created with `mode`, written and fsynced,
-/// renamed over `path`, then the directory fsynced.
-pub(crate) fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    let Some(name) = path.file_name() else {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} does not name a file", path.display()),
-        ));
-    };
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        name.to_string_lossy(),
-        uuid::Uuid::new_v4().simple()
-    ));
-    let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)?;
-        file.write_all(contents)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    File::open(dir)?.sync_all()
-}
+pub(crate) use keel_wal::dir::write_atomic;
 
 /// A client configuration that accepts any server certificate (handshake signatures are
 /// still checked), as kube-apiserver's health probes of other components connect.

@@ -1,0 +1,109 @@
+//! The stores a backup covers: the main store and those `--etcd-servers-overrides` gives some
+//! resources, named from the flags (`keel apiserver`'s) or read from the `stores.json` a
+//! `keel up` writes in its folder when it starts.
+
+use std::path::Path;
+
+use anyhow::Context;
+use keel_apiserver::config::{ServersOverride, group_overrides};
+use serde_json::{Value, json};
+
+/// The file in a `keel up` folder that names its stores.
+pub const STORES_FILE: &str = "stores.json";
+
+/// One store of a control plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreEntry {
+    /// `main`, `events` for a store of Events alone, else `override-<index>`; the backup's
+    /// file is `<name>.db`.
+    pub name: String,
+    /// The resources it keeps, as the override flag writes them (`/events`,
+    /// `coordination.k8s.io/leases`); empty for the main store (every other resource).
+    pub resources: Vec<String>,
+    /// Its client URLs.
+    pub servers: Vec<String>,
+    /// For a store of `keel up`, its data folder inside the `keel up` folder (`store`,
+    /// `events`).
+    pub folder: Option<String>,
+}
+
+/// The stores of `keel apiserver --etcd-servers SERVERS --etcd-servers-overrides OVERRIDES`.
+pub fn from_flags(servers: &[String], overrides: &[ServersOverride]) -> Vec<StoreEntry> {
+    let mut stores = vec![StoreEntry {
+        name: "main".into(),
+        resources: Vec::new(),
+        servers: servers.to_vec(),
+        folder: None,
+    }];
+    for (i, store) in group_overrides(overrides).into_iter().enumerate() {
+        let name = match store.resources.as_slice() {
+            [(group, resource)] if group.is_empty() && resource == "events" => "events".into(),
+            _ => format!("override-{i}"),
+        };
+        stores.push(StoreEntry {
+            name,
+            resources: store
+                .resources
+                .iter()
+                .map(|(g, r)| format!("{g}/{r}"))
+                .collect(),
+            servers: store.servers,
+            folder: None,
+        });
+    }
+    stores
+}
+
+/// Writes `stores` as the `stores.json` of the `keel up` folder `dir` (replacing it whole).
+pub fn write(dir: &Path, stores: &[StoreEntry]) -> anyhow::Result<()> {
+    let doc = json!({
+        "stores": stores.iter().map(|s| json!({
+            "name": s.name,
+            "resources": s.resources,
+            "servers": s.servers,
+            "folder": s.folder,
+        })).collect::<Vec<_>>(),
+    });
+    let path = dir.join(STORES_FILE);
+    keel_wal::dir::write_atomic(&path, serde_json::to_string_pretty(&doc)?.as_bytes(), 0o644)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The stores named in the `stores.json` of the `keel up` folder `dir`.
+pub fn read(dir: &Path) -> anyhow::Result<Vec<StoreEntry>> {
+    let path = dir.join(STORES_FILE);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "cannot read {}: is {} the folder of a keel up (started by this version)?",
+            path.display(),
+            dir.display()
+        )
+    })?;
+    let doc: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(String::from))
+            .collect()
+    };
+    let stores: Vec<StoreEntry> = doc["stores"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| StoreEntry {
+            name: s["name"].as_str().unwrap_or_default().to_string(),
+            resources: strings(&s["resources"]),
+            servers: strings(&s["servers"]),
+            folder: s["folder"].as_str().map(String::from),
+        })
+        .collect();
+    if stores
+        .first()
+        .is_none_or(|s| s.name != "main" || s.servers.is_empty())
+    {
+        anyhow::bail!("{} names no main store", path.display());
+    }
+    Ok(stores)
+}
