@@ -9,22 +9,18 @@ use anyhow::{Context, bail};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::stores::StoreEntry;
+
 /// The manifest's file name in a backup folder.
 pub const MANIFEST: &str = "manifest.json";
 
 /// One store's snapshot in a backup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// The store's name (`main`, `events`, `override-<index>`).
-    pub name: String,
+    /// The store: its name, resources, client URLs and `keel up` folder.
+    pub store: StoreEntry,
     /// The snapshot file, in the backup folder (`<name>.db`).
     pub file: String,
-    /// The resources the store keeps (`/events`); empty for the main store.
-    pub resources: Vec<String>,
-    /// The client URLs it was saved from.
-    pub servers: Vec<String>,
-    /// For a `keel up` store, its data folder inside the `keel up` folder.
-    pub folder: Option<String>,
     /// The store's revision in the snapshot.
     pub revision: i64,
     /// The file's size in bytes (its trailing sha256 included).
@@ -49,17 +45,15 @@ impl Manifest {
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
         let doc = json!({
             "keelVersion": self.keel_version,
-            "stores": self.stores.iter().map(|e| json!({
-                "name": e.name,
-                "file": e.file,
-                "resources": e.resources,
-                "servers": e.servers,
-                "folder": e.folder,
-                "revision": e.revision,
-                "size": e.size,
-                "sha256": e.sha256,
-                "time": e.time,
-            })).collect::<Vec<_>>(),
+            "stores": self.stores.iter().map(|e| {
+                let mut v = e.store.to_json();
+                v["file"] = json!(e.file);
+                v["revision"] = json!(e.revision);
+                v["size"] = json!(e.size);
+                v["sha256"] = json!(e.sha256);
+                v["time"] = json!(e.time);
+                v
+            }).collect::<Vec<_>>(),
         });
         let path = dir.join(MANIFEST);
         keel_wal::dir::write_atomic(&path, serde_json::to_string_pretty(&doc)?.as_bytes(), 0o644)
@@ -84,28 +78,18 @@ impl Manifest {
                 .map(String::from)
                 .with_context(|| format!("{}: a store without {field:?}", path.display()))
         };
-        let strings = |v: &Value| -> Vec<String> {
-            v.as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect()
-        };
         let mut stores = Vec::new();
         for s in doc["stores"].as_array().into_iter().flatten() {
             stores.push(Entry {
-                name: text_of(s, "name")?,
+                store: StoreEntry::from_json(s),
                 file: text_of(s, "file")?,
-                resources: strings(&s["resources"]),
-                servers: strings(&s["servers"]),
-                folder: s["folder"].as_str().map(String::from),
                 revision: s["revision"].as_i64().unwrap_or_default(),
                 size: s["size"].as_u64().unwrap_or_default(),
                 sha256: text_of(s, "sha256")?,
                 time: text_of(s, "time")?,
             });
         }
-        if stores.first().is_none_or(|s| s.name != "main") {
+        if stores.first().is_none_or(|s| s.store.name != "main") {
             bail!("{} names no main store", path.display());
         }
         Ok(Manifest {
@@ -122,7 +106,7 @@ impl Manifest {
             let (size, whole, trailing_ok) = digest(&path).with_context(|| {
                 format!(
                     "the {} store's snapshot {} is missing or unreadable",
-                    entry.name,
+                    entry.store.name,
                     path.display()
                 )
             })?;
@@ -130,7 +114,7 @@ impl Manifest {
                 bail!(
                     "the {} store's snapshot {} is corrupt: {size} bytes with sha256 {whole}, the \
                      manifest says {} bytes with sha256 {}",
-                    entry.name,
+                    entry.store.name,
                     path.display(),
                     entry.size,
                     entry.sha256
@@ -139,7 +123,7 @@ impl Manifest {
             if !trailing_ok {
                 bail!(
                     "the {} store's snapshot {} fails its own trailing sha256",
-                    entry.name,
+                    entry.store.name,
                     path.display()
                 );
             }

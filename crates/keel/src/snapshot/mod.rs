@@ -59,7 +59,7 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
             for entry in &manifest.stores {
                 eprintln!(
                     "saved the {} store at revision {} ({} bytes) to {}",
-                    entry.name,
+                    entry.store.name,
                     entry.revision,
                     entry.size,
                     args.dir.join(&entry.file).display()
@@ -80,13 +80,13 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
                 "STORE", "REVISION", "SIZE", "SAVED"
             );
             for e in &manifest.stores {
-                let resources = match e.resources.is_empty() {
+                let resources = match e.store.resources.is_empty() {
                     true => "(all others)".to_string(),
-                    false => e.resources.join(","),
+                    false => e.store.resources.join(","),
                 };
                 println!(
                     "{:<14} {:>12} {:>14}  {:<22} {resources}",
-                    e.name, e.revision, e.size, e.time
+                    e.store.name, e.revision, e.size, e.time
                 );
             }
             eprintln!(

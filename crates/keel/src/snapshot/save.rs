@@ -68,11 +68,8 @@ async fn save_one(dir: &Path, store: &StoreEntry) -> anyhow::Result<Entry> {
     std::fs::rename(&partial, &path)?;
     keel_wal::dir::sync(dir)?;
     Ok(Entry {
-        name: store.name.clone(),
+        store: store.clone(),
         file,
-        resources: store.resources.clone(),
-        servers: store.servers.clone(),
-        folder: store.folder.clone(),
         revision,
         size,
         sha256,

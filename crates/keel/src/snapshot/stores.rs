@@ -54,16 +54,38 @@ pub fn from_flags(servers: &[String], overrides: &[ServersOverride]) -> Vec<Stor
     stores
 }
 
+impl StoreEntry {
+    /// The entry as JSON (`name`, `resources`, `servers`, `folder`).
+    pub fn to_json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "resources": self.resources,
+            "servers": self.servers,
+            "folder": self.folder,
+        })
+    }
+
+    /// The entry [`StoreEntry::to_json`] wrote (missing fields empty).
+    pub fn from_json(v: &Value) -> StoreEntry {
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_str().map(String::from))
+                .collect()
+        };
+        StoreEntry {
+            name: v["name"].as_str().unwrap_or_default().to_string(),
+            resources: strings(&v["resources"]),
+            servers: strings(&v["servers"]),
+            folder: v["folder"].as_str().map(String::from),
+        }
+    }
+}
+
 /// Writes `stores` as the `stores.json` of the `keel up` folder `dir` (replacing it whole).
 pub fn write(dir: &Path, stores: &[StoreEntry]) -> anyhow::Result<()> {
-    let doc = json!({
-        "stores": stores.iter().map(|s| json!({
-            "name": s.name,
-            "resources": s.resources,
-            "servers": s.servers,
-            "folder": s.folder,
-        })).collect::<Vec<_>>(),
-    });
+    let doc = json!({"stores": stores.iter().map(StoreEntry::to_json).collect::<Vec<_>>()});
     let path = dir.join(STORES_FILE);
     keel_wal::dir::write_atomic(&path, serde_json::to_string_pretty(&doc)?.as_bytes(), 0o644)
         .with_context(|| format!("cannot write {}", path.display()))
@@ -81,23 +103,11 @@ pub fn read(dir: &Path) -> anyhow::Result<Vec<StoreEntry>> {
     })?;
     let doc: Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
-    let strings = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| s.as_str().map(String::from))
-            .collect()
-    };
     let stores: Vec<StoreEntry> = doc["stores"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|s| StoreEntry {
-            name: s["name"].as_str().unwrap_or_default().to_string(),
-            resources: strings(&s["resources"]),
-            servers: strings(&s["servers"]),
-            folder: s["folder"].as_str().map(String::from),
-        })
+        .map(StoreEntry::from_json)
         .collect();
     if stores
         .first()
