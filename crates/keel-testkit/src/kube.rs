@@ -1,12 +1,16 @@
 //! A Kubernetes API under test, driven with the real `kubectl`: `keel up` (store and
 //! apiserver in one process), `keel apiserver` on a real etcd 3.5.1, or `keel apiserver` on
 //! stores the test runs itself ([`Kube::start_on`]), each in its own scratch folder on free
-//! ports, killed on drop.
+//! ports, killed on drop; its watches read through `kubectl get --raw` ([`Watcher`]).
 
 use std::fs;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 use crate::{Flavor, READY_TIMEOUT, Server, free_port, keel_bin};
 
@@ -233,6 +237,29 @@ impl Kube {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// The sum of the samples of `name` (e.g. `apiserver_terminated_watchers_total`) whose
+    /// labels include `label` (e.g. `resource="configmaps"`), on the server's `/metrics`.
+    pub fn metric_sum(&self, name: &str, label: &str) -> f64 {
+        let text = self.kubectl_ok(&["get", "--raw", "/metrics"]);
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{') && rest.contains(label))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// A watch of `path` (e.g. `/api/v1/configmaps?watch=1`) read through the current
+    /// `kubectl get --raw`, without a request timeout; see [`Watcher`].
+    pub fn watch(&self, path: &str) -> Watcher {
+        let mut cmd = Command::new(kubectl_bin(None));
+        cmd.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["get", "--raw", path]);
+        Watcher::start(cmd)
+    }
+
     /// Runs `kubectl` (None: the current one; Some("1.27"): `kubectl.1.27`).
     pub fn kubectl_version(&self, version: Option<&str>, args: &[&str]) -> Output {
         Command::new(kubectl_bin(version))
@@ -246,6 +273,64 @@ impl Kube {
 }
 
 impl Drop for Kube {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A watch's kubectl (see [`Kube::watch`]), whose output is parsed line by line as it
+/// comes, each line one event; killed (SIGKILL, which ends a frozen one too) when dropped.
+pub struct Watcher {
+    child: Child,
+    events: mpsc::Receiver<Value>,
+}
+
+impl Watcher {
+    /// Starts `cmd` (a kubectl printing a watch) and reads its standard output.
+    fn start(mut cmd: Command) -> Watcher {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start a watch");
+        let stdout = child.stdout.take().expect("the watch's stdout");
+        let (tx, events) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let event = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("a watch event that is not JSON ({e}): {line}"));
+                if tx.send(event).is_err() {
+                    break;
+                }
+            }
+        });
+        Watcher { child, events }
+    }
+
+    /// The next event, waiting at most `limit`; None when none came by then or the stream
+    /// ended.
+    pub fn next(&self, limit: Duration) -> Option<Value> {
+        self.events.recv_timeout(limit).ok()
+    }
+
+    /// Sends `signal` to the kubectl: `-STOP` freezes it (its connection stays open, unread),
+    /// `-CONT` lets it run again.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let status = Command::new("kill").args([signal, &pid]).status();
+        assert!(status.is_ok_and(|s| s.success()), "kill {signal} {pid}");
+    }
+
+    /// Whether the kubectl has exited (its stream ended).
+    pub fn exited(&mut self) -> bool {
+        !matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Watcher {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
