@@ -17,7 +17,10 @@
 //! to the caller, which watches the store directly: a resourceVersion still in the store's
 //! history is served rather than answered 410 as kube-apiserver's cache would. A watcher
 //! that falls behind by more than the buffer holds ends, like a watcher kube-apiserver closes
-//! for not keeping up. The buffer does not know what the store compacted: the caller checks
+//! for not keeping up: it is counted (`apiserver_terminated_watchers_total`) when the buffer
+//! drops an event it has not read, whether or not its client is still reading (the shell
+//! looks at every watcher's place at most every [`OVERRUN_SWEEP`]), and its stream ends at its
+//! next read. The buffer does not know what the store compacted: the caller checks
 //! that a start is still in the store's history before it serves it from here.
 //!
 //! # Freshness
@@ -48,7 +51,7 @@ pub mod ring;
 mod shell;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, oneshot, watch};
@@ -85,6 +88,10 @@ const BATCH: ReadLimit = ReadLimit {
     events: 1024,
     bytes: 256 << 10,
 };
+
+/// How often, at most, the shell looks for watchers the buffer has overrun (kube-apiserver
+/// ends a watcher whose channel stays full for its dispatch budget, about 100 ms).
+pub const OVERRUN_SWEEP: Duration = Duration::from_millis(250);
 
 /// The longest wait before watching the store again after a failure.
 const MAX_BACKOFF: Duration = Duration::from_secs(2);
@@ -144,12 +151,56 @@ struct Shared<C: Codec> {
     /// Whether the store answers progress requests as kube-apiserver requires (its Status
     /// version, checked at every start of the store watch).
     progress_supported: AtomicBool,
+    /// Every live watcher's place, for the shell to find those the buffer overran.
+    places: Mutex<Places>,
     metrics: CacheMetrics,
+}
+
+/// The watchers' places and when the shell last looked at them.
+struct Places {
+    live: Vec<Weak<Place>>,
+    swept: Instant,
+}
+
+/// Where one watcher is in the buffer, and whether it was ended for falling behind (counted
+/// once, by whoever finds it first: the shell's sweep or the watcher's own read).
+struct Place {
+    cursor: Mutex<Cursor>,
+    ended: AtomicBool,
+}
+
+impl Place {
+    /// Marks the watcher ended for falling behind, counting it the first time.
+    fn end(&self, metrics: &CacheMetrics) {
+        if !self.ended.swap(true, Ordering::Relaxed) {
+            metrics.terminated_watchers.inc();
+        }
+    }
 }
 
 impl<C: Codec> Shared<C> {
     fn state(&self) -> MutexGuard<'_, Option<State<C>>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Ends the watchers `ring` has overrun (at most every [`OVERRUN_SWEEP`]), and forgets
+    /// the watchers that are gone.
+    fn sweep_overrun(&self, ring: &Ring<C::Event>) {
+        let mut places = self.places.lock().unwrap_or_else(|e| e.into_inner());
+        if places.swept.elapsed() < OVERRUN_SWEEP {
+            return;
+        }
+        places.swept = Instant::now();
+        places.live.retain(|place| {
+            let Some(place) = place.upgrade() else {
+                return false;
+            };
+            let cursor = *place.cursor.lock().unwrap_or_else(|e| e.into_inner());
+            if ring.behind(&cursor) == Some(Behind::Overrun) {
+                place.end(&self.metrics);
+            }
+            true
+        });
     }
 
     /// Wakes the watchers and readers waiting for `revision`; the gauge is set first, so one
@@ -189,6 +240,10 @@ impl<C: Codec> Cacher<C> {
             waiting: AtomicUsize::new(0),
             wake: Notify::new(),
             progress_supported: AtomicBool::new(false),
+            places: Mutex::new(Places {
+                live: Vec::new(),
+                swept: Instant::now(),
+            }),
             metrics,
         });
         let (stop, stopped) = oneshot::channel();
@@ -213,10 +268,20 @@ impl<C: Codec> Cacher<C> {
         let mut news = self.shared.news.subscribe();
         news.mark_unchanged();
         let cursor = self.shared.state().as_ref()?.ring.cursor(after)?;
+        let place = Arc::new(Place {
+            cursor: Mutex::new(cursor),
+            ended: AtomicBool::new(false),
+        });
+        self.shared
+            .places
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .live
+            .push(Arc::downgrade(&place));
         Some(CacheWatch {
             shared: self.shared.clone(),
             news,
-            cursor,
+            place,
             prefix: prefix.to_string(),
             read: Vec::new(),
             progress: after,
@@ -347,7 +412,7 @@ impl<C: Codec> Drop for Waiting<'_, C> {
 pub struct CacheWatch<T> {
     shared: Arc<dyn Buffer<T>>,
     news: watch::Receiver<u64>,
-    cursor: Cursor,
+    place: Arc<Place>,
     prefix: String,
     /// Scratch space for a batch before it is filtered by prefix.
     read: Vec<Arc<Cached<T>>>,
@@ -357,24 +422,22 @@ pub struct CacheWatch<T> {
 
 /// The buffer as a watcher reads it (whatever the cache's objects are).
 trait Buffer<T>: Send + Sync {
-    /// Moves `cursor` past the next events into `out`; Ok(false) when there are none.
-    fn read(&self, cursor: &mut Cursor, out: &mut Vec<Arc<Cached<T>>>) -> Result<bool, Behind>;
+    /// Moves the watcher at `place` past the next events into `out`; Ok(false) when there
+    /// are none.
+    fn read(&self, place: &Place, out: &mut Vec<Arc<Cached<T>>>) -> Result<bool, Behind>;
 }
 
 impl<C: Codec> Buffer<C::Event> for Shared<C> {
-    fn read(
-        &self,
-        cursor: &mut Cursor,
-        out: &mut Vec<Arc<Cached<C::Event>>>,
-    ) -> Result<bool, Behind> {
+    fn read(&self, place: &Place, out: &mut Vec<Arc<Cached<C::Event>>>) -> Result<bool, Behind> {
         let state = self.state();
         let ring = &state.as_ref().ok_or(Behind::Reset)?.ring;
-        if !ring.has_news(cursor) {
+        let mut cursor = place.cursor.lock().unwrap_or_else(|e| e.into_inner());
+        if !ring.has_news(&cursor) {
             return Ok(false);
         }
-        if let Err(behind) = ring.read(cursor, out, BATCH) {
+        if let Err(behind) = ring.read(&mut cursor, out, BATCH) {
             if behind == Behind::Overrun {
-                self.metrics.terminated_watchers.inc();
+                place.end(&self.metrics);
             }
             return Err(behind);
         }
@@ -388,7 +451,7 @@ impl<T> CacheWatch<T> {
     pub async fn next_batch(&mut self, out: &mut Vec<Arc<Cached<T>>>) -> Result<(), Behind> {
         loop {
             self.news.borrow_and_update();
-            while self.shared.read(&mut self.cursor, &mut self.read)? {
+            while self.shared.read(&self.place, &mut self.read)? {
                 if let Some(last) = self.read.last() {
                     self.progress = last.revision;
                 }

@@ -148,6 +148,17 @@ impl<T> Ring<T> {
         })
     }
 
+    /// Why `cursor` can no longer be served, if it cannot.
+    pub fn behind(&self, cursor: &Cursor) -> Option<Behind> {
+        if cursor.generation != self.generation {
+            Some(Behind::Reset)
+        } else if cursor.next < self.first {
+            Some(Behind::Overrun)
+        } else {
+            None
+        }
+    }
+
     /// Whether events past `cursor` are waiting.
     pub fn has_news(&self, cursor: &Cursor) -> bool {
         cursor.generation != self.generation || cursor.next < self.head()
@@ -161,11 +172,8 @@ impl<T> Ring<T> {
         out: &mut Vec<Arc<Cached<T>>>,
         limit: ReadLimit,
     ) -> Result<(), Behind> {
-        if cursor.generation != self.generation {
-            return Err(Behind::Reset);
-        }
-        if cursor.next < self.first {
-            return Err(Behind::Overrun);
+        if let Some(behind) = self.behind(cursor) {
+            return Err(behind);
         }
         let start = (cursor.next - self.first) as usize;
         let mut bytes = 0;

@@ -188,6 +188,7 @@ impl<C: Codec> Shell<C> {
                             }
                             state.ring.push(a.revision, a.key, a.event, a.weight);
                         }
+                        shared.sweep_overrun(&state.ring);
                         // Counted under the lock, so a watcher that has seen an event finds
                         // it counted.
                         shared.metrics.received.inc_by(received);
