@@ -39,6 +39,9 @@ const WATCH_EVENT_SIZE_BUCKETS: [f64; 8] = [
 ];
 
 /// kube-apiserver's `etcd_request_duration_seconds` buckets.
+/// `etcd_lease_object_counts`' buckets, as kube-apiserver's.
+const LEASE_OBJECT_BUCKETS: [f64; 7] = [10.0, 50.0, 100.0, 500.0, 1000.0, 2500.0, 5000.0];
+
 const ETCD_BUCKETS: [f64; 18] = [
     0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0,
 ];
@@ -67,6 +70,9 @@ pub struct Metrics {
     /// (`etcd-0` the main store, then the overrides' in order), set by the same background
     /// round as the counts.
     pub storage_size: Family<Labels, Gauge>,
+    /// `etcd_lease_object_counts`: how many TTL writes each store lease served (observed when
+    /// the next lease is granted, as kube-apiserver's lease manager observes it).
+    pub lease_object_counts: Histogram,
     cache_received: Family<Labels, Counter>,
     cache_dispatched: Family<Labels, Counter>,
     cache_revision: Family<Labels, Gauge>,
@@ -210,6 +216,7 @@ impl Metrics {
             (|| Histogram::new(ETCD_BUCKETS)) as fn() -> Histogram,
         );
         let (inflight, longrunning, watchers, objects, storage_size) = Default::default();
+        let lease_object_counts = Histogram::new(LEASE_OBJECT_BUCKETS);
         let cache_reads = CacheReadFamilies::default();
         let (cache_received, cache_dispatched, cache_revision) = Default::default();
         let (cache_initializations, terminated_watchers, watch_events) = Default::default();
@@ -255,6 +262,11 @@ impl Metrics {
             "apiserver_storage_size_bytes",
             "Size of the storage database file physically allocated in bytes.",
             Family::clone(&storage_size),
+        );
+        registry.register(
+            "etcd_lease_object_counts",
+            "Number of objects attached to a single etcd lease.",
+            lease_object_counts.clone(),
         );
         registry.register(
             "apiserver_watch_cache_events_received",
@@ -328,6 +340,7 @@ impl Metrics {
             etcd,
             objects,
             storage_size,
+            lease_object_counts,
             cache_received,
             cache_dispatched,
             cache_revision,

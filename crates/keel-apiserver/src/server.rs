@@ -189,7 +189,7 @@ impl ApiServer {
         };
         let metrics = Arc::new(Metrics::new());
         let registry = Arc::new(Registry::new(
-            backends(&config, stores),
+            backends(&config, stores, &metrics),
             KeyLayout::new(&config.etcd_prefix),
             registry::kinds(),
             config.event_ttl,
@@ -289,13 +289,17 @@ impl ApiServer {
     }
 }
 
-/// The stores behind `stores`, each reusing TTL leases as `config` says; an override of a
+/// The stores behind `stores`, each reusing TTL leases as `config` says (observed in
+/// `metrics`); an override of a
 /// resource this server does not serve is kept (kube-apiserver ignores it too) and logged.
-fn backends(config: &Config, stores: StoreLinks) -> Backends {
+fn backends(config: &Config, stores: StoreLinks, metrics: &Metrics) -> Backends {
     let etcd = |link: StoreLink| {
         Etcd3::new(link.requests)
             .with_watch_channel(link.watches)
-            .with_lease_reuse(config.lease_reuse_duration_seconds)
+            .with_lease_reuse(
+                config.lease_reuse_duration_seconds,
+                metrics.lease_object_counts.clone(),
+            )
     };
     let mut backends = Backends::new(Backend {
         storage: etcd(stores.main),

@@ -5,7 +5,8 @@
 //! shortened); `/readyz?verbose` has kube-apiserver's `etcd-override-0` and
 //! `etcd-override-readiness-0` checks (skipped by `?exclude=etcd`); `/metrics` has a
 //! `apiserver_storage_size_bytes` per store; and a flood of events written through the
-//! apiserver never stops a Lease renewal on the main store from succeeding.
+//! apiserver never stops a Lease renewal on the main store from succeeding, while one store
+//! lease serves up to 1,000 of its events (`etcd_lease_object_counts`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,9 +38,10 @@ fn leases(endpoint: &str) -> usize {
         None,
     );
     assert_eq!(out.code, 0, "etcdctl lease list: {}", out.stderr);
+    // "found N leases", then one hex lease id per line.
     out.stdout
         .lines()
-        .filter(|l| l.starts_with(|c: char| c.is_ascii_hexdigit()))
+        .filter(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_hexdigit()))
         .count()
 }
 
@@ -224,7 +226,7 @@ fn a_malformed_override_is_refused_with_kube_apiservers_words() {
 
 #[test]
 fn a_flood_of_events_never_stops_lease_renewals() {
-    let (flags, _events) = events_store_flags("1h");
+    let (flags, events) = events_store_flags("1h");
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     let kube = Arc::new(Kube::start_with(Stack::Up, &flags));
     let lease = kube.scratch.join("lease.json");
@@ -313,5 +315,20 @@ fn a_flood_of_events_never_stops_lease_renewals() {
     assert!(
         keys(&kube.store_url, "/registry/events/").is_empty(),
         "flooded events reached the main store"
+    );
+    // One store lease serves up to 1,000 events written within its reuse window (60 s).
+    let leases = leases(&events);
+    let metrics = kube.kubectl_ok(&["get", "--raw", "/metrics"]);
+    let counts: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("etcd_lease_object_counts"))
+        .collect();
+    assert!(
+        leases >= 1 && leases as u64 <= written / 1000 + 1,
+        "{leases} leases for {written} events; {counts:?}"
+    );
+    assert!(
+        !counts.is_empty(),
+        "no etcd_lease_object_counts in /metrics"
     );
 }

@@ -18,7 +18,7 @@
 //!   page's revision and continued by a token (see [`super::continue_token`]); with a filter,
 //!   the Range limit doubles (up to 10,000) until a page is full, as kube-apiserver pages.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::StoreChannel;
@@ -38,6 +38,7 @@ use keel_proto::prefix_end;
 use super::lease_reuse::{LeaseFor, LeaseReuse};
 use super::resource_version::{self, ReadAt};
 use super::{StorageError, continue_token};
+use prometheus_client::metrics::histogram::Histogram;
 
 /// The most a filtered list asks the store for in one Range (kube-apiserver's `maxLimit`).
 const MAX_LIMIT: i64 = 10_000;
@@ -124,7 +125,9 @@ pub struct Etcd3 {
     watch_channel: StoreChannel,
     kv: KvClient<StoreChannel>,
     /// The lease TTL writes reuse (see [`super::lease_reuse`]).
-    leases: Arc<Mutex<LeaseReuse>>,
+    leases: Arc<tokio::sync::Mutex<LeaseReuse>>,
+    /// `etcd_lease_object_counts`, when the apiserver keeps it.
+    lease_object_counts: Option<Histogram>,
 }
 
 impl Etcd3 {
@@ -136,6 +139,7 @@ impl Etcd3 {
             watch_channel: channel.clone(),
             channel,
             leases: Arc::default(),
+            lease_object_counts: None,
         }
     }
 
@@ -150,10 +154,12 @@ impl Etcd3 {
     }
 
     /// The same store, reusing a lease for TTL writes for at most `seconds`
-    /// (`--lease-reuse-duration-seconds`; see [`super::lease_reuse`]).
-    pub fn with_lease_reuse(self, seconds: i64) -> Etcd3 {
+    /// (`--lease-reuse-duration-seconds`; see [`super::lease_reuse`]),
+    /// and observing how many writes each lease served in `counts` (`etcd_lease_object_counts`).
+    pub fn with_lease_reuse(self, seconds: i64, counts: Histogram) -> Etcd3 {
         Etcd3 {
-            leases: Arc::new(Mutex::new(LeaseReuse::new(seconds))),
+            leases: Arc::new(tokio::sync::Mutex::new(LeaseReuse::new(seconds))),
+            lease_object_counts: Some(counts),
             ..self
         }
     }
@@ -491,11 +497,14 @@ impl Etcd3 {
             .map_err(|e| from_etcd(e, what))
     }
 
-    /// The lease for a write with `ttl` seconds: the previous one or a new grant.
+    /// The lease for a write with `ttl` seconds: the previous one or a new grant. The
+    /// decision and the grant are made under one lock, as kube-apiserver's lease manager
+    /// makes them, so concurrent writes wait for one grant and share it instead of each
+    /// granting a lease of their own.
     async fn lease(&self, ttl: i64) -> Result<i64, StorageError> {
+        let mut leases = self.leases.lock().await;
         let now = Instant::now();
-        let wanted = self.leases.lock().expect("lease state").lease_for(ttl, now);
-        let seconds = match wanted {
+        let seconds = match leases.lease_for(ttl, now) {
             LeaseFor::Reuse(id) => return Ok(id),
             LeaseFor::Grant(seconds) => seconds,
         };
@@ -507,10 +516,10 @@ impl Etcd3 {
             .await
             .map_err(|e| from_etcd(e, "lease grant"))?
             .into_inner();
-        self.leases
-            .lock()
-            .expect("lease state")
-            .granted(granted.id, seconds, now);
+        let attached = leases.granted(granted.id, seconds, now);
+        if let Some(counts) = &self.lease_object_counts {
+            counts.observe(attached as f64);
+        }
         Ok(granted.id)
     }
 

@@ -68,10 +68,12 @@ impl LeaseReuse {
         LeaseFor::Grant(ttl + reuse)
     }
 
-    /// Records the lease granted for a [`LeaseFor::Grant`] asked for at `now`.
-    pub fn granted(&mut self, id: i64, granted_ttl: i64, now: Instant) {
+    /// Records the lease granted for a [`LeaseFor::Grant`] asked for at `now`; returns the
+    /// count kube-apiserver observes in `etcd_lease_object_counts` at that moment (the
+    /// previous lease's writes, this one's included).
+    pub fn granted(&mut self, id: i64, granted_ttl: i64, now: Instant) -> u64 {
         self.previous = Some((id, now + secs(granted_ttl)));
-        self.attached = 1;
+        std::mem::replace(&mut self.attached, 1)
     }
 }
 
@@ -94,13 +96,14 @@ mod tests {
         assert_eq!(l.lease_for(3600, t0 + secs(59)), LeaseFor::Reuse(7));
         // Past the window the object would outlive the lease.
         assert_eq!(l.lease_for(3600, t0 + secs(60)), LeaseFor::Grant(3660));
-        l.granted(8, 3660, t0 + secs(60));
+        // Observed as kube-apiserver observes it: lease 7's three writes and this one.
+        assert_eq!(l.granted(8, 3660, t0 + secs(60)), 4);
         for _ in 0..999 {
             assert_eq!(l.lease_for(3600, t0 + secs(61)), LeaseFor::Reuse(8));
         }
         assert_eq!(l.lease_for(3600, t0 + secs(61)), LeaseFor::Grant(3660));
         // A much shorter TTL does not reuse a lease that would keep its object far too long.
-        l.granted(9, 3660, t0 + secs(61));
+        assert_eq!(l.granted(9, 3660, t0 + secs(61)), 1001);
         assert_eq!(l.lease_for(10, t0 + secs(62)), LeaseFor::Grant(10));
         l.granted(10, 10, t0 + secs(62));
         // 5 % of 10 s rounds down to 0: no reuse window at all.
