@@ -309,15 +309,15 @@ fn backends(config: &Config, stores: StoreLinks, metrics: &Metrics) -> Backends 
     let kinds = registry::kinds();
     for o in stores.overrides {
         for (group, resource) in &o.resources {
-            let served = kinds.iter().any(|k| {
-                let info = k.info();
-                info.group == group && info.resource == resource
-            });
+            let served = kinds
+                .iter()
+                .any(|k| k.storage_resource() == (group.as_str(), resource.as_str()));
             if !served {
                 tracing::warn!(
                     group = %group,
                     resource = %resource,
-                    "--etcd-servers-overrides names a resource this server does not serve; ignored"
+                    "--etcd-servers-overrides names a resource this server does not serve; its \
+                     store is still connected, compacted and health-checked, as kube-apiserver does"
                 );
             }
         }

@@ -135,7 +135,13 @@ impl Kube {
     /// [`crate::disk::Disk`]), its log in a scratch folder of its own, and waits until
     /// `/readyz` answers `ok`.
     pub fn start_up_in(data_dir: &Path) -> Kube {
-        let (args, client) = up_args(data_dir);
+        Kube::start_up_in_with(data_dir, &[])
+    }
+
+    /// [`Kube::start_up_in`] with `flags` added to `keel up`'s command line.
+    pub fn start_up_in_with(data_dir: &Path, flags: &[&str]) -> Kube {
+        let (mut args, client) = up_args(data_dir);
+        args.extend(flags.iter().map(|f| f.to_string()));
         let kubeconfig = data_dir.join("kubeconfig");
         Kube::launch(scratch(), Stack::Up, args, kubeconfig, client, None)
     }

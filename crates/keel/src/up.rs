@@ -169,6 +169,17 @@ impl FromArgMatches for UpArgs {
         let mut apiserver = keel_apiserver::Config::from_arg_matches(matches)?;
         let mut store = keel_store::Config::from_arg_matches(matches)?;
         let events = EventsStoreArgs::from_arg_matches(matches)?;
+        if events.events_store {
+            check_distinct_ports(&[
+                ("--listen-client-urls", &store.listen_client_urls),
+                ("--listen-peer-urls", &store.listen_peer_urls),
+                (
+                    "--events-listen-client-urls",
+                    &events.events_listen_client_urls,
+                ),
+                ("--events-listen-peer-urls", &events.events_listen_peer_urls),
+            ])?;
+        }
         let overridden = |o: &keel_apiserver::config::ServersOverride| {
             o.group.is_empty() && o.resource == "events"
         };
@@ -212,6 +223,28 @@ impl FromArgMatches for UpArgs {
     }
 }
 
+/// Refuses two of `flags` (name, comma-separated URLs) that name the same host and port: the
+/// second store to start would fail to listen, after the first had started.
+fn check_distinct_ports(flags: &[(&str, &str)]) -> Result<(), clap::Error> {
+    let mut seen: Vec<(String, &str)> = Vec::new();
+    for (flag, urls) in flags {
+        for url in urls.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+            let addr = url.split_once("://").map_or(url, |(_, rest)| rest);
+            let addr = addr.trim_end_matches('/').to_string();
+            if let Some((_, other)) = seen.iter().find(|(a, _)| *a == addr) {
+                return Err(clap::Error::raw(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "{flag} and {other} both listen on {addr}: give the events store ports of its own\n"
+                    ),
+                ));
+            }
+            seen.push((addr, flag));
+        }
+    }
+    Ok(())
+}
+
 /// The ids of a command's arguments.
 fn ids(cmd: Command) -> Vec<String> {
     cmd.get_arguments()
@@ -226,6 +259,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     keel_wal::dir::create_all(&args.data_dir)
         .with_context(|| format!("cannot create the data folder {}", args.data_dir.display()))?;
     let _lock = lock(&args.data_dir)?;
+    check_events_store_unchanged(&args)?;
     let events_store = match args.events.events_store {
         true => Some(start_events_store(&args).await?),
         false => None,
@@ -271,6 +305,28 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         r = store.wait() => r.context("the store stopped")?,
         r = events_wait => r.context("the events store stopped")?,
         r = server.wait() => r.context("the apiserver stopped")?,
+    }
+    Ok(())
+}
+
+/// Refuses to start a folder with `--events-store` turned on or off since it was created: the
+/// events would change stores, hiding those written before and moving their resourceVersions
+/// backwards under every client that watches them.
+fn check_events_store_unchanged(args: &UpArgs) -> anyhow::Result<()> {
+    let has_member = |folder: &str| args.data_dir.join(folder).join("member").exists();
+    let dir = args.data_dir.display();
+    if args.events.events_store && has_member("store") && !has_member("events") {
+        anyhow::bail!(
+            "{dir} was created without --events-store: its events are in the main store. Moving \
+             them would hide them and send their resourceVersions backwards; start a new folder \
+             with --events-store (events live at most --event-ttl), or start this one without it"
+        );
+    }
+    if !args.events.events_store && has_member("events") {
+        anyhow::bail!(
+            "{dir} keeps its events in a store of their own ({dir}/events): start it with \
+             --events-store (add --events-listen-client-urls if it used other ports)"
+        );
     }
     Ok(())
 }

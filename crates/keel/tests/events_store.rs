@@ -62,10 +62,23 @@ fn create_event(kube: &Kube, name: &str) {
 /// the store at `events`, the ConfigMap only in the one at `main`.
 fn events_are_kept_apart(kube: &Kube, main: &str, events: &str) {
     create_event(kube, "e1");
+    // events.k8s.io/v1 Events are stored with core/v1 ones: in the events store too.
+    let file = kube.scratch.join("e2.json");
+    let event = json!({
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "e2", "namespace": "default"},
+        "eventTime": "2026-12-06T10:00:00.000000Z",
+        "regarding": {"kind": "Pod", "namespace": "default", "name": "p1"},
+        "reason": "Scheduled", "note": "assigned to n1", "type": "Normal",
+        "action": "Binding", "reportingController": "default-scheduler",
+        "reportingInstance": "default-scheduler-n0",
+    });
+    std::fs::write(&file, event.to_string()).expect("write the event");
+    kube.kubectl_ok(&["create", "-f", &file.display().to_string()]);
     kube.kubectl_ok(&["create", "configmap", "c1", "--from-literal=a=b"]);
     assert_eq!(
         keys(events, "/registry/events/"),
-        ["/registry/events/default/e1"]
+        ["/registry/events/default/e1", "/registry/events/default/e2"]
     );
     assert!(
         keys(main, "/registry/events/").is_empty(),
@@ -331,4 +344,28 @@ fn a_flood_of_events_never_stops_lease_renewals() {
         !counts.is_empty(),
         "no etcd_lease_object_counts in /metrics"
     );
+}
+
+#[test]
+fn turning_the_events_store_on_or_off_for_a_folder_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let with_events = tmp.path().join("with");
+    let (flags, _) = events_store_flags("1h");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut kube = Kube::start_up_in_with(&with_events, &flags);
+    kube.kill();
+    let err = refusal(&["up", &format!("--data-dir={}", with_events.display())]);
+    assert!(err.contains("start it with --events-store"), "{err}");
+
+    let without = tmp.path().join("without");
+    let mut kube = Kube::start_up_in(&without);
+    kube.kill();
+    let mut args = vec![
+        "up".to_string(),
+        format!("--data-dir={}", without.display()),
+    ];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let err = refusal(&args);
+    assert!(err.contains("was created without --events-store"), "{err}");
 }

@@ -140,7 +140,7 @@ pub async fn all(backends: &Backends) -> Vec<Value> {
     for backend in backends.all() {
         match backend.storage.member_health().await {
             Ok(members) => {
-                for (i, member) in next.by_ref().zip(&members) {
+                for (member, i) in members.iter().zip(next.by_ref()) {
                     let name = format!("etcd-{i}");
                     out.push(match &member.error {
                         None => component(&name, "True", "ok", ""),

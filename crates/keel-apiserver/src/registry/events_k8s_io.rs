@@ -91,6 +91,10 @@ impl Strategy for EventsK8sIo {
         &INFO
     }
 
+    fn storage_resource(&self) -> (&'static str, &'static str) {
+        ("", "events")
+    }
+
     fn to_storage(&self, obj: Value) -> Value {
         to_core(&obj)
     }

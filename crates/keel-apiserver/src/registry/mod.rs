@@ -103,6 +103,13 @@ pub trait Strategy: Send + Sync {
     /// What the kind is.
     fn info(&self) -> &'static ResourceInfo;
 
+    /// The group and resource whose store keeps this kind's objects (what
+    /// `--etcd-servers-overrides` names): its own, but for a kind stored as another's
+    /// (events.k8s.io/v1 Events live with core/v1 Events, so `/events` moves both).
+    fn storage_resource(&self) -> (&'static str, &'static str) {
+        (self.info().group, self.info().resource)
+    }
+
     /// The object in the form it is stored in. kube-apiserver stores one version of each
     /// resource (events.k8s.io/v1 Events are stored as core/v1 Events), so every version
     /// reads what the others wrote.

@@ -112,7 +112,8 @@ impl Registry {
             .iter()
             .map(|&kind| {
                 let info = kind.info();
-                let storage = &backends.of(info.group, info.resource).storage;
+                let (group, resource) = kind.storage_resource();
+                let storage = &backends.of(group, resource).storage;
                 let codec = Arc::new(KindCodec(kind));
                 let resource = if info.group.is_empty() {
                     info.resource.to_string()

@@ -16,6 +16,9 @@ use tonic::transport::{Channel, Endpoint};
 use super::manifest::{self, Entry, Manifest};
 use super::stores::StoreEntry;
 
+/// The longest a snapshot stream may go without a message before the save gives up.
+const STALL: Duration = Duration::from_secs(60);
+
 /// Saves a snapshot of every store in `stores` into `dir` (which must hold no backup yet).
 pub async fn save(dir: &Path, stores: &[StoreEntry]) -> anyhow::Result<Manifest> {
     if dir.join(manifest::MANIFEST).exists() {
@@ -27,6 +30,16 @@ pub async fn save(dir: &Path, stores: &[StoreEntry]) -> anyhow::Result<Manifest>
     }
     keel_wal::dir::create_all(dir)
         .with_context(|| format!("cannot create the backup folder {}", dir.display()))?;
+    // One save at a time per folder (released when the process exits, however it exits).
+    let lock_path = dir.join(".keel-save.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .with_context(|| format!("cannot create {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        bail!(
+            "another keel snapshot save is writing into {}",
+            dir.display()
+        );
+    }
     let mut entries = Vec::new();
     for store in stores {
         entries.push(save_one(dir, store).await?);
@@ -51,20 +64,14 @@ async fn save_one(dir: &Path, store: &StoreEntry) -> anyhow::Result<Entry> {
         let _ = std::fs::remove_file(&partial);
         return Err(e.context(format!("saving the {} store", store.name)));
     }
-    let (size, sha256, trailing_ok) = manifest::digest(&partial)?;
-    if !trailing_ok {
-        let _ = std::fs::remove_file(&partial);
-        bail!(
-            "the {} store's snapshot fails its trailing sha256 (the stream was damaged); try again",
-            store.name
-        );
-    }
-    let revision = snapshot_revision(&partial).with_context(|| {
-        format!(
-            "the {} store's snapshot is not an etcd-format database",
-            store.name
-        )
-    })?;
+    let checked = check(&partial, &store.name);
+    let (size, sha256, revision) = match checked {
+        Ok(checked) => checked,
+        Err(e) => {
+            let _ = std::fs::remove_file(&partial);
+            return Err(e);
+        }
+    };
     std::fs::rename(&partial, &path)?;
     keel_wal::dir::sync(dir)?;
     Ok(Entry {
@@ -77,13 +84,29 @@ async fn save_one(dir: &Path, store: &StoreEntry) -> anyhow::Result<Entry> {
     })
 }
 
+/// The size, sha256 and revision of the snapshot streamed into `path` from the store `name`,
+/// once its trailing sha256 and its format are checked.
+fn check(path: &Path, name: &str) -> anyhow::Result<(u64, String, i64)> {
+    let (size, sha256, trailing_ok) = manifest::digest(path)?;
+    if !trailing_ok {
+        bail!(
+            "the {name} store's snapshot fails its trailing sha256 (the stream was damaged); try again"
+        );
+    }
+    let revision = snapshot_revision(path)
+        .with_context(|| format!("the {name} store's snapshot is not an etcd-format database"))?;
+    Ok((size, sha256, revision))
+}
+
 /// A channel to the first of `servers` that accepts a connection.
 async fn connect(servers: &[String]) -> anyhow::Result<Channel> {
     let mut last = None;
     for url in servers {
         let endpoint = Endpoint::from_shared(url.clone())
             .with_context(|| format!("{url:?} is not a URL"))?
-            .connect_timeout(Duration::from_secs(5));
+            .connect_timeout(Duration::from_secs(5))
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(20));
         match endpoint.connect().await {
             Ok(channel) => return Ok(channel),
             Err(e) => last = Some(format!("{url}: {e}")),
@@ -112,11 +135,13 @@ async fn stream(channel: Channel, path: &PathBuf, name: &str) -> anyhow::Result<
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let mut written = 0u64;
-    while let Some(part) = stream
-        .message()
-        .await
-        .context("the snapshot stream broke")?
-    {
+    loop {
+        let next = tokio::time::timeout(STALL, stream.message())
+            .await
+            .map_err(|_| anyhow::anyhow!("the store sent nothing for {STALL:?}; is it frozen?"))?;
+        let Some(part) = next.context("the snapshot stream broke")? else {
+            break;
+        };
         out.write_all(&part.blob)?;
         written += part.blob.len() as u64;
         bar.set_length(written + part.remaining_bytes);

@@ -17,10 +17,12 @@
 //! to the caller, which watches the store directly: a resourceVersion still in the store's
 //! history is served rather than answered 410 as kube-apiserver's cache would. A watcher
 //! that falls behind by more than the buffer holds ends, like a watcher kube-apiserver closes
-//! for not keeping up: it is counted (`apiserver_terminated_watchers_total`) when the buffer
-//! drops an event it has not read, whether or not its client is still reading (the shell
-//! looks at every watcher's place at most every [`OVERRUN_SWEEP`]), and its stream ends at its
-//! next read. The buffer does not know what the store compacted: the caller checks
+//! for not keeping up: it is counted (`apiserver_terminated_watchers_total`) once the buffer
+//! has dropped an event it had not read, whether or not its client is still reading (the
+//! shell looks at every watcher's place when it pushes events, at most every
+//! [`OVERRUN_SWEEP`]), and its stream ends at its next read (a client that stopped reading
+//! keeps its connection until it reads again or its watch times out, as with
+//! kube-apiserver). The buffer does not know what the store compacted: the caller checks
 //! that a start is still in the store's history before it serves it from here.
 //!
 //! # Freshness
@@ -160,6 +162,9 @@ struct Shared<C: Codec> {
 struct Places {
     live: Vec<Weak<Place>>,
     swept: Instant,
+    /// How many places were left after the last pruning of gone watchers: a new watch
+    /// prunes once there are twice as many, so a quiet resource's list stays bounded.
+    pruned_len: usize,
 }
 
 /// Where one watcher is in the buffer, and whether it was ended for falling behind (counted
@@ -243,6 +248,7 @@ impl<C: Codec> Cacher<C> {
             places: Mutex::new(Places {
                 live: Vec::new(),
                 swept: Instant::now(),
+                pruned_len: 0,
             }),
             metrics,
         });
@@ -272,12 +278,13 @@ impl<C: Codec> Cacher<C> {
             cursor: Mutex::new(cursor),
             ended: AtomicBool::new(false),
         });
-        self.shared
-            .places
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .live
-            .push(Arc::downgrade(&place));
+        let mut places = self.shared.places.lock().unwrap_or_else(|e| e.into_inner());
+        if places.live.len() >= 2 * places.pruned_len.max(32) {
+            places.live.retain(|p| p.strong_count() > 0);
+            places.pruned_len = places.live.len();
+        }
+        places.live.push(Arc::downgrade(&place));
+        drop(places);
         Some(CacheWatch {
             shared: self.shared.clone(),
             news,
