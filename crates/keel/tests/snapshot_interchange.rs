@@ -1,7 +1,11 @@
-//! Snapshots interchangeable with etcd's, against the real etcd 3.5.1, etcdctl and etcdutl:
+//! Snapshots interchangeable with etcd's, both ways, against the real etcd 3.5.1, etcdctl and
+//! etcdutl:
 //!
 //! - keel → etcd: `etcdctl snapshot save` from `keel store`, `etcdutl snapshot status` and
-//!   `restore`, and an etcd serving the same keys and leases.
+//!   `restore`, and an etcd serving the same keys and leases;
+//! - etcd → keel: a snapshot saved from etcd restored by `keel_store::exchange::restore`
+//!   and served by `keel store`, also with a revision bump, and refused when damaged or
+//!   aimed at a data directory in use.
 //!
 //! Every store gets the same writes: overwrites, deletes, a 100 KiB value, three leased keys
 //! on two leases, and 6,000 rows from bulk txns, so the `key` bucket's tree has leaf, branch
@@ -12,12 +16,26 @@ use std::path::{Path, PathBuf};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::request_op::Request;
 use keel_proto::etcdserverpb::{PutRequest, RequestOp, TxnRequest};
+use keel_store::exchange::{RestoreError, RestoreOptions, restore};
 use keel_testkit::snapshot::{etcdutl35, json_i64, put_leased, restore_into_etcd, seed, status};
-use keel_testkit::{Flavor, Server, ctl_ok};
+use keel_testkit::{Flavor, Server, ServerOpts, ctl, ctl_ok};
 use serde_json::Value;
 
 /// Bulk txns and puts per txn (etcd's default `--max-txn-ops` is 128).
 const BULK: (usize, usize) = (60, 100);
+/// The revision bump of the bump tests.
+const BUMP: i64 = 1000;
+
+/// A server of `flavor` started on the data directory `data`.
+fn started_on(flavor: Flavor, data: PathBuf) -> Server {
+    Server::start_with(
+        flavor,
+        ServerOpts {
+            data_dir: Some(data),
+            ..ServerOpts::default()
+        },
+    )
+}
 
 /// What a store serves: every key, the revision, the leases with their granted TTLs.
 #[derive(Debug, PartialEq)]
@@ -94,6 +112,15 @@ fn bulk(server: &Server) {
     });
 }
 
+/// A snapshot in `dir` of a real etcd given [`populate`]'s writes, with what the etcd served
+/// and its revision; the etcd is stopped.
+fn saved_etcd(dir: &Path) -> (PathBuf, Served, i64) {
+    let etcd = Server::start(Flavor::Etcd);
+    let latest = populate(&etcd);
+    let before = served(&etcd);
+    (save(&etcd, dir, "etcd.snap"), before, latest)
+}
+
 /// Saves a snapshot of `server` to `dir/name`.
 fn save(server: &Server, dir: &Path, name: &str) -> PathBuf {
     let path = dir.join(name);
@@ -109,6 +136,37 @@ fn entries(path: &Path) -> i64 {
         .iter()
         .map(|b| db.entries(b).unwrap().count() as i64)
         .sum()
+}
+
+/// Checks that `server`, restored with a bump of [`BUMP`] from a store at revision `latest`
+/// serving `before`, serves the same keys at `latest + BUMP`, answers reads and watches at
+/// older revisions with compacted, and puts the next write at `latest + BUMP + 1`.
+fn check_bumped(server: &Server, before: &Served, latest: i64) {
+    let now = served(server);
+    assert_eq!(now.kvs, before.kvs);
+    assert_eq!(now.leases, before.leases);
+    assert_eq!(now.revision, latest + BUMP);
+    let compacted = "required revision has been compacted";
+    let old = latest.to_string();
+    let get = ctl(server, &["get", "a", &format!("--rev={old}")]);
+    assert_ne!(get.code, 0, "get at {old}: {}", get.stdout);
+    assert!(
+        get.stderr.contains(compacted),
+        "get at {old}: {}",
+        get.stderr
+    );
+    let watch = ctl(server, &["watch", "a", &format!("--rev={old}")]);
+    assert!(
+        watch.stderr.contains(compacted),
+        "watch from {old}: {}{}",
+        watch.stdout,
+        watch.stderr
+    );
+    let put: Value =
+        serde_json::from_str(&ctl_ok(server, &["put", "after", "x", "-w", "json"])).unwrap();
+    assert_eq!(json_i64(&put["header"]["revision"]), latest + BUMP + 1);
+    let at = (latest + BUMP).to_string();
+    ctl_ok(server, &["get", "a", &format!("--rev={at}")]);
 }
 
 #[test]
@@ -134,4 +192,85 @@ fn a_keel_snapshot_restores_into_etcd() {
     let etcd = restore_into_etcd(&utl, &snapshot, dir.path().join("etcd"));
     let after = served(&etcd);
     assert_eq!(after, before);
+}
+
+#[test]
+fn an_etcd_snapshot_restores_into_keel() {
+    let test = "an_etcd_snapshot_restores_into_keel";
+    let Some(_) = etcdutl35(test) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (snapshot, before, latest) = saved_etcd(dir.path());
+
+    let data = dir.path().join("keel");
+    let opts = RestoreOptions {
+        data_dir: Some(data.clone()),
+        ..RestoreOptions::default()
+    };
+    let restored = restore(&snapshot, &opts).unwrap();
+    assert_eq!(restored.revision, latest);
+    assert_eq!(restored.leases, 2);
+    let keel = started_on(Flavor::Keel, data.clone());
+    assert_eq!(served(&keel), before);
+    let put: Value =
+        serde_json::from_str(&ctl_ok(&keel, &["put", "after", "x", "-w", "json"])).unwrap();
+    assert_eq!(json_i64(&put["header"]["revision"]), latest + 1);
+    drop(keel);
+
+    // Refusals touch nothing: a data directory in use, a damaged file.
+    let before_files = std::fs::read_dir(data.join("member/snap")).unwrap().count();
+    let err = restore(&snapshot, &opts).unwrap_err();
+    assert!(matches!(err, RestoreError::NotEmpty(_)), "{err}");
+    assert_eq!(
+        std::fs::read_dir(data.join("member/snap")).unwrap().count(),
+        before_files
+    );
+    let mut bytes = std::fs::read(&snapshot).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    let damaged = dir.path().join("damaged.snap");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let target = dir.path().join("never");
+    let err = restore(
+        &damaged,
+        &RestoreOptions {
+            data_dir: Some(target.clone()),
+            ..RestoreOptions::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().starts_with("expected sha256 ["),
+        "etcdutl's message: {err}"
+    );
+    assert!(!target.exists());
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().all(|n| !n.contains("restoring")),
+        "scratch left behind: {names:?}"
+    );
+}
+
+#[test]
+fn a_bumped_restore_into_keel_compacts_the_past() {
+    let Some(_) = etcdutl35("a_bumped_restore_into_keel_compacts_the_past") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (snapshot, before, latest) = saved_etcd(dir.path());
+
+    let data = dir.path().join("keel");
+    let opts = RestoreOptions {
+        data_dir: Some(data.clone()),
+        bump_revision: BUMP as u64,
+        mark_compacted: true,
+        ..RestoreOptions::default()
+    };
+    let restored = restore(&snapshot, &opts).unwrap();
+    assert_eq!(restored.revision, latest + BUMP);
+    assert_eq!(restored.compact_revision, latest + BUMP);
+    let keel = started_on(Flavor::Keel, data);
+    check_bumped(&keel, &before, latest);
 }

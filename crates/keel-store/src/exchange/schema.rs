@@ -45,6 +45,8 @@ pub const MEMBERS_REMOVED: &[u8] = b"members_removed";
 /// The bucket of the backend's bookkeeping.
 pub const META: &[u8] = b"meta";
 
+/// `auth`: whether authentication is enabled (absent until first enabled or disabled).
+pub const AUTH_ENABLED: &[u8] = b"authEnabled";
 /// `auth`: the auth revision.
 pub const AUTH_REVISION: &[u8] = b"authRevision";
 /// `cluster`: the cluster version.
@@ -81,9 +83,19 @@ pub fn be64(v: u64) -> Vec<u8> {
     v.to_be_bytes().to_vec()
 }
 
+/// The value of an 8-byte big-endian entry; `None` if it is not 8 bytes.
+pub fn read_be64(v: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(v.try_into().ok()?))
+}
+
 /// A `meta` compaction revision: the revision key of `(main, 0)`.
 pub fn compact_rev(main: i64) -> Vec<u8> {
     Rev::new(main, 0).to_key(false).as_bytes().to_vec()
+}
+
+/// The main revision of a `meta` compaction revision (etcd reads the first 17 bytes).
+pub fn read_compact_rev(v: &[u8]) -> Option<i64> {
+    (v.len() >= REV_BYTES_LEN).then(|| Rev::from_key(v).map(|r| r.main))?
 }
 
 /// The revision of a `key` bucket key, if it is one: 17 bytes with `_` after the main
@@ -173,6 +185,7 @@ mod tests {
             compact_rev(3),
             b"\0\0\0\0\0\0\0\x03_\0\0\0\0\0\0\0\0".to_vec()
         );
+        assert_eq!(read_compact_rev(&compact_rev(3)), Some(3));
         let lease = LeasePb {
             id: 0x2040_a24c_0a71_5109,
             ttl: 600,

@@ -3,7 +3,8 @@
 //! removed members and the auth store, and one `lease/<id>` value per lease. They are
 //! written in the same transaction as the entries that changed them (see `apply`), read
 //! back at start and after a snapshot install, and read from a [`BackendView`] when the
-//! backend is exported in etcd's snapshot format (`crate::exchange`).
+//! backend is exported in etcd's snapshot format (`crate::exchange`), which also writes the
+//! alarms, auth store and leases of a restored backend through [`Records::rows`].
 //!
 //! Encodings: the applied log id and membership as `codec` writes them (the membership
 //! record is its log id, then the membership); alarms as an `AlarmResponse`, attributes as
@@ -134,6 +135,29 @@ impl Records {
         membership::list(self.membership.membership(), |id| {
             self.members.get(&id).cloned()
         })
+    }
+
+    /// The `app_meta` rows of a new backend holding `alarms`, `auth` and `leases` (and no
+    /// applied log id, membership or members: a member started on it bootstraps them).
+    pub(crate) fn rows(
+        alarms: Vec<AlarmMember>,
+        auth: &AuthStore,
+        leases: &[LeaseRecord],
+    ) -> Vec<(String, Vec<u8>)> {
+        let mut rows = vec![(META_AUTH.to_string(), auth.encode_to_vec())];
+        if !alarms.is_empty() {
+            let alarms = AlarmResponse {
+                alarms,
+                ..Default::default()
+            };
+            rows.push((META_ALARMS.to_string(), alarms.encode_to_vec()));
+        }
+        rows.extend(
+            leases
+                .iter()
+                .map(|l| (lease::meta_name(l.id), l.encode_to_vec())),
+        );
+        rows
     }
 }
 
