@@ -3,54 +3,16 @@
 //! serves the same keys.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use keel_bbolt::{Db, Writer, check};
 use keel_proto::mvccpb::KeyValue;
-use keel_testkit::{CtlVersion, Flavor, Server, ServerOpts, ctl_ok, etcdctl, skip};
+use keel_testkit::snapshot::{etcdutl35, json_i64, put_leased, restore_into_etcd, seed, status};
+use keel_testkit::{Flavor, Server, ServerOpts, ctl_ok};
 use prost::Message;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-
-/// etcdutl 3.5, found beside etcdctl 3.5; `None` after skipping `test` if it is missing.
-fn etcdutl(test: &str) -> Option<PathBuf> {
-    match keel_testkit::etcd35_bins() {
-        Ok((_, ctl)) => {
-            let utl = ctl.with_file_name("etcdutl");
-            if utl.is_file() {
-                return Some(utl);
-            }
-            skip(test, &format!("no etcdutl beside {}", ctl.display()));
-        }
-        Err(why) => skip(test, &why),
-    }
-    None
-}
-
-/// Runs etcdutl, which must succeed; its standard output.
-fn run_etcdutl(bin: &Path, args: &[&str]) -> String {
-    let out = Command::new(bin).args(args).output().expect("run etcdutl");
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(
-        out.status.success(),
-        "etcdutl {args:?} failed:\n{stdout}\n{stderr}"
-    );
-    stdout.into_owned()
-}
-
-/// `etcdutl snapshot status` of `path` as JSON: hash, revision, totalKey, totalSize.
-fn status(utl: &Path, path: &Path) -> Value {
-    serde_json::from_str(&run_etcdutl(
-        utl,
-        &["snapshot", "status", path.to_str().unwrap(), "-w", "json"],
-    ))
-    .expect("status JSON")
-}
 
 /// The response of `etcdctl get <key> [--prefix]` as JSON.
 fn get(server: &Server, key: &str, prefix: bool) -> Value {
@@ -64,32 +26,8 @@ fn get(server: &Server, key: &str, prefix: bool) -> Value {
 /// A real etcd holding a few keys: overwritten, deleted, a 100 KiB value and a leased key.
 fn populated_etcd() -> Server {
     let server = Server::start_with(Flavor::Etcd, ServerOpts::default());
-    for (k, v) in [
-        ("a", "1"),
-        ("b", "2"),
-        ("a", "3"),
-        ("c/d", "4"),
-        ("gone", "x"),
-    ] {
-        ctl_ok(&server, &["put", k, v]);
-    }
-    ctl_ok(&server, &["del", "gone"]);
-    let big: String = (0..100 * 1024)
-        .map(|i| (b'a' + (i % 26) as u8) as char)
-        .collect();
-    let args = ["put".to_string(), "big".to_string()];
-    let out = etcdctl(CtlVersion::V35, &server.endpoint, &args, Some(&big));
-    assert_eq!(out.code, 0, "put big: {}", out.stderr);
-    let granted = ctl_ok(&server, &["lease", "grant", "3600"]);
-    let lease = granted
-        .split_whitespace()
-        .nth(1)
-        .expect("lease <id> granted")
-        .to_string();
-    ctl_ok(
-        &server,
-        &["put", "leased", "v", &format!("--lease={lease}")],
-    );
+    seed(&server);
+    put_leased(&server, "leased", "3600");
     server
 }
 
@@ -108,7 +46,7 @@ struct Saved {
 /// Saves a snapshot of a [`populated_etcd`] and strips (and checks) its trailing sha256;
 /// `None` after skipping `test` if the etcd tools are missing.
 fn saved_snapshot(test: &str) -> Option<Saved> {
-    let utl = etcdutl(test)?;
+    let utl = etcdutl35(test)?;
     let dir = tempfile::tempdir().unwrap();
     let server = populated_etcd();
     let before = get(&server, "", true);
@@ -154,24 +92,7 @@ fn rewrite(src: &Db, dst: &Path, mut extra: impl FnMut(&[u8]) -> Vec<(Vec<u8>, V
 
 /// Restores `snapshot` with etcdutl into a fresh data dir and starts etcd on it.
 fn restore(utl: &Path, snapshot: &Path, dir: &Path) -> Server {
-    let data = dir.join("restored");
-    run_etcdutl(
-        utl,
-        &[
-            "snapshot",
-            "restore",
-            snapshot.to_str().unwrap(),
-            "--data-dir",
-            data.to_str().unwrap(),
-        ],
-    );
-    Server::start_with(
-        Flavor::Etcd,
-        ServerOpts {
-            data_dir: Some(data),
-            ..ServerOpts::default()
-        },
-    )
+    restore_into_etcd(utl, snapshot, dir.join("restored"))
 }
 
 /// The revision key of the `key` bucket: main revision, `_`, sub revision, big-endian.
@@ -180,11 +101,6 @@ fn rev_key(main: i64, sub: i64) -> Vec<u8> {
     k.push(b'_');
     k.extend_from_slice(&sub.to_be_bytes());
     k
-}
-
-fn json_i64(v: &Value) -> i64 {
-    v.as_str()
-        .map_or_else(|| v.as_i64().unwrap(), |s| s.parse().unwrap())
 }
 
 #[test]

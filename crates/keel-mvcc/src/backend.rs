@@ -96,10 +96,60 @@ fn read_i64(
     }
 }
 
+/// The revisions a backend records in `meta` beside its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackendRevisions {
+    /// The store revision: of the last write, or the one a restore set (1 for a new store).
+    pub current: i64,
+    /// The newest compaction (etcd's `scheduledCompactRev`; -1 when never compacted).
+    pub compact: i64,
+    /// The newest compaction whose removals are all committed (etcd's
+    /// `finishedCompactRev`; at most `compact`, -1 when none). A backend opened with it
+    /// below `compact` finishes that compaction in the background.
+    pub finished_compact: i64,
+}
+
+/// The revisions recorded in `meta`, without looking at the rows: the stored revision is
+/// written by every batch that writes a row, so it is exact for any backend that holds one.
+pub fn revisions(rtxn: &ReadTransaction) -> Result<BackendRevisions, MvccError> {
+    let meta = rtxn.open_table(META)?;
+    let compact = read_i64(&meta, META_COMPACT_REV)?.unwrap_or(-1);
+    let finished_compact = read_i64(&meta, META_FINISHED_COMPACT_REV)?
+        .unwrap_or(compact)
+        .min(compact);
+    let current = read_i64(&meta, META_CURRENT_REV)?
+        .unwrap_or(1)
+        .max(compact)
+        .max(1);
+    Ok(BackendRevisions {
+        current,
+        compact,
+        finished_compact,
+    })
+}
+
 /// The value stored under `name` in `app_meta`.
 pub fn app_meta(rtxn: &ReadTransaction, name: &str) -> Result<Option<Vec<u8>>, MvccError> {
     let t = rtxn.open_table(APP_META)?;
     Ok(t.get(name)?.map(|v| v.value().to_vec()))
+}
+
+/// Every value in `app_meta` under a name starting with `prefix`, in name order.
+pub fn app_meta_with_prefix(
+    rtxn: &ReadTransaction,
+    prefix: &str,
+) -> Result<Vec<(String, Vec<u8>)>, MvccError> {
+    let t = rtxn.open_table(APP_META)?;
+    let mut out = Vec::new();
+    for entry in t.range(prefix..)? {
+        let (k, v) = entry?;
+        let name = k.value();
+        if !name.starts_with(prefix) {
+            break;
+        }
+        out.push((name.to_owned(), v.value().to_vec()));
+    }
+    Ok(out)
 }
 
 /// The Raft index of the last committed batch (0 for a new store).
@@ -109,12 +159,7 @@ pub fn applied_index(rtxn: &ReadTransaction) -> Result<u64, MvccError> {
 
 /// Rebuilds the key index and the revisions from a read transaction (etcd's `restore`).
 pub fn restore(rtxn: &ReadTransaction) -> Result<Restored, MvccError> {
-    let meta = rtxn.open_table(META)?;
-    let compact_rev = read_i64(&meta, META_COMPACT_REV)?.unwrap_or(-1);
-    let finished_compact_rev = read_i64(&meta, META_FINISHED_COMPACT_REV)?
-        .unwrap_or(compact_rev)
-        .min(compact_rev);
-    let stored_rev = read_i64(&meta, META_CURRENT_REV)?;
+    let stored = revisions(rtxn)?;
     let applied_index = applied_index(rtxn)?;
 
     let keys = rtxn.open_table(KEY)?;
@@ -140,16 +185,13 @@ pub fn restore(rtxn: &ReadTransaction) -> Result<Restored, MvccError> {
             index.restore(&kv.key, kv.create_revision, rev, kv.version);
         }
     }
-    let current_rev = stored_rev
-        .unwrap_or(last_rev)
-        .max(last_rev)
-        .max(compact_rev)
-        .max(1);
+    // A compaction can remove the last rows: the stored revision stays.
+    let current_rev = stored.current.max(last_rev);
     Ok(Restored {
         index,
         current_rev,
-        compact_rev,
-        finished_compact_rev,
+        compact_rev: stored.compact,
+        finished_compact_rev: stored.finished_compact,
         applied_index,
     })
 }

@@ -16,6 +16,8 @@
 //! - `compaction`: the incremental compaction (index walk and backend removals in batches).
 //! - `snapshot`: streaming a [`BackendView`] to a [`SnapshotWriter`] and swapping the written
 //!   file in with [`Mvcc::replace_with`] (Raft snapshots).
+//! - `view`: a [`BackendView`] read row by row and a [`SnapshotWriter`] given its revisions,
+//!   for converting a backend to and from another format.
 //!
 //! # Locking and ordering: why a reader never sees a revision it cannot read
 //!
@@ -73,12 +75,15 @@ mod revision;
 mod snapshot;
 mod store;
 mod txn;
+mod view;
 
 pub use apply::ApplyBatch;
+pub use backend::BackendRevisions;
 pub use compaction::{CompactionStep, INDEX_CHUNK_KEYS};
 pub use error::MvccError;
 pub use hash::HashKv;
 pub use history::{History, HistoryRequest};
+pub use revision::{MARKED_REV_BYTES_LEN, REV_BYTES_LEN, Rev, RevKey, is_tombstone_key};
 pub use snapshot::{
     BackendView, SNAPSHOT_ROW_OVERHEAD, SnapshotChunk, SnapshotCursor, SnapshotRow, SnapshotTable,
     SnapshotWriter,

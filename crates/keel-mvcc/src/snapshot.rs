@@ -102,7 +102,7 @@ pub struct SnapshotCursor {
 /// A consistent point-in-time view of the backend (a redb read transaction).
 pub struct BackendView {
     // Declared first so it is dropped before the handle it reads.
-    txn: ReadTransaction,
+    pub(crate) txn: ReadTransaction,
     // Keeps the backend open: closing a redb handle ends its read transactions.
     _db: Arc<Database>,
 }
@@ -235,7 +235,7 @@ fn utf8(table: SnapshotTable, key: &[u8]) -> Result<&str, MvccError> {
 /// file without any of the rows.
 pub struct SnapshotWriter {
     // Declared first so it is dropped (aborted) before the handle.
-    txn: WriteTransaction,
+    pub(crate) txn: WriteTransaction,
     db: Database,
 }
 

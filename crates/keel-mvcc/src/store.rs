@@ -12,7 +12,7 @@ use parking_lot::{Mutex, RwLock};
 use redb::{CompactionError, Database, Durability, ReadOnlyTable, ReadableDatabase};
 
 use crate::apply::{ApplyBatch, table_value};
-use crate::backend::{self, APP_META, DEFAULT_CACHE_BYTES, KEY, Restored};
+use crate::backend::{self, DEFAULT_CACHE_BYTES, KEY, Restored};
 use crate::compaction::{self, CompactionControl, CompactionPass};
 use crate::error::MvccError;
 use crate::index::{KeyRange, TreeIndex};
@@ -302,17 +302,7 @@ impl Mvcc {
     /// name order (e.g. one record per lease).
     pub fn meta_with_prefix(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, MvccError> {
         let db = self.core.db.read();
-        let t = db.begin_read()?.open_table(APP_META)?;
-        let mut out = Vec::new();
-        for entry in t.range(prefix..)? {
-            let (k, v) = entry?;
-            let name = k.value();
-            if !name.starts_with(prefix) {
-                break;
-            }
-            out.push((name.to_owned(), v.value().to_vec()));
-        }
-        Ok(out)
+        backend::app_meta_with_prefix(&db.begin_read()?, prefix)
     }
 
     /// Every live key attached to a lease, with its lease, in key order (how a lessor

@@ -268,18 +268,7 @@ impl Config {
     /// The members of `--initial-cluster`: each name with its peer URLs (a name may be given
     /// several times, once per URL), in order of first appearance.
     pub fn initial_members(&self) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
-        let mut members: Vec<(String, Vec<String>)> = Vec::new();
-        for m in split(&self.initial_cluster) {
-            let (name, url) = m
-                .split_once('=')
-                .ok_or_else(|| ConfigError::BadCluster(format!("{m:?} is not name=peerURL")))?;
-            parse_url("initial-cluster", url)?;
-            match members.iter_mut().find(|(n, _)| n == name) {
-                Some((_, urls)) => urls.push(url.to_string()),
-                None => members.push((name.to_string(), vec![url.to_string()])),
-            }
-        }
-        Ok(members)
+        parse_initial_cluster(&self.initial_cluster)
     }
 
     /// The advertised peer URLs.
@@ -379,27 +368,55 @@ impl Config {
     /// Checks that `--initial-cluster` names this member with its advertised peer URLs, as a
     /// member that bootstraps needs (one restarted on its data directory ignores the flag).
     pub fn validate_initial_cluster(&self) -> Result<(), ConfigError> {
-        let members = self.initial_members()?;
-        let Some((_, urls)) = members.iter().find(|(name, _)| *name == self.name) else {
-            return Err(ConfigError::BadCluster(format!(
-                "couldn't find local name {:?} in the initial cluster configuration",
-                self.name
-            )));
-        };
-        let mut listed = urls.clone();
-        let mut advertised = self.advertised_peer_urls();
-        listed.sort();
-        advertised.sort();
-        if listed != advertised {
-            return Err(ConfigError::BadCluster(format!(
-                "--initial-cluster has {}={} but missing from --initial-advertise-peer-urls={} (the URLs of this member must be the same in both)",
-                self.name,
-                urls.join(","),
-                self.initial_advertise_peer_urls
-            )));
-        }
-        Ok(())
+        check_initial_member(
+            &self.name,
+            &self.initial_members()?,
+            &self.initial_advertise_peer_urls,
+        )
     }
+}
+
+/// The members of an `--initial-cluster` list (`name=peerURL,...`): each name with its peer
+/// URLs (a name may be given several times, once per URL), in order of first appearance.
+pub fn parse_initial_cluster(list: &str) -> Result<Vec<(String, Vec<String>)>, ConfigError> {
+    let mut members: Vec<(String, Vec<String>)> = Vec::new();
+    for m in split(list) {
+        let (name, url) = m
+            .split_once('=')
+            .ok_or_else(|| ConfigError::BadCluster(format!("{m:?} is not name=peerURL")))?;
+        parse_url("initial-cluster", url)?;
+        match members.iter_mut().find(|(n, _)| n == name) {
+            Some((_, urls)) => urls.push(url.to_string()),
+            None => members.push((name.to_string(), vec![url.to_string()])),
+        }
+    }
+    Ok(members)
+}
+
+/// Checks that the member `name` is in `members` (see [`parse_initial_cluster`]) with the
+/// very URLs of `advertised` (an `--initial-advertise-peer-urls` list), as etcd does before
+/// bootstrapping a member or restoring a snapshot for one.
+pub fn check_initial_member(
+    name: &str,
+    members: &[(String, Vec<String>)],
+    advertised: &str,
+) -> Result<(), ConfigError> {
+    let Some((_, urls)) = members.iter().find(|(n, _)| n == name) else {
+        return Err(ConfigError::BadCluster(format!(
+            "couldn't find local name {name:?} in the initial cluster configuration"
+        )));
+    };
+    let mut listed = urls.clone();
+    let mut mine: Vec<String> = split(advertised).map(str::to_string).collect();
+    listed.sort();
+    mine.sort();
+    if listed != mine {
+        return Err(ConfigError::BadCluster(format!(
+            "--initial-cluster has {name}={} but missing from --initial-advertise-peer-urls={advertised} (the URLs of this member must be the same in both)",
+            urls.join(","),
+        )));
+    }
+    Ok(())
 }
 
 fn split(list: &str) -> impl Iterator<Item = &str> {

@@ -8,7 +8,7 @@
 //!     snap/
 //!       db                  the backend: keel-mvcc's redb file, in etcd's bucket layout
 //!       db.incoming.<n>     a backend snapshot being received from the leader
-//!       snapshot-<pid>-<n>.tmp  a backend copy being streamed to a Snapshot client
+//!       snapshot-<pid>-<n>.tmp  the backend in etcd's snapshot format, for a Snapshot client
 //! ```
 //!
 //! The names follow etcd's (`member/wal`, `member/snap/db`), so an operator finds their way
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Prefix of a backend snapshot being received from the leader.
 const INCOMING_PREFIX: &str = "db.incoming.";
-/// Prefix and suffix of a backend copy being streamed to a Snapshot client.
+/// Prefix and suffix of the backend in etcd's format being streamed to a Snapshot client.
 const SNAPSHOT_TMP: (&str, &str) = ("snapshot-", ".tmp");
 
 /// A member's data folder: the paths of everything in it.
@@ -114,7 +114,8 @@ impl DataDir {
             .join(format!("{INCOMING_PREFIX}{}", next_scratch_number()))
     }
 
-    /// A fresh `member/snap/snapshot-<pid>-<n>.tmp` for a backend copy sent to a client.
+    /// A fresh `member/snap/snapshot-<pid>-<n>.tmp` for an etcd-format snapshot sent to a
+    /// client (see `crate::exchange`).
     pub fn snapshot_tmp(&self) -> PathBuf {
         let (prefix, suffix) = SNAPSHOT_TMP;
         self.snap().join(format!(

@@ -73,16 +73,28 @@ impl Identity {
 
     /// The ids every member of a new cluster derives from `--initial-cluster`.
     pub fn bootstrap(config: &Config) -> Result<Identity, ConfigError> {
-        let token = &config.initial_cluster_token;
-        let ids: Vec<u64> = config
-            .initial_members()?
+        Ok(Identity::of_new_cluster(
+            &config.initial_members()?,
+            &config.advertised_peer_urls(),
+            &config.initial_cluster_token,
+        ))
+    }
+
+    /// The ids of the member with peer URLs `advertised` in a new cluster of `members` (each
+    /// name with its peer URLs) bootstrapped with the cluster token `token`.
+    pub fn of_new_cluster(
+        members: &[(String, Vec<String>)],
+        advertised: &[String],
+        token: &str,
+    ) -> Identity {
+        let ids: Vec<u64> = members
             .iter()
             .map(|(_, urls)| member_id(urls, token))
             .collect();
-        Ok(Identity {
-            member_id: member_id(&config.advertised_peer_urls(), token),
+        Identity {
+            member_id: member_id(advertised, token),
             cluster_id: cluster_id(&ids, token),
-        })
+        }
     }
 
     fn load(path: &Path) -> Result<Option<Identity>, IdentityError> {

@@ -4,8 +4,8 @@
 //! `keel-mvcc` crate, [`api`] (one module per etcd gRPC service, plus HTTP and the error
 //! table), [`server`] (request -> proposal -> apply -> response), [`config`] (etcd's flags),
 //! [`metrics`] (etcd's metric names), [`lease`] (the lessor: grants, keepalives, expiry and
-//! remaining TTLs that survive restarts), [`auth`] (users and roles) and [`compactor`] (auto
-//! compaction).
+//! remaining TTLs that survive restarts), [`auth`] (users and roles), [`compactor`] (auto
+//! compaction) and [`exchange`] (snapshots in etcd's format: export, restore).
 //!
 //! Embed a store with [`StoreHandle::start`].
 
@@ -16,6 +16,7 @@ pub mod compactor;
 pub mod config;
 pub mod data_dir;
 pub mod error;
+pub mod exchange;
 pub mod identity;
 pub mod lease;
 pub mod metrics;

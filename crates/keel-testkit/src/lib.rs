@@ -12,6 +12,8 @@
 //! - [`disk::Disk`]: a data folder on a `keel-lazyfs` mount, whose power a test can cut.
 //! - [`configmap_writer::Api`]: ConfigMaps written and read back through kubectl on one API
 //!   server, with the resourceVersions answered.
+//! - [`snapshot`]: the snapshot tests' seed keys and etcdutl 3.5's `snapshot status` and
+//!   `snapshot restore`.
 //! - [`skip`] and [`not_applicable`]: the one rule for a test that cannot run here (a failure
 //!   when `CI=true`, listed by `scripts/test` otherwise) or does not apply to the target.
 //!
@@ -32,6 +34,7 @@ pub mod kv;
 pub mod linearizable;
 pub mod netns;
 pub mod skip;
+pub mod snapshot;
 pub mod wait;
 
 pub use skip::{not_applicable, skip};

@@ -19,6 +19,7 @@ use tonic::{Request, Response, Status};
 
 use super::unary;
 use crate::error::EtcdError;
+use crate::exchange;
 use crate::raft::{Applied, ProposalOp};
 use crate::server::Store;
 
@@ -127,18 +128,25 @@ impl MaintenanceService {
     }
 }
 
-/// Writes a consistent copy of the backend to a temporary file and opens it for streaming.
+/// Writes the backend as of now in etcd's snapshot format (see [`crate::exchange`]) to a
+/// scratch file of the data directory and opens it for streaming; the name is removed at
+/// once, so nothing is left behind however the stream ends.
 fn snapshot_file(store: &Store) -> Result<std::fs::File, EtcdError> {
     let tmp = store.data_dir().snapshot_tmp();
-    store.mvcc().write_snapshot(&tmp)?;
-    let file = std::fs::File::open(&tmp).map_err(|e| EtcdError::Internal(e.to_string()));
+    let view = store.mvcc().view()?;
+    let exported = exchange::export(&view, &tmp, &store.config().emulated_etcd_version);
+    drop(view);
+    let file = exported
+        .map_err(|e| EtcdError::Internal(e.to_string()))
+        .and_then(|_| std::fs::File::open(&tmp).map_err(|e| EtcdError::Internal(e.to_string())));
     // The open handle keeps the data readable; the name can go now.
     let _ = std::fs::remove_file(&tmp);
     file
 }
 
-/// Streams the snapshot in etcd's shape: chunks with the bytes remaining, then one last
-/// message whose blob is the sha256 of everything sent.
+/// Streams the snapshot as etcd's Snapshot RPC does: chunks of 32 KiB, each with the bytes
+/// still to come after it (`remaining_bytes`, which `etcdctl snapshot save` shows as
+/// progress), then one last message whose blob is the sha256 of everything sent.
 fn stream_snapshot(mut file: std::fs::File, tx: mpsc::Sender<Result<SnapshotResponse, Status>>) {
     let total = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut sent = 0u64;

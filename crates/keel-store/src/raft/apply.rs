@@ -28,23 +28,16 @@ use keel_proto::mvccpb::{Event, event::EventType};
 use parking_lot::{Mutex, RwLock};
 use prost::Message;
 
-use super::codec::{self, LogId};
-use super::{Applied, KeelRaft, Proposal, ProposalOp};
+use super::codec::LogId;
+use super::records::{
+    META_ALARMS, META_AUTH, META_MEMBERS, META_REMOVED, Records, StoredMembership,
+};
+use super::{Applied, Proposal, ProposalOp};
 use crate::auth::{AuthOp, AuthProposal, AuthStore};
 use crate::error::EtcdError;
-use crate::lease::{self, LeaseClock, LeaseOp, LeaseProposal, LeaseRecord, Lessor};
+use crate::lease::{self, LeaseClock, LeaseOp, LeaseProposal, Lessor};
 use crate::metrics::Metrics;
 use crate::watch::WatchHub;
-
-pub(super) type StoredMembership = openraft::alias::StoredMembershipOf<KeelRaft>;
-
-/// The backend's meta records the applier owns.
-pub(super) const META_APPLIED: &str = "raft_applied_log_id";
-pub(super) const META_MEMBERSHIP: &str = "raft_membership";
-const META_ALARMS: &str = "alarms";
-const META_AUTH: &str = "auth";
-const META_MEMBERS: &str = "members";
-const META_REMOVED: &str = "members_removed";
 
 /// The applied state of this member, shared with the API layer.
 pub struct Applier {
@@ -71,91 +64,20 @@ pub struct Applier {
     pub(super) metrics: Arc<Metrics>,
 }
 
-/// Everything the backend records besides keys: what [`Applier`] keeps in memory.
+/// The records of the backend with the lessor they describe: what [`Applier`] keeps in
+/// memory.
 struct Recorded {
-    applied: Option<LogId>,
-    membership: StoredMembership,
-    alarms: Vec<AlarmMember>,
-    members: BTreeMap<u64, Member>,
-    removed: BTreeSet<u64>,
-    auth: AuthStore,
+    records: Records,
     lessor: Lessor,
 }
 
 impl Recorded {
     fn load(mvcc: &Mvcc, min_lease_ttl: i64) -> io::Result<Recorded> {
-        let meta = |name| mvcc.meta(name).map_err(io::Error::other);
-        let applied = codec::decode_log_id(&meta(META_APPLIED)?.unwrap_or_default())?;
-        let membership = decode_membership(meta(META_MEMBERSHIP)?)?;
-        let alarms = match meta(META_ALARMS)? {
-            Some(bytes) => {
-                AlarmResponse::decode(bytes.as_slice())
-                    .map_err(io::Error::other)?
-                    .alarms
-            }
-            None => Vec::new(),
-        };
-        let members = match meta(META_MEMBERS)? {
-            Some(bytes) => MemberListResponse::decode(bytes.as_slice())
-                .map_err(io::Error::other)?
-                .members
-                .into_iter()
-                .map(|m| (m.id, m))
-                .collect(),
-            None => BTreeMap::new(),
-        };
-        let removed = meta(META_REMOVED)?.unwrap_or_default();
-        if removed.len() % 8 != 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the removed-members record is not a list of 8-byte ids",
-            ));
-        }
-        let removed = removed
-            .chunks_exact(8)
-            .map(|id| u64::from_be_bytes(id.try_into().expect("8 bytes")))
-            .collect();
-        let auth = match meta(META_AUTH)? {
-            Some(bytes) => AuthStore::decode(bytes.as_slice()).map_err(io::Error::other)?,
-            None => AuthStore::new(),
-        };
-        let mut records = Vec::new();
-        for (_, bytes) in mvcc
-            .meta_with_prefix(lease::META_PREFIX)
-            .map_err(io::Error::other)?
-        {
-            records.push(LeaseRecord::decode(bytes.as_slice()).map_err(io::Error::other)?);
-        }
+        let mut records = Records::of_mvcc(mvcc)?;
         let leased_keys = mvcc.leased_keys().map_err(io::Error::other)?;
-        let lessor = Lessor::restore(min_lease_ttl, records, leased_keys);
-        Ok(Recorded {
-            applied,
-            membership,
-            alarms,
-            members,
-            removed,
-            auth,
-            lessor,
-        })
-    }
-}
-
-/// The membership record (`raft_membership`): its log id, then the membership.
-pub(super) fn decode_membership(bytes: Option<Vec<u8>>) -> io::Result<StoredMembership> {
-    match bytes {
-        Some(bytes) if bytes.len() >= 16 => {
-            let (log_id, membership) = bytes.split_at(16);
-            let log_id = codec::decode_log_id(log_id)?;
-            Ok(StoredMembership::new(
-                log_id,
-                codec::decode_membership(&mut codec::Reader(membership))?,
-            ))
-        }
-        Some(_) => Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "truncated membership record",
-        )),
-        None => Ok(StoredMembership::default()),
+        let leases = std::mem::take(&mut records.leases);
+        let lessor = Lessor::restore(min_lease_ttl, leases, leased_keys);
+        Ok(Recorded { records, lessor })
     }
 }
 
@@ -168,20 +90,20 @@ impl Applier {
         min_lease_ttl: i64,
         lease_clock: LeaseClock,
     ) -> io::Result<Applier> {
-        let state = Recorded::load(&mvcc, min_lease_ttl)?;
-        metrics.lease_count.set(state.lessor.len() as i64);
+        let Recorded { records, lessor } = Recorded::load(&mvcc, min_lease_ttl)?;
+        metrics.lease_count.set(lessor.len() as i64);
         let watch = Arc::new(WatchHub::new(mvcc.clone(), metrics.clone()));
         Ok(Applier {
             watch,
             mvcc,
-            alarms: RwLock::new(state.alarms),
-            members: RwLock::new(state.members),
-            removed: RwLock::new(state.removed),
-            auth: RwLock::new(state.auth),
-            lessor: Mutex::new(state.lessor),
+            alarms: RwLock::new(records.alarms),
+            members: RwLock::new(records.members),
+            removed: RwLock::new(records.removed),
+            auth: RwLock::new(records.auth),
+            lessor: Mutex::new(lessor),
             lease_clock,
-            applied_index: AtomicU64::new(index(state.applied)),
-            applied: RwLock::new((state.applied, state.membership)),
+            applied_index: AtomicU64::new(index(records.applied)),
+            applied: RwLock::new((records.applied, records.membership)),
             min_lease_ttl,
             metrics,
         })
@@ -193,14 +115,14 @@ impl Applier {
     /// behind its leader serves old state anyway.
     pub(super) fn install(&self, path: &Path) -> io::Result<()> {
         self.mvcc.replace_with(path).map_err(io::Error::other)?;
-        let state = Recorded::load(&self.mvcc, self.min_lease_ttl)?;
-        self.metrics.lease_count.set(state.lessor.len() as i64);
-        *self.alarms.write() = state.alarms;
-        *self.members.write() = state.members;
-        *self.removed.write() = state.removed;
-        *self.auth.write() = state.auth;
-        *self.lessor.lock() = state.lessor;
-        self.set_applied(state.applied, Some(state.membership));
+        let Recorded { records, lessor } = Recorded::load(&self.mvcc, self.min_lease_ttl)?;
+        self.metrics.lease_count.set(lessor.len() as i64);
+        *self.alarms.write() = records.alarms;
+        *self.members.write() = records.members;
+        *self.removed.write() = records.removed;
+        *self.auth.write() = records.auth;
+        *self.lessor.lock() = lessor;
+        self.set_applied(records.applied, Some(records.membership));
         self.watch.restore(self.mvcc.current_revision());
         Ok(())
     }

@@ -524,7 +524,7 @@ fn quorum(n: usize) -> usize {
 }
 
 /// Every member of `membership` with its peer URLs, and what `published` knows of it.
-fn list(
+pub(crate) fn list(
     membership: &Membership<u64, BasicNode>,
     published: impl Fn(u64) -> Option<Member>,
 ) -> Vec<Member> {

@@ -17,6 +17,7 @@ pub mod log_store;
 pub mod membership;
 pub mod network;
 pub mod peer_service;
+pub(crate) mod records;
 pub mod state_machine;
 pub mod wire;
 

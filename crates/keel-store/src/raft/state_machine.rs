@@ -20,8 +20,9 @@ use keel_mvcc::{BackendView, SnapshotRow, SnapshotTable, SnapshotWriter};
 use openraft::storage::{EntryResponder, RaftSnapshotBuilder, RaftStateMachine};
 use openraft::{EntryPayload, OptionalSend};
 
-use super::apply::{Applier, META_APPLIED, META_MEMBERSHIP, StoredMembership, decode_membership};
+use super::apply::Applier;
 use super::codec::{self, LogId};
+use super::records::{META_APPLIED, META_MEMBERSHIP, StoredMembership, decode_membership};
 use super::{Applied, KeelRaft};
 use crate::data_dir::DataDir;
 
