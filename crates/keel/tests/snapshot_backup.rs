@@ -4,13 +4,20 @@
 //! revision, that `etcdutl snapshot status` reads; `keel snapshot status` checks every file
 //! against the manifest and names a damaged or missing one; a second save into the same
 //! folder is refused.
+//!
+//! `keel snapshot restore`: a backup of `keel up --events-store` (both stores) saved, the
+//! folder wiped, restored and started again holds every object of the backup and nothing
+//! written after it; its revisions moved a billion past the backup's, so a new write is
+//! above any resourceVersion handed out before, and a watch or an Exact list from an old
+//! resourceVersion answers 410 Gone. A backup with a damaged or missing file, or a target
+//! that is not empty, is refused and nothing is changed.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-use keel_testkit::kube::Kube;
+use keel_testkit::kube::{Kube, Stack};
 use keel_testkit::{Flavor, Server, keel_bin};
 
 /// Runs `keel snapshot ARGS`.
@@ -20,6 +27,20 @@ fn snapshot(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run keel snapshot")
+}
+
+/// `keel snapshot save DIR FLAGS`, which must succeed: the manifest it wrote.
+fn save(dir: &Path, flags: &[&str]) -> Value {
+    let mut args = vec!["save".to_string(), dir.display().to_string()];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = snapshot(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
 }
 
 /// `etcdutl snapshot status FILE -w json`.
@@ -69,15 +90,7 @@ fn a_backup_of_keel_apiserver_on_two_etcd_stores_holds_both() {
     let dir = kube.scratch.join("backup");
     let dir_arg = dir.display().to_string();
     let etcd_servers = format!("--etcd-servers={}", main.client_url);
-    let out = snapshot(&["save", &dir_arg, &etcd_servers, &overrides]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-
-    let manifest: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let manifest = save(&dir, &[&etcd_servers, &overrides]);
     let stores = manifest["stores"].as_array().expect("stores");
     let names: Vec<&str> = stores.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["main", "events"]);
@@ -148,4 +161,134 @@ fn a_store_that_cannot_be_reached_fails_the_save_and_writes_no_manifest() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot reach the store"), "{err}");
     assert!(!target.join("manifest.json").exists());
+}
+
+/// The resourceVersion of `kind/name` in `default`.
+fn rv(kube: &Kube, what: &str) -> i64 {
+    kube.kubectl_ok(&["get", what, "-o", "jsonpath={.metadata.resourceVersion}"])
+        .trim()
+        .parse()
+        .expect("a resourceVersion")
+}
+
+#[test]
+fn a_backup_of_keel_up_with_an_events_store_restores_both_stores_past_every_old_revision() {
+    let events_client = format!("http://127.0.0.1:{}", keel_testkit::free_port());
+    let events_peer = format!("http://127.0.0.1:{}", keel_testkit::free_port());
+    let events_flags = [
+        "--events-store".to_string(),
+        format!("--events-listen-client-urls={events_client}"),
+        format!("--events-listen-peer-urls={events_peer}"),
+    ];
+    let events_flags: Vec<&str> = events_flags.iter().map(String::as_str).collect();
+    let mut kube = Kube::start_with(Stack::Up, &events_flags);
+    write_objects(&kube);
+    let backed_up = rv(&kube, "configmap/c1");
+    let data = kube.scratch.join("keel.data");
+    let dir = kube.scratch.join("backup");
+    let dir_arg = dir.display().to_string();
+    let manifest = save(&dir, &[&format!("--data-dir={}", data.display())]);
+    let folders: Vec<&str> = manifest["stores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["folder"].as_str().unwrap())
+        .collect();
+    assert_eq!(folders, ["store", "events"]);
+    // Written after the backup: gone after the restore.
+    kube.kubectl_ok(&["create", "configmap", "after", "--from-literal=a=b"]);
+    let newest = rv(&kube, "configmap/after");
+    kube.kill();
+
+    // A damaged backup and a non-empty target are refused, and change nothing.
+    let restored = kube.scratch.join("restored");
+    let restored_arg = format!("--data-dir={}", restored.display());
+    std::fs::create_dir(&restored).unwrap();
+    std::fs::write(restored.join("keep"), b"x").unwrap();
+    let out = snapshot(&["restore", &dir_arg, &restored_arg]);
+    assert!(!out.status.success(), "a restore into a non-empty folder");
+    assert_eq!(std::fs::read(restored.join("keep")).unwrap(), b"x");
+    std::fs::remove_dir_all(&restored).unwrap();
+    let events_db = dir.join("events.db");
+    let good = std::fs::read(&events_db).unwrap();
+    let mut bad = good.clone();
+    bad[100] ^= 0xff;
+    std::fs::write(&events_db, &bad).unwrap();
+    let out = snapshot(&["restore", &dir_arg, &restored_arg]);
+    assert!(!out.status.success(), "a restore of a damaged backup");
+    assert!(
+        !restored.exists(),
+        "a refused restore left {}",
+        restored.display()
+    );
+    std::fs::write(&events_db, &good).unwrap();
+
+    let out = snapshot(&["restore", &dir_arg, &restored_arg]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kube = Kube::start_up_in_with(&restored, &events_flags);
+    assert_eq!(
+        rv(&kube, "configmap/c1"),
+        backed_up,
+        "an object keeps its resourceVersion"
+    );
+    assert!(
+        kube.kubectl_ok(&["get", "event", "e1", "-o", "name"])
+            .contains("e1")
+    );
+    assert!(
+        !kube
+            .kubectl(&["get", "configmap", "after"])
+            .status
+            .success(),
+        "an object written after the backup came back"
+    );
+    kube.kubectl_ok(&["create", "configmap", "new", "--from-literal=a=b"]);
+    let new = rv(&kube, "configmap/new");
+    assert!(
+        new > newest + 1_000_000_000 - 1_000,
+        "a new write at {new}, not past the revisions handed out before the restore ({newest})"
+    );
+    // Clients resuming from before the restore relist.
+    let watch = kube.kubectl_ok(&[
+        "get",
+        "--raw",
+        &format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={backed_up}&timeoutSeconds=2"
+        ),
+    ]);
+    assert!(
+        watch.contains("\"code\":410"),
+        "a watch from {backed_up}: {watch}"
+    );
+    let exact = kube.kubectl(&[
+        "get",
+        "--raw",
+        &format!(
+            "/api/v1/namespaces/default/configmaps?resourceVersion={backed_up}&resourceVersionMatch=Exact"
+        ),
+    ]);
+    assert!(
+        !exact.status.success(),
+        "an Exact list at {backed_up} after the restore"
+    );
+    let events_store = keel_testkit::etcdctl(
+        keel_testkit::CtlVersion::V35,
+        &events_client,
+        &[
+            "get".into(),
+            "/registry/events/".into(),
+            "--prefix".into(),
+            "--keys-only".into(),
+        ],
+        None,
+    );
+    assert!(
+        events_store.stdout.contains("/registry/events/default/e1"),
+        "{}",
+        events_store.stdout
+    );
 }

@@ -2,6 +2,7 @@
 //! etcd-format snapshots that `etcdctl` and `etcdutl` read, with a manifest naming them.
 
 mod manifest;
+mod restore;
 mod save;
 mod stores;
 
@@ -18,6 +19,9 @@ pub enum SnapshotCommand {
     /// Save a snapshot of every store (the main one and each --etcd-servers-overrides one)
     /// into DIR, with DIR/manifest.json naming them
     Save(SaveArgs),
+    /// Restore a backup folder (every store, into new data folders) or one etcd snapshot file
+    /// (into a keel store data folder, as etcdutl snapshot restore)
+    Restore(RestoreArgs),
     /// Check a backup: every store's file against DIR/manifest.json and its own trailing
     /// sha256, and print what each holds
     Status {
@@ -47,6 +51,40 @@ pub struct SaveArgs {
     data_dir: Option<PathBuf>,
 }
 
+/// `keel snapshot restore`'s flags: etcdutl's, and etcd 3.6's revision bump.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// A backup folder (with a manifest.json) or one etcd snapshot file
+    source: PathBuf,
+    /// The folder to restore into: must not exist or be empty. For a backup of keel up, the
+    /// new keel up folder; for other backups, one keel store data folder per store inside it
+    #[arg(long)]
+    data_dir: PathBuf,
+    /// The member's name
+    #[arg(long, default_value = "default")]
+    name: String,
+    /// The initial cluster (name=peer-url,...) of a single snapshot file's restore
+    #[arg(long, default_value = "default=http://localhost:2380")]
+    initial_cluster: String,
+    /// The cluster token
+    #[arg(long, default_value = "etcd-cluster")]
+    initial_cluster_token: String,
+    /// The member's peer URLs (a keel up store: keel up's, http://127.0.0.1:2380)
+    #[arg(long)]
+    initial_advertise_peer_urls: Option<String>,
+    /// Accept a snapshot without its trailing sha256 (a db file copied from a data folder)
+    #[arg(long)]
+    skip_hash_check: bool,
+    /// Start the revision this far past the snapshot's (default for a backup folder:
+    /// 1000000000, with --mark-compacted; for one file: 0, as etcdutl)
+    #[arg(long)]
+    bump_revision: Option<u64>,
+    /// Mark every revision up to the bumped one compacted, so clients resuming from an older
+    /// resourceVersion get 410 Gone and relist (needs --bump-revision > 0)
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    mark_compacted: Option<bool>,
+}
+
 /// Runs a `keel snapshot` subcommand.
 pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
     match command {
@@ -69,6 +107,46 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
                 "backup complete: {}; restore with: keel snapshot restore {} --data-dir NEW_FOLDER",
                 args.dir.join(manifest::MANIFEST).display(),
                 args.dir.display()
+            );
+            Ok(())
+        }
+        SnapshotCommand::Restore(args) => {
+            let backup = args.source.join(manifest::MANIFEST).exists();
+            let default_bump = if backup { restore::DEFAULT_BUMP } else { 0 };
+            let bump = args.bump_revision.unwrap_or(default_bump);
+            let mut opts = keel_store::exchange::RestoreOptions {
+                data_dir: Some(args.data_dir.clone()),
+                name: args.name.clone(),
+                initial_cluster: args.initial_cluster.clone(),
+                initial_cluster_token: args.initial_cluster_token.clone(),
+                skip_hash_check: args.skip_hash_check,
+                bump_revision: bump,
+                mark_compacted: args.mark_compacted.unwrap_or(bump > 0),
+                ..Default::default()
+            };
+            if backup {
+                return restore::restore_backup(
+                    &args.source,
+                    &args.data_dir,
+                    &opts,
+                    args.initial_advertise_peer_urls.as_deref(),
+                );
+            }
+            if let Some(urls) = &args.initial_advertise_peer_urls {
+                opts.initial_advertise_peer_urls = urls.clone();
+            }
+            let restored = keel_store::exchange::restore(&args.source, &opts)?;
+            eprintln!(
+                "restored revision {} (compacted up to {}), {} leases into {}; start it with: \
+                 keel store --data-dir {} --name {} --initial-cluster {} --initial-advertise-peer-urls {}",
+                restored.revision,
+                restored.compact_revision,
+                restored.leases,
+                restored.data_dir.display(),
+                restored.data_dir.display(),
+                opts.name,
+                opts.initial_cluster,
+                opts.initial_advertise_peer_urls
             );
             Ok(())
         }
