@@ -5,7 +5,7 @@
 //! table), [`server`] (request -> proposal -> apply -> response), [`config`] (etcd's flags),
 //! [`metrics`] (etcd's metric names), [`lease`] (the lessor: grants, keepalives, expiry and
 //! remaining TTLs that survive restarts), [`auth`] (users and roles), [`compactor`] (auto
-//! compaction) and [`exchange`] (snapshots in etcd's format: export, restore).
+//! compaction) and [`exchange`] (snapshots in etcd's format: export, restore, rewrite).
 //!
 //! Embed a store with [`StoreHandle::start`].
 

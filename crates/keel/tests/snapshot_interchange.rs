@@ -5,7 +5,9 @@
 //!   `restore`, and an etcd serving the same keys and leases;
 //! - etcd → keel: a snapshot saved from etcd restored by `keel_store::exchange::restore`
 //!   and served by `keel store`, also with a revision bump, and refused when damaged or
-//!   aimed at a data directory in use.
+//!   aimed at a data directory in use;
+//! - `keel_store::exchange::rewrite` of an etcd snapshot with a revision bump, restored by
+//!   etcdutl 3.5.1 and served by etcd at the bumped revision with the past compacted.
 //!
 //! Every store gets the same writes: overwrites, deletes, a 100 KiB value, three leased keys
 //! on two leases, and 6,000 rows from bulk txns, so the `key` bucket's tree has leaf, branch
@@ -16,7 +18,7 @@ use std::path::{Path, PathBuf};
 use keel_proto::etcdserverpb::kv_client::KvClient;
 use keel_proto::etcdserverpb::request_op::Request;
 use keel_proto::etcdserverpb::{PutRequest, RequestOp, TxnRequest};
-use keel_store::exchange::{RestoreError, RestoreOptions, restore};
+use keel_store::exchange::{RestoreError, RestoreOptions, restore, rewrite};
 use keel_testkit::snapshot::{etcdutl35, json_i64, put_leased, restore_into_etcd, seed, status};
 use keel_testkit::{Flavor, Server, ServerOpts, ctl, ctl_ok};
 use serde_json::Value;
@@ -273,4 +275,23 @@ fn a_bumped_restore_into_keel_compacts_the_past() {
     assert_eq!(restored.compact_revision, latest + BUMP);
     let keel = started_on(Flavor::Keel, data);
     check_bumped(&keel, &before, latest);
+}
+
+#[test]
+fn a_rewritten_snapshot_restores_into_etcd_with_the_past_compacted() {
+    let test = "a_rewritten_snapshot_restores_into_etcd_with_the_past_compacted";
+    let Some(utl) = etcdutl35(test) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (snapshot, before, latest) = saved_etcd(dir.path());
+
+    let bumped = dir.path().join("bumped.snap");
+    let rewritten = rewrite(&snapshot, &bumped, BUMP as u64, true).unwrap();
+    assert_eq!(rewritten.revision, latest + BUMP);
+    // The same entries, and the two compaction revisions etcd had not written.
+    let st = status(&utl, &bumped);
+    assert_eq!(json_i64(&st["totalKey"]), entries(&snapshot) + 2, "{st}");
+    assert_eq!(json_i64(&st["totalSize"]), rewritten.file_size as i64 - 32);
+
+    let etcd = restore_into_etcd(&utl, &bumped, dir.path().join("etcd"));
+    check_bumped(&etcd, &before, latest);
 }

@@ -7,6 +7,8 @@
 //!   `etcdutl snapshot restore` turns into a data directory a real etcd serves.
 //! - [`restore`]: a new keel store data directory from an etcd snapshot file (saved from a
 //!   real etcd or from keel), with etcdutl's options and etcd 3.6's revision bump.
+//! - [`rewrite`]: an etcd snapshot to an etcd snapshot with its revisions bumped and
+//!   compaction marked, in a form etcd 3.5.1's restore serves right.
 //!
 //! `schema` holds etcd's bucket and key names and value encodings; `sealed` the trailing
 //! sha256; `source` opens and reads an etcd database, `import` writes it as a keel backend
@@ -23,14 +25,23 @@
 //! at: its last `key` row's, or a newer compaction's.
 //!
 //! etcd 3.6 records the bump as an empty-value `key` row at the new revision plus a
-//! `scheduledCompactRev`. A restore into keel writes the bumped revisions into its backend
-//! (the compaction at the new revision, left for the store to finish after it opens); rows
-//! of an empty key (etcd 3.6's mark) are not keys and are left out.
+//! `scheduledCompactRev`. etcd 3.5.1 reads that row as a key with an empty name (its index
+//! keeps it for good) and takes its revision only from the last row and
+//! `finishedCompactRev`, so [`rewrite`] writes the bump as the compaction alone:
+//! `scheduledCompactRev` and `finishedCompactRev` both at the new revision, which both
+//! etcd 3.5.1 and 3.6 take as their revision and compaction point, with no row added. The
+//! superseded rows stay in the file until the next compaction removes them, and
+//! `etcdutl snapshot status`, which reports the last row's revision, shows the revision
+//! from before the bump. A restore into
+//! keel writes the same revisions into its backend and leaves the compaction for the store
+//! to finish after it opens; rows of an empty key (etcd 3.6's mark) are not keys and are
+//! left out.
 
 mod error;
 mod export;
 mod import;
 mod restore;
+mod rewrite;
 mod schema;
 mod sealed;
 mod source;
@@ -38,6 +49,7 @@ mod source;
 pub use error::{ExportError, RestoreError};
 pub use export::{Exported, export};
 pub use restore::{RestoreOptions, Restored, restore};
+pub use rewrite::{Rewritten, rewrite};
 
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@
 //! without it (a database copied from a data directory) needs that flag.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -52,9 +52,7 @@ pub fn verify(path: &Path, skip_hash_check: bool) -> Result<u64, RestoreError> {
 }
 
 /// Appends the sha256 of the file at `path` (a database) to it and makes it durable.
-#[cfg(test)]
 pub fn seal(path: &Path) -> std::io::Result<()> {
-    use std::io::Write;
     let mut file = File::options().read(true).append(true).open(path)?;
     let mut hasher = Sha256::new();
     std::io::copy(&mut file, &mut hasher)?;

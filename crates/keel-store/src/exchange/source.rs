@@ -78,6 +78,11 @@ impl Source {
         })
     }
 
+    /// The database.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
     /// An error naming this file.
     pub fn schema_error(&self, reason: impl Into<String>) -> RestoreError {
         RestoreError::Schema {

@@ -1,5 +1,5 @@
-//! Round trips through the etcd format without servers: a backend exported and restored,
-//! and every refusal leaving nothing behind. The end-to-end tests against a real
+//! Round trips through the etcd format without servers: a backend exported, restored and
+//! rewritten, and every refusal leaving nothing behind. The end-to-end tests against a real
 //! etcd 3.5.1 are in the keel crate (`tests/snapshot_interchange.rs`).
 
 use std::path::{Path, PathBuf};
@@ -178,6 +178,36 @@ fn a_bumped_restore_starts_past_the_snapshot_with_everything_before_compacted() 
 }
 
 #[test]
+fn a_rewritten_snapshot_is_served_at_the_bumped_revision() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = source_store(tmp.path());
+    let snap = snapshot_of(&src, tmp.path());
+    let latest = src.current_revision();
+    let out = tmp.path().join("bumped.db");
+    let rewritten = rewrite(&snap, &out, 10, true).unwrap();
+    assert_eq!(rewritten.revision, latest + 10);
+    assert_eq!(rewritten.compact_revision, latest + 10);
+    assert_eq!(rewritten.file_size, std::fs::metadata(&out).unwrap().len());
+    // A plain copy is the same database with a fresh hash.
+    let copy = tmp.path().join("copy.db");
+    let copied = rewrite(&snap, &copy, 0, false).unwrap();
+    assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(&snap).unwrap());
+    assert_eq!(copied.revision, latest);
+
+    let restored = restore(&out, &options(&tmp.path().join("r"))).unwrap();
+    assert_eq!(restored.revision, latest + 10);
+    let got = open_restored(&restored);
+    assert_eq!(got.current_revision(), latest + 10);
+    assert_eq!(got.compact_revision(), latest + 10);
+    assert!(matches!(all(&got, latest), Err(MvccError::Compacted)));
+    assert_eq!(all(&got, 0).unwrap().kvs, all(&src, 0).unwrap().kvs);
+    assert!(matches!(
+        rewrite(&snap, &out, 10, false),
+        Err(RestoreError::BumpWithoutMark)
+    ));
+}
+
+#[test]
 fn refused_restores_leave_nothing_behind() {
     let tmp = tempfile::tempdir().unwrap();
     let src = source_store(tmp.path());
@@ -242,4 +272,32 @@ fn refused_restores_leave_nothing_behind() {
         all(&open_restored(&restored), 0).unwrap(),
         all(&src, 0).unwrap()
     );
+}
+
+#[test]
+fn a_snapshot_with_authentication_enabled_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = source_store(tmp.path());
+    let plain = tmp.path().join("plain.db");
+    export(&src.view().unwrap(), &plain, "3.5.13").unwrap();
+    // The same database with `authEnabled` set, as etcd writes it on `auth enable`.
+    let db = keel_bbolt::Db::open(&plain).unwrap();
+    let enabled = tmp.path().join("enabled.db");
+    let mut w = keel_bbolt::Writer::create(&enabled).unwrap();
+    for name in db.buckets().unwrap() {
+        w.begin_bucket(&name).unwrap();
+        if name == schema::AUTH {
+            w.put(schema::AUTH_ENABLED, &[1]).unwrap();
+        }
+        for pair in db.entries(&name).unwrap() {
+            let (k, v) = pair.unwrap();
+            w.put(&k, &v).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    sealed::seal(&enabled).unwrap();
+    let target = tmp.path().join("r");
+    let err = restore(&enabled, &options(&target)).unwrap_err();
+    assert!(matches!(err, RestoreError::AuthEnabled), "{err}");
+    assert!(!target.exists());
 }
