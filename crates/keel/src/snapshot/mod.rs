@@ -22,6 +22,10 @@ pub enum SnapshotCommand {
     /// Restore a backup folder (every store, into new data folders) or one etcd snapshot file
     /// (into a keel store data folder, as etcdutl snapshot restore)
     Restore(RestoreArgs),
+    /// Write an etcd snapshot with its revisions bumped and compaction marked, for
+    /// `etcdutl snapshot restore` (3.5) to restore into an etcd that never serves an old
+    /// revision again
+    Rewrite(RewriteArgs),
     /// Check a backup: every store's file against DIR/manifest.json and its own trailing
     /// sha256, and print what each holds
     Status {
@@ -83,6 +87,21 @@ pub struct RestoreArgs {
     /// resourceVersion get 410 Gone and relist (needs --bump-revision > 0)
     #[arg(long, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     mark_compacted: Option<bool>,
+}
+
+/// `keel snapshot rewrite`'s arguments.
+#[derive(Debug, Args)]
+pub struct RewriteArgs {
+    /// The etcd snapshot to read
+    input: PathBuf,
+    /// The snapshot to write (replaced if it exists)
+    output: PathBuf,
+    /// Move the revision this far past the snapshot's
+    #[arg(long)]
+    bump_revision: u64,
+    /// Mark every revision up to the bumped one compacted
+    #[arg(long)]
+    mark_compacted: bool,
 }
 
 /// Runs a `keel snapshot` subcommand.
@@ -147,6 +166,22 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
                 opts.name,
                 opts.initial_cluster,
                 opts.initial_advertise_peer_urls
+            );
+            Ok(())
+        }
+        SnapshotCommand::Rewrite(args) => {
+            let rewritten = keel_store::exchange::rewrite(
+                &args.input,
+                &args.output,
+                args.bump_revision,
+                args.mark_compacted,
+            )?;
+            eprintln!(
+                "wrote {} at revision {} (compacted up to {}); restore it with: etcdutl snapshot restore {}",
+                args.output.display(),
+                rewritten.revision,
+                rewritten.compact_revision,
+                args.output.display()
             );
             Ok(())
         }
