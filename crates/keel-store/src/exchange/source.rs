@@ -16,6 +16,19 @@ pub(super) struct Source {
     db: Db,
 }
 
+/// The revision the etcd snapshot file `snapshot` is served at: its last `key` row's, or a
+/// newer compaction's (as after a rewrite). Its trailing sha256 is not checked here.
+pub fn revision(snapshot: &Path) -> Result<i64, RestoreError> {
+    let source = Source::open(snapshot, true)?;
+    let meta = source.bucket(schema::META)?;
+    let found = SourceRevisions {
+        last_row: source.for_each_row(|_, _, _| Ok(()))?,
+        scheduled: source.compact_rev(&meta, schema::SCHEDULED_COMPACT_REV)?,
+        finished: source.compact_rev(&meta, schema::FINISHED_COMPACT_REV)?,
+    };
+    Ok(found.latest())
+}
+
 /// The revisions a snapshot is served at, and a bump of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct SourceRevisions {

@@ -93,7 +93,7 @@ fn check(path: &Path, name: &str) -> anyhow::Result<(u64, String, i64)> {
             "the {name} store's snapshot fails its trailing sha256 (the stream was damaged); try again"
         );
     }
-    let revision = snapshot_revision(path)
+    let revision = keel_store::exchange::revision(path)
         .with_context(|| format!("the {name} store's snapshot is not an etcd-format database"))?;
     Ok((size, sha256, revision))
 }
@@ -150,20 +150,4 @@ async fn stream(channel: Channel, path: &PathBuf, name: &str) -> anyhow::Result<
     out.sync_all()?;
     bar.finish();
     Ok(())
-}
-
-/// The revision of an etcd-format snapshot: the main revision of the last row of its `key`
-/// bucket (rows are keyed by revision).
-pub fn snapshot_revision(path: &Path) -> anyhow::Result<i64> {
-    let db = keel_bbolt::Db::open(path)?;
-    let mut last = None;
-    for row in db.entries(b"key")? {
-        last = Some(row?.0);
-    }
-    let key = last.unwrap_or_default();
-    let main: [u8; 8] = key
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .unwrap_or_default();
-    Ok(i64::from_be_bytes(main))
 }
