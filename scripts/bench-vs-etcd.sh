@@ -26,6 +26,13 @@
 #                   and single-key ranges (same conns/clients, half each) for 5 s, then one
 #                   physical Compact to the latest revision under that load; p99 of each during
 #                   the compaction, and how long the compaction took
+#   snapshot      : fresh servers, load 1M sequential keys of 256 B; `etcdctl snapshot save` from
+#                   each server (the Snapshot RPC alone: time, the server's VmRSS growth while
+#                   it streams); each project's own tools: `etcdctl snapshot save` and `etcdutl
+#                   snapshot restore` on etcd, `keel snapshot save --etcd-servers` and `keel
+#                   snapshot restore` (a billion-revision bump, marked compacted) on keel: wall
+#                   time and the tool's peak RSS (GNU time); then a server started on each
+#                   restored folder must serve every key loaded
 # Every row also gets the server's CPU per request: utime + stime of the server process (all
 # members for the cluster rows) from /proc/PID/stat over the benchmark, divided by the requests
 # it answered (events delivered for watch), in µs; independent of the load generator's speed.
@@ -35,7 +42,7 @@
 # Usage: scripts/bench-vs-etcd.sh [--quick] [--runs N] [--only LIST] [--skip-keel] [--no-build] [--keep]
 #   --quick      totals 10x smaller (smoke run; the watch test puts 500 times instead of 2,000)
 #   --only LIST  run only these groups, comma separated: kv (put, txn-put, range), memory, watch,
-#                lease, cluster, compact (default: all); e.g. --only watch,lease
+#                lease, cluster, compact, snapshot (default: all); e.g. --only watch,lease
 #   --runs N     repeat everything N times and report medians (default 1)
 #   --skip-keel  benchmark etcd only (also: SKIP_KEEL=1)
 #   --no-build   use the binaries already in target/release
@@ -54,7 +61,7 @@ BUILD=1
 KEEP=0
 CONNS=${CONNS:-8}
 CLIENTS=${CLIENTS:-64}
-ONLY=kv,memory,watch,lease,cluster,compact
+ONLY=kv,memory,watch,lease,cluster,compact,snapshot
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "bench-vs-etcd: $*" >&2; exit 1; }
@@ -65,7 +72,7 @@ while [[ $# -gt 0 ]]; do
         --quick) QUICK=1 ;;
         --runs) [[ $# -ge 2 && "$2" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number"; RUNS=$2; shift ;;
         --runs=*) RUNS=${1#--runs=}; [[ "$RUNS" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number" ;;
-        --only) [[ $# -ge 2 ]] || die "--only needs a list (kv,memory,watch,lease,cluster,compact)"; ONLY=$2; shift ;;
+        --only) [[ $# -ge 2 ]] || die "--only needs a list (kv,memory,watch,lease,cluster,compact,snapshot)"; ONLY=$2; shift ;;
         --only=*) ONLY=${1#--only=} ;;
         --skip-keel) SKIP_KEEL=1 ;;
         --no-build) BUILD=0 ;;
@@ -78,8 +85,8 @@ done
 
 for group in ${ONLY//,/ }; do
     case "$group" in
-        kv|memory|watch|lease|cluster|compact) ;;
-        *) die "--only: unknown group '$group' (expected kv, memory, watch, lease, cluster, compact)" ;;
+        kv|memory|watch|lease|cluster|compact|snapshot) ;;
+        *) die "--only: unknown group '$group' (expected kv, memory, watch, lease, cluster, compact, snapshot)" ;;
     esac
 done
 # wants GROUP : whether --only selected GROUP.
@@ -137,6 +144,7 @@ fi
 # shellcheck source=lib/stacks.sh
 source "$ROOT/scripts/lib/stacks.sh"
 ETCDCTL="$ETCD_PKG/etcdbin/etcdctl"
+ETCDUTL="$ETCD_PKG/etcdbin/etcdutl"
 
 # --- servers --------------------------------------------------------------------------------
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bench-vs-etcd.XXXXXX")
@@ -169,7 +177,12 @@ start_server() {
     cport=$(free_port)
     pport=$(free_port)
     launch "$name" "$dir" "$cport" "$pport" "$name=http://127.0.0.1:$pport" "$@"
-    local i
+    await_server "$name" "$dir"
+}
+
+# await_server NAME DIR : waits until the server NAME launched in DIR answers.
+await_server() {
+    local name=$1 dir=$2 i
     for i in $(seq 120); do
         if ! kill -0 "${PID[$name]}" 2>/dev/null; then
             tail -n 20 "$dir/log" >&2
@@ -373,6 +386,84 @@ count_keys() {
     [[ "$count" =~ ^[0-9]+$ ]] && echo "$count" || echo fail
 }
 
+# timed "TEST..." SERVER CMD... : runs CMD (a snapshot tool) once under GNU time: its wall
+# time (time_s) and peak RSS (tool_mib), and the growth of SERVER's VmRSS while it runs over its
+# lowest value (server_mib, sampled every 100 ms), recorded under each TEST. A failed CMD
+# records fail.
+timed() {
+    local tests=$1 server=$2
+    shift 2
+    local out="$WORK/timed-${tests// /-}-$server" status="/proc/${PID[$server]}/status" sampler
+    local rc=0 secs kib grew test
+    say "${tests%% *} against $server: $*"
+    (while :; do awk '$1 == "VmRSS:" {print $2}' "$status" 2>/dev/null; sleep 0.1; done) >"$out.rss" &
+    sampler=$!
+    /usr/bin/time -f '%e %M' -o "$out.time" "$@" >>"$WORK/snapshot-tools.log" 2>&1 || rc=$?
+    kill "$sampler" 2>/dev/null || true
+    wait "$sampler" 2>/dev/null || true
+    if [[ $rc != 0 ]]; then
+        say "  failed (exit $rc): $(tail -n 3 "$WORK/snapshot-tools.log" | tr '\n' ' ')"
+        for test in $tests; do
+            record "$test" "$server" time_s fail
+            record "$test" "$server" tool_mib fail
+        done
+        return 0
+    fi
+    read -r secs kib <"$out.time"
+    grew=$(sort -n "$out.rss" | awk 'NR == 1 {lo = $1} {hi = $1} END {print (hi - lo) / 1024}')
+    for test in $tests; do
+        record "$test" "$server" time_s "$secs"
+        record "$test" "$server" tool_mib "$((kib / 1024))"
+        record "$test" "$server" server_mib "$grew"
+    done
+    say "  ${secs} s, tool peak RSS $((kib / 1024)) MiB, server VmRSS +${grew} MiB"
+}
+
+# mib FILE : the size of FILE in MiB.
+mib() { python3 -c "import os, sys; print(os.path.getsize(sys.argv[1]) / 2**20)" "$1"; }
+
+# snapshot_round RUN SERVER : saves SERVER's keys with etcdctl and with its project's tool,
+# restores them with its project's tool, starts a server on the restored folder and counts the
+# keys it serves.
+snapshot_round() {
+    local run=$1 server=$2 dir="$WORK/snapshot-$2-$1" file backup restored cport pport
+    mkdir -p "$dir"
+    # etcd's own save is this etcdctl run.
+    local tests=snap-rpc
+    [[ $server == etcd ]] && tests="snap-rpc snap-save"
+    timed "$tests" "$server" env ETCDCTL_API=3 "$ETCDCTL" --endpoints "${EP[$server]}" \
+        --command-timeout 600s snapshot save "$dir/etcdctl.db"
+    cport=$(free_port)
+    pport=$(free_port)
+    restored="$WORK/restored-$server-$run"
+    local member=(--name restored --initial-cluster "restored=http://127.0.0.1:$pport"
+        --initial-advertise-peer-urls "http://127.0.0.1:$pport")
+    if [[ $server == etcd ]]; then
+        file="$dir/etcdctl.db"
+        timed snap-restore etcd "$ETCDUTL" snapshot restore "$file" --data-dir "$restored/data" "${member[@]}"
+    else
+        backup="$dir/backup"
+        timed snap-save keel "$KEEL" snapshot save "$backup" --etcd-servers "http://${EP[keel]}"
+        file="$backup/main.db"
+        timed snap-restore keel "$KEEL" snapshot restore "$backup" --data-dir "$restored/folder" "${member[@]}"
+        mv "$restored/folder/main" "$restored/data" 2>/dev/null || true
+    fi
+    if [[ -f "$file" ]]; then record snap-save "$server" size_mib "$(mib "$file")"; fi
+    if [[ -d "$restored/data" ]]; then
+        if [[ $server == etcd ]]; then
+            launch restored "$restored" "$cport" "$pport" "restored=http://127.0.0.1:$pport" "$ETCD"
+        else
+            launch restored "$restored" "$cport" "$pport" "restored=http://127.0.0.1:$pport" "$KEEL" store
+        fi
+        await_server restored "$restored"
+        record snap-restore "$server" keys "$(count_keys restored)"
+        stop_server restored
+    else
+        record snap-restore "$server" keys fail
+    fi
+    rm -rf "$dir" "$restored"
+}
+
 # order RUN : the servers in the order to benchmark them; odd runs start with etcd, even runs with
 # keel, so neither always enjoys the warmer machine (use --runs 2 or more for a fair median).
 order() {
@@ -488,6 +579,17 @@ for run in $(seq "$RUNS"); do
         done
         stop_all
     fi
+
+    # Snapshots: fresh servers holding exactly the loaded keys.
+    if wants snapshot; then
+        start_all "snap$run"
+        for server in $(order "$run"); do
+            bench "$run" snap-load "$server" "${COMMON[@]}" put --total "$LOAD" --key-size 8 \
+                --val-size 256 --key-space-size "$LOAD" --sequential-keys
+        done
+        for server in $(order "$run"); do snapshot_round "$run" "$server"; done
+        stop_all
+    fi
 done
 
 # --- table ----------------------------------------------------------------------------------
@@ -560,6 +662,17 @@ rows += [
     ("compact", "baseline_range_p99_ms", "compaction: range p99 before it, same load (ms ↓)", 2),
     ("compact", "put_throughput", "compaction: puts during the compaction (req/s ↑)", 0),
     ("compact", "range_throughput", "compaction: ranges during the compaction (req/s ↑)", 0),
+]
+
+rows += [
+    ("snap-rpc", "time_s", f"snapshot: `etcdctl snapshot save` of {human(load)} keys × 256 B from each server (s ↓)", 1),
+    ("snap-rpc", "server_mib", "snapshot: the server's VmRSS growth while it streams (MiB ↓)", 0),
+    ("snap-save", "time_s", "snapshot save with each project's tool: `etcdctl snapshot save` / `keel snapshot save` (s ↓)", 1),
+    ("snap-save", "tool_mib", "snapshot save: the tool's peak RSS (MiB ↓)", 0),
+    ("snap-save", "size_mib", "snapshot size (MiB ↓)", 0),
+    ("snap-restore", "time_s", "snapshot restore: `etcdutl snapshot restore` / `keel snapshot restore` (s ↓)", 1),
+    ("snap-restore", "tool_mib", "snapshot restore: the tool's peak RSS (MiB ↓)", 0),
+    ("snap-restore", "keys", "keys served from the restored folder (must be the keys loaded)", 0),
 ]
 
 def median(test, server, metric):

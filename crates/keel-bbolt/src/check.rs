@@ -8,9 +8,11 @@
 //!   twice), or both reached and listed as free, or listed free twice;
 //! - a page of the wrong type where a branch or leaf belongs, a header naming another page,
 //!   an element whose key or value lies outside its page, an empty key;
-//! - keys that do not strictly ascend within a page and across the pages of a bucket, and a
-//!   branch key that differs from the first key of the page it points at;
-//! - a root-bucket entry that is not a bucket, a bucket value too short for its header;
+//! - keys that do not strictly ascend within a page and across the pages of a bucket, and
+//!   keys of a page outside the range its branch element gives it (from its key to the next
+//!   one's, as bbolt 1.3.7's check bounds them);
+//! - a root-bucket entry that is not a bucket, a bucket value too short for its header, and a
+//!   bucket inside a bucket (etcd's schema has none, so the walk never goes below one level);
 //! - when the file stores its freelist, a page below the high-water mark that is neither
 //!   reached nor free (when it does not, such pages are the free ones, as bbolt reads them);
 //! - an invalid meta page (the file still opens through the other one).
@@ -161,23 +163,20 @@ impl Checker<'_> {
 
     /// Checks one bucket's tree; `root_bucket` says whether its entries must be buckets.
     fn bucket(&mut self, root: Root, root_bucket: bool, depth: usize) -> Result<(), Error> {
-        if depth > MAX_DEPTH {
-            self.problem(format!("buckets nested deeper than {MAX_DEPTH} levels"));
-            return Ok(());
-        }
         let mut prev = None;
+        let all = Bounds::default();
         match root {
-            Root::Inline(page) => self.elements(&page, None, &mut prev, root_bucket, depth),
-            Root::Page(id) => self.visit(id, None, &mut prev, root_bucket, depth),
+            Root::Inline(page) => self.elements(&page, all, &mut prev, root_bucket, depth),
+            Root::Page(id) => self.visit(id, all, &mut prev, root_bucket, depth),
         }
     }
 
-    /// Checks page `id`, reached from a branch element with key `parent_key` (none at a root),
-    /// and the pages below it.
+    /// Checks page `id`, whose keys must lie within `bounds` (its branch element's key and
+    /// the next one's), and the pages below it.
     fn visit(
         &mut self,
         id: u64,
-        parent_key: Option<&[u8]>,
+        bounds: Bounds<'_>,
         prev: &mut Option<Vec<u8>>,
         root_bucket: bool,
         depth: usize,
@@ -202,51 +201,53 @@ impl Checker<'_> {
             self.problem(format!("page {id}: invalid type: {kind}"));
             return Ok(());
         }
-        self.elements(&page, parent_key, prev, root_bucket, depth)
+        self.elements(&page, bounds, prev, root_bucket, depth)
     }
 
-    /// Checks the elements of `page` (and, for a branch, its children).
+    /// Checks the elements of `page` (and, for a branch, its children): keys within
+    /// `bounds`, ascending across the bucket (`prev`, the last key seen); a root-bucket
+    /// entry must be a bucket, and no other entry may be one (etcd's schema nests none).
     fn elements(
         &mut self,
         page: &Page,
-        parent_key: Option<&[u8]>,
+        bounds: Bounds<'_>,
         prev: &mut Option<Vec<u8>>,
         root_bucket: bool,
         depth: usize,
     ) -> Result<(), Error> {
         let id = page.id;
-        if page.header.count == 0 && (page.is_branch() || parent_key.is_some()) {
-            let kind = page_type(page.header.flags);
-            self.problem(format!("page {id}: an empty {kind} page below a branch"));
-        }
-        let mut last_branch_key: Option<&[u8]> = None;
+        let mut elements = Vec::with_capacity(usize::from(page.header.count));
         for i in 0..usize::from(page.header.count) {
-            let e = match page.element(i) {
-                Ok(e) => e,
+            match page.element(i) {
+                Ok(e) => elements.push(e),
                 Err(e) => {
                     self.problem(e.to_string());
                     return Ok(());
                 }
-            };
+            }
+        }
+        for (i, e) in elements.iter().enumerate() {
+            if self.problems.len() >= MAX_PROBLEMS {
+                return Ok(());
+            }
             let key = show(e.key);
             if e.key.is_empty() {
                 self.problem(format!("page {id}: element {i} has an empty key"));
             }
-            if i == 0
-                && let Some(parent) = parent_key
-                && parent != e.key
-            {
-                let parent = show(parent);
+            if let Some(bound) = bounds.outside(e.key) {
                 self.problem(format!(
-                    "page {id}: first key {key} differs from the branch key {parent} above it"
+                    "page {id}: key {key} lies outside the branch above it ({bound})"
                 ));
             }
             if page.is_branch() {
-                if last_branch_key.is_some_and(|k| k >= e.key) {
+                if i > 0 && elements[i - 1].key >= e.key {
                     self.problem(format!("page {id}: branch key {key} is out of order"));
                 }
-                last_branch_key = Some(e.key);
-                self.visit(e.child, Some(e.key), prev, root_bucket, depth + 1)?;
+                let child = Bounds {
+                    low: Some(e.key),
+                    high: elements.get(i + 1).map(|next| next.key).or(bounds.high),
+                };
+                self.visit(e.child, child, prev, root_bucket, depth + 1)?;
                 continue;
             }
             if let Some(p) = prev.as_deref()
@@ -256,15 +257,19 @@ impl Checker<'_> {
                 self.problem(format!("page {id}: key {key} does not sort after key {p}"));
             }
             *prev = Some(e.key.to_vec());
-            if root_bucket && e.flags & BUCKET_LEAF_FLAG == 0 {
-                self.problem(format!(
+            let is_bucket = e.flags & BUCKET_LEAF_FLAG != 0;
+            match (root_bucket, is_bucket) {
+                (true, false) => self.problem(format!(
                     "page {id}: root bucket entry {key} is not a bucket"
-                ));
-            } else if e.flags & BUCKET_LEAF_FLAG != 0 {
-                match Root::parse(e.value, id) {
+                )),
+                (true, true) => match Root::parse(e.value, id) {
                     Ok(root) => self.bucket(root, false, depth + 1)?,
                     Err(err) => self.problem(format!("bucket {key}: {err}")),
-                }
+                },
+                (false, true) => self.problem(format!(
+                    "page {id}: entry {key} is a bucket inside a bucket, which etcd's schema has none of"
+                )),
+                (false, false) => {}
             }
         }
         Ok(())
@@ -285,5 +290,26 @@ impl Checker<'_> {
                 self.problem(format!("page {id}: unreachable unfreed"));
             }
         }
+    }
+}
+
+/// The keys a page reached from a branch may hold: from its branch key (inclusive) to the
+/// next branch key (exclusive), as bbolt's own check bounds them.
+#[derive(Clone, Copy, Default)]
+struct Bounds<'a> {
+    low: Option<&'a [u8]>,
+    high: Option<&'a [u8]>,
+}
+
+impl Bounds<'_> {
+    /// The bound `key` breaks, if any.
+    fn outside(&self, key: &[u8]) -> Option<String> {
+        if let Some(low) = self.low.filter(|low| key < *low) {
+            return Some(format!("at least {}", show(low)));
+        }
+        if let Some(high) = self.high.filter(|high| key >= *high) {
+            return Some(format!("below {}", show(high)));
+        }
+        None
     }
 }

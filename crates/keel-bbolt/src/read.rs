@@ -239,13 +239,16 @@ impl Db {
             });
         }
         let ps = self.page_size as u64;
-        let offset = id * ps;
-        if offset + ps > self.len {
-            return Err(Error::Truncated {
-                page: id,
-                len: self.len,
-            });
-        }
+        let truncated = || Error::Truncated {
+            page: id,
+            len: self.len,
+        };
+        let Some(offset) = id
+            .checked_mul(ps)
+            .filter(|o| o.saturating_add(ps) <= self.len)
+        else {
+            return Err(truncated());
+        };
         let mut head = [0u8; PAGE_HEADER_SIZE];
         self.file.read_exact_at(&mut head, offset)?;
         let header = PageHeader::decode(&head);
@@ -255,19 +258,18 @@ impl Db {
                 format!("its header names page {}", header.id),
             ));
         }
-        let last = id + u64::from(header.overflow);
+        // Below the high-water mark (a u64 page count), so neither sum nor product overflows
+        // once the span is checked against the file's length.
+        let last = id.saturating_add(u64::from(header.overflow));
         if last >= high_water {
             return Err(Error::OutOfRange {
                 page: last,
                 high_water,
             });
         }
-        let span = (u64::from(header.overflow) + 1) * ps;
-        if offset + span > self.len {
-            return Err(Error::Truncated {
-                page: id,
-                len: self.len,
-            });
+        let span = (u64::from(header.overflow) + 1).saturating_mul(ps);
+        if offset.saturating_add(span) > self.len {
+            return Err(truncated());
         }
         let mut bytes = vec![0u8; span as usize];
         self.file.read_exact_at(&mut bytes, offset)?;

@@ -300,3 +300,16 @@ fn page_headers_and_metas_encode_as_read() {
     assert_eq!(read.checksum, meta.sum64());
     assert_eq!(read.validate(), Ok(()));
 }
+
+#[test]
+fn a_bucket_inside_a_bucket_is_found_and_not_entered() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = sample(dir.path());
+    let leaf = *leftmost_path(&path).last().unwrap();
+    // The leaf's first pair says it is a bucket (bbolt's bucketLeafFlag).
+    edit(&path, |b| {
+        let at = element_at(leaf, 0);
+        b[at..at + 4].copy_from_slice(&1u32.to_le_bytes());
+    });
+    problems_mention(&path, "a bucket inside a bucket");
+}

@@ -43,6 +43,7 @@
 pub mod dir;
 mod record;
 mod segment;
+pub mod staging;
 
 use std::fs::{self, File, OpenOptions};
 use std::io;

@@ -3,21 +3,25 @@
 //! `--etcd-servers-overrides`), the backup holds one etcd snapshot per store, each at its own
 //! revision, that `etcdutl snapshot status` reads; `keel snapshot status` checks every file
 //! against the manifest and names a damaged or missing one; a second save into the same
-//! folder is refused.
+//! folder is refused. Each file rewritten with `keel snapshot rewrite --bump-revision
+//! --mark-compacted`, restored with etcdutl 3.5.1 and served by etcd again gives `keel
+//! apiserver` every object of the backup, nothing after it, new writes past every old
+//! resourceVersion and 410 Gone to a watch from an old one, on both stores.
 //!
 //! `keel snapshot restore`: a backup of `keel up --events-store` (both stores) saved, the
 //! folder wiped, restored and started again holds every object of the backup and nothing
-//! written after it; its revisions moved a billion past the backup's, so a new write is
+//! written after it, and the apiserver's CA and keys of before; its revisions moved a billion past the backup's, so a new write is
 //! above any resourceVersion handed out before, and a watch or an Exact list from an old
 //! resourceVersion answers 410 Gone. A backup with a damaged or missing file, or a target
 //! that is not empty, is refused and nothing is changed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
 use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::snapshot::{restore_into_etcd, status};
 use keel_testkit::{Flavor, Server, keel_bin};
 
 /// Runs `keel snapshot ARGS`.
@@ -43,27 +47,10 @@ fn save(dir: &Path, flags: &[&str]) -> Value {
     serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap()
 }
 
-/// `etcdutl snapshot status FILE -w json`.
-fn etcdutl_status(file: &Path) -> Value {
+/// etcdutl 3.5, beside etcdctl 3.5.
+fn etcdutl() -> PathBuf {
     let (_, etcdctl) = keel_testkit::etcd35_bins().expect("etcd 3.5 tools");
-    let etcdutl = etcdctl.with_file_name("etcdutl");
-    let out = Command::new(&etcdutl)
-        .args([
-            "snapshot",
-            "status",
-            &file.display().to_string(),
-            "-w",
-            "json",
-        ])
-        .output()
-        .expect("run etcdutl");
-    assert!(
-        out.status.success(),
-        "etcdutl snapshot status {}: {}",
-        file.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("etcdutl's JSON")
+    etcdctl.with_file_name("etcdutl")
 }
 
 /// Creates a ConfigMap and an Event through `kube`.
@@ -97,9 +84,9 @@ fn a_backup_of_keel_apiserver_on_two_etcd_stores_holds_both() {
     assert_eq!(stores[1]["resources"], json!(["/events"]));
     for store in stores {
         let file = dir.join(store["file"].as_str().unwrap());
-        let status = etcdutl_status(&file);
+        let read = status(&etcdutl(), &file);
         assert_eq!(
-            status["revision"].as_i64(),
+            read["revision"].as_i64(),
             store["revision"].as_i64(),
             "{file:?}: etcdutl and the manifest disagree on the revision"
         );
@@ -108,13 +95,13 @@ fn a_backup_of_keel_apiserver_on_two_etcd_stores_holds_both() {
             store["size"].as_u64().unwrap()
         );
     }
-    let status = snapshot(&["status", &dir_arg]);
+    let checked = snapshot(&["status", &dir_arg]);
     assert!(
-        status.status.success(),
+        checked.status.success(),
         "{}",
-        String::from_utf8_lossy(&status.stderr)
+        String::from_utf8_lossy(&checked.stderr)
     );
-    let table = String::from_utf8_lossy(&status.stdout);
+    let table = String::from_utf8_lossy(&checked.stdout);
     assert!(
         table.contains("events") && table.contains("/events"),
         "{table}"
@@ -137,7 +124,9 @@ fn a_backup_of_keel_apiserver_on_two_etcd_stores_holds_both() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    etcdutl_status(&rewritten);
+    status(&etcdutl(), &rewritten);
+
+    restores_with_etcdutl_past_every_old_revision(&kube, &dir, &manifest);
 
     let again = snapshot(&["save", &dir_arg, &etcd_servers]);
     assert!(
@@ -164,6 +153,78 @@ fn a_backup_of_keel_apiserver_on_two_etcd_stores_holds_both() {
         !missing.status.success() && err.contains("missing"),
         "{err}"
     );
+}
+
+/// The restore of a backup of `keel apiserver` on etcd, as an operator makes it: every
+/// file rewritten past a billion revisions with the past marked compacted, restored with
+/// etcdutl 3.5.1 into a new data folder, a real etcd started on each and `keel apiserver`
+/// on them. Every object of the backup is back with its resourceVersion, nothing written
+/// after it, a new write lands past every resourceVersion handed out before, and a watch
+/// from an old one answers 410 Gone on both stores.
+fn restores_with_etcdutl_past_every_old_revision(kube: &Kube, dir: &Path, manifest: &Value) {
+    let etcdutl = etcdutl();
+    let backed_up = rv(kube, "configmap/c1");
+    let event = rv(kube, "event/e1");
+    kube.kubectl_ok(&["create", "configmap", "after", "--from-literal=a=b"]);
+    let newest = rv(kube, "configmap/after");
+    let restored: Vec<Server> = manifest["stores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|store| {
+            let name = store["name"].as_str().unwrap();
+            let file = dir.join(store["file"].as_str().unwrap());
+            let rewritten = kube.scratch.join(format!("{name}.bumped.db"));
+            let out = snapshot(&[
+                "rewrite",
+                &file.display().to_string(),
+                &rewritten.display().to_string(),
+                "--bump-revision=1000000000",
+                "--mark-compacted",
+            ]);
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let data = kube.scratch.join(format!("{name}.restored"));
+            restore_into_etcd(&etcdutl, &rewritten, data)
+        })
+        .collect();
+    let overrides = format!(
+        "--etcd-servers-overrides=/events#{}",
+        restored[1].client_url
+    );
+    let again = Kube::start_on_with(&restored[0].client_url, &[overrides.as_str()]);
+    assert_eq!(rv(&again, "configmap/c1"), backed_up);
+    assert_eq!(rv(&again, "event/e1"), event);
+    assert!(
+        !again
+            .kubectl(&["get", "configmap", "after"])
+            .status
+            .success(),
+        "an object written after the backup came back"
+    );
+    again.kubectl_ok(&["create", "configmap", "new", "--from-literal=a=b"]);
+    let new = rv(&again, "configmap/new");
+    assert!(
+        new > newest + 1_000_000_000 - 1_000,
+        "a new write at {new}, not past the revisions handed out before the restore ({newest})"
+    );
+    for (path, from) in [
+        ("/api/v1/namespaces/default/configmaps", backed_up),
+        ("/api/v1/namespaces/default/events", event),
+    ] {
+        let watch = again.kubectl_ok(&[
+            "get",
+            "--raw",
+            &format!("{path}?watch=1&resourceVersion={from}&timeoutSeconds=2"),
+        ]);
+        assert!(
+            watch.contains("\"code\":410"),
+            "a watch of {path} from {from}: {watch}"
+        );
+    }
 }
 
 #[test]
@@ -218,6 +279,17 @@ fn a_backup_of_keel_up_with_an_events_store_restores_both_stores_past_every_old_
     kube.kubectl_ok(&["create", "configmap", "after", "--from-literal=a=b"]);
     let newest = rv(&kube, "configmap/after");
     kube.kill();
+    // A stopped keel up's folder names ports another process may hold now: refused.
+    let stopped = snapshot(&[
+        "save",
+        &kube.scratch.join("late").display().to_string(),
+        &format!("--data-dir={}", data.display()),
+    ]);
+    let err = String::from_utf8_lossy(&stopped.stderr);
+    assert!(
+        !stopped.status.success() && err.contains("no keel up is running"),
+        "{err}"
+    );
 
     // A damaged backup and a non-empty target are refused, and change nothing.
     let restored = kube.scratch.join("restored");
@@ -248,6 +320,19 @@ fn a_backup_of_keel_up_with_an_events_store_restores_both_stores_past_every_old_
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // The apiserver's credentials come back with the stores: kubeconfigs and tokens handed
+    // out before keep working.
+    for file in [
+        "apiserver/ca.crt",
+        "apiserver/ca.key",
+        "apiserver/apiserver.key",
+    ] {
+        assert_eq!(
+            std::fs::read(data.join(file)).unwrap(),
+            std::fs::read(restored.join(file)).unwrap(),
+            "{file} was not restored"
+        );
+    }
     let kube = Kube::start_up_in_with(&restored, &events_flags);
     assert_eq!(
         rv(&kube, "configmap/c1"),

@@ -25,6 +25,9 @@ pub enum RestoreError {
     /// `bump_revision` and `mark_compacted` disagree (one without the other).
     #[error("--mark-compacted required if --revision-bump > 0")]
     BumpWithoutMark,
+    /// The bump leaves no room for revisions after it.
+    #[error("--bump-revision {0} is too large: at most 4611686018427387904 (2^62)")]
+    BumpTooLarge(u64),
     /// The member or cluster options do not fit together.
     #[error(transparent)]
     Cluster(#[from] ConfigError),
@@ -68,6 +71,9 @@ pub enum RestoreError {
     /// Writing the new backend failed.
     #[error("writing the backend: {0}")]
     Backend(#[from] keel_mvcc::MvccError),
+    /// The target is a mount point, which the finished folder cannot be moved onto.
+    #[error("{0} is a mount point, which cannot be replaced: use a new folder inside it")]
+    MountPoint(PathBuf),
     /// A file-system operation failed.
     #[error("{path}: {source}")]
     Io {
@@ -83,5 +89,16 @@ impl RestoreError {
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> RestoreError {
         let path = path.into();
         move |source| RestoreError::Io { path, source }
+    }
+}
+
+impl From<keel_wal::staging::StagingError> for RestoreError {
+    fn from(e: keel_wal::staging::StagingError) -> Self {
+        use keel_wal::staging::StagingError;
+        match e {
+            StagingError::NotEmpty(path) => RestoreError::NotEmpty(path),
+            StagingError::MountPoint(path) => RestoreError::MountPoint(path),
+            StagingError::Io { path, source } => RestoreError::Io { path, source },
+        }
     }
 }

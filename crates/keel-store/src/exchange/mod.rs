@@ -50,6 +50,7 @@ pub use error::{ExportError, RestoreError};
 pub use export::{Exported, export};
 pub use restore::{RestoreOptions, Restored, restore};
 pub use rewrite::{Rewritten, rewrite};
+pub use sealed::sealed_hash;
 pub use source::revision;
 
 #[cfg(test)]

@@ -13,14 +13,14 @@
 //! # Nothing or everything
 //!
 //! A target that exists and is not an empty directory is refused, and the target is not
-//! touched until the end: the directory is built in a scratch folder beside it
-//! (`.<name>.restoring-<pid>-<n>`), its files and folders fsynced, then renamed over the
-//! target (which may be an empty directory) and the parent fsynced. Any error removes the
-//! scratch folder; a power cut leaves the target absent (or empty) or complete, and at
-//! worst a scratch folder beside it.
+//! touched until the end: the directory is built in a scratch folder beside it, its files
+//! and folders fsynced, then renamed over the target (see [`keel_wal::staging`]). Any
+//! error removes the scratch folder; a power cut leaves the target absent (or empty) or
+//! complete.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use keel_wal::staging::Staging;
 
 use super::error::RestoreError;
 use super::import::import;
@@ -106,18 +106,13 @@ pub fn restore(snapshot: &Path, opts: &RestoreOptions) -> Result<Restored, Resto
         .data_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{}.etcd", opts.name)));
-    refuse_non_empty(&target)?;
+    keel_wal::staging::check(&target)?;
     let source = Source::open(snapshot, opts.skip_hash_check)?;
-
-    let scratch = scratch_beside(&target);
-    let built = build(&source, &scratch, &target, opts.bump_revision);
-    let imported = match built {
-        Ok(imported) => imported,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&scratch);
-            return Err(e);
-        }
-    };
+    let staging = Staging::begin(&target, "restoring")?;
+    let data = DataDir::create(staging.path()).map_err(RestoreError::io(staging.path()))?;
+    let imported = import(&source, &data.backend(), opts.bump_revision)?;
+    data.sync().map_err(RestoreError::io(staging.path()))?;
+    staging.commit()?;
     Ok(Restored {
         data_dir: target,
         revision: imported.revisions.current,
@@ -127,54 +122,4 @@ pub fn restore(snapshot: &Path, opts: &RestoreOptions) -> Result<Restored, Resto
         member_id: identity.member_id,
         cluster_id: identity.cluster_id,
     })
-}
-
-/// Builds the data directory in `scratch` and renames it to `target`.
-fn build(
-    source: &Source,
-    scratch: &Path,
-    target: &Path,
-    bump_revision: u64,
-) -> Result<super::import::Imported, RestoreError> {
-    let data = DataDir::create(scratch).map_err(RestoreError::io(scratch))?;
-    let imported = import(source, &data.backend(), bump_revision)?;
-    data.sync().map_err(RestoreError::io(scratch))?;
-    // Checked again: the target may have filled up while the backend was written.
-    refuse_non_empty(target)?;
-    std::fs::rename(scratch, target).map_err(RestoreError::io(target))?;
-    keel_wal::dir::sync(&parent_of(target)).map_err(RestoreError::io(target))?;
-    Ok(imported)
-}
-
-/// Refuses a `target` that exists and is not an empty directory (etcdutl's check).
-fn refuse_non_empty(target: &Path) -> Result<(), RestoreError> {
-    let empty = match std::fs::read_dir(target) {
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-        Ok(mut entries) => entries.next().is_none(),
-    };
-    match empty {
-        true => Ok(()),
-        false => Err(RestoreError::NotEmpty(target.to_path_buf())),
-    }
-}
-
-/// A fresh scratch folder path beside `target`, on its file system.
-fn scratch_beside(target: &Path) -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = target
-        .file_name()
-        .map_or_else(|| "data".into(), |n| n.to_string_lossy().into_owned());
-    parent_of(target).join(format!(
-        ".{name}.restoring-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ))
-}
-
-/// The directory `path` is in (`.` for a bare name).
-fn parent_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
 }

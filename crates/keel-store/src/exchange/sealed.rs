@@ -24,19 +24,27 @@ pub fn has_checksum(len: u64) -> bool {
 /// must match it unless `skip_hash_check`; one that does not is refused unless
 /// `skip_hash_check`. Returns the length of the database, the digest left out.
 pub fn verify(path: &Path, skip_hash_check: bool) -> Result<u64, RestoreError> {
+    let len = std::fs::metadata(path)
+        .map_err(RestoreError::io(path))?
+        .len();
+    match (has_checksum(len), skip_hash_check) {
+        (false, true) => Ok(len),
+        (false, false) => Err(RestoreError::MissingHash),
+        (true, true) => Ok(len - HASH_LEN),
+        (true, false) => sealed_hash(path).map(|_| len - HASH_LEN),
+    }
+}
+
+/// The sha256 the snapshot at `path` ends in, once checked against the database before it
+/// (a file without one is refused).
+pub fn sealed_hash(path: &Path) -> Result<[u8; HASH_LEN as usize], RestoreError> {
     let io = || RestoreError::io(path);
     let mut file = File::open(path).map_err(io())?;
     let len = file.metadata().map_err(io())?.len();
     if !has_checksum(len) {
-        return match skip_hash_check {
-            true => Ok(len),
-            false => Err(RestoreError::MissingHash),
-        };
+        return Err(RestoreError::MissingHash);
     }
     let db_len = len - HASH_LEN;
-    if skip_hash_check {
-        return Ok(db_len);
-    }
     let mut hasher = Sha256::new();
     let copied = std::io::copy(&mut (&mut file).take(db_len), &mut hasher).map_err(io())?;
     let mut expected = [0u8; HASH_LEN as usize];
@@ -48,7 +56,7 @@ pub fn verify(path: &Path, skip_hash_check: bool) -> Result<u64, RestoreError> {
             got: go_bytes(&got),
         });
     }
-    Ok(db_len)
+    Ok(expected)
 }
 
 /// Appends the sha256 of the file at `path` (a database) to it and makes it durable.

@@ -59,11 +59,18 @@ impl SourceRevisions {
 
 /// Refuses a bump without a compaction mark and a mark without a bump, as etcd 3.6 does.
 pub(super) fn check_bump(bump_revision: u64, mark_compacted: bool) -> Result<(), RestoreError> {
+    if bump_revision > MAX_BUMP {
+        return Err(RestoreError::BumpTooLarge(bump_revision));
+    }
     match (bump_revision > 0, mark_compacted) {
         (true, true) | (false, false) => Ok(()),
         _ => Err(RestoreError::BumpWithoutMark),
     }
 }
+
+/// The largest revision bump: 2^62, leaving room for as many revisions again before a
+/// revision (an i64) could overflow.
+pub const MAX_BUMP: u64 = 1 << 62;
 
 impl Source {
     /// Opens the snapshot at `path` after checking its trailing sha256 (see

@@ -1,6 +1,7 @@
 //! `keel snapshot`: backups of every store of a control plane (`save`, `restore`), as
 //! etcd-format snapshots that `etcdctl` and `etcdutl` read, with a manifest naming them.
 
+mod credentials;
 mod manifest;
 mod restore;
 mod save;
@@ -112,7 +113,7 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
                 Some(dir) => stores::read(dir)?,
                 None => from_flags(&args.etcd_servers, &args.etcd_servers_overrides),
             };
-            let manifest = save::save(&args.dir, &stores).await?;
+            let manifest = save::save(&args.dir, &stores, args.data_dir.as_deref()).await?;
             for entry in &manifest.stores {
                 eprintln!(
                     "saved the {} store at revision {} ({} bytes) to {}",
@@ -130,7 +131,14 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
             Ok(())
         }
         SnapshotCommand::Restore(args) => {
-            let backup = args.source.join(manifest::MANIFEST).exists();
+            let backup = args.source.is_dir();
+            if backup && !args.source.join(manifest::MANIFEST).exists() {
+                anyhow::bail!(
+                    "{} has no {}: it is not a complete backup (a save that failed writes none)",
+                    args.source.display(),
+                    manifest::MANIFEST
+                );
+            }
             let default_bump = if backup { restore::DEFAULT_BUMP } else { 0 };
             let bump = args.bump_revision.unwrap_or(default_bump);
             let mut opts = keel_store::exchange::RestoreOptions {
@@ -201,6 +209,10 @@ pub async fn run(command: SnapshotCommand) -> anyhow::Result<()> {
                     "{:<14} {:>12} {:>14}  {:<22} {resources}",
                     e.store.name, e.revision, e.size, e.time
                 );
+            }
+            if !manifest.kept.is_empty() {
+                let kept: Vec<&str> = manifest.kept.iter().map(|k| k.path.as_str()).collect();
+                eprintln!("kept with the stores: {}", kept.join(", "));
             }
             eprintln!(
                 "every file matches {} (keel {})",

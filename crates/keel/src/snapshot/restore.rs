@@ -9,11 +9,13 @@
 //! `--mark-compacted`): no resourceVersion is served again for another object, and every
 //! client that resumes a watch from before the restore gets 410 Gone and relists.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use keel_store::exchange::{self, RestoreOptions};
+use keel_wal::staging::Staging;
 
+use super::credentials;
 use super::manifest::Manifest;
 
 /// The bump a backup is restored with unless `--bump-revision` says otherwise: a billion, the
@@ -39,35 +41,15 @@ pub fn restore_backup(
     peer_urls: Option<&str>,
 ) -> anyhow::Result<()> {
     let manifest = Manifest::read(backup)?;
+    keel_wal::staging::check(target)?;
     manifest.verify(backup)?;
-    if target.exists() && std::fs::read_dir(target)?.next().is_some() {
-        bail!(
-            "{} is not empty: restore into a new folder (nothing was changed)",
-            target.display()
-        );
-    }
-    let parent = match target.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    keel_wal::dir::create_all(&parent)?;
-    let name = target
-        .file_name()
-        .context("the target folder has no name")?
-        .to_string_lossy();
-    let scratch = parent.join(format!(".{name}.restore-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    let restored = restore_into(backup, &manifest, &scratch, base, peer_urls);
-    if let Err(e) = restored {
-        let _ = std::fs::remove_dir_all(&scratch);
-        return Err(e);
-    }
-    if target.exists() {
-        std::fs::remove_dir(target)?;
-    }
-    std::fs::rename(&scratch, target)?;
-    keel_wal::dir::sync(&parent)?;
+    let staging = Staging::begin(target, "restore")?;
+    restore_into(backup, &manifest, staging.path(), base, peer_urls)?;
     let keel_up = manifest.stores.iter().all(|e| e.store.folder.is_some());
+    if keel_up {
+        credentials::restore(backup, &manifest.kept, staging.path())?;
+    }
+    staging.commit()?;
     let events = manifest
         .stores
         .iter()
@@ -79,11 +61,15 @@ pub fn restore_backup(
             if events { " --events-store" } else { "" }
         );
     } else {
-        eprintln!(
-            "restored; start each store with: keel store --data-dir {}/<store> --name {}",
-            target.display(),
-            base.name
-        );
+        for entry in &manifest.stores {
+            eprintln!(
+                "start the {} store with: keel store --data-dir {} --name {} (its own client and \
+                 peer URLs for each store on one machine)",
+                entry.store.name,
+                target.join(&entry.store.name).display(),
+                base.name
+            );
+        }
     }
     Ok(())
 }
@@ -96,7 +82,6 @@ fn restore_into(
     base: &RestoreOptions,
     peer_urls: Option<&str>,
 ) -> anyhow::Result<()> {
-    keel_wal::dir::create_all(scratch)?;
     for entry in &manifest.stores {
         let store = &entry.store;
         let mut opts = base.clone();
@@ -123,6 +108,5 @@ fn restore_into(
             folder
         );
     }
-    keel_wal::dir::sync(scratch)?;
     Ok(())
 }

@@ -13,14 +13,24 @@ use keel_proto::etcdserverpb::SnapshotRequest;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use tonic::transport::{Channel, Endpoint};
 
+use super::credentials;
 use super::manifest::{self, Entry, Manifest};
 use super::stores::StoreEntry;
 
 /// The longest a snapshot stream may go without a message before the save gives up.
 const STALL: Duration = Duration::from_secs(60);
 
-/// Saves a snapshot of every store in `stores` into `dir` (which must hold no backup yet).
-pub async fn save(dir: &Path, stores: &[StoreEntry]) -> anyhow::Result<Manifest> {
+/// The longest a store may take to start sending its snapshot: keel store writes the whole
+/// etcd-format file before its first byte, etcd starts at once.
+const FIRST: Duration = Duration::from_secs(30 * 60);
+
+/// Saves a snapshot of every store in `stores` into `dir` (which must hold no backup yet),
+/// and the credentials of the `keel up` folder `up`, if given.
+pub async fn save(
+    dir: &Path,
+    stores: &[StoreEntry],
+    up: Option<&Path>,
+) -> anyhow::Result<Manifest> {
     if dir.join(manifest::MANIFEST).exists() {
         bail!(
             "{} already holds a backup ({} exists); choose an empty folder",
@@ -44,9 +54,14 @@ pub async fn save(dir: &Path, stores: &[StoreEntry]) -> anyhow::Result<Manifest>
     for store in stores {
         entries.push(save_one(dir, store).await?);
     }
+    let kept = match up {
+        Some(up) => credentials::save(up, dir)?,
+        None => Vec::new(),
+    };
     let manifest = Manifest {
         keel_version: env!("CARGO_PKG_VERSION").to_string(),
         stores: entries,
+        kept,
     };
     manifest.write(dir)?;
     Ok(manifest)
@@ -84,18 +99,17 @@ async fn save_one(dir: &Path, store: &StoreEntry) -> anyhow::Result<Entry> {
     })
 }
 
-/// The size, sha256 and revision of the snapshot streamed into `path` from the store `name`,
-/// once its trailing sha256 and its format are checked.
+/// The size, sha256 (of the database, the one the file ends in) and revision of the
+/// snapshot streamed into `path` from the store `name`, once that sha256 and the format
+/// are checked.
 fn check(path: &Path, name: &str) -> anyhow::Result<(u64, String, i64)> {
-    let (size, sha256, trailing_ok) = manifest::digest(path)?;
-    if !trailing_ok {
-        bail!(
-            "the {name} store's snapshot fails its trailing sha256 (the stream was damaged); try again"
-        );
-    }
+    let sealed = keel_store::exchange::sealed_hash(path).with_context(|| {
+        format!("the {name} store's snapshot is damaged (the stream broke?); try again")
+    })?;
+    let size = std::fs::metadata(path)?.len();
     let revision = keel_store::exchange::revision(path)
         .with_context(|| format!("the {name} store's snapshot is not an etcd-format database"))?;
-    Ok((size, sha256, revision))
+    Ok((size, manifest::hex(&sealed), revision))
 }
 
 /// A channel to the first of `servers` that accepts a connection.
@@ -123,13 +137,22 @@ async fn connect(servers: &[String]) -> anyhow::Result<Channel> {
 async fn stream(channel: Channel, path: &PathBuf, name: &str) -> anyhow::Result<()> {
     let mut out =
         std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut stream = MaintenanceClient::new(channel)
-        .max_decoding_message_size(usize::MAX)
-        .snapshot(SnapshotRequest {})
+    let bar = ProgressBar::new_spinner().with_prefix(name.to_string());
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{prefix:>8} {spinner} the store is writing its snapshot {elapsed}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let mut client = MaintenanceClient::new(channel).max_decoding_message_size(usize::MAX);
+    let call = client.snapshot(SnapshotRequest {});
+    let mut stream = tokio::time::timeout(FIRST, call)
         .await
+        .map_err(|_| anyhow::anyhow!("the store did not start its snapshot within {FIRST:?}"))?
         .context("the store refused the snapshot")?
         .into_inner();
-    let bar = ProgressBar::new(0).with_prefix(name.to_string());
+    bar.disable_steady_tick();
     bar.set_style(
         ProgressStyle::with_template("{prefix:>8} {wide_bar} {bytes}/{total_bytes} {elapsed}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),

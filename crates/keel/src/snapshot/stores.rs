@@ -115,5 +115,61 @@ pub fn read(dir: &Path) -> anyhow::Result<Vec<StoreEntry>> {
     {
         anyhow::bail!("{} names no main store", path.display());
     }
+    check_names(&stores, &path)?;
+    running(dir)?;
     Ok(stores)
+}
+
+/// Refuses the `keel up` folder `dir` unless a keel up holds its lock: its `stores.json`
+/// names the ports of the keel up that wrote it, which another one may have taken since.
+fn running(dir: &Path) -> anyhow::Result<()> {
+    let path = dir.join("keel.lock");
+    let not_running = || {
+        anyhow::anyhow!(
+            "no keel up is running in {}: start it (keel up --data-dir {}) and save again",
+            dir.display(),
+            dir.display()
+        )
+    };
+    let file = std::fs::File::open(&path).map_err(|_| not_running())?;
+    match file.try_lock() {
+        Ok(()) => Err(not_running()),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(()),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("cannot check the lock {}", path.display()))
+        }
+    }
+}
+
+/// Whether `name` can name a file or folder inside another folder and nothing else: one
+/// plain path component.
+pub fn plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+}
+
+/// Refuses stores (read from `source`) whose names or folders are not plain names, or are
+/// named twice: each becomes a file or folder of a backup or a restore.
+pub fn check_names(stores: &[StoreEntry], source: &Path) -> anyhow::Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for store in stores {
+        let folder = store.folder.as_deref();
+        for name in std::iter::once(store.name.as_str()).chain(folder) {
+            if !plain_name(name) {
+                anyhow::bail!(
+                    "{}: {name:?} cannot name a store's file or folder",
+                    source.display()
+                );
+            }
+        }
+        if !seen.insert(("name", store.name.clone()))
+            || folder.is_some_and(|f| !seen.insert(("folder", f.to_string())))
+        {
+            anyhow::bail!(
+                "{}: the {} store is named twice",
+                source.display(),
+                store.name
+            );
+        }
+    }
+    Ok(())
 }
