@@ -223,23 +223,36 @@ impl FromArgMatches for UpArgs {
     }
 }
 
-/// Refuses two of `flags` (name, comma-separated URLs) that name the same host and port: the
+/// Refuses two of `flags` (name, comma-separated URLs) that would listen on the same port of
+/// the same address (`localhost` being 127.0.0.1, and a wildcard address every one): the
 /// second store to start would fail to listen, after the first had started.
 fn check_distinct_ports(flags: &[(&str, &str)]) -> Result<(), clap::Error> {
-    let mut seen: Vec<(String, &str)> = Vec::new();
+    let mut seen: Vec<(String, String, &str)> = Vec::new();
     for (flag, urls) in flags {
         for url in urls.split(',').map(str::trim).filter(|u| !u.is_empty()) {
             let addr = url.split_once("://").map_or(url, |(_, rest)| rest);
-            let addr = addr.trim_end_matches('/').to_string();
-            if let Some((_, other)) = seen.iter().find(|(a, _)| *a == addr) {
+            let addr = addr.trim_end_matches('/');
+            let Some((host, port)) = addr.rsplit_once(':') else {
+                continue;
+            };
+            let host = match host {
+                "localhost" => "127.0.0.1",
+                other => other,
+            };
+            let wildcard = |h: &str| matches!(h, "0.0.0.0" | "[::]" | "");
+            let clash = seen
+                .iter()
+                .find(|(h, p, _)| p == port && (h == host || wildcard(h) || wildcard(host)));
+            if let Some((_, _, other)) = clash {
                 return Err(clap::Error::raw(
                     clap::error::ErrorKind::ArgumentConflict,
                     format!(
-                        "{flag} and {other} both listen on {addr}: give the events store ports of its own\n"
+                        "{flag} and {other} both listen on port {port} of {host}: give the events \
+                         store ports of its own\n"
                     ),
                 ));
             }
-            seen.push((addr, flag));
+            seen.push((host.to_string(), port.to_string(), flag));
         }
     }
     Ok(())
@@ -468,5 +481,30 @@ mod tests {
         );
         let err = parse(&["--initial-cluster=a=http://x:1"]).unwrap_err();
         assert!(err.to_string().contains("cluster of one member"), "{err}");
+    }
+
+    #[test]
+    fn the_events_store_may_not_share_a_port_however_it_is_written() {
+        let events = |client: &str| {
+            parse(&[
+                "--events-store",
+                "--listen-client-urls=http://127.0.0.1:2379",
+                &format!("--events-listen-client-urls={client}"),
+            ])
+        };
+        for clash in [
+            "http://127.0.0.1:2379",
+            "http://localhost:2379/",
+            "http://0.0.0.0:2379",
+        ] {
+            let err = events(clash).err().map(|e| e.to_string());
+            assert!(
+                err.as_deref()
+                    .is_some_and(|e| e.contains("both listen on port 2379")),
+                "{clash}: {err:?}"
+            );
+        }
+        assert!(events("http://127.0.0.2:2379").is_ok());
+        assert!(events("http://127.0.0.1:2389").is_ok());
     }
 }
