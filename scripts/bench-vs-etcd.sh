@@ -665,12 +665,12 @@ rows += [
 ]
 
 rows += [
-    ("snap-rpc", "time_s", f"snapshot: `etcdctl snapshot save` of {human(load)} keys × 256 B from each server (s ↓)", 1),
+    ("snap-rpc", "time_s", f"snapshot: `etcdctl snapshot save` of {human(load)} keys × 256 B from each server (s ↓)", 2),
     ("snap-rpc", "server_mib", "snapshot: the server's VmRSS growth while it streams (MiB ↓)", 0),
-    ("snap-save", "time_s", "snapshot save with each project's tool: `etcdctl snapshot save` / `keel snapshot save` (s ↓)", 1),
+    ("snap-save", "time_s", "snapshot save with each project's tool: `etcdctl snapshot save` / `keel snapshot save` (s ↓)", 2),
     ("snap-save", "tool_mib", "snapshot save: the tool's peak RSS (MiB ↓)", 0),
     ("snap-save", "size_mib", "snapshot size (MiB ↓)", 0),
-    ("snap-restore", "time_s", "snapshot restore: `etcdutl snapshot restore` / `keel snapshot restore` (s ↓)", 1),
+    ("snap-restore", "time_s", "snapshot restore: `etcdutl snapshot restore` / `keel snapshot restore` (s ↓)", 2),
     ("snap-restore", "tool_mib", "snapshot restore: the tool's peak RSS (MiB ↓)", 0),
     ("snap-restore", "keys", "keys served from the restored folder (must be the keys loaded)", 0),
 ]
