@@ -309,9 +309,10 @@ fn backends(config: &Config, stores: StoreLinks, metrics: &Metrics) -> Backends 
     let kinds = registry::kinds();
     for o in stores.overrides {
         for (group, resource) in &o.resources {
-            let served = kinds
-                .iter()
-                .any(|k| k.storage_resource() == (group.as_str(), resource.as_str()));
+            let served = kinds.iter().any(|k| {
+                let (g, r) = k.storage_resource();
+                g == group && (r == resource || resource == "*")
+            });
             if !served {
                 tracing::warn!(
                     group = %group,

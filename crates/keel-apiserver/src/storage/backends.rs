@@ -34,11 +34,16 @@ impl Backends {
         self
     }
 
-    /// The store that keeps `resource` of `group`.
+    /// The store that keeps `resource` of `group`: the override naming it, else one naming
+    /// its whole group (`group/*`, kube-apiserver's all-resources alias), else the main one.
     pub fn of(&self, group: &str, resource: &str) -> &Backend {
-        self.0[1..]
-            .iter()
-            .find(|b| b.resources.iter().any(|(g, r)| g == group && r == resource))
+        let naming = |wanted: &str| {
+            self.0[1..]
+                .iter()
+                .find(|b| b.resources.iter().any(|(g, r)| g == group && r == wanted))
+        };
+        naming(resource)
+            .or_else(|| naming("*"))
             .unwrap_or(&self.0[0])
     }
 
@@ -75,5 +80,37 @@ impl From<Etcd3> for Backends {
             servers: Vec::new(),
             resources: Vec::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::StoreChannel;
+
+    fn backend(servers: &str, resources: &[(&str, &str)]) -> Backend {
+        let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:1").connect_lazy();
+        Backend {
+            storage: Etcd3::new(StoreChannel::new(channel)),
+            servers: vec![servers.into()],
+            resources: resources
+                .iter()
+                .map(|(g, r)| (g.to_string(), r.to_string()))
+                .collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_resource_goes_to_its_override_then_its_groups_then_the_main_store() {
+        let backends = Backends::new(backend("main", &[]))
+            .with(backend("group", &[("coordination.k8s.io", "*")]))
+            .with(backend("events", &[("", "events")]))
+            .with(backend("one", &[("coordination.k8s.io", "leases")]));
+        let of = |g, r| backends.of(g, r).servers[0].as_str();
+        assert_eq!(of("", "events"), "events");
+        assert_eq!(of("coordination.k8s.io", "leases"), "one");
+        assert_eq!(of("coordination.k8s.io", "other"), "group");
+        assert_eq!(of("", "configmaps"), "main");
+        assert_eq!(of("apps", "*"), "main");
     }
 }
