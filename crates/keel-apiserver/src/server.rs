@@ -11,7 +11,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tonic::transport::{Channel, Endpoint};
 
 use crate::config::{Config, ServersOverride};
@@ -204,20 +203,15 @@ impl ApiServer {
         })
         .await
         .map_err(|e| StartError::Config(format!("building the OpenAPI documents: {e}")))?;
-        let limit = |n: u32| {
-            Arc::new(Semaphore::new(if n == 0 {
-                Semaphore::MAX_PERMITS
-            } else {
-                n as usize
-            }))
-        };
         let app = Arc::new(App {
             registry: registry.clone(),
             tokens,
             server_address: SocketAddr::new(client_host, addr.port()).to_string(),
             metrics,
-            read_only: limit(config.max_requests_inflight),
-            mutating: limit(config.max_mutating_requests_inflight),
+            limits: crate::http::inflight::Limits::new(
+                config.max_requests_inflight,
+                config.max_mutating_requests_inflight,
+            ),
             request_timeout: config.request_timeout,
             started: AtomicBool::new(false),
         });

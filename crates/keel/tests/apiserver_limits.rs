@@ -4,7 +4,8 @@
 //!   request is answered at once with 429, a `Retry-After` header and a `Status` whose reason
 //!   is `TooManyRequests`; read-only and mutating requests are counted apart, as
 //!   kube-apiserver's max-in-flight filter counts them; the requests within the limits are
-//!   served in full.
+//!   served in full; node heartbeats (Node and `kube-node-lease` Lease writes) keep a quarter
+//!   of the mutating slots that no other write can take.
 //! - `--request-timeout`: a request the store does not answer in time gets 504 with a
 //!   `Status` whose reason is `Timeout`, gives its in-flight slot back, and the server serves
 //!   again once the store does.
@@ -385,6 +386,70 @@ fn requests_past_the_inflight_limits_get_429_with_retry_after() {
             std::thread::sleep(Duration::from_millis(20));
         };
         assert!(matches!(answer.code, 200 | 201), "{answer:?}");
+    }
+}
+
+/// Node heartbeats keep a quarter of the mutating slots: with four, three ConfigMap creates
+/// held by the frozen store fill what other writes may take (a fourth is refused at once),
+/// and a node Lease create still gets the last slot; only a second Lease is refused. Once
+/// the store is resumed, the held Lease is created.
+#[test]
+fn node_heartbeats_keep_a_quarter_of_the_mutating_slots() {
+    let store = Server::start(target_flavor());
+    let kube = Kube::start_on_with(
+        &store.client_url,
+        &[
+            "--max-mutating-requests-inflight=4",
+            "--request-timeout=10m",
+        ],
+    );
+    let curl = Curl::new(&kube);
+    kube.kubectl_ok(&["get", "namespace", "kube-node-lease"]);
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+    let lease = |name: &str| {
+        json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": 40},
+        })
+    };
+    store.pause();
+    let held: Vec<Pending> = (0..3)
+        .map(|i| {
+            let name = format!("held{i}");
+            curl.spawn(&name, "POST", CONFIGMAPS, Some(&configmap(&name)))
+        })
+        .collect();
+    // Once the three hold their slots, the rest are sent one by one.
+    let in_flight = || kube.metric_sum("apiserver_current_inflight_requests", "\"mutating\"");
+    let deadline = Instant::now() + ANSWER_LIMIT;
+    while in_flight() < 3.0 {
+        assert!(Instant::now() < deadline, "the creates never reached the store");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let fourth = curl
+        .spawn("cm4", "POST", CONFIGMAPS, Some(&configmap("cm4")))
+        .wait("POST", CONFIGMAPS, ANSWER_LIMIT);
+    assert_status(&fourth, 429, "TooManyRequests", None);
+    let mut heartbeat = curl.spawn("n1", "POST", LEASES, Some(&lease("n1")));
+    while in_flight() < 4.0 {
+        assert!(Instant::now() < deadline, "the heartbeat got no slot");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let second = curl
+        .spawn("n2", "POST", LEASES, Some(&lease("n2")))
+        .wait("POST", LEASES, ANSWER_LIMIT);
+    assert_status(&second, 429, "TooManyRequests", None);
+    assert!(
+        heartbeat.answer().is_none(),
+        "the heartbeat was answered while the store was frozen"
+    );
+    store.resume();
+    let created = heartbeat.wait("POST", LEASES, ANSWER_LIMIT);
+    assert_eq!(created.code, 201, "{created:?}");
+    for p in held {
+        let answer = p.wait("POST", CONFIGMAPS, ANSWER_LIMIT);
+        assert_eq!(answer.code, 201, "{answer:?}");
     }
 }
 

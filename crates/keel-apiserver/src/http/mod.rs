@@ -12,6 +12,7 @@ pub mod field_validation;
 pub mod go_value;
 pub mod handlers;
 pub mod health;
+pub mod inflight;
 pub mod metadata;
 pub mod negotiate;
 pub mod openapi;
@@ -31,7 +32,6 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use http::{Method, StatusCode, header};
-use tokio::sync::Semaphore;
 
 use crate::metrics::{Labels, Metrics};
 use crate::registry::store::Registry;
@@ -51,10 +51,8 @@ pub struct App {
     pub server_address: String,
     /// The metrics.
     pub metrics: Arc<Metrics>,
-    /// `--max-requests-inflight`: read-only requests at once.
-    pub read_only: Arc<Semaphore>,
-    /// `--max-mutating-requests-inflight`: mutating requests at once.
-    pub mutating: Arc<Semaphore>,
+    /// `--max-requests-inflight` and `--max-mutating-requests-inflight`.
+    pub limits: inflight::Limits,
     /// `--request-timeout`.
     pub request_timeout: Duration,
     /// The system namespaces exist (what `/readyz` waits for).
@@ -183,17 +181,12 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
     let watch = verb == "WATCH";
     let mutating = !matches!(verb, "GET" | "LIST" | "WATCH");
     // Watches are long-running: not limited, not timed out, counted apart.
-    let _permit = if watch {
+    let _slot = if watch {
         None
     } else {
-        let (limit, kind) = if mutating {
-            (&app.mutating, "mutating")
-        } else {
-            (&app.read_only, "readOnly")
-        };
-        match limit.clone().try_acquire_owned() {
-            Ok(permit) => Some((permit, InflightGuard::new(app, kind))),
-            Err(_) => {
+        match app.limits.try_slot(app, &path, mutating) {
+            Some(slot) => Some(slot),
+            None => {
                 let status = too_many_requests();
                 app.metrics.request(&labels, status.code, started.elapsed());
                 return status_response(&status);
@@ -266,27 +259,6 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
 /// filter answers.
 fn too_many_requests() -> Status {
     Status::too_many_requests("Too many requests, please try again later.".into())
-}
-
-/// Counts a request in `apiserver_current_inflight_requests` while it runs.
-struct InflightGuard(prometheus_client::metrics::gauge::Gauge);
-
-impl InflightGuard {
-    fn new(app: &App, kind: &'static str) -> InflightGuard {
-        let gauge = app
-            .metrics
-            .inflight
-            .get_or_create(&vec![("request_kind", kind.to_string())])
-            .clone();
-        gauge.inc();
-        InflightGuard(gauge)
-    }
-}
-
-impl Drop for InflightGuard {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
 }
 
 /// A watch's body, counted in `apiserver_longrunning_requests` (and, once the watch is
