@@ -10,7 +10,8 @@
 //! many watchers, with request and watch delivery latency and lost events.
 //!
 //! `keel sim nodes` ([`sim`]) simulates a fleet of kubelets against any API server: node
-//! registration, lease renewals, status posts and nodes that stop, on few connections.
+//! registration, lease renewals, status posts and nodes that stop, on few connections, with
+//! event writers beside them if asked.
 
 mod apiserver;
 mod apiserver_report;

@@ -368,6 +368,19 @@ fn up_args(data_dir: &Path) -> (Vec<String>, String) {
     (args, client)
 }
 
+/// `keel up --events-store` flags on free ports, with `ttl` as `--event-ttl`, and the events
+/// store's client URL (for etcdctl).
+pub fn events_store_flags(ttl: &str) -> (Vec<String>, String) {
+    let client = format!("http://127.0.0.1:{}", free_port());
+    let flags = vec![
+        "--events-store".to_string(),
+        format!("--events-listen-client-urls={client}"),
+        format!("--events-listen-peer-urls=http://127.0.0.1:{}", free_port()),
+        format!("--event-ttl={ttl}"),
+    ];
+    (flags, client)
+}
+
 /// `keel apiserver` on `etcd_servers` with its certificates in `certs`, on a free port.
 fn apiserver_args(etcd_servers: &str, certs: &Path) -> Vec<String> {
     vec![

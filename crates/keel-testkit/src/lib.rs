@@ -892,6 +892,18 @@ pub fn etcdctl(
     }
 }
 
+/// The keys under `prefix` in the store at `endpoint`, read with etcdctl 3.5.
+pub fn etcdctl_keys(endpoint: &str, prefix: &str) -> Vec<String> {
+    let args = ["get", prefix, "--prefix", "--keys-only"].map(String::from);
+    let out = etcdctl(CtlVersion::V35, endpoint, &args, None);
+    assert_eq!(out.code, 0, "etcdctl get: {}", out.stderr);
+    out.stdout
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 /// A minimal HTTP/1.1 GET returning (status code, body).
 pub fn http_get(endpoint: &str, path: &str) -> (u16, String) {
     try_http_get(endpoint, path).unwrap_or_else(|e| panic!("{e}"))

@@ -14,20 +14,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use keel_testkit::kube::{Kube, Stack};
-use keel_testkit::{CtlVersion, Flavor, Server, etcdctl, free_port};
-
-/// The keys under `prefix` in the store at `endpoint`.
-fn keys(endpoint: &str, prefix: &str) -> Vec<String> {
-    let args = ["get", prefix, "--prefix", "--keys-only"].map(String::from);
-    let out = etcdctl(CtlVersion::V35, endpoint, &args, None);
-    assert_eq!(out.code, 0, "etcdctl get: {}", out.stderr);
-    out.stdout
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(String::from)
-        .collect()
-}
+use keel_testkit::kube::{Kube, Stack, events_store_flags};
+use keel_testkit::{CtlVersion, Flavor, Server, etcdctl, etcdctl_keys as keys};
 
 /// The number of leases the store at `endpoint` holds.
 fn leases(endpoint: &str) -> usize {
@@ -154,19 +142,6 @@ fn event_expires(kube: &Kube, events: &str, name: &str) {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-}
-
-/// `keel up --events-store` flags on free ports, with `ttl` as `--event-ttl`; and the events
-/// store's client URL.
-fn events_store_flags(ttl: &str) -> (Vec<String>, String) {
-    let client = format!("http://127.0.0.1:{}", free_port());
-    let flags = vec![
-        "--events-store".to_string(),
-        format!("--events-listen-client-urls={client}"),
-        format!("--events-listen-peer-urls=http://127.0.0.1:{}", free_port()),
-        format!("--event-ttl={ttl}"),
-    ];
-    (flags, client)
 }
 
 #[test]

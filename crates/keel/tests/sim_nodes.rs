@@ -6,12 +6,16 @@
 //! second run adopts the kept nodes and cleans them up; a node of the same name that is not
 //! a simulated one is refused and left alone. Against the node lifecycle controller with a
 //! short grace period, the nodes `--fail` stops are all seen NotReady within a grace period
-//! and two monitor periods of their last heartbeat, and no other node is.
+//! and two monitor periods of their last heartbeat, and no other node is. With
+//! `--event-writers`, against `keel up --events-store` (`keel apiserver` with an events
+//! override on two etcd 3.5.1), the Events reported created are all in the events store and
+//! none in the main one, counted apart from the renewals, and `--event-rate` is never
+//! exceeded.
 
 use std::process::{Command, Output};
 
-use keel_testkit::kube::{Kube, Stack};
-use keel_testkit::{Flavor, keel_bin, target_flavor};
+use keel_testkit::kube::{Kube, Stack, events_store_flags};
+use keel_testkit::{Flavor, Server, etcdctl_keys, keel_bin, target_flavor};
 use serde_json::Value;
 
 fn text(bytes: &[u8]) -> String {
@@ -329,4 +333,90 @@ fn sim_nodes_times_not_ready_against_the_node_lifecycle_controller() {
         grace <= p50 && p50 <= max && max <= grace + 2.0 * period + 5.0,
         "NotReady after {p50} s (median), {max} s (longest): {report}"
     );
+}
+
+/// An API server whose Events go to a store of their own: `keel up --events-store`, or
+/// `keel apiserver` with an `/events` override on a second etcd 3.5.1. Also the main and the
+/// events stores' client URLs, and the etcd servers to keep running.
+fn start_with_events_store() -> (Kube, String, String, Vec<Server>) {
+    match target_flavor() {
+        Flavor::Keel => {
+            let (flags, events) = events_store_flags("1h");
+            let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+            let kube = Kube::start_with(Stack::Up, &flags);
+            let main = kube.store_url.clone();
+            (kube, main, events, Vec::new())
+        }
+        Flavor::Etcd => {
+            let (main, events) = (Server::start(Flavor::Etcd), Server::start(Flavor::Etcd));
+            let flag = format!("--etcd-servers-overrides=/events#{}", events.client_url);
+            let kube = Kube::start_on_with(&main.client_url, &[&flag]);
+            let urls = (main.client_url.clone(), events.client_url.clone());
+            (kube, urls.0, urls.1, vec![main, events])
+        }
+    }
+}
+
+#[test]
+fn sim_nodes_event_writers_fill_the_events_store() {
+    let (kube, main, events, _stores) = start_with_events_store();
+    let nodes = "--count 10 --renew-interval 1s --duration 6s --event-writers 2";
+    let report = summary(&kube, &nodes.split(' ').collect::<Vec<_>>());
+    assert_eq!(count(&report, "nodes"), 10, "{report}");
+    assert_eq!(count(&report, "event_writers"), 2, "{report}");
+    let created = count(&report, "events_created");
+    assert!(created > 0, "{report}");
+    for zero in ["events_errors", "errors", "failed_renewals"] {
+        assert_eq!(count(&report, zero), 0, "{zero}: {report}");
+    }
+    // The renewals are measured as without writers, the events apart.
+    assert!(count(&report, "renewals") > 0, "{report}");
+    let (p50, p99) = (
+        number(&report, "events_p50_ms"),
+        number(&report, "events_p99_ms"),
+    );
+    assert!(p50 > 0.0 && p99 >= p50, "{report}");
+    let rate = number(&report, "events_per_s");
+    assert!(rate > 0.0, "{report}");
+    eprintln!(
+        "sim_nodes: 2 writers created {created} events, {rate:.0}/s, p50 {p50} ms, p99 {p99} ms"
+    );
+
+    // Every event created is in the events store (a few more may have been answered after
+    // the measured phase), about a simulated node; none is in the main store.
+    let stored = etcdctl_keys(&events, "/registry/events/");
+    assert!(
+        stored.len() as u64 >= created,
+        "{} events in the events store, {created} reported created",
+        stored.len()
+    );
+    let prefix = "/registry/events/default/keel-sim-node-";
+    let stray: Vec<_> = stored.iter().filter(|k| !k.starts_with(prefix)).collect();
+    assert!(stray.is_empty(), "not simulated node events: {stray:?}");
+    assert_eq!(
+        etcdctl_keys(&main, "/registry/events/"),
+        Vec::<String>::new(),
+        "events in the main store"
+    );
+    // The nodes' cleanup is untouched by the writers: their Leases are gone.
+    let leases = items(&kube, &["leases", "-n", "kube-node-lease"]);
+    assert_eq!(
+        names_with_prefix(&leases, "keel-sim-node-"),
+        Vec::<String>::new()
+    );
+
+    // Paced: never more than the rate offered over the measured phase (plus the writers'
+    // first events), and not far below it.
+    let paced = "--count 10 --duration 6s --event-writers 2 --event-rate 20 --name-prefix paced-";
+    let report = summary(&kube, &paced.split(' ').collect::<Vec<_>>());
+    let (created, seconds) = (
+        count(&report, "events_created"),
+        number(&report, "duration_s"),
+    );
+    assert_eq!(count(&report, "event_rate"), 20, "{report}");
+    assert!(
+        created as f64 <= 20.0 * seconds + 2.0 && created as f64 >= 20.0 * seconds / 4.0,
+        "{created} events in {seconds} s at 20/s: {report}"
+    );
+    assert_eq!(count(&report, "events_errors"), 0, "{report}");
 }

@@ -31,8 +31,11 @@ pub enum SimCommand {
 /// every `--renew-interval` (jitter 0.04) as the kubelet's lease controller does and posts each
 /// node's status every `--status-interval`. With `--fail`, that many nodes stop `--fail-after`
 /// into the run, and the time each takes to turn NotReady is measured from its last heartbeat.
+/// With `--event-writers`, that many writers create core/v1 Events about the nodes through
+/// the API server during the run, `--event-rate` a second in all (0: as fast as they can).
 /// At the end it prints a summary (one JSON object with `--json`) and deletes the Leases and
-/// Nodes it simulated (`--keep` leaves them).
+/// Nodes it simulated (`--keep` leaves them; the Events are left to expire with the server's
+/// `--event-ttl`).
 #[derive(Debug, Clone, Args)]
 pub struct NodesArgs {
     /// The kubeconfig to use (default: the first file of $KUBECONFIG, else ~/.kube/config).
@@ -100,6 +103,16 @@ pub struct NodesArgs {
     #[arg(long)]
     pub http1: bool,
 
+    /// Event writers: each creates core/v1 Events about the nodes (as a kubelet reports them),
+    /// one at a time, from the start of the steady phase to its end.
+    #[arg(long, default_value_t = 0)]
+    pub event_writers: u32,
+
+    /// Events a second offered by all the writers together; 0: each writes as fast as the
+    /// server answers (a closed loop, the flood).
+    #[arg(long, default_value_t = 0)]
+    pub event_rate: u32,
+
     /// Leave the Nodes and Leases in place at the end.
     #[arg(long)]
     pub keep: bool,
@@ -161,6 +174,9 @@ impl NodesArgs {
         if self.zones == 0 {
             return Err("--zones must be at least 1".into());
         }
+        if self.event_rate > 0 && self.event_writers == 0 {
+            return Err("--event-rate needs --event-writers".into());
+        }
         if self.fail.of(self.count) > 0 && self.fail_after >= self.duration {
             return Err(format!(
                 "--fail-after ({:?}) must be shorter than --duration ({:?})",
@@ -198,7 +214,13 @@ mod tests {
         assert_eq!(a.duration, Duration::from_secs(600));
         assert_eq!(a.fail, Fail::Count(0));
         assert_eq!(a.lease_duration, 40);
+        assert_eq!((a.event_writers, a.event_rate), (0, 0));
         assert!(a.validate().is_ok());
+        let a = nodes("nodes --event-writers 4 --event-rate 500");
+        assert_eq!((a.event_writers, a.event_rate), (4, 500));
+        assert!(a.validate().is_ok());
+        let a = nodes("nodes --event-rate 500");
+        assert!(a.validate().unwrap_err().contains("--event-writers"));
         let a = nodes(
             "nodes --count 50 --renew-interval 1s --duration 10s --fail 1% --fail-after 2s --json --keep",
         );

@@ -9,7 +9,8 @@
 //!    heartbeating as soon as it is registered ([`worker`], [`schedule`]);
 //! 3. the steady phase: for `--duration`, every node renews its lease as the kubelet does
 //!    ([`renewal`]) and posts its status; the chosen nodes stop at `--fail-after`, and the
-//!    watch times their way to NotReady ([`readiness`]); a live line shows the rates;
+//!    watch times their way to NotReady ([`readiness`]); with `--event-writers`, writers
+//!    create Events about the nodes beside them ([`events`]); a live line shows the rates;
 //! 4. stops, prints the summary ([`report`]) with the CPU per renewal ([`cpu`]) and deletes
 //!    the Leases and Nodes (unless `--keep`), also after Ctrl-C or SIGTERM (a second one
 //!    leaves them).
@@ -20,6 +21,8 @@
 
 mod args;
 mod cpu;
+mod events;
+mod kubelet_event;
 mod nodes;
 mod objects;
 mod readiness;

@@ -20,7 +20,7 @@ use super::report::{LiveLine, SimSummary};
 use super::request::call;
 use super::shared::{Phase, Shared};
 use super::worker::{Finished, Worker};
-use super::{cpu, watch as node_watch};
+use super::{cpu, events, watch as node_watch};
 use crate::https::{Conn, Endpoint};
 use crate::kubeconfig;
 
@@ -89,12 +89,14 @@ pub async fn run(args: NodesArgs) -> anyhow::Result<()> {
             tokio::spawn(worker.run(phase_rx.clone()))
         })
         .collect();
+    let writers = events::start(&shared, &endpoint, &args, &phase_rx).await?;
     let mut run = Run {
         summary: SimSummary {
             server: endpoint.server().to_string(),
             protocol: control.protocol().to_string(),
             connections: args.conns,
             kept: args.keep,
+            event_rate: args.event_rate,
             ..SimSummary::default()
         },
         args,
@@ -124,6 +126,13 @@ pub async fn run(args: NodesArgs) -> anyhow::Result<()> {
             Err(_) => {}
         }
     }
+    for writer in writers {
+        if let Err(e) = writer.await
+            && e.is_panic()
+        {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
     let _ = watching.await;
     run.summary.count(&run.shared);
 
@@ -146,14 +155,22 @@ pub async fn run(args: NodesArgs) -> anyhow::Result<()> {
     }
     outcome?;
     if summary.renewals == 0 {
-        let first = summary
-            .error_messages
-            .iter()
-            .max_by_key(|(_, n)| **n)
-            .map_or("no renewal was attempted".to_string(), |(m, _)| m.clone());
+        let first = most_common(&summary.error_messages, "no renewal was attempted");
         bail!("no lease renewal succeeded, e.g.: {first}");
     }
+    if summary.event_writers > 0 && summary.events_created == 0 {
+        let first = most_common(&summary.events_error_messages, "no event was attempted");
+        bail!("no event was created, e.g.: {first}");
+    }
     Ok(())
+}
+
+/// The most frequent of `messages`, or `none` without any.
+fn most_common(messages: &std::collections::BTreeMap<String, u64>, none: &str) -> String {
+    messages
+        .iter()
+        .max_by_key(|(_, n)| **n)
+        .map_or(none.to_string(), |(m, _)| m.clone())
 }
 
 /// The nodes `--fail` stops: `failed` of `count`, spread evenly over the numbers (so over the

@@ -3,14 +3,15 @@
 //! that many seconds (capped at [`MAX_RETRY_AFTER`]), up to [`MAX_RETRIES`] times, as
 //! client-go's `request.go` does before giving the caller the error. Every 429 counts as
 //! throttled; every other failure (answer, timeout, connection) counts as an error, with its
-//! message.
+//! message, in the [`Tally`] of the kind of request (the nodes' in [`call`], the event
+//! writers' apart, through [`call_counted`]).
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
 
-use super::shared::Shared;
+use super::shared::{Shared, Tally};
 use crate::https::{Answer, Conn};
 
 /// client-go's `maxRetries` for answers with `Retry-After`.
@@ -28,12 +29,35 @@ pub const STRATEGIC_MERGE_PATCH: &str = "application/strategic-merge-patch+json"
 /// What a request came to: an answer (any status), or none (`Err`, with why).
 pub type Outcome = Result<Answer, String>;
 
-/// Sends `method path` with `body` of `content_type` (see the module comment). Returns the
-/// last answer, whatever its status, or why there was none; the counters are updated.
-/// `expected` says which failure statuses the caller handles itself and are not errors (a 404
-/// to a GET that will create, a 409 that means re-read).
+/// Sends `method path` with `body` of `content_type` for a node (see the module comment).
+/// Returns the last answer, whatever its status, or why there was none; the nodes' counters
+/// are updated. `expected` says which failure statuses the caller handles itself and are not
+/// errors (a 404 to a GET that will create, a 409 that means re-read).
 pub async fn call(
     shared: &Shared,
+    conn: &mut Conn,
+    method: Method,
+    path: &str,
+    body: Option<(Bytes, &'static str)>,
+    expected: &[StatusCode],
+) -> Outcome {
+    let timeout = shared.request_timeout;
+    call_counted(
+        &shared.requests,
+        timeout,
+        conn,
+        method,
+        path,
+        body,
+        expected,
+    )
+    .await
+}
+
+/// [`call`] counted in `tally`, each try within `timeout`.
+pub async fn call_counted(
+    tally: &Tally,
+    timeout: Duration,
     conn: &mut Conn,
     method: Method,
     path: &str,
@@ -47,21 +71,17 @@ pub async fn call(
             None => (None, JSON),
         };
         let sent = conn.call_typed(method.clone(), path, payload, content_type);
-        let answer = match tokio::time::timeout(shared.request_timeout, sent).await {
+        let answer = match tokio::time::timeout(timeout, sent).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(e)) => {
                 let message = format!("{method} {}: {e:#}", kind_of(path));
-                shared.error(message.clone());
+                tally.error(message.clone());
                 return Err(message);
             }
             Err(_) => {
                 conn.recover().await;
-                let message = format!(
-                    "{method} {}: timed out after {:?}",
-                    kind_of(path),
-                    shared.request_timeout
-                );
-                shared.error(message.clone());
+                let message = format!("{method} {}: timed out after {timeout:?}", kind_of(path));
+                tally.error(message.clone());
                 return Err(message);
             }
         };
@@ -70,11 +90,9 @@ pub async fn call(
             return Ok(answer);
         }
         if status == StatusCode::TOO_MANY_REQUESTS {
-            shared
-                .throttled
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tally.throttled();
         } else {
-            shared.error(format!("{method} {}: {}", kind_of(path), answer.error()));
+            tally.error(format!("{method} {}: {}", kind_of(path), answer.error()));
         }
         let retry = status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
         match answer.retry_after {
@@ -88,10 +106,12 @@ pub async fn call(
 }
 
 /// The kind of object a path is about, for error messages that group well (`lease`,
-/// `node`, `node status`, `nodes`).
+/// `node`, `node status`, `nodes`, `events`).
 fn kind_of(path: &str) -> &'static str {
     let path = path.split('?').next().unwrap_or(path);
-    if path.contains("/leases/") {
+    if path.ends_with("/events") {
+        "events"
+    } else if path.contains("/leases/") {
         "lease"
     } else if path.ends_with("/leases") {
         "leases"
@@ -117,5 +137,6 @@ mod tests {
         assert_eq!(kind_of("/api/v1/nodes/n-1/status"), "node status");
         assert_eq!(kind_of("/api/v1/nodes/n-1?resourceVersion=0"), "node");
         assert_eq!(kind_of("/api/v1/nodes"), "nodes");
+        assert_eq!(kind_of("/api/v1/namespaces/default/events"), "events");
     }
 }

@@ -4,7 +4,8 @@
 //! Counters are atomics bumped where an answer lands. Renewals and their latency count only
 //! in the steady phase (every node registered, until the end), so rates, percentiles and CPU
 //! per renewal describe steady state; conflicts, throttled answers, errors and status posts
-//! count from the first request on.
+//! count from the first request on. The event writers' figures ([`EventCounts`]) are kept
+//! apart from the nodes', each kind of request with its own [`Tally`] of failures.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::events::EventCounts;
 use super::objects::Fleet;
 use super::readiness::Readiness;
 use crate::https::Endpoint;
@@ -58,27 +60,60 @@ pub struct Shared {
     pub failed_renewals: AtomicU64,
     /// 409 answers to lease updates.
     pub conflicts: AtomicU64,
-    /// 429 answers.
-    pub throttled: AtomicU64,
-    /// Failed requests (other answers, timeouts, connection errors).
-    pub errors: AtomicU64,
+    /// The nodes' 429s and failed requests.
+    pub requests: Tally,
     /// Node status posts.
     pub status_updates: AtomicU64,
     /// Renewal latency: the steady phase's and the live line's window.
     pub latency: Mutex<Latency>,
-    /// Error messages and how often each came.
-    pub messages: Mutex<BTreeMap<String, u64>>,
     /// The NotReady measurement.
     pub readiness: Mutex<Readiness>,
+    /// What the event writers (`--event-writers`) count.
+    pub events: EventCounts,
 }
 
-/// Renewal latency histograms.
+/// The failures of one kind of request: 429 answers, other failures and their messages.
+#[derive(Default)]
+pub struct Tally {
+    /// 429 answers.
+    pub throttled: AtomicU64,
+    /// Failed requests (other answers, timeouts, connection errors).
+    pub errors: AtomicU64,
+    /// Error messages and how often each came (the first [`MAX_MESSAGES`] distinct ones).
+    pub messages: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Tally {
+    /// Counts a failed request, keeping its message.
+    pub fn error(&self, message: String) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        let mut messages = lock(&self.messages);
+        if messages.len() < MAX_MESSAGES || messages.contains_key(&message) {
+            *messages.entry(message).or_default() += 1;
+        }
+    }
+
+    /// Counts a 429 answer.
+    pub fn throttled(&self) {
+        self.throttled.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Latency histograms of one kind of request (lease renewals, event POSTs).
 #[derive(Default)]
 pub struct Latency {
     /// Over the steady phase.
     pub total: Stats,
     /// Since the live line last read it.
     pub window: Stats,
+}
+
+impl Latency {
+    /// Records one request that took `latency`.
+    pub fn record(&mut self, latency: Duration) {
+        self.total.record(latency);
+        self.window.record(latency);
+    }
 }
 
 impl Shared {
@@ -102,31 +137,24 @@ impl Shared {
             renewals: AtomicU64::new(0),
             failed_renewals: AtomicU64::new(0),
             conflicts: AtomicU64::new(0),
-            throttled: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
+            requests: Tally::default(),
             status_updates: AtomicU64::new(0),
             latency: Mutex::new(Latency::default()),
-            messages: Mutex::new(BTreeMap::new()),
             readiness: Mutex::new(readiness),
+            events: EventCounts::new(args.event_writers),
         }
     }
 
-    /// Counts a failed request, keeping its message.
+    /// Counts a failed request of the nodes, keeping its message.
     pub fn error(&self, message: String) {
-        self.errors.fetch_add(1, Ordering::Relaxed);
-        let mut messages = lock(&self.messages);
-        if messages.len() < MAX_MESSAGES || messages.contains_key(&message) {
-            *messages.entry(message).or_default() += 1;
-        }
+        self.requests.error(message);
     }
 
     /// Counts a renewal that took `latency` (in the steady phase only).
     pub fn renewed(&self, latency: Duration) {
         if self.steady.load(Ordering::Relaxed) {
             self.renewals.fetch_add(1, Ordering::Relaxed);
-            let mut l = lock(&self.latency);
-            l.total.record(latency);
-            l.window.record(latency);
+            lock(&self.latency).record(latency);
         }
     }
 

@@ -120,7 +120,7 @@ async fn list_rv(shared: &Shared, conn: &mut Conn) -> Option<String> {
 /// node's ADDED event is seen).
 pub async fn start_rv(shared: &Shared, conn: &mut Conn) -> anyhow::Result<String> {
     list_rv(shared, conn).await.ok_or_else(|| {
-        let messages = lock(&shared.messages);
+        let messages = lock(&shared.requests.messages);
         let why = messages.keys().next().cloned().unwrap_or_default();
         anyhow::anyhow!("cannot list the nodes: {why}")
     })
