@@ -53,6 +53,10 @@ pub struct Config {
     /// is generated into `--cert-dir`/tokens.csv at first start.
     #[arg(long)]
     pub token_auth_file: Option<PathBuf>,
+    /// Log format: `text` (human-readable lines, coloured only on a terminal) or `json` (one
+    /// JSON object per line: time, level, component, message and fields).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub logging_format: String,
     /// How long events are kept.
     #[arg(long, default_value = "1h", value_parser = parse_duration)]
     pub event_ttl: Duration,

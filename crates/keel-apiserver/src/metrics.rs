@@ -27,10 +27,11 @@ use crate::controllers::nodelifecycle::metrics::NodeLifecycleMetrics;
 /// Label pairs.
 pub type Labels = Vec<(&'static str, String)>;
 
-/// kube-apiserver's `apiserver_request_duration_seconds` buckets.
-const REQUEST_BUCKETS: [f64; 24] = [
+/// kube-apiserver's `apiserver_request_duration_seconds` buckets, which its
+/// `etcd_request_duration_seconds` shares (up to 60 s since kubernetes PR #94134).
+const LATENCY_BUCKETS: [f64; 23] = [
     0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
-    10.0, 15.0, 20.0, 30.0, 45.0, 50.0, 60.0,
+    10.0, 15.0, 20.0, 30.0, 45.0, 60.0,
 ];
 
 /// kube-apiserver's `apiserver_watch_events_sizes` buckets: 1 KiB doubling to 128 KiB.
@@ -38,13 +39,8 @@ const WATCH_EVENT_SIZE_BUCKETS: [f64; 8] = [
     1024.0, 2048.0, 4096.0, 8192.0, 16384.0, 32768.0, 65536.0, 131072.0,
 ];
 
-/// kube-apiserver's `etcd_request_duration_seconds` buckets.
 /// `etcd_lease_object_counts`' buckets, as kube-apiserver's.
 const LEASE_OBJECT_BUCKETS: [f64; 7] = [10.0, 50.0, 100.0, 500.0, 1000.0, 2500.0, 5000.0];
-
-const ETCD_BUCKETS: [f64; 18] = [
-    0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0,
-];
 
 /// kube-apiserver's `apiserver_watch_cache_read_wait_seconds` buckets.
 const READ_WAIT_BUCKETS: [f64; 13] = [
@@ -210,10 +206,10 @@ impl Metrics {
         let mut registry = Prometheus::default();
         let requests = Family::<Labels, Counter>::default();
         let durations = Family::<Labels, Histogram>::new_with_constructor(
-            (|| Histogram::new(REQUEST_BUCKETS)) as fn() -> Histogram,
+            (|| Histogram::new(LATENCY_BUCKETS)) as fn() -> Histogram,
         );
         let etcd = Family::<Labels, Histogram>::new_with_constructor(
-            (|| Histogram::new(ETCD_BUCKETS)) as fn() -> Histogram,
+            (|| Histogram::new(LATENCY_BUCKETS)) as fn() -> Histogram,
         );
         let (inflight, longrunning, watchers, objects, storage_size) = Default::default();
         let lease_object_counts = Histogram::new(LEASE_OBJECT_BUCKETS);

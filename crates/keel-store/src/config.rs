@@ -109,6 +109,10 @@ pub struct Config {
     /// Auto compaction retention (periodic: `1h`, `30m`, or hours; revision: a count). 0 disables.
     #[arg(long, env = "ETCD_AUTO_COMPACTION_RETENTION", default_value = "0")]
     pub auto_compaction_retention: String,
+    /// Log format: `console` (human-readable lines, coloured only on a terminal) or `json`
+    /// (one JSON object per line: time, level, component, member, message and fields).
+    #[arg(long, env = "ETCD_LOG_FORMAT", default_value = "console", value_parser = ["console", "json"])]
+    pub log_format: String,
     /// Number of committed entries between log snapshots (after which the WAL is purged).
     #[arg(long, env = "ETCD_SNAPSHOT_COUNT", default_value_t = 10_000)]
     pub snapshot_count: u64,

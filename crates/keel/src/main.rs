@@ -1,10 +1,10 @@
 //! `keel`: the Kubernetes control-plane storage stack in one binary.
 
+mod logging;
 mod snapshot;
 mod up;
 
 use clap::{Parser, Subcommand};
-use tracing_subscriber::EnvFilter;
 
 /// mimalloc: fewer cycles per request than the system allocator on the gRPC and apply paths.
 #[global_allocator]
@@ -35,21 +35,12 @@ enum Command {
     Snapshot(snapshot::SnapshotCommand),
 }
 
-/// What is logged unless `RUST_LOG` says otherwise. openraft warns each time the caller of a
-/// write has gone before its answer (a client that gave up under load): not worth a line each.
-const DEFAULT_LOG: &str = "info,openraft=warn,openraft::raft::responder=error";
-
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // As Go's runtime does for etcd and kube-apiserver: the operator's hard limit, not a
     // shell's default soft limit, bounds how many files and connections the process may hold.
     keel_process::fd_limit::raise();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG)),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init(log_format(&cli.command));
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
@@ -71,18 +62,37 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("keel: {e:#}");
+            logging::fail(&format!("keel: {e:#}"));
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// The log format the command's flags ask for: JSON when the store's `--log-format` or the
+/// apiserver's `--logging-format` says `json`.
+fn log_format(command: &Command) -> logging::Format {
+    let (store, apiserver) = match command {
+        Command::Store(c) => (Some(&**c), None),
+        Command::Apiserver(c) => (None, Some(&**c)),
+        Command::Up(up) => (Some(&up.store), Some(&up.apiserver)),
+        _ => (None, None),
+    };
+    let json = store.is_some_and(|c| c.log_format == "json")
+        || apiserver.is_some_and(|c| c.logging_format == "json");
+    match json {
+        true => logging::Format::Json {
+            member: store.map(|c| c.name.clone()),
+        },
+        false => logging::Format::Text,
     }
 }
 
 async fn run_store(config: keel_store::Config) -> anyhow::Result<()> {
     let handle = keel_store::StoreHandle::start(config).await?;
     if let Some(addr) = handle.addrs().first() {
-        eprintln!(
+        logging::announce(&format!(
             "keel store is serving on http://{addr}; try: etcdctl --endpoints=http://{addr} put hello world"
-        );
+        ));
     }
     handle.wait().await?;
     Ok(())
@@ -91,14 +101,14 @@ async fn run_store(config: keel_store::Config) -> anyhow::Result<()> {
 async fn run_apiserver(config: keel_apiserver::Config) -> anyhow::Result<()> {
     let store = keel_apiserver::server::connect(&config)?;
     let server = keel_apiserver::ApiServer::start(config, store, None).await?;
-    match &server.kubeconfig {
-        Some(path) => eprintln!(
+    logging::announce(&match &server.kubeconfig {
+        Some(path) => format!(
             "keel apiserver is serving on {}; try: kubectl --kubeconfig {} get namespaces",
             server.url,
             path.display()
         ),
-        None => eprintln!("keel apiserver is serving on {}", server.url),
-    }
+        None => format!("keel apiserver is serving on {}", server.url),
+    });
     server.wait().await?;
     Ok(())
 }

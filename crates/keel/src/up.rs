@@ -56,8 +56,10 @@ const UP_DEFAULTS: [(&str, &str); 4] = [
 #[derive(Debug, Clone)]
 pub struct UpArgs {
     data_dir: PathBuf,
-    apiserver: keel_apiserver::Config,
-    store: keel_store::Config,
+    /// The apiserver's flags.
+    pub(crate) apiserver: keel_apiserver::Config,
+    /// The store's flags.
+    pub(crate) store: keel_store::Config,
     events: EventsStoreArgs,
 }
 
@@ -303,11 +305,11 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     if let Some(a) = events_store.as_ref().and_then(|(e, _)| e.addrs().first()) {
         etcd.push_str(&format!(", the events store on http://{a}"));
     }
-    eprintln!(
+    crate::logging::announce(&format!(
         "keel is up: the Kubernetes API on {}{etcd}.\nNext: kubectl --kubeconfig {} get nodes",
         server.url,
         kubeconfig.display()
-    );
+    ));
     let events_wait = async {
         match events_store {
             Some((events, _lock)) => events.wait().await,

@@ -424,7 +424,10 @@ fn node_heartbeats_keep_a_quarter_of_the_mutating_slots() {
     let in_flight = || kube.metric_sum("apiserver_current_inflight_requests", "\"mutating\"");
     let deadline = Instant::now() + ANSWER_LIMIT;
     while in_flight() < 3.0 {
-        assert!(Instant::now() < deadline, "the creates never reached the store");
+        assert!(
+            Instant::now() < deadline,
+            "the creates never reached the store"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     let fourth = curl
@@ -436,9 +439,9 @@ fn node_heartbeats_keep_a_quarter_of_the_mutating_slots() {
         assert!(Instant::now() < deadline, "the heartbeat got no slot");
         std::thread::sleep(Duration::from_millis(50));
     }
-    let second = curl
-        .spawn("n2", "POST", LEASES, Some(&lease("n2")))
-        .wait("POST", LEASES, ANSWER_LIMIT);
+    let second =
+        curl.spawn("n2", "POST", LEASES, Some(&lease("n2")))
+            .wait("POST", LEASES, ANSWER_LIMIT);
     assert_status(&second, 429, "TooManyRequests", None);
     assert!(
         heartbeat.answer().is_none(),

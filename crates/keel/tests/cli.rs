@@ -262,6 +262,7 @@ fn valid_value(flag: &str) -> Option<&'static str> {
         "--strict-reconfig-check" => "false",
         "--bcrypt-cost" => "4",
         "--emulated-etcd-version" => "3.4.31",
+        "--log-format" => "json",
         other => panic!(
             "the README lists `{other}` for `keel store`, which this test has no value for: \
              add one to `valid_value`"
@@ -270,9 +271,13 @@ fn valid_value(flag: &str) -> Option<&'static str> {
     Some(value)
 }
 
-/// Flags of the README's list that etcd 3.5.1 does not have: keel's own, and one etcd added
-/// in 3.5.5.
-const NOT_IN_ETCD_3_5_1: [&str; 2] = ["--emulated-etcd-version", "--max-concurrent-streams"];
+/// Flags of the README's list that etcd 3.5.1 does not have: keel's own, one etcd added in
+/// 3.5.5 and one of 3.6.
+const NOT_IN_ETCD_3_5_1: [&str; 3] = [
+    "--emulated-etcd-version",
+    "--max-concurrent-streams",
+    "--log-format",
+];
 
 /// Every flag the README lists for `keel store`, with a valid value, as flags and then as
 /// `ETCD_*` variables: the server starts, serves a write and a read, and (keel) reports the
