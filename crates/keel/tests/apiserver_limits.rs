@@ -5,7 +5,8 @@
 //!   is `TooManyRequests`; read-only and mutating requests are counted apart, as
 //!   kube-apiserver's max-in-flight filter counts them; the requests within the limits are
 //!   served in full; node heartbeats (Node and `kube-node-lease` Lease writes) keep a quarter
-//!   of the mutating slots that no other write can take.
+//!   of the mutating slots that no other write can take, and Event writes hold at most an
+//!   eighth.
 //! - `--request-timeout`: a request the store does not answer in time gets 504 with a
 //!   `Status` whose reason is `Timeout`, gives its in-flight slot back, and the server serves
 //!   again once the store does.
@@ -452,6 +453,56 @@ fn node_heartbeats_keep_a_quarter_of_the_mutating_slots() {
     assert_eq!(created.code, 201, "{created:?}");
     for p in held {
         let answer = p.wait("POST", CONFIGMAPS, ANSWER_LIMIT);
+        assert_eq!(answer.code, 201, "{answer:?}");
+    }
+}
+
+/// Event writes hold at most an eighth of the mutating slots: with eight, one Event create
+/// held by the frozen store takes the Events' share, a second is refused at once, and a
+/// ConfigMap create still gets a slot.
+#[test]
+fn events_hold_at_most_an_eighth_of_the_mutating_slots() {
+    let store = Server::start(target_flavor());
+    let kube = Kube::start_on_with(
+        &store.client_url,
+        &[
+            "--max-mutating-requests-inflight=8",
+            "--request-timeout=10m",
+        ],
+    );
+    let curl = Curl::new(&kube);
+    const EVENTS: &str = "/api/v1/namespaces/default/events";
+    let event = |name: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name},
+            "involvedObject": {"kind": "Pod", "namespace": "default", "name": "p1"},
+            "reason": "Flood", "message": "m", "type": "Normal",
+        })
+    };
+    let in_flight = || kube.metric_sum("apiserver_current_inflight_requests", "\"mutating\"");
+    let wait_for = |n: f64| {
+        let deadline = Instant::now() + ANSWER_LIMIT;
+        while in_flight() < n {
+            assert!(
+                Instant::now() < deadline,
+                "{n} writes never held their slots"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    store.pause();
+    let held = curl.spawn("e1", "POST", EVENTS, Some(&event("e1")));
+    wait_for(1.0);
+    let refused =
+        curl.spawn("e2", "POST", EVENTS, Some(&event("e2")))
+            .wait("POST", EVENTS, ANSWER_LIMIT);
+    assert_status(&refused, 429, "TooManyRequests", None);
+    let configmap_write = curl.spawn("c1", "POST", CONFIGMAPS, Some(&configmap("c1")));
+    wait_for(2.0);
+    store.resume();
+    for (p, path) in [(held, EVENTS), (configmap_write, CONFIGMAPS)] {
+        let answer = p.wait("POST", path, ANSWER_LIMIT);
         assert_eq!(answer.code, 201, "{answer:?}");
     }
 }

@@ -2,8 +2,10 @@
 //! `--max-mutating-requests-inflight` mutating requests at once (watches apart), and a 429
 //! with `Retry-After` past them. A quarter of the mutating slots is kept for node heartbeats
 //! (writes of Nodes and of the Leases in `kube-node-lease`), as API Priority and Fairness
-//! keeps seats for them in its `node-high` level: a flood of other writes (Events first)
-//! fills the rest and gets 429s, and nodes keep renewing.
+//! keeps seats for them in its `node-high` level: a flood of other writes fills the rest and
+//! gets 429s, and nodes keep renewing. Event writes, a cluster's noisiest, may hold an eighth
+//! of the mutating slots, as a priority level of their own would: a flood of them is shed
+//! before it takes the CPU every other request needs.
 
 use std::sync::Arc;
 
@@ -19,6 +21,8 @@ pub struct Limits {
     mutating: Arc<Semaphore>,
     /// The mutating slots requests other than heartbeats may hold.
     others: Arc<Semaphore>,
+    /// The mutating slots Event writes may hold.
+    events: Arc<Semaphore>,
 }
 
 /// A request's slot, held while it runs and counted in `apiserver_current_inflight_requests`.
@@ -42,14 +46,15 @@ impl Limits {
                 n => n as usize,
             }))
         };
-        let others = match mutating {
-            0 => 0,
-            n => n - n / 4,
+        let (others, events) = match mutating {
+            0 => (0, 0),
+            n => (n - n / 4, (n / 8).max(1)),
         };
         Limits {
             read_only: semaphore(read_only),
             mutating: semaphore(mutating),
             others: semaphore(others),
+            events: semaphore(events),
         }
     }
 
@@ -62,6 +67,9 @@ impl Limits {
                 "readOnly"
             }
             true => {
+                if is_event(path) {
+                    permits.push(self.events.clone().try_acquire_owned().ok()?);
+                }
                 if !is_heartbeat(path) {
                     permits.push(self.others.clone().try_acquire_owned().ok()?);
                 }
@@ -80,6 +88,11 @@ impl Limits {
             gauge,
         })
     }
+}
+
+/// Whether a write to `path` is one of Events (core or events.k8s.io).
+fn is_event(path: &ResourcePath) -> bool {
+    path.resource == "events" && matches!(path.group.as_str(), "" | "events.k8s.io")
 }
 
 /// Whether a write to `path` is a node heartbeat: a Node (or its status) or a Lease in
