@@ -59,6 +59,8 @@ pub struct Metrics {
     pub proposals_applied: Gauge<i64>,
     /// Failed proposals (`etcd_server_proposals_failed_total`).
     pub proposals_failed: Counter<u64, AtomicU64>,
+    /// Entries whose apply took longer than [`SLOW_APPLY`] (`etcd_server_slow_apply_total`).
+    pub slow_applies: Counter<u64, AtomicU64>,
     /// 1 when the member knows a leader (`etcd_server_has_leader`).
     pub has_leader: Gauge<i64>,
     /// 1 when this member leads (`etcd_server_is_leader`).
@@ -159,6 +161,10 @@ impl Default for Metrics {
     }
 }
 
+/// How long an apply may take before it counts as slow: etcd's default
+/// `--warning-apply-duration` (100 ms), past which it logs "apply request took too long".
+pub const SLOW_APPLY: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Self {
@@ -174,6 +180,7 @@ impl Metrics {
             proposals_committed: Gauge::default(),
             proposals_applied: Gauge::default(),
             proposals_failed: Counter::default(),
+            slow_applies: Counter::default(),
             has_leader: Gauge::default(),
             is_leader: Gauge::default(),
             leader_changes: Counter::default(),
@@ -234,6 +241,11 @@ impl Metrics {
             "etcd_server_proposals_failed",
             "The total number of failed proposals seen",
             m.proposals_failed.clone(),
+        );
+        r.register(
+            "etcd_server_slow_apply",
+            "The total number of slow apply requests (likely overloaded from slow disk)",
+            m.slow_applies.clone(),
         );
         r.register(
             "etcd_server_has_leader",

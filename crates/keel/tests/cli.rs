@@ -706,6 +706,14 @@ fn http_health_version_and_metrics() {
         "etcd_disk_wal_fsync_duration_seconds",
         "etcd_server_has_leader",
         "etcd_mvcc_db_total_size_in_bytes",
+        // What an operator reads to name the axis at fault, as etcd names it.
+        "etcd_disk_backend_commit_duration_seconds",
+        "etcd_server_leader_changes_seen_total",
+        "etcd_server_proposals_failed_total",
+        "etcd_server_proposals_pending",
+        "etcd_server_slow_apply_total",
+        "etcd_debugging_mvcc_slow_watcher_total",
+        "etcd_debugging_mvcc_pending_events_total",
     ] {
         assert!(body.contains(metric), "/metrics lacks {metric}");
     }
