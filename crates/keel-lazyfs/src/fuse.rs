@@ -2,6 +2,7 @@
 
 use std::ffi::OsStr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use fuser::{
@@ -19,6 +20,25 @@ const TTL: Duration = Duration::from_secs(1);
 /// The filesystem served to the kernel.
 pub(crate) struct LazyFuse {
     pub(crate) tree: Arc<Mutex<Tree>>,
+    /// How long each fsync waits before it runs, in microseconds (a slow disk; 0: none).
+    pub(crate) fsync_delay: Arc<AtomicU64>,
+}
+
+impl LazyFuse {
+    /// Makes `ino` durable and replies, after the fsync delay if one is set. A delayed fsync
+    /// waits on a thread of its own, so reads and writes meanwhile are served at once, as a
+    /// slow disk's page cache serves them.
+    fn fsync_after_delay(&self, ino: u64, reply: ReplyEmpty) {
+        let delay = self.fsync_delay.load(Ordering::Relaxed);
+        if delay == 0 {
+            return empty(reply, self.tree.lock().fsync(ino));
+        }
+        let tree = self.tree.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_micros(delay));
+            empty(reply, tree.lock().fsync(ino));
+        });
+    }
 }
 
 fn file_attr(a: &Attr) -> FileAttr {
@@ -239,7 +259,7 @@ impl Filesystem for LazyFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.tree.lock().fsync(ino.0));
+        self.fsync_after_delay(ino.0, reply);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -292,7 +312,7 @@ impl Filesystem for LazyFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.tree.lock().fsync(ino.0));
+        self.fsync_after_delay(ino.0, reply);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

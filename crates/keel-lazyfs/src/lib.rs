@@ -43,6 +43,7 @@ mod tree;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use fuser::{BackgroundSession, Config, MountOption};
 use parking_lot::Mutex;
@@ -52,6 +53,7 @@ use crate::tree::Tree;
 /// A mounted lazy filesystem; dropping it cuts the power and unmounts.
 pub struct LazyFs {
     tree: Arc<Mutex<Tree>>,
+    fsync_delay: Arc<AtomicU64>,
     session: Option<BackgroundSession>,
     mountpoint: PathBuf,
 }
@@ -64,10 +66,15 @@ pub fn mount(backing: &Path, mountpoint: &Path) -> io::Result<LazyFs> {
         MountOption::FSName("lazyfs".to_string()),
         MountOption::Subtype("keel-lazyfs".to_string()),
     ];
-    let fs = fuse::LazyFuse { tree: tree.clone() };
+    let fsync_delay = Arc::new(AtomicU64::new(0));
+    let fs = fuse::LazyFuse {
+        tree: tree.clone(),
+        fsync_delay: fsync_delay.clone(),
+    };
     let session = fuser::spawn_mount(fs, mountpoint, &config)?;
     Ok(LazyFs {
         tree,
+        fsync_delay,
         session: Some(session),
         mountpoint: mountpoint.to_path_buf(),
     })
@@ -77,6 +84,13 @@ impl LazyFs {
     /// Cuts the power: the volatile layer is gone and every later request fails with EIO.
     pub fn cut_power(&self) {
         self.tree.lock().cut();
+    }
+
+    /// Makes every later fsync (of a file or a directory) wait `delay` before it runs, as on
+    /// a slow or overloaded disk; zero turns it off. Other requests are served meanwhile.
+    pub fn set_fsync_delay(&self, delay: std::time::Duration) {
+        let micros = u64::try_from(delay.as_micros()).unwrap_or(u64::MAX);
+        self.fsync_delay.store(micros, Ordering::Relaxed);
     }
 
     /// Bytes written through the mount and not yet fsynced.

@@ -147,3 +147,31 @@ fn a_big_file_written_in_pieces_reads_back_and_survives_its_fsync() {
     lazy.unmount().unwrap();
     assert_eq!(fs::read(p.backing.join("big")).unwrap(), data);
 }
+
+#[test]
+fn a_delayed_fsync_waits_while_reads_and_writes_go_on() {
+    let p = Place::new();
+    let Some(lazy) = p.first_mount("a_delayed_fsync_waits_while_reads_and_writes_go_on") else {
+        return;
+    };
+    write_file(&p.at("other"), b"readable", true);
+    let delay = std::time::Duration::from_millis(1500);
+    lazy.set_fsync_delay(delay);
+    let path = p.at("slow");
+    let syncing = std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        write_file(&path, b"durable", true);
+        started.elapsed()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Other files are read and written while the fsync waits.
+    assert_eq!(fs::read(p.at("other")).unwrap(), b"readable");
+    write_file(&p.at("meanwhile"), b"x", false);
+    assert!(!syncing.is_finished(), "the fsync did not wait");
+    let took = syncing.join().unwrap();
+    assert!(took >= delay, "an fsync delayed by {delay:?} took {took:?}");
+    lazy.set_fsync_delay(std::time::Duration::ZERO);
+    sync_dir(&p.mnt);
+    lazy.unmount().unwrap();
+    assert_eq!(fs::read(p.backing.join("slow")).unwrap(), b"durable");
+}
