@@ -136,12 +136,13 @@ impl Checker<'_> {
             return Ok(());
         }
         self.mark(&page);
-        let (mut first, mut count) = (0, u64::from(page.header.count));
+        let (mut first, mut count) = (0u64, u64::from(page.header.count));
         if page.header.count == FREELIST_COUNT_IN_FIRST_ID {
             first = 1;
             count = u64_at(&page.bytes, PAGE_HEADER_SIZE);
         }
-        let end = (first + count)
+        let end = first
+            .saturating_add(count)
             .saturating_mul(8)
             .saturating_add(PAGE_HEADER_SIZE as u64);
         if end > page.bytes.len() as u64 {

@@ -59,7 +59,8 @@ pub struct Metrics {
     pub proposals_applied: Gauge<i64>,
     /// Failed proposals (`etcd_server_proposals_failed_total`).
     pub proposals_failed: Counter<u64, AtomicU64>,
-    /// Entries whose apply took longer than [`SLOW_APPLY`] (`etcd_server_slow_apply_total`).
+    /// Applies (batches of entries) that took longer than [`SLOW_APPLY`]
+    /// (`etcd_server_slow_apply_total`).
     pub slow_applies: Counter<u64, AtomicU64>,
     /// 1 when the member knows a leader (`etcd_server_has_leader`).
     pub has_leader: Gauge<i64>,

@@ -1,8 +1,9 @@
 //! A new directory built whole beside its final place and moved there in one rename: a crash
 //! or a power cut leaves the target absent (or the empty folder it was), or complete, never
 //! half-made. The scratch folder (`.<name>.<tag>-<pid>-<n>` beside the target, so the rename
-//! stays on one file system) is removed on any error, and the scratch folders of processes
-//! that no longer run (a kill or a power cut mid-build) are removed at the next start.
+//! stays on one file system) is removed on any error; its builder holds a lock on
+//! `<scratch>.lock` beside it, and scratch folders whose lock nobody holds (a kill or a power
+//! cut mid-build) are removed at the next start.
 
 use std::fs;
 use std::io;
@@ -46,6 +47,9 @@ pub struct Staging {
     target: PathBuf,
     parent: PathBuf,
     committed: bool,
+    /// `<scratch>.lock`, locked while this process builds: how another one tells a scratch
+    /// folder in use from an abandoned one, across PID namespaces too.
+    lock: (PathBuf, fs::File),
 }
 
 impl Staging {
@@ -53,12 +57,10 @@ impl Staging {
     /// creates its parent (durably) and an empty scratch folder beside it named with `tag`,
     /// after removing the scratch folders for `target` and `tag` of processes gone.
     pub fn begin(target: &Path, tag: &str) -> Result<Staging, StagingError> {
+        let name = named(target)?;
         let parent = parent_of(target);
         dir::create_all(&parent).map_err(io_at(&parent))?;
         refuse_occupied(target, &parent)?;
-        let name = target
-            .file_name()
-            .map_or_else(|| "data".into(), |n| n.to_string_lossy().into_owned());
         let prefix = format!(".{name}.{tag}-");
         remove_abandoned(&parent, &prefix);
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -67,6 +69,9 @@ impl Staging {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
+        let lock_path = lock_of(&scratch);
+        let lock = fs::File::create(&lock_path).map_err(io_at(&lock_path))?;
+        lock.lock().map_err(io_at(&lock_path))?;
         let _ = fs::remove_dir_all(&scratch);
         fs::create_dir(&scratch).map_err(io_at(&scratch))?;
         Ok(Staging {
@@ -74,6 +79,7 @@ impl Staging {
             target: target.to_path_buf(),
             parent,
             committed: false,
+            lock: (lock_path, lock),
         })
     }
 
@@ -103,13 +109,36 @@ impl Drop for Staging {
         if !self.committed {
             let _ = fs::remove_dir_all(&self.scratch);
         }
+        let _ = fs::remove_file(&self.lock.0);
     }
+}
+
+/// The lock file beside the scratch folder `scratch`.
+fn lock_of(scratch: &Path) -> PathBuf {
+    let mut name = scratch.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
 }
 
 /// Refuses a `target` that exists and is not an empty folder, or is a mount point, as
 /// [`Staging::begin`] would, without creating anything: a cheap check before a long build.
 pub fn check(target: &Path) -> Result<(), StagingError> {
+    named(target)?;
     refuse_occupied(target, &parent_of(target))
+}
+
+/// The last component of `target`, which must name the new folder itself (not `.` or `..`).
+fn named(target: &Path) -> Result<String, StagingError> {
+    match target.file_name() {
+        Some(name) => Ok(name.to_string_lossy().into_owned()),
+        None => Err(StagingError::Io {
+            path: target.to_path_buf(),
+            source: io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "name the new folder itself (not . or ..)",
+            ),
+        }),
+    }
 }
 
 /// Refuses a `target` (in `parent`) that exists and is not an empty folder, or is a mount
@@ -135,22 +164,26 @@ fn refuse_occupied(target: &Path, parent: &Path) -> Result<(), StagingError> {
     Ok(())
 }
 
-/// Removes the folders in `parent` named `<prefix><pid>-<n>` whose process is gone.
+/// Removes the scratch folders in `parent` named `<prefix>...` (and their lock files) whose
+/// lock no process holds: their builder was killed or lost its power.
 fn remove_abandoned(parent: &Path, prefix: &str) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+        let Some(name) = name.to_str().filter(|n| n.starts_with(prefix)) else {
             continue;
         };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
+        let scratch = parent.join(name.strip_suffix(".lock").unwrap_or(name));
+        let lock_path = lock_of(&scratch);
+        let abandoned = match fs::File::open(&lock_path) {
+            Ok(lock) => lock.try_lock().is_ok(),
+            Err(e) => e.kind() == io::ErrorKind::NotFound,
         };
-        let alive = pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists();
-        if !alive {
-            let _ = fs::remove_dir_all(entry.path());
+        if abandoned {
+            let _ = fs::remove_dir_all(&scratch);
+            let _ = fs::remove_file(&lock_path);
         }
     }
 }
@@ -211,7 +244,7 @@ mod tests {
         let scratch = staging.path().to_path_buf();
         drop(staging);
         assert!(!scratch.exists() && !target.exists());
-        // A scratch folder of a process that no longer runs (pids stop below 2^22).
+        // A scratch folder whose builder is gone: no lock held on it.
         let abandoned = tmp.path().join(".t.x-4294967295-0");
         fs::create_dir(&abandoned).unwrap();
         let other = tmp.path().join(".u.x-4294967295-0");

@@ -33,29 +33,40 @@ pub enum Format {
     },
 }
 
-/// Whether the log is JSON lines (set once by [`init`]).
-static JSON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+/// The JSON log's settings, once [`init`] chose JSON (`None` inside: text).
+static JSON: std::sync::OnceLock<Option<JsonLines>> = std::sync::OnceLock::new();
 
 /// Tells the operator `text` (what is serving, what to run next): a plain line on standard
-/// error, or a log line when the log is JSON, so every line of a JSON log parses.
+/// error, or a JSON line when the log is JSON, so every line of a JSON log parses. Written
+/// whatever `RUST_LOG` filters.
 pub fn announce(text: &str) {
-    match JSON.get() {
-        Some(true) => tracing::info!(target: "keel", "{text}"),
-        _ => eprintln!("{text}"),
-    }
+    say("info", text);
 }
 
-/// Tells the operator why the command failed: a plain line, or an error log line.
+/// Tells the operator why the command failed, as [`announce`] does, at level `error`.
 pub fn fail(text: &str) {
+    say("error", text);
+}
+
+/// Writes `text` at `level` past the filter: as a JSON line or a plain one.
+fn say(level: &str, text: &str) {
     match JSON.get() {
-        Some(true) => tracing::error!(target: "keel", "{text}"),
+        Some(Some(json)) => {
+            let fields = Map::from_iter([("msg".to_string(), Value::String(text.into()))]);
+            eprintln!("{}", json.line(level, "keel", fields));
+        }
         _ => eprintln!("{text}"),
     }
 }
 
 /// Installs the log for the whole process.
 pub fn init(format: Format) {
-    let _ = JSON.set(matches!(format, Format::Json { .. }));
+    let _ = JSON.set(match &format {
+        Format::Json { member } => Some(JsonLines {
+            member: member.clone(),
+        }),
+        Format::Text => None,
+    });
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_LOG));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -86,27 +97,36 @@ where
         event: &Event<'_>,
     ) -> fmt::Result {
         let meta = event.metadata();
+        let mut fields = Fields(Map::new());
+        event.record(&mut fields);
+        let mut fields = fields.0;
+        if let Some(message) = fields.remove("message") {
+            fields.insert("msg".into(), message);
+        }
+        let level = meta.level().as_str().to_ascii_lowercase();
+        writeln!(writer, "{}", self.line(&level, meta.target(), fields))
+    }
+}
+
+impl JsonLines {
+    /// One JSON line: the time, `level`, the component of `target`, the member, the logger
+    /// and `fields` (whose names never replace those).
+    fn line(&self, level: &str, target: &str, fields: Map<String, Value>) -> String {
         let mut line = Map::new();
         line.insert("ts".into(), Value::String(now_rfc3339()));
-        line.insert(
-            "level".into(),
-            Value::String(meta.level().as_str().to_ascii_lowercase()),
-        );
-        line.insert(
-            "component".into(),
-            Value::String(component(meta.target()).into()),
-        );
+        line.insert("level".into(), Value::String(level.into()));
+        line.insert("component".into(), Value::String(component(target).into()));
         if let Some(member) = &self.member {
             line.insert("member".into(), Value::String(member.clone()));
         }
-        line.insert("logger".into(), Value::String(meta.target().into()));
-        let mut fields = Fields(Map::new());
-        event.record(&mut fields);
-        let message = fields.0.remove("message").unwrap_or(Value::Null);
-        line.insert("msg".into(), message);
-        line.extend(fields.0);
-        let text = serde_json::to_string(&line).map_err(|_| fmt::Error)?;
-        writeln!(writer, "{text}")
+        line.insert("logger".into(), Value::String(target.into()));
+        if !fields.contains_key("msg") {
+            line.insert("msg".into(), Value::Null);
+        }
+        for (name, value) in fields {
+            line.entry(name).or_insert(value);
+        }
+        Value::Object(line).to_string()
     }
 }
 

@@ -45,7 +45,7 @@ fn main() -> std::process::ExitCode {
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("keel: cannot start the async runtime: {e}");
+            logging::fail(&format!("keel: cannot start the async runtime: {e}"));
             return std::process::ExitCode::FAILURE;
         }
     };

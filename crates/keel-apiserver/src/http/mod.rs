@@ -193,14 +193,21 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
             }
         }
     };
-    let body = match axum::body::to_bytes(body, handlers::MAX_BODY).await {
-        Ok(body) => body,
+    // The body is read within the request timeout, as the handler runs: a client that
+    // stalls mid-body gives its slot back.
+    let read = tokio::time::timeout(
+        app.request_timeout,
+        axum::body::to_bytes(body, handlers::MAX_BODY),
+    );
+    let body = match read.await {
+        Ok(Ok(body)) => body,
+        Ok(Err(e)) => {
+            let status = body_error(&e);
+            app.metrics.request(&labels, status.code, started.elapsed());
+            return status_response(&status);
+        }
         Err(_) => {
-            let status = Status::failure(
-                413,
-                "RequestEntityTooLarge",
-                format!("Request entity too large: limit is {}", handlers::MAX_BODY),
-            );
+            let status = request_timed_out();
             app.metrics.request(&labels, status.code, started.elapsed());
             return status_response(&status);
         }
@@ -243,16 +250,43 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
     } else {
         match tokio::time::timeout(app.request_timeout, handlers::serve(registry, request)).await {
             Ok(response) => response,
-            Err(_) => status_response(&Status::failure(
-                504,
-                "Timeout",
-                "Timeout: request did not complete within requested timeout - context deadline exceeded".into(),
-            )),
+            Err(_) => status_response(&request_timed_out()),
         }
     };
     app.metrics
         .request(&labels, response.status().as_u16(), started.elapsed());
     response
+}
+
+/// 504 past `--request-timeout`, as kube-apiserver's timeout filter answers.
+fn request_timed_out() -> Status {
+    Status::failure(
+        504,
+        "Timeout",
+        "Timeout: request did not complete within requested timeout - context deadline exceeded"
+            .into(),
+    )
+}
+
+/// The answer to a body that could not be read: 413 past the size limit, else 400 (the
+/// client went away or sent a broken body).
+fn body_error(e: &axum::Error) -> Status {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cause {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return Status::failure(
+                413,
+                "RequestEntityTooLarge",
+                format!("Request entity too large: limit is {}", handlers::MAX_BODY),
+            );
+        }
+        cause = err.source();
+    }
+    Status::failure(
+        400,
+        "BadRequest",
+        format!("error reading the request body: {e}"),
+    )
 }
 
 /// 429 past the in-flight limits, with Retry-After, as kube-apiserver's max-in-flight

@@ -78,9 +78,9 @@ async fn probe(endpoints: Vec<Endpoint>, changes: Vec<Sender<Change<usize, Endpo
             }
             let uri = endpoints[i].uri();
             if *want {
-                tracing::info!(member = %uri, "etcd member reachable again: sending it requests");
+                tracing::info!(endpoint = %uri, "etcd member reachable again: sending it requests");
             } else {
-                tracing::warn!(member = %uri, "etcd member unreachable: sending it no requests until it is back");
+                tracing::warn!(endpoint = %uri, "etcd member unreachable: sending it no requests until it is back");
             }
             for tx in &changes {
                 let change = if *want {

@@ -74,7 +74,8 @@ pub fn save(data_dir: &Path, backup: &Path) -> anyhow::Result<Vec<Kept>> {
         for entry in listed {
             let entry = entry?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            if entry.file_type()?.is_file() && plain_name(&name) {
+            // Dot files are scratch files of an atomic write, not credentials.
+            if entry.file_type()?.is_file() && plain_name(&name) && !name.starts_with('.') {
                 paths.push(format!("{APISERVER}/{name}"));
             }
         }

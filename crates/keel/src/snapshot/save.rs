@@ -4,6 +4,7 @@
 //! manifest that names them all is written.
 
 use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -40,6 +41,10 @@ pub async fn save(
     }
     keel_wal::dir::create_all(dir)
         .with_context(|| format!("cannot create the backup folder {}", dir.display()))?;
+    // The snapshots hold every Secret in the clear, as etcdctl's (0600) do: only the owner
+    // may list or read the backup.
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        .with_context(|| format!("cannot restrict {} to its owner", dir.display()))?;
     // One save at a time per folder (released when the process exits, however it exits).
     let lock_path = dir.join(".keel-save.lock");
     let lock = std::fs::File::create(&lock_path)
@@ -135,8 +140,13 @@ async fn connect(servers: &[String]) -> anyhow::Result<Channel> {
 
 /// Writes the Snapshot stream of `channel` into `path` (fsynced), with a progress bar.
 async fn stream(channel: Channel, path: &PathBuf, name: &str) -> anyhow::Result<()> {
-    let mut out =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
     let bar = ProgressBar::new_spinner().with_prefix(name.to_string());
     bar.set_style(
         ProgressStyle::with_template(

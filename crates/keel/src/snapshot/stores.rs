@@ -131,7 +131,11 @@ fn running(dir: &Path) -> anyhow::Result<()> {
             dir.display()
         )
     };
-    let file = std::fs::File::open(&path).map_err(|_| not_running())?;
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(not_running()),
+        Err(e) => return Err(e).with_context(|| format!("cannot open {}", path.display())),
+    };
     match file.try_lock() {
         Ok(()) => Err(not_running()),
         Err(std::fs::TryLockError::WouldBlock) => Ok(()),
@@ -154,7 +158,8 @@ pub fn check_names(stores: &[StoreEntry], source: &Path) -> anyhow::Result<()> {
     for store in stores {
         let folder = store.folder.as_deref();
         for name in std::iter::once(store.name.as_str()).chain(folder) {
-            if !plain_name(name) {
+            // A backup of keel up keeps its credentials under these names beside the stores.
+            if !plain_name(name) || matches!(name, "apiserver" | "kubeconfig") {
                 anyhow::bail!(
                     "{}: {name:?} cannot name a store's file or folder",
                     source.display()
