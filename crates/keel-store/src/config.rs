@@ -423,7 +423,8 @@ pub fn check_initial_member(
     Ok(())
 }
 
-fn split(list: &str) -> impl Iterator<Item = &str> {
+/// The items of a comma-separated flag value (`a, b,,c`: `a`, `b`, `c`).
+pub(crate) fn split(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').map(str::trim).filter(|s| !s.is_empty())
 }
 

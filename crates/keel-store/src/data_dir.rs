@@ -62,10 +62,7 @@ impl DataDir {
     /// Fsyncs `member/snap`, `member/wal`, `member`, the data folder and its parent, making
     /// every entry in them durable (the backend file and the WAL's first segment included).
     pub fn sync(&self) -> io::Result<()> {
-        let parent = match self.root.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let parent = keel_wal::dir::parent_of(&self.root).to_path_buf();
         for dir in [
             self.snap(),
             self.wal(),

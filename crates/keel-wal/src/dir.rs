@@ -7,6 +7,14 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The directory `path` is in (`.` for a bare name).
+pub fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// Fsyncs the directory `dir`, making creations, renames and removals of its entries durable.
 pub fn sync(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
@@ -17,10 +25,7 @@ pub fn create_all(dir: &Path) -> io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let parent = parent_of(dir);
     create_all(parent)?;
     match fs::create_dir(dir) {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
@@ -34,10 +39,7 @@ pub fn create_all(dir: &Path) -> io::Result<()> {
 /// renamed over `path`, then the directory fsynced.
 pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
+    let dir = parent_of(path);
     let Some(name) = path.file_name() else {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

@@ -55,10 +55,10 @@ pub struct Staging {
 impl Staging {
     /// Starts building `target`, which must be absent or an empty folder (not a mount point):
     /// creates its parent (durably) and an empty scratch folder beside it named with `tag`,
-    /// after removing the scratch folders for `target` and `tag` of processes gone.
+    /// after removing the scratch folders for `target` and `tag` whose lock nobody holds.
     pub fn begin(target: &Path, tag: &str) -> Result<Staging, StagingError> {
         let name = named(target)?;
-        let parent = parent_of(target);
+        let parent = dir::parent_of(target).to_path_buf();
         dir::create_all(&parent).map_err(io_at(&parent))?;
         refuse_occupied(target, &parent)?;
         let prefix = format!(".{name}.{tag}-");
@@ -124,7 +124,7 @@ fn lock_of(scratch: &Path) -> PathBuf {
 /// [`Staging::begin`] would, without creating anything: a cheap check before a long build.
 pub fn check(target: &Path) -> Result<(), StagingError> {
     named(target)?;
-    refuse_occupied(target, &parent_of(target))
+    refuse_occupied(target, dir::parent_of(target))
 }
 
 /// The last component of `target`, which must name the new folder itself (not `.` or `..`).
@@ -185,14 +185,6 @@ fn remove_abandoned(parent: &Path, prefix: &str) {
             let _ = fs::remove_dir_all(&scratch);
             let _ = fs::remove_file(&lock_path);
         }
-    }
-}
-
-/// The directory `path` is in (`.` for a bare name).
-pub fn parent_of(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
     }
 }
 

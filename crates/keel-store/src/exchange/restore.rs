@@ -25,7 +25,7 @@ use keel_wal::staging::Staging;
 use super::error::RestoreError;
 use super::import::import;
 use super::source::{Source, check_bump};
-use crate::config::{check_initial_member, parse_initial_cluster};
+use crate::config::{check_initial_member, parse_initial_cluster, split};
 use crate::data_dir::DataDir;
 use crate::identity::Identity;
 
@@ -94,11 +94,7 @@ pub fn restore(snapshot: &Path, opts: &RestoreOptions) -> Result<Restored, Resto
     check_bump(opts.bump_revision, opts.mark_compacted)?;
     let members = parse_initial_cluster(&opts.initial_cluster)?;
     check_initial_member(&opts.name, &members, &opts.initial_advertise_peer_urls)?;
-    let advertised: Vec<String> = opts
-        .initial_advertise_peer_urls
-        .split(',')
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
+    let advertised: Vec<String> = split(&opts.initial_advertise_peer_urls)
         .map(str::to_string)
         .collect();
     let identity = Identity::of_new_cluster(&members, &advertised, &opts.initial_cluster_token);
