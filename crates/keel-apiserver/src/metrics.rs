@@ -1,7 +1,8 @@
 //! `/metrics`, with kube-apiserver's names and labels, so the dashboards and alerts written
 //! for it work unchanged: requests by verb, resource, subresource and scope
 //! (`apiserver_request_total`, `apiserver_request_duration_seconds`), what is in flight
-//! (`apiserver_current_inflight_requests`, `apiserver_longrunning_requests`,
+//! (`apiserver_current_inflight_requests`, `apiserver_current_inqueue_requests`,
+//! `apiserver_longrunning_requests`,
 //! `apiserver_registered_watchers`), the store's share of each request
 //! (`etcd_request_duration_seconds` by operation and resource; `apiserver_storage_objects`;
 //! `apiserver_storage_size_bytes` per store),
@@ -54,6 +55,8 @@ pub struct Metrics {
     durations: Family<Labels, Histogram>,
     /// `apiserver_current_inflight_requests{request_kind}`.
     pub inflight: Family<Labels, Gauge>,
+    /// `apiserver_current_inqueue_requests{request_kind}`: Event writes waiting for a slot.
+    pub inqueue: Family<Labels, Gauge>,
     /// `apiserver_longrunning_requests`.
     pub longrunning: Family<Labels, Gauge>,
     /// `apiserver_registered_watchers{group, kind, version}`.
@@ -211,7 +214,7 @@ impl Metrics {
         let etcd = Family::<Labels, Histogram>::new_with_constructor(
             (|| Histogram::new(LATENCY_BUCKETS)) as fn() -> Histogram,
         );
-        let (inflight, longrunning, watchers, objects, storage_size) = Default::default();
+        let (inflight, inqueue, longrunning, watchers, objects, storage_size) = Default::default();
         let lease_object_counts = Histogram::new(LEASE_OBJECT_BUCKETS);
         let cache_reads = CacheReadFamilies::default();
         let (cache_received, cache_dispatched, cache_revision) = Default::default();
@@ -233,6 +236,11 @@ impl Metrics {
             "apiserver_current_inflight_requests",
             "Maximal number of currently used inflight request limit of this apiserver per request kind in last second.",
             Family::clone(&inflight),
+        );
+        registry.register(
+            "apiserver_current_inqueue_requests",
+            "Maximal number of queued requests in this apiserver per request kind in last second.",
+            Family::clone(&inqueue),
         );
         registry.register(
             "apiserver_longrunning_requests",
@@ -331,6 +339,7 @@ impl Metrics {
             requests,
             durations,
             inflight,
+            inqueue,
             longrunning,
             watchers,
             etcd,

@@ -60,6 +60,7 @@ use redb::{Durability, ReadableDatabase};
 
 use crate::backend::{KEY, META, META_FINISHED_COMPACT_REV};
 use crate::error::MvccError;
+use crate::in_use::next_count_after;
 use crate::revision::{Rev, RevKey, is_tombstone_key};
 use crate::store::{Core, Mvcc, MvccOptions, State};
 
@@ -113,6 +114,16 @@ pub(crate) struct CompactionControl {
     changed: Condvar,
 }
 
+/// Why the compactor thread woke up.
+enum Wake {
+    /// A compaction may have been scheduled.
+    Work,
+    /// The bytes in use are due to be counted again.
+    Due,
+    /// The store is closing.
+    Stopped,
+}
+
 #[derive(Default)]
 struct Signal {
     /// A compaction may have been scheduled since the compactor last looked.
@@ -156,14 +167,22 @@ impl CompactionControl {
         self.changed.notify_all();
     }
 
-    /// Waits until there may be work; `false` once stopped.
-    fn wait_for_work(&self) -> bool {
+    /// Waits until there may be work or `deadline` passes.
+    fn wait_for_work(&self, deadline: Instant) -> Wake {
         let mut s = self.signal.lock();
         while !s.work && !s.stopped {
-            self.changed.wait(&mut s);
+            if self.changed.wait_until(&mut s, deadline).timed_out() {
+                return match s.stopped {
+                    true => Wake::Stopped,
+                    false => Wake::Due,
+                };
+            }
         }
         s.work = false;
-        !s.stopped
+        match s.stopped {
+            true => Wake::Stopped,
+            false => Wake::Work,
+        }
     }
 
     /// Sleeps `pause` (not cut short by wake-ups); `false` once stopped.
@@ -184,9 +203,19 @@ pub(crate) fn spawn(core: Arc<Core>) -> Result<JoinHandle<()>, MvccError> {
 }
 
 /// The compactor thread: steps through every scheduled compaction, pausing between removals.
+/// Also counts the bytes in use (see [`crate::in_use`]) when it starts and, paced, while idle.
 fn run(core: &Core) {
     let control = &core.compaction;
-    while control.wait_for_work() {
+    let mut next_count = Instant::now() + next_count_after(core.count_in_use());
+    loop {
+        match control.wait_for_work(next_count) {
+            Wake::Stopped => return,
+            Wake::Due => {
+                next_count = Instant::now() + next_count_after(core.count_in_use());
+                continue;
+            }
+            Wake::Work => {}
+        }
         loop {
             let pause = match core.step() {
                 Ok(CompactionStep::Idle) => break,
@@ -308,7 +337,7 @@ impl Core {
         s.pass = None;
         drop(s);
         drop(db);
-        self.refresh_size();
+        self.count_in_use();
         self.compaction.finished();
         Ok(CompactionStep::Finished {
             revision: target,

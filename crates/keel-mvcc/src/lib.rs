@@ -69,6 +69,7 @@ mod error;
 mod gosort;
 mod hash;
 mod history;
+mod in_use;
 mod index;
 mod range;
 mod revision;

@@ -333,7 +333,7 @@ impl Mvcc {
             *s = State::restored(restored, s.backend_epoch.wrapping_add(1));
             std::mem::replace(&mut *live, Arc::new(db))
         };
-        self.refresh_size();
+        self.core.count_in_use();
         // The new backend may hold a compaction that was cut short.
         self.core.compaction.wake();
         // Closing the old backend may write to its (now unlinked) file: outside the locks.

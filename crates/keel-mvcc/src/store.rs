@@ -15,6 +15,7 @@ use crate::apply::{ApplyBatch, table_value};
 use crate::backend::{self, DEFAULT_CACHE_BYTES, KEY, Restored};
 use crate::compaction::{self, CompactionControl, CompactionPass};
 use crate::error::MvccError;
+use crate::in_use::InUse;
 use crate::index::{KeyRange, TreeIndex};
 use crate::range::{self, ValueSource};
 use crate::revision::Rev;
@@ -92,6 +93,8 @@ pub(crate) struct Core {
     pub(crate) db: RwLock<Arc<Database>>,
     pub(crate) state: RwLock<State>,
     pub(crate) compaction: CompactionControl,
+    /// The bytes in use, as last counted.
+    pub(crate) in_use: InUse,
 }
 
 impl Core {
@@ -99,6 +102,13 @@ impl Core {
     pub(crate) fn refresh_size(&self) {
         let len = std::fs::metadata(&self.path).map(|m| m.len()).unwrap_or(0);
         self.size.store(len, Ordering::Relaxed);
+    }
+
+    /// Counts the bytes in use (see [`crate::in_use`]); returns how long it took.
+    pub(crate) fn count_in_use(&self) -> Duration {
+        let db = self.db.read().clone();
+        self.refresh_size();
+        self.in_use.count(&db, self.size.load(Ordering::Relaxed))
     }
 }
 
@@ -146,11 +156,15 @@ impl Mvcc {
             db: RwLock::new(Arc::new(db)),
             state: RwLock::new(State::restored(restored, 0)),
             compaction: CompactionControl::new(options),
+            in_use: InUse::new(),
         });
         core.refresh_size();
+        // The compactor thread counts the bytes in use first thing; without it, they are
+        // counted here.
         let compactor = if options.background_compaction {
             Some(compaction::spawn(core.clone())?)
         } else {
+            core.count_in_use();
             None
         };
         Ok(Mvcc {
@@ -248,18 +262,10 @@ impl Mvcc {
         self.core.size.load(Ordering::Relaxed)
     }
 
-    /// Bytes of the backend file in use (allocated pages, from redb's stats).
+    /// Bytes of the backend file in use, as last counted (see [`crate::in_use`]): never
+    /// waits, never walks the backend.
     pub fn db_size_in_use(&self) -> u64 {
-        let db = self.core.db.read();
-        let stats = db.begin_write().and_then(|w| {
-            let stats = w.stats().map_err(redb::TransactionError::from);
-            let _ = w.abort();
-            stats
-        });
-        match stats {
-            Ok(s) => s.allocated_pages() * s.page_size() as u64,
-            Err(_) => self.db_size(),
-        }
+        self.core.in_use.bytes(self.db_size())
     }
 
     /// Compacts the backend file (redb `compact`); stops reads and writes while it runs, like
@@ -279,7 +285,7 @@ impl Mvcc {
             }
         }
         drop(guard);
-        self.refresh_size();
+        self.core.count_in_use();
         Ok(())
     }
 

@@ -1,9 +1,11 @@
 //! The process's own resources, as both `keel store` and `keel apiserver` (and `keel up`,
 //! which runs both) need them: the file-descriptor limit raised at start ([`fd_limit`]), a
 //! process-wide bound on accepted connections that keeps a reserve of descriptors for the
-//! store's own files ([`connections`]), and the `process_*` metrics Go programs such as etcd
-//! and kube-apiserver export ([`metrics`]).
+//! store's own files ([`connections`]), the `process_*` metrics Go programs such as etcd
+//! and kube-apiserver export ([`metrics`]), and a runtime for work that yields the CPU to
+//! everything else ([`background`]).
 
+pub mod background;
 pub mod connections;
 pub mod fd_limit;
 pub mod metrics;

@@ -275,8 +275,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create the data folder {}", args.data_dir.display()))?;
     let _lock = lock(&args.data_dir)?;
     check_events_store_unchanged(&args)?;
+    // The events store runs on the low-priority runtime, its WAL and apply threads at its
+    // priority: a flood of Events yields the CPU to the main store and the heartbeats.
     let events_store = match args.events.events_store {
-        true => Some(start_events_store(&args).await?),
+        true => Some(
+            keel_process::background::handle()
+                .spawn(start_events_store(args.clone()))
+                .await
+                .context("the events store (--events-store) could not start")??,
+        ),
         false => None,
     };
     write_stores(&args, events_store.is_some())?;
@@ -377,8 +384,9 @@ fn in_process(store: &keel_store::StoreHandle) -> keel_apiserver::server::StoreL
 }
 
 /// Starts the events store with its data in DIR/events (locked by DIR/events/keel.lock while it
-/// runs), configured as the main store but for its folder and URLs.
-async fn start_events_store(args: &UpArgs) -> anyhow::Result<(keel_store::StoreHandle, File)> {
+/// runs), configured as the main store but for its folder and URLs; its tasks run on the
+/// runtime this is called on.
+async fn start_events_store(args: UpArgs) -> anyhow::Result<(keel_store::StoreHandle, File)> {
     let dir = args.data_dir.join("events");
     keel_wal::dir::create_all(&dir)
         .with_context(|| format!("cannot create the events folder {}", dir.display()))?;

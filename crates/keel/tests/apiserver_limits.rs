@@ -6,7 +6,8 @@
 //!   kube-apiserver's max-in-flight filter counts them; the requests within the limits are
 //!   served in full; node heartbeats (Node and `kube-node-lease` Lease writes) keep a quarter
 //!   of the mutating slots that no other write can take, and Event writes hold at most an
-//!   eighth.
+//!   eighth, queueing for them (at most twice as many, for at most a few seconds) before a
+//!   429.
 //! - `--request-timeout`: a request the store does not answer in time gets 504 with a
 //!   `Status` whose reason is `Timeout`, gives its in-flight slot back, and the server serves
 //!   again once the store does.
@@ -459,11 +460,14 @@ fn node_heartbeats_keep_a_quarter_of_the_mutating_slots() {
     }
 }
 
-/// Event writes hold at most an eighth of the mutating slots: with eight, one Event create
-/// held by the frozen store takes the Events' share, a second is refused at once, and a
-/// ConfigMap create still gets a slot.
+/// Event writes hold at most an eighth of the mutating slots and wait for one in a queue of
+/// twice as many: with eight slots, one Event create held by the frozen store takes the
+/// Events' share, two more wait in the queue (`apiserver_current_inqueue_requests`), a fourth
+/// is refused at once, and a ConfigMap create still gets a slot; once the store answers, every
+/// queued event is created. A queued event whose slot does not come within the wait limit is
+/// answered 429.
 #[test]
-fn events_hold_at_most_an_eighth_of_the_mutating_slots() {
+fn events_hold_at_most_an_eighth_of_the_mutating_slots_and_queue_for_them() {
     let store = Server::start(target_flavor());
     let kube = Kube::start_on_with(
         &store.client_url,
@@ -483,30 +487,50 @@ fn events_hold_at_most_an_eighth_of_the_mutating_slots() {
         })
     };
     let in_flight = || kube.metric_sum("apiserver_current_inflight_requests", "\"mutating\"");
-    let wait_for = |n: f64| {
+    let in_queue = || kube.metric_sum("apiserver_current_inqueue_requests", "\"mutating\"");
+    let wait_for = |what: &dyn Fn() -> f64, n: f64| {
         let deadline = Instant::now() + ANSWER_LIMIT;
-        while in_flight() < n {
-            assert!(
-                Instant::now() < deadline,
-                "{n} writes never held their slots"
-            );
+        while what() < n {
+            assert!(Instant::now() < deadline, "{n} writes never got there");
             std::thread::sleep(Duration::from_millis(50));
         }
     };
     store.pause();
     let held = curl.spawn("e1", "POST", EVENTS, Some(&event("e1")));
-    wait_for(1.0);
+    wait_for(&in_flight, 1.0);
+    let queued: Vec<_> = ["e2", "e3"]
+        .into_iter()
+        .map(|name| curl.spawn(name, "POST", EVENTS, Some(&event(name))))
+        .collect();
+    wait_for(&in_queue, 2.0);
     let refused =
-        curl.spawn("e2", "POST", EVENTS, Some(&event("e2")))
+        curl.spawn("e4", "POST", EVENTS, Some(&event("e4")))
             .wait("POST", EVENTS, ANSWER_LIMIT);
     assert_status(&refused, 429, "TooManyRequests", None);
     let configmap_write = curl.spawn("c1", "POST", CONFIGMAPS, Some(&configmap("c1")));
-    wait_for(2.0);
+    wait_for(&in_flight, 2.0);
     store.resume();
-    for (p, path) in [(held, EVENTS), (configmap_write, CONFIGMAPS)] {
+    let answered = [(held, EVENTS), (configmap_write, CONFIGMAPS)]
+        .into_iter()
+        .chain(queued.into_iter().map(|p| (p, EVENTS)));
+    for (p, path) in answered {
         let answer = p.wait("POST", path, ANSWER_LIMIT);
         assert_eq!(answer.code, 201, "{answer:?}");
     }
+    assert_eq!(in_queue(), 0.0, "no event is left counted as queued");
+
+    // A queued event waits at most the wait limit: the store frozen again, the one behind the
+    // held event is answered 429 while the held one still waits for the store.
+    store.pause();
+    let held = curl.spawn("e5", "POST", EVENTS, Some(&event("e5")));
+    wait_for(&in_flight, 1.0);
+    let timed_out =
+        curl.spawn("e6", "POST", EVENTS, Some(&event("e6")))
+            .wait("POST", EVENTS, ANSWER_LIMIT);
+    assert_status(&timed_out, 429, "TooManyRequests", None);
+    store.resume();
+    let answer = held.wait("POST", EVENTS, ANSWER_LIMIT);
+    assert_eq!(answer.code, 201, "{answer:?}");
 }
 
 /// A body past the apiserver's 3 MiB limit is answered 413 `RequestEntityTooLarge`, stores

@@ -5,9 +5,15 @@
 //! keeps seats for them in its `node-high` level: a flood of other writes fills the rest and
 //! gets 429s, and nodes keep renewing. Event writes, a cluster's noisiest, may hold an eighth
 //! of the mutating slots, as a priority level of their own would: a flood of them is shed
-//! before it takes the CPU every other request needs.
+//! before it takes the CPU every other request needs. Like an APF priority level, the Events
+//! share has a queue: an Event write that finds its slots taken waits for one in arrival
+//! order (at most twice as many waiting as slots, for at most [`EVENT_WAIT`]) instead of
+//! being refused at once, so a writer retrying after its `Retry-After` is not starved by
+//! writers that send their next event the moment the last one is answered.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -23,7 +29,13 @@ pub struct Limits {
     others: Arc<Semaphore>,
     /// The mutating slots Event writes may hold.
     events: Arc<Semaphore>,
+    /// Event writes waiting for one of those slots, and how many may.
+    events_waiting: AtomicUsize,
+    events_queue: usize,
 }
+
+/// The longest an Event write waits in the Events queue before its 429.
+pub const EVENT_WAIT: Duration = Duration::from_secs(5);
 
 /// A request's slot, held while it runs and counted in `apiserver_current_inflight_requests`.
 pub struct Slot {
@@ -55,12 +67,15 @@ impl Limits {
             mutating: semaphore(mutating),
             others: semaphore(others),
             events: semaphore(events),
+            events_waiting: AtomicUsize::new(0),
+            events_queue: 2 * events as usize,
         }
     }
 
-    /// A slot for a request to `path`, mutating or not; `None` past the limits.
-    pub fn try_slot(&self, app: &App, path: &ResourcePath, mutating: bool) -> Option<Slot> {
-        let mut permits = Vec::with_capacity(2);
+    /// A slot for a request to `path`, mutating or not; `None` past the limits (an Event
+    /// write first waits in the Events queue, see the module docs).
+    pub async fn slot(&self, app: &App, path: &ResourcePath, mutating: bool) -> Option<Slot> {
+        let mut permits = Vec::with_capacity(3);
         let kind = match mutating {
             false => {
                 permits.push(self.read_only.clone().try_acquire_owned().ok()?);
@@ -68,7 +83,9 @@ impl Limits {
             }
             true => {
                 if is_event(path) {
-                    permits.push(self.events.clone().try_acquire_owned().ok()?);
+                    let label = vec![("request_kind", "mutating".to_string())];
+                    let queued = app.metrics.inqueue.get_or_create(&label).clone();
+                    permits.push(self.event_slot(&queued).await?);
                 }
                 if !is_heartbeat(path) {
                     permits.push(self.others.clone().try_acquire_owned().ok()?);
@@ -90,8 +107,55 @@ impl Limits {
     }
 }
 
-/// Whether a write to `path` is one of Events (core or events.k8s.io).
-fn is_event(path: &ResourcePath) -> bool {
+impl Limits {
+    /// One of the Events slots: at once if one is free, else after a wait in the queue;
+    /// `None` if the queue is full or the wait passed [`EVENT_WAIT`].
+    /// `queued` counts the waiting.
+    async fn event_slot(&self, queued: &Gauge) -> Option<OwnedSemaphorePermit> {
+        if let Ok(permit) = self.events.clone().try_acquire_owned() {
+            return Some(permit);
+        }
+        let place = Waiting::join(&self.events_waiting, queued);
+        if place.ahead >= self.events_queue {
+            return None;
+        }
+        // The semaphore serves its waiters in arrival order.
+        tokio::time::timeout(EVENT_WAIT, self.events.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()
+    }
+}
+
+/// A place in a queue, given back when dropped (also when the waiting request is dropped).
+struct Waiting<'a> {
+    count: &'a AtomicUsize,
+    gauge: &'a Gauge,
+    /// How many were waiting before this one.
+    ahead: usize,
+}
+
+impl<'a> Waiting<'a> {
+    fn join(count: &'a AtomicUsize, gauge: &'a Gauge) -> Waiting<'a> {
+        let ahead = count.fetch_add(1, Ordering::AcqRel);
+        gauge.inc();
+        Waiting {
+            count,
+            gauge,
+            ahead,
+        }
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::AcqRel);
+        self.gauge.dec();
+    }
+}
+
+/// Whether a request to `path` is one of Events (core or events.k8s.io).
+pub fn is_event(path: &ResourcePath) -> bool {
     path.resource == "events" && matches!(path.group.as_str(), "" | "events.k8s.io")
 }
 

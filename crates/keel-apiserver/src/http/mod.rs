@@ -110,6 +110,9 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
             None => return status_response(&not_found()),
         },
         Path::Resources { group, version } => discovery::resources(kinds, &group, &version),
+        Path::Resource(resource) if inflight::is_event(&resource) => {
+            return serve_in_background(app, resource, req).await;
+        }
         Path::Resource(resource) => return serve_resource(&app, resource, req).await,
         Path::Other => None,
     };
@@ -119,6 +122,23 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
         }
         Some(_) => status_response(&handlers::method_not_allowed()),
         None => (StatusCode::NOT_FOUND, "404 page not found\n").into_response(),
+    }
+}
+
+/// Serves an Events request on the low-priority runtime ([`keel_process::background`]): a
+/// flood of Events takes the CPU only when heartbeats and every other request leave it.
+async fn serve_in_background(app: Arc<App>, resource: ResourcePath, req: Request) -> Response {
+    let serving = keel_process::background::handle()
+        .spawn(async move { serve_resource(&app, resource, req).await });
+    match serving.await {
+        Ok(response) => response,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Cancelled: the process is shutting down.
+        Err(_) => status_response(&Status::failure(
+            503,
+            "ServiceUnavailable",
+            "the apiserver is shutting down".into(),
+        )),
     }
 }
 
@@ -184,7 +204,7 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
     let _slot = if watch {
         None
     } else {
-        match app.limits.try_slot(app, &path, mutating) {
+        match app.limits.slot(app, &path, mutating).await {
             Some(slot) => Some(slot),
             None => {
                 let status = too_many_requests();

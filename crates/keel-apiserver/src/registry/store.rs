@@ -790,16 +790,20 @@ impl Registry {
     }
 
     /// A namespaced object may be created only in a namespace that exists and is not being
-    /// deleted.
+    /// deleted. As kube-apiserver's NamespaceLifecycle admission does, the namespace is read
+    /// from the watch cache, and from the store only when the cache does not have it (one
+    /// created a moment ago): a flood of creates (Events) costs the store no read each.
     async fn check_namespace_open(
         &self,
         info: &ResourceInfo,
         namespace: &str,
         name: &str,
     ) -> Result<(), Status> {
-        let ns = self
-            .get(self.core("namespaces"), None, namespace, "")
-            .await?;
+        let namespaces = self.core("namespaces");
+        let ns = match self.get(namespaces, None, namespace, "0").await {
+            Err(status) if status.code == 404 => self.get(namespaces, None, namespace, "").await,
+            cached => cached,
+        }?;
         if !meta_str(&ns, "deletionTimestamp").is_empty()
             || ns.at("/status/phase").and_then(Value::as_str) == Some("Terminating")
         {

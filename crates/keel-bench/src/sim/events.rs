@@ -3,8 +3,8 @@
 //! what `keel up --events-store` saves them from).
 //!
 //! Each writer creates core/v1 Events about the simulated nodes ([`kubelet_event`]), one at
-//! a time, from the start of the steady phase to its end, on connections of their own (at
-//! most `--conns`, writer `w` on connection `w % conns`) through the same client and the same
+//! a time, from the start of the steady phase to its end, on connections and a runtime of
+//! their own (at most `--conns` connections, writer `w` on connection `w % conns`) through the same client and the same
 //! retries as the nodes ([`call_counted`]: a 429 is waited out for its `Retry-After`). With
 //! `--event-rate` the writers share that rate, writer `w` starting `w / writers` of an
 //! interval late and sending each event an interval after the last one was due (at once when
@@ -22,6 +22,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
+use tokio::runtime::Runtime;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -60,13 +61,72 @@ impl EventCounts {
     }
 }
 
+/// The running writers: their tasks, on a runtime of their own.
+pub struct Writers {
+    runtime: Option<Runtime>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Writers {
+    /// Waits for every writer to stop (a writer's panic is resumed here).
+    pub async fn join(mut self) {
+        for writer in std::mem::take(&mut self.handles) {
+            if let Err(e) = writer.await
+                && e.is_panic()
+            {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    }
+}
+
+impl Drop for Writers {
+    fn drop(&mut self) {
+        // Dropped in an async context: its threads are let go, not waited for.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
 /// Opens the writers' connections and starts `--event-writers` writers; they wait for the
-/// steady phase and stop with the run.
+/// steady phase and stop with the run. They run on a runtime of their own (as many threads
+/// as cores), as the clients of a flood run on machines of their own: the nodes' requests
+/// never queue behind a writer's task in the simulator, only the cores are shared.
 pub async fn start(
     shared: &Arc<Shared>,
     endpoint: &Arc<Endpoint>,
     args: &NodesArgs,
     phase: &watch::Receiver<Phase>,
+) -> anyhow::Result<Writers> {
+    let mut writers = Writers {
+        runtime: None,
+        handles: Vec::new(),
+    };
+    if args.event_writers == 0 {
+        return Ok(writers);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("keel-sim-events")
+        .enable_all()
+        .build()?;
+    let spawned = runtime.spawn(spawn_writers(
+        shared.clone(),
+        endpoint.clone(),
+        args.clone(),
+        phase.clone(),
+    ));
+    writers.runtime = Some(runtime);
+    writers.handles = spawned.await??;
+    Ok(writers)
+}
+
+/// [`start`] on the writers' runtime: connects and spawns each writer there.
+async fn spawn_writers(
+    shared: Arc<Shared>,
+    endpoint: Arc<Endpoint>,
+    args: NodesArgs,
+    phase: watch::Receiver<Phase>,
 ) -> anyhow::Result<Vec<JoinHandle<()>>> {
     let writers = args.event_writers;
     let conns = args.conns.min(writers as usize);

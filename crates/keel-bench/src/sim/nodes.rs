@@ -126,13 +126,7 @@ pub async fn run(args: NodesArgs) -> anyhow::Result<()> {
             Err(_) => {}
         }
     }
-    for writer in writers {
-        if let Err(e) = writer.await
-            && e.is_panic()
-        {
-            std::panic::resume_unwind(e.into_panic());
-        }
-    }
+    writers.join().await;
     let _ = watching.await;
     run.summary.count(&run.shared);
 

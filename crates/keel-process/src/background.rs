@@ -1,0 +1,61 @@
+//! Work that yields the CPU to everything else in the process: a runtime whose threads run at
+//! the lowest CPU priority (nice 19).
+//!
+//! A flood of Events is a cluster's noisiest load and its least urgent; node heartbeats are
+//! its most urgent. kube-apiserver keeps them apart with API Priority and Fairness, which
+//! orders requests in queues but lets every admitted request take the CPU as any other. Here
+//! what runs on this runtime (Event requests, and with `keel up --events-store` the whole
+//! events store: its Raft, WAL and apply, whose threads inherit the priority of the thread
+//! that starts them) gets a core only when nothing else wants it, so on a busy machine the
+//! flood slows down and the heartbeats do not. The threads' nice value is theirs alone: the
+//! rest of the process keeps its own.
+
+use std::sync::OnceLock;
+
+use tokio::runtime::{Handle, Runtime};
+
+/// The nice value of the runtime's threads: the lowest priority.
+pub const NICE: i32 = 19;
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+/// The low-priority runtime, started on first use (as many threads as cores).
+pub fn handle() -> &'static Handle {
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .thread_name("keel-background")
+                .on_thread_start(lower_priority)
+                .enable_all()
+                .build()
+                .expect("the low-priority runtime starts")
+        })
+        .handle()
+}
+
+/// Lowers the calling thread's CPU priority to [`NICE`] (Linux nice values are per thread).
+/// Raising it back would need a privilege: a failure only leaves the thread as it was.
+fn lower_priority() {
+    let thread = rustix::thread::gettid();
+    if let Err(e) = rustix::process::setpriority_process(Some(thread), NICE) {
+        tracing::debug!(error = %e, "cannot lower a background thread's priority");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runtime_threads_run_at_the_lowest_priority() {
+        let mine = rustix::process::getpriority_process(None).unwrap();
+        let nice = handle().block_on(async {
+            tokio::spawn(async { rustix::process::getpriority_process(None).unwrap() })
+                .await
+                .unwrap()
+        });
+        assert_eq!(nice, NICE);
+        // The caller's own priority is untouched.
+        assert_eq!(rustix::process::getpriority_process(None).unwrap(), mine);
+    }
+}
