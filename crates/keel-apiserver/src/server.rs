@@ -214,6 +214,10 @@ impl ApiServer {
             ),
             request_timeout: config.request_timeout,
             started: AtomicBool::new(false),
+            events_apart: !std::ptr::eq(
+                registry.backends().of("", "events"),
+                registry.backends().main(),
+            ),
         });
         let ready = app.clone();
         tokio::spawn(controllers::system_namespaces::run(

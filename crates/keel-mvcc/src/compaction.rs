@@ -206,12 +206,13 @@ pub(crate) fn spawn(core: Arc<Core>) -> Result<JoinHandle<()>, MvccError> {
 /// Also counts the bytes in use (see [`crate::in_use`]) when it starts and, paced, while idle.
 fn run(core: &Core) {
     let control = &core.compaction;
-    let mut next_count = Instant::now() + next_count_after(core.count_in_use());
+    let count = || Instant::now() + next_count_after(core.count_in_use(&core.db.read()));
+    let mut next_count = count();
     loop {
         match control.wait_for_work(next_count) {
             Wake::Stopped => return,
             Wake::Due => {
-                next_count = Instant::now() + next_count_after(core.count_in_use());
+                next_count = count();
                 continue;
             }
             Wake::Work => {}
@@ -323,6 +324,11 @@ impl Core {
             w.commit()?;
         }
         let removed = garbage.len();
+        if done {
+            // Counted before the compaction is reported finished, so that whoever waits for
+            // it (a physical Compact) sees the bytes it freed.
+            self.count_in_use(&db);
+        }
         let mut s = self.state.write();
         if !done {
             if let Some(pass) = s.pass.as_mut() {
@@ -337,7 +343,6 @@ impl Core {
         s.pass = None;
         drop(s);
         drop(db);
-        self.count_in_use();
         self.compaction.finished();
         Ok(CompactionStep::Finished {
             revision: target,

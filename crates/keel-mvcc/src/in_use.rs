@@ -5,12 +5,13 @@
 //! only gives it by walking every page of every tree (`WriteTransaction::stats`, which also
 //! holds the writer): on a 2 GB backend that is seconds of one core and seconds without a
 //! single write, once per `Status` call or `/metrics` scrape. Here the pages are counted from
-//! a read transaction (writers go on) at open, when a compaction pass or a defragmentation
-//! finishes, when a backend is replaced, and between those by the compactor thread when idle,
-//! paced so that counting takes at most 1 % of a core ([`next_count_after`]). Between two
-//! counts the figure grows with the file: a grown file holds at least the new pages. It is
-//! the bytes of the tables' pages (what they store, their B-tree metadata and the unused room
-//! in their pages); pages freed by a transaction still readable are not in it.
+//! a read transaction (writers go on) on the compactor thread (at open without one): when it
+//! starts, when a compaction pass finishes, and when idle, paced so that idle counts take at
+//! most 1 % of a core ([`next_count_after`]). A defragmentation or a snapshot install writes
+//! a compact file, reported whole until the next count. Between two counts the figure grows
+//! with the file: a grown file holds at least the new pages. It is the bytes of the tables'
+//! pages (what they store, their B-tree metadata and the unused room in their pages); pages
+//! freed by a transaction still readable are not in it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -51,6 +52,12 @@ impl InUse {
             self.bytes.store(bytes, Ordering::Relaxed);
         }
         started.elapsed()
+    }
+
+    /// Forgets the last count: the whole file is in use until the next one (after a
+    /// defragmentation or a snapshot install, whose files are written compact).
+    pub(crate) fn forget(&self) {
+        self.bytes.store(u64::MAX, Ordering::Relaxed);
     }
 
     /// The bytes in use for a file of `size` bytes now: the last count plus what the file grew
@@ -119,7 +126,11 @@ mod tests {
             let in_use = rx.recv_timeout(Duration::from_secs(30));
             drop(held);
             let in_use = in_use.expect("answered while the writer held the backend");
-            assert!(in_use <= mvcc.db_size(), "{in_use} in use of {}", mvcc.db_size());
+            assert!(
+                in_use <= mvcc.db_size(),
+                "{in_use} in use of {}",
+                mvcc.db_size()
+            );
         });
     }
 

@@ -333,7 +333,9 @@ impl Mvcc {
             *s = State::restored(restored, s.backend_epoch.wrapping_add(1));
             std::mem::replace(&mut *live, Arc::new(db))
         };
-        self.core.count_in_use();
+        self.refresh_size();
+        // A snapshot is written compact: all in use until the compactor counts it again.
+        self.core.in_use.forget();
         // The new backend may hold a compaction that was cut short.
         self.core.compaction.wake();
         // Closing the old backend may write to its (now unlinked) file: outside the locks.

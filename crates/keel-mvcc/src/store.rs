@@ -104,11 +104,12 @@ impl Core {
         self.size.store(len, Ordering::Relaxed);
     }
 
-    /// Counts the bytes in use (see [`crate::in_use`]); returns how long it took.
-    pub(crate) fn count_in_use(&self) -> Duration {
-        let db = self.db.read().clone();
+    /// Counts the bytes in use of `db`, the live backend, which the caller holds under the
+    /// handle's read lock (so that no defragmentation or snapshot install swaps it meanwhile);
+    /// returns how long it took. See [`crate::in_use`].
+    pub(crate) fn count_in_use(&self, db: &Database) -> Duration {
         self.refresh_size();
-        self.in_use.count(&db, self.size.load(Ordering::Relaxed))
+        self.in_use.count(db, self.size.load(Ordering::Relaxed))
     }
 }
 
@@ -164,7 +165,7 @@ impl Mvcc {
         let compactor = if options.background_compaction {
             Some(compaction::spawn(core.clone())?)
         } else {
-            core.count_in_use();
+            core.count_in_use(&core.db.read());
             None
         };
         Ok(Mvcc {
@@ -285,7 +286,9 @@ impl Mvcc {
             }
         }
         drop(guard);
-        self.core.count_in_use();
+        self.refresh_size();
+        // A defragmented file is all in use; the compactor counts it again when idle.
+        self.core.in_use.forget();
         Ok(())
     }
 

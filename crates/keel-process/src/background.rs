@@ -4,25 +4,28 @@
 //! A flood of Events is a cluster's noisiest load and its least urgent; node heartbeats are
 //! its most urgent. kube-apiserver keeps them apart with API Priority and Fairness, which
 //! orders requests in queues but lets every admitted request take the CPU as any other. Here
-//! what runs on this runtime (Event requests, and with `keel up --events-store` the whole
-//! events store: its Raft, WAL and apply, whose threads inherit the priority of the thread
-//! that starts them) gets a core only when nothing else wants it, so on a busy machine the
-//! flood slows down and the heartbeats do not. The threads' nice value is theirs alone: the
-//! rest of the process keeps its own.
+//! what runs on this runtime gets a core only when nothing else wants it, so on a busy
+//! machine the flood slows down and the heartbeats do not: when Events have a store of their
+//! own, the handlers of Event requests (a watch's stream is then sent by the connection, on
+//! the main runtime), and with `keel up --events-store` that whole store (its Raft, WAL and
+//! apply; threads inherit the priority of the thread that starts them). The threads' nice
+//! value is theirs alone: the rest of the process keeps its own.
 
-use std::sync::OnceLock;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use tokio::runtime::{Handle, Runtime};
 
 /// The nice value of the runtime's threads: the lowest priority.
 pub const NICE: i32 = 19;
 
-static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+static RUNTIME: Mutex<Option<Runtime>> = Mutex::new(None);
 
 /// The low-priority runtime, started on first use (as many threads as cores).
-pub fn handle() -> &'static Handle {
-    RUNTIME
-        .get_or_init(|| {
+pub fn handle() -> Handle {
+    let mut runtime = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
+    runtime
+        .get_or_insert_with(|| {
             tokio::runtime::Builder::new_multi_thread()
                 .thread_name("keel-background")
                 .on_thread_start(lower_priority)
@@ -31,14 +34,27 @@ pub fn handle() -> &'static Handle {
                 .expect("the low-priority runtime starts")
         })
         .handle()
+        .clone()
+}
+
+/// Stops the runtime, dropping its tasks (a store on it closes its backend as it would on the
+/// main runtime), waiting at most `timeout`; called outside any runtime, as the process ends.
+pub fn shutdown(timeout: Duration) {
+    let runtime = RUNTIME.lock().unwrap_or_else(|e| e.into_inner()).take();
+    if let Some(runtime) = runtime {
+        runtime.shutdown_timeout(timeout);
+    }
 }
 
 /// Lowers the calling thread's CPU priority to [`NICE`] (Linux nice values are per thread).
 /// Raising it back would need a privilege: a failure only leaves the thread as it was.
 fn lower_priority() {
-    let thread = rustix::thread::gettid();
-    if let Err(e) = rustix::process::setpriority_process(Some(thread), NICE) {
-        tracing::debug!(error = %e, "cannot lower a background thread's priority");
+    #[cfg(target_os = "linux")]
+    {
+        let thread = rustix::thread::gettid();
+        if let Err(e) = rustix::process::setpriority_process(Some(thread), NICE) {
+            tracing::debug!(error = %e, "cannot lower a background thread's priority");
+        }
     }
 }
 
@@ -47,6 +63,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn the_runtime_threads_run_at_the_lowest_priority() {
         let mine = rustix::process::getpriority_process(None).unwrap();
         let nice = handle().block_on(async {

@@ -59,6 +59,11 @@ fn main() -> std::process::ExitCode {
             Command::Snapshot(command) => snapshot::run(command).await,
         }
     });
+    // The main runtime's tasks go first (the apiserver and its links to the stores), then the
+    // low-priority runtime's (the events store of `keel up --events-store`), so that every
+    // store closes its backend before the process ends.
+    drop(runtime);
+    keel_process::background::shutdown(std::time::Duration::from_secs(10));
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -57,6 +57,8 @@ pub struct App {
     pub request_timeout: Duration,
     /// The system namespaces exist (what `/readyz` waits for).
     pub started: std::sync::atomic::AtomicBool,
+    /// Events have a store of their own: their requests run at the lowest CPU priority.
+    pub events_apart: bool,
 }
 
 /// The router serving `app`.
@@ -110,7 +112,7 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
             None => return status_response(&not_found()),
         },
         Path::Resources { group, version } => discovery::resources(kinds, &group, &version),
-        Path::Resource(resource) if inflight::is_event(&resource) => {
+        Path::Resource(resource) if inflight::is_event(&resource) && app.events_apart => {
             return serve_in_background(app, resource, req).await;
         }
         Path::Resource(resource) => return serve_resource(&app, resource, req).await,
@@ -126,10 +128,15 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
 }
 
 /// Serves an Events request on the low-priority runtime ([`keel_process::background`]): a
-/// flood of Events takes the CPU only when heartbeats and every other request leave it.
+/// flood of Events takes the CPU only when heartbeats and every other request leave it. Only
+/// when Events have a store of their own: on the main store, a handler at the lowest priority
+/// could hold that store's locks while the heartbeats wait for them.
 async fn serve_in_background(app: Arc<App>, resource: ResourcePath, req: Request) -> Response {
     let serving = keel_process::background::handle()
         .spawn(async move { serve_resource(&app, resource, req).await });
+    // A client gone (its connection or stream dropped this future) stops the handler too.
+    let abort = serving.abort_handle();
+    let _abort_on_drop = scopeguard(move || abort.abort());
     match serving.await {
         Ok(response) => response,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -140,6 +147,19 @@ async fn serve_in_background(app: Arc<App>, resource: ResourcePath, req: Request
             "the apiserver is shutting down".into(),
         )),
     }
+}
+
+/// Runs `f` when dropped.
+fn scopeguard(f: impl FnOnce()) -> impl Drop {
+    struct Guard<F: FnOnce()>(Option<F>);
+    impl<F: FnOnce()> Drop for Guard<F> {
+        fn drop(&mut self) {
+            if let Some(f) = self.0.take() {
+                f();
+            }
+        }
+    }
+    Guard(Some(f))
 }
 
 /// kube-apiserver's verb for a request (`LIST`, `WATCH`, `GET`, `POST`, `APPLY`, ...).

@@ -790,9 +790,12 @@ impl Registry {
     }
 
     /// A namespaced object may be created only in a namespace that exists and is not being
-    /// deleted. As kube-apiserver's NamespaceLifecycle admission does, the namespace is read
-    /// from the watch cache, and from the store only when the cache does not have it (one
-    /// created a moment ago): a flood of creates (Events) costs the store no read each.
+    /// deleted. For an Event the namespace is read as kube-apiserver's NamespaceLifecycle
+    /// admission reads it, from the watch cache, and from the store only when the cache does
+    /// not have it (one created a moment ago), so a flood of Events costs the main store no
+    /// read each. Other kinds read it from the store: a create right after the namespace's
+    /// deletion is refused even before the cache saw the deletion (upstream keeps a list of
+    /// namespaces deleted in the last 30 s for that).
     async fn check_namespace_open(
         &self,
         info: &ResourceInfo,
@@ -800,9 +803,14 @@ impl Registry {
         name: &str,
     ) -> Result<(), Status> {
         let namespaces = self.core("namespaces");
-        let ns = match self.get(namespaces, None, namespace, "0").await {
-            Err(status) if status.code == 404 => self.get(namespaces, None, namespace, "").await,
-            cached => cached,
+        let ns = match info.resource {
+            "events" => match self.get(namespaces, None, namespace, "0").await {
+                Err(status) if status.code == 404 => {
+                    self.get(namespaces, None, namespace, "").await
+                }
+                cached => cached,
+            },
+            _ => self.get(namespaces, None, namespace, "").await,
         }?;
         if !meta_str(&ns, "deletionTimestamp").is_empty()
             || ns.at("/status/phase").and_then(Value::as_str) == Some("Terminating")
