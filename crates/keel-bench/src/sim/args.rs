@@ -104,7 +104,8 @@ pub struct NodesArgs {
     pub http1: bool,
 
     /// Event writers: each creates core/v1 Events about the nodes (as a kubelet reports them),
-    /// one at a time, from the start of the steady phase to its end.
+    /// one at a time, from the start of the steady phase to its end, at the lowest CPU
+    /// priority (they stand for clients on other machines).
     #[arg(long, default_value_t = 0)]
     pub event_writers: u32,
 

@@ -3,9 +3,9 @@
 //! what `keel up --events-store` saves them from).
 //!
 //! Each writer creates core/v1 Events about the simulated nodes ([`kubelet_event`]), one at
-//! a time, from the start of the steady phase to its end, on connections and a runtime of
-//! their own (at most `--conns` connections, writer `w` on connection `w % conns`) through the same client and the same
-//! retries as the nodes ([`call_counted`]: a 429 is waited out for its `Retry-After`). With
+//! a time, from the start of the steady phase to its end, at the lowest CPU priority
+//! ([`start`]) and on connections of their own (at most `--conns`, writer `w` on connection
+//! `w % conns`), through the same client and the same retries as the nodes ([`call_counted`]: a 429 is waited out for its `Retry-After`). With
 //! `--event-rate` the writers share that rate, writer `w` starting `w / writers` of an
 //! interval late and sending each event an interval after the last one was due (at once when
 //! it is late, never in a burst to catch up); without it each sends its next event as soon
@@ -22,7 +22,6 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
-use tokio::runtime::Runtime;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -61,16 +60,15 @@ impl EventCounts {
     }
 }
 
-/// The running writers: their tasks, on a runtime of their own.
+/// The running writers.
 pub struct Writers {
-    runtime: Option<Runtime>,
     handles: Vec<JoinHandle<()>>,
 }
 
 impl Writers {
     /// Waits for every writer to stop (a writer's panic is resumed here).
-    pub async fn join(mut self) {
-        for writer in std::mem::take(&mut self.handles) {
+    pub async fn join(self) {
+        for writer in self.handles {
             if let Err(e) = writer.await
                 && e.is_panic()
             {
@@ -80,45 +78,31 @@ impl Writers {
     }
 }
 
-impl Drop for Writers {
-    fn drop(&mut self) {
-        // Dropped in an async context: its threads are let go, not waited for.
-        if let Some(runtime) = self.runtime.take() {
-            runtime.shutdown_background();
-        }
-    }
-}
-
 /// Opens the writers' connections and starts `--event-writers` writers; they wait for the
-/// steady phase and stop with the run. They run on a runtime of their own (as many threads
-/// as cores), as the clients of a flood run on machines of their own: the nodes' requests
-/// never queue behind a writer's task in the simulator, only the cores are shared.
+/// steady phase and stop with the run. They stand for clients on machines of their own, so
+/// they run on a runtime of their own at the lowest CPU priority
+/// ([`keel_process::background`]): the nodes' requests never queue behind a writer's task in
+/// the simulator, and the writers take a core only when the server and the nodes leave it.
 pub async fn start(
     shared: &Arc<Shared>,
     endpoint: &Arc<Endpoint>,
     args: &NodesArgs,
     phase: &watch::Receiver<Phase>,
 ) -> anyhow::Result<Writers> {
-    let mut writers = Writers {
-        runtime: None,
-        handles: Vec::new(),
-    };
     if args.event_writers == 0 {
-        return Ok(writers);
+        return Ok(Writers {
+            handles: Vec::new(),
+        });
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .thread_name("keel-sim-events")
-        .enable_all()
-        .build()?;
-    let spawned = runtime.spawn(spawn_writers(
+    let spawned = keel_process::background::handle().spawn(spawn_writers(
         shared.clone(),
         endpoint.clone(),
         args.clone(),
         phase.clone(),
     ));
-    writers.runtime = Some(runtime);
-    writers.handles = spawned.await??;
-    Ok(writers)
+    Ok(Writers {
+        handles: spawned.await??,
+    })
 }
 
 /// [`start`] on the writers' runtime: connects and spawns each writer there.
