@@ -7,7 +7,8 @@
 //! single write, once per `Status` call or `/metrics` scrape. Here the pages are counted from
 //! a read transaction (writers go on) on the compactor thread (at open without one): when it
 //! starts, when a compaction pass finishes, and when idle, paced so that idle counts take at
-//! most 1 % of a core ([`next_count_after`]). A defragmentation or a snapshot install writes
+//! most 1 % of a core ([`next_count_after`]); a backend small enough to be counted within a
+//! millisecond is counted again on every read of the figure. A defragmentation or a snapshot install writes
 //! a compact file, reported whole until the next count. Between two counts the figure grows
 //! with the file: a grown file holds at least the new pages. It is the bytes of the tables'
 //! pages (what they store, their B-tree metadata and the unused room in their pages); pages
@@ -26,12 +27,18 @@ const MIN_COUNT_INTERVAL: Duration = Duration::from_secs(60);
 /// Counting takes at most one part in this many of a core.
 const COUNT_SHARE: u32 = 100;
 
+/// A count that took less than this is done again on every read of the figure: a small
+/// backend's figure is exact, as etcd's is.
+const CHEAP_COUNT: Duration = Duration::from_millis(1);
+
 /// The last count of the bytes in use.
 pub(crate) struct InUse {
     /// Bytes in use at the last count (`u64::MAX`: not counted yet).
     bytes: AtomicU64,
     /// The size of the file at the last count.
     size_at_count: AtomicU64,
+    /// How long the last count took, in nanoseconds (`u64::MAX`: not counted yet).
+    took_nanos: AtomicU64,
 }
 
 impl InUse {
@@ -40,24 +47,37 @@ impl InUse {
         InUse {
             bytes: AtomicU64::new(u64::MAX),
             size_at_count: AtomicU64::new(0),
+            took_nanos: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// Whether the last count was cheap enough to be done again on a read ([`CHEAP_COUNT`]).
+    pub(crate) fn cheap(&self) -> bool {
+        self.took_nanos.load(Ordering::Relaxed) < CHEAP_COUNT.as_nanos() as u64
     }
 
     /// Counts the pages of `db`, whose file is `size` bytes long now; returns how long the
     /// count took. The figure is left as it was if the count fails.
     pub(crate) fn count(&self, db: &Database, size: u64) -> Duration {
         let started = Instant::now();
-        if let Ok(bytes) = table_bytes(db) {
-            self.size_at_count.store(size, Ordering::Relaxed);
-            self.bytes.store(bytes, Ordering::Relaxed);
-        }
-        started.elapsed()
+        let took = match table_bytes(db) {
+            Ok(bytes) => {
+                self.size_at_count.store(size, Ordering::Relaxed);
+                self.bytes.store(bytes, Ordering::Relaxed);
+                started.elapsed()
+            }
+            Err(_) => Duration::MAX,
+        };
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        self.took_nanos.store(nanos, Ordering::Relaxed);
+        took
     }
 
     /// Forgets the last count: the whole file is in use until the next one (after a
     /// defragmentation or a snapshot install, whose files are written compact).
     pub(crate) fn forget(&self) {
         self.bytes.store(u64::MAX, Ordering::Relaxed);
+        self.took_nanos.store(u64::MAX, Ordering::Relaxed);
     }
 
     /// The bytes in use for a file of `size` bytes now: the last count plus what the file grew

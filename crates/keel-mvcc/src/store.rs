@@ -263,9 +263,12 @@ impl Mvcc {
         self.core.size.load(Ordering::Relaxed)
     }
 
-    /// Bytes of the backend file in use, as last counted (see [`crate::in_use`]): never
-    /// waits, never walks the backend.
+    /// Bytes of the backend file in use, as last counted (see [`crate::in_use`]): never waits
+    /// for a writer, never walks more than a millisecond's worth of backend.
     pub fn db_size_in_use(&self) -> u64 {
+        if self.core.in_use.cheap() {
+            self.core.count_in_use(&self.core.db.read());
+        }
         self.core.in_use.bytes(self.db_size())
     }
 
