@@ -135,8 +135,7 @@ async fn serve_in_background(app: Arc<App>, resource: ResourcePath, req: Request
     let serving = keel_process::background::handle()
         .spawn(async move { serve_resource(&app, resource, req).await });
     // A client gone (its connection or stream dropped this future) stops the handler too.
-    let abort = serving.abort_handle();
-    let _abort_on_drop = scopeguard(move || abort.abort());
+    let _abort_on_drop = AbortOnDrop(serving.abort_handle());
     match serving.await {
         Ok(response) => response,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -149,17 +148,13 @@ async fn serve_in_background(app: Arc<App>, resource: ResourcePath, req: Request
     }
 }
 
-/// Runs `f` when dropped.
-fn scopeguard(f: impl FnOnce()) -> impl Drop {
-    struct Guard<F: FnOnce()>(Option<F>);
-    impl<F: FnOnce()> Drop for Guard<F> {
-        fn drop(&mut self) {
-            if let Some(f) = self.0.take() {
-                f();
-            }
-        }
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
-    Guard(Some(f))
 }
 
 /// kube-apiserver's verb for a request (`LIST`, `WATCH`, `GET`, `POST`, `APPLY`, ...).
