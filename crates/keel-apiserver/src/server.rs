@@ -16,6 +16,7 @@ use tonic::transport::{Channel, Endpoint};
 use crate::config::{Config, ServersOverride};
 use crate::controllers;
 use crate::http::auth::{self, Tokens};
+use crate::http::lane::{Connection, Lane};
 use crate::http::{self, App, tls};
 use crate::metrics::Metrics;
 use crate::registry::{self, store::Registry};
@@ -421,9 +422,18 @@ async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        // Each request carries its connection's lane, which moves a connection of Events
+        // only to the low-priority runtime.
+        let lane = Lane::new();
+        let service = TowerToHyperService::new(tower::util::MapRequest::new(router.clone(), {
+            let lane = lane.clone();
+            move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(lane.clone());
+                req
+            }
+        }));
         let acceptor = acceptor.clone();
-        tokio::spawn(async move {
+        let connection: Connection = Box::pin(async move {
             let mut builder = ConnectionBuilder::new(TokioExecutor::new());
             builder.http2().max_pending_accept_reset_streams(
                 keel_process::connections::MAX_PENDING_ACCEPT_RESETS,
@@ -456,5 +466,6 @@ async fn serve(
             }
             drop(permit);
         });
+        tokio::spawn(lane.drive(connection));
     }
 }

@@ -6,10 +6,10 @@
 //! orders requests in queues but lets every admitted request take the CPU as any other. Here
 //! what runs on this runtime gets a core only when nothing else wants it, so on a busy
 //! machine the flood slows down and the heartbeats do not: when Events have a store of their
-//! own, the handlers of Event requests (a watch's stream is then sent by the connection, on
-//! the main runtime), and with `keel up --events-store` that whole store (its Raft, WAL and
-//! apply; threads inherit the priority of the thread that starts them). The threads' nice
-//! value is theirs alone: the rest of the process keeps its own.
+//! own, the handlers of Event requests and the connections of clients that send nothing
+//! else (the apiserver's `http::lane`), and with `keel up --events-store` that whole store
+//! (its Raft, WAL and apply; threads inherit the priority of the thread that starts them).
+//! The threads' nice value is theirs alone: the rest of the process keeps its own.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -21,6 +21,16 @@ pub const NICE: i32 = 19;
 
 static RUNTIME: Mutex<Option<Runtime>> = Mutex::new(None);
 
+thread_local! {
+    /// This thread is one of the runtime's.
+    static ON_BACKGROUND: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The calling thread is one of the low-priority runtime's.
+pub fn is_current() -> bool {
+    ON_BACKGROUND.with(|on| on.get())
+}
+
 /// The low-priority runtime, started on first use (as many threads as cores).
 pub fn handle() -> Handle {
     let mut runtime = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -28,7 +38,10 @@ pub fn handle() -> Handle {
         .get_or_insert_with(|| {
             tokio::runtime::Builder::new_multi_thread()
                 .thread_name("keel-background")
-                .on_thread_start(lower_priority)
+                .on_thread_start(|| {
+                    ON_BACKGROUND.with(|on| on.set(true));
+                    lower_priority();
+                })
                 .enable_all()
                 .build()
                 .expect("the low-priority runtime starts")
@@ -66,12 +79,19 @@ mod tests {
     #[cfg(target_os = "linux")]
     fn the_runtime_threads_run_at_the_lowest_priority() {
         let mine = rustix::process::getpriority_process(None).unwrap();
-        let nice = handle().block_on(async {
-            tokio::spawn(async { rustix::process::getpriority_process(None).unwrap() })
-                .await
-                .unwrap()
+        let (nice, on_background) = handle().block_on(async {
+            tokio::spawn(async {
+                (
+                    rustix::process::getpriority_process(None).unwrap(),
+                    is_current(),
+                )
+            })
+            .await
+            .unwrap()
         });
         assert_eq!(nice, NICE);
+        assert!(on_background);
+        assert!(!is_current());
         // The caller's own priority is untouched.
         assert_eq!(rustix::process::getpriority_process(None).unwrap(), mine);
     }

@@ -13,6 +13,7 @@ pub mod go_value;
 pub mod handlers;
 pub mod health;
 pub mod inflight;
+pub mod lane;
 pub mod metadata;
 pub mod negotiate;
 pub mod openapi;
@@ -38,6 +39,7 @@ use crate::registry::store::Registry;
 use crate::storage::Status;
 use auth::Tokens;
 use handlers::{ResourceRequest, is_watch, not_found, status_response, value_response};
+use lane::Lane;
 use negotiate::Output;
 use request_info::{Path, ResourcePath};
 
@@ -112,10 +114,17 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
             None => return status_response(&not_found()),
         },
         Path::Resources { group, version } => discovery::resources(kinds, &group, &version),
-        Path::Resource(resource) if inflight::is_event(&resource) && app.events_apart => {
-            return serve_in_background(app, resource, req).await;
+        Path::Resource(resource) => {
+            let event = app.events_apart && inflight::is_event(&resource);
+            let lane = req.extensions().get::<Arc<Lane>>().cloned();
+            if let (Some(lane), true) = (&lane, app.events_apart) {
+                lane.note(event);
+            }
+            return match Lane::handler_runtime(lane.as_deref(), event) {
+                Some(runtime) => serve_on(runtime, app, resource, req).await,
+                None => serve_resource(&app, resource, req).await,
+            };
         }
-        Path::Resource(resource) => return serve_resource(&app, resource, req).await,
         Path::Other => None,
     };
     match discovered {
@@ -127,13 +136,19 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
     }
 }
 
-/// Serves an Events request on the low-priority runtime ([`keel_process::background`]): a
-/// flood of Events takes the CPU only when heartbeats and every other request leave it. Only
-/// when Events have a store of their own: on the main store, a handler at the lowest priority
-/// could hold that store's locks while the heartbeats wait for them.
-async fn serve_in_background(app: Arc<App>, resource: ResourcePath, req: Request) -> Response {
-    let serving = keel_process::background::handle()
-        .spawn(async move { serve_resource(&app, resource, req).await });
+/// Serves a request on `runtime`: an Events request on the low-priority one
+/// ([`keel_process::background`]), so a flood of Events takes the CPU only when heartbeats
+/// and every other request leave it; any other request back on the main one when its
+/// connection was moved ([`lane`]). Events go apart only when they have a store of their own:
+/// on the main store, a handler at the lowest priority could hold that store's locks while
+/// the heartbeats wait for them.
+async fn serve_on(
+    runtime: tokio::runtime::Handle,
+    app: Arc<App>,
+    resource: ResourcePath,
+    req: Request,
+) -> Response {
+    let serving = runtime.spawn(async move { serve_resource(&app, resource, req).await });
     // A client gone (its connection or stream dropped this future) stops the handler too.
     let _abort_on_drop = AbortOnDrop(serving.abort_handle());
     match serving.await {
