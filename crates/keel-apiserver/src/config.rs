@@ -25,12 +25,12 @@ pub struct Config {
     pub etcd_prefix: String,
     /// How often the store is compacted (to the revision seen one interval earlier); 0
     /// disables compaction by this server.
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = keel_process::go_duration::parse)]
     pub etcd_compaction_interval: Duration,
     /// How often the objects of each resource are counted in the store for
     /// `apiserver_storage_objects` (by one background task: `/metrics` only reads the last
     /// counts, so a scrape never waits on the store); 0 disables the counting.
-    #[arg(long, default_value = "1m0s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1m0s", value_parser = keel_process::go_duration::parse)]
     pub etcd_count_metric_poll_period: Duration,
     /// The IP address to serve on.
     #[arg(long, default_value = "0.0.0.0")]
@@ -58,7 +58,7 @@ pub struct Config {
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     pub logging_format: String,
     /// How long events are kept.
-    #[arg(long, default_value = "1h", value_parser = parse_duration)]
+    #[arg(long, default_value = "1h", value_parser = keel_process::go_duration::parse)]
     pub event_ttl: Duration,
     /// The longest a store lease is reused for objects written with a TTL (events): one lease
     /// serves every such write within min(this, 5 % of the TTL), so a flood of events does not
@@ -72,7 +72,7 @@ pub struct Config {
     #[arg(long, default_value_t = 200)]
     pub max_mutating_requests_inflight: u32,
     /// How long a request may take before it is answered 504 (watches excepted).
-    #[arg(long, default_value = "1m0s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1m0s", value_parser = keel_process::go_duration::parse)]
     pub request_timeout: Duration,
     /// Serve watches from a watch cache per resource (events excepted, as kube-apiserver
     /// leaves them out): one store watch per resource, each event decoded and encoded once for
@@ -109,15 +109,15 @@ pub struct ControllerManagerConfig {
     #[arg(long, value_delimiter = ',')]
     pub controllers: Option<Vec<String>>,
     /// How often the node lifecycle controller checks the nodes' heartbeats.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = keel_process::go_duration::parse)]
     pub node_monitor_period: Duration,
     /// How long a node may go without a heartbeat (its Lease renewed, or its Ready
     /// condition's heartbeat changed) before it is marked Unknown (NotReady). Time while the
     /// store has no leader or cannot be reached does not count.
-    #[arg(long, default_value = "50s", value_parser = parse_duration)]
+    #[arg(long, default_value = "50s", value_parser = keel_process::go_duration::parse)]
     pub node_monitor_grace_period: Duration,
     /// How long a new node may go without posting its status before it is marked Unknown.
-    #[arg(long, default_value = "1m0s", value_parser = parse_duration)]
+    #[arg(long, default_value = "1m0s", value_parser = keel_process::go_duration::parse)]
     pub node_startup_grace_period: Duration,
     /// Nodes per second whose NoExecute taint is set, per zone, while the zone is healthy
     /// (or fully disrupted while others are not).
@@ -272,57 +272,9 @@ pub fn parse_service_ip_range(s: &str) -> Result<IpAddr, String> {
     }
 }
 
-/// A Go duration (`5m`, `1h30m`, `90s`, `1.5h`, `300ms`; `0` alone is zero), as
-/// kube-apiserver's flags take them.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?}: use a number with a unit, e.g. 5m, 1h30m, 90s");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let number: f64 = rest[..number_end].parse().map_err(|_| bad())?;
-        rest = &rest[number_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += number * scale;
-        rest = &rest[unit_end..];
-    }
-    Ok(Duration::from_secs_f64(total))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn go_durations_are_read() {
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1m0s"), Ok(Duration::from_secs(60)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert!(parse_duration("5").is_err());
-        assert!(parse_duration("5x").is_err());
-        assert!(parse_duration("").is_err());
-    }
 
     #[test]
     fn servers_overrides_read_as_kube_apiserver_reads_them() {

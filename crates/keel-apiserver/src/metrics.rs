@@ -333,6 +333,9 @@ impl Metrics {
             watch_event_sizes.clone(),
         );
         registry.register_collector(Box::new(keel_process::ProcessCollector));
+        registry.register_collector(Box::new(keel_process::faults::FaultMetrics(
+            keel_process::faults::process(),
+        )));
         let node_lifecycle = NodeLifecycleMetrics::register(&mut registry);
         Metrics {
             registry,

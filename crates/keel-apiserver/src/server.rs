@@ -148,6 +148,7 @@ impl ApiServer {
         kubeconfig: Option<PathBuf>,
     ) -> Result<ApiServer, StartError> {
         config.validate().map_err(StartError::Config)?;
+        keel_process::faults::process().serve(keel_process::faults::Component::Apiserver, None);
         let addr = SocketAddr::new(config.bind_address, config.secure_port);
         let (tls, ca_pem) = serving_tls(&config)?;
         let root_ca = root_ca(&config, &ca_pem)?;

@@ -140,7 +140,7 @@ pub struct Config {
         long,
         env = "ETCD_EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL",
         default_value = "10m",
-        value_parser = parse_go_duration
+        value_parser = keel_process::go_duration::parse
     )]
     pub experimental_watch_progress_notify_interval: Duration,
     /// Specify the cost / strength of the bcrypt algorithm for hashing auth passwords. Valid
@@ -168,38 +168,6 @@ impl Config {
         self.experimental_watch_progress_notify_interval
             .max(MIN_WATCH_PROGRESS_NOTIFY_INTERVAL)
     }
-}
-
-/// Parses a Go duration (`1h30m`, `10m`, `1.5s`, `100ms`, `250us`, `10ns`).
-fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?}: use Go syntax like 10m, 30s or 100ms");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut rest = s;
-    let mut total = 0.0f64;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let number: f64 = rest[..digits].parse().map_err(|_| bad())?;
-        rest = &rest[digits..];
-        let unit = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "\u{b5}s" => 1e-6,
-            "ns" => 1e-9,
-            _ => return Err(bad()),
-        };
-        total += number * scale;
-        rest = &rest[unit..];
-    }
-    Ok(Duration::from_secs_f64(total))
 }
 
 /// A configuration error, reported before anything starts.
@@ -621,8 +589,5 @@ mod tests {
             c.watch_progress_notify_interval(),
             MIN_WATCH_PROGRESS_NOTIFY_INTERVAL
         );
-        assert_eq!(parse_go_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert!(parse_go_duration("10").is_err());
-        assert!(parse_go_duration("5x").is_err());
     }
 }

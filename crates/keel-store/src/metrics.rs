@@ -79,6 +79,9 @@ pub struct Metrics {
     pub peer_sent: Family<PeerTo, Counter<u64, AtomicU64>>,
     /// Bytes received from each peer (`etcd_network_peer_received_bytes_total`).
     pub peer_received: Family<PeerFrom, Counter<u64, AtomicU64>>,
+    /// Raft messages to each peer that failed: unanswered in time, unreachable or lost
+    /// (`etcd_network_peer_sent_failures_total`).
+    pub peer_sent_failures: Family<PeerTo, Counter<u64, AtomicU64>>,
     /// Puts seen by MVCC (`etcd_mvcc_put_total`).
     pub mvcc_put: Counter<u64, AtomicU64>,
     /// Ranges seen by MVCC (`etcd_mvcc_range_total`).
@@ -114,6 +117,14 @@ impl Metrics {
             To: format!("{to:x}"),
         };
         self.peer_sent.get_or_create(&label).inc_by(bytes as u64);
+    }
+
+    /// Counts a Raft message to member `to` that failed.
+    pub fn send_failed(&self, to: u64) {
+        let label = PeerTo {
+            To: format!("{to:x}"),
+        };
+        self.peer_sent_failures.get_or_create(&label).inc();
     }
 
     /// Sends `req` to member `to` with `call` (a peer RPC), counting the bytes of the request
@@ -192,6 +203,7 @@ impl Metrics {
             }),
             peer_sent: Family::default(),
             peer_received: Family::default(),
+            peer_sent_failures: Family::default(),
             mvcc_put: Counter::default(),
             mvcc_range: Counter::default(),
             mvcc_txn: Counter::default(),
@@ -284,6 +296,11 @@ impl Metrics {
             m.peer_received.clone(),
         );
         r.register(
+            "etcd_network_peer_sent_failures",
+            "The total number of send failures from peers",
+            m.peer_sent_failures.clone(),
+        );
+        r.register(
             "etcd_server_snapshot_apply_in_progress_total",
             "1 if the server is applying the incoming snapshot. 0 if none",
             m.snapshot_apply_in_progress.clone(),
@@ -354,6 +371,9 @@ impl Metrics {
             m.watch_streams.clone(),
         );
         r.register_collector(Box::new(keel_process::ProcessCollector));
+        r.register_collector(Box::new(keel_process::faults::FaultMetrics(
+            keel_process::faults::process(),
+        )));
         Metrics { registry, ..m }
     }
 

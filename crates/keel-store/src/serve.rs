@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
 use keel_proto::raftpb::peer_server::PeerServer;
@@ -36,8 +37,21 @@ impl StoreHandle {
     /// even when a port is taken.
     pub async fn start(config: Config) -> Result<StoreHandle, StartError> {
         config.validate()?;
+        keel_process::faults::process()
+            .serve(keel_process::faults::Component::Store, Some(&config.name));
         let listeners = bind(config.client_listen_addrs()?).await?;
         let store = Store::open(config).await?;
+        // A lease storm: on the leader, that many leases expire now.
+        let storming = Arc::downgrade(&store);
+        keel_process::faults::process().on_set(
+            keel_process::faults::Fault::LeaseExpireStorm,
+            Box::new(move |count| {
+                if let Some(store) = storming.upgrade() {
+                    let expired = store.lessor_at(|l, now| l.expire_now(count as usize, now));
+                    tracing::warn!(expired, "lease expiry storm: leases expire now");
+                }
+            }),
+        );
         let dispatch = Dispatch::new(store.clone());
         let mut tasks = JoinSet::new();
         let mut addrs = Vec::new();
@@ -168,8 +182,8 @@ async fn serve_clients(
         // Room for the connection first: past the process's bound, clients wait in the
         // listen queue rather than take the descriptors the WAL and backend need.
         let permit = keel_process::connections::budget().admit().await;
-        let tcp = match listener.accept().await {
-            Ok((tcp, _)) => tcp,
+        let (tcp, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             // The peer went away before it was accepted: nothing to serve.
             Err(e) if is_connection_error(&e) => continue,
             // Out of file descriptors or memory: wait for some to be freed, longer each time
@@ -186,9 +200,16 @@ async fn serve_clients(
         backoff = Duration::ZERO;
         let _ = tcp.set_nodelay(true);
         let io = TokioIo::new(Coalesced::new(tcp));
-        let (dispatch, connections) = (dispatch.clone(), connections.clone());
+        let connections = connections.clone();
+        // The client's address goes with each request (`/debug/faults` serves loopback only).
+        let dispatch = dispatch.clone();
+        let service = hyper::service::service_fn(move |mut req: http::Request<Incoming>| {
+            req.extensions_mut()
+                .insert(axum::extract::connect_info::ConnectInfo(peer));
+            dispatch.answer(req)
+        });
         tokio::spawn(async move {
-            if let Err(e) = connections.serve_connection(io, dispatch).await {
+            if let Err(e) = connections.serve_connection(io, service).await {
                 tracing::debug!(error = %e, "client connection ended with an error");
             }
             drop(permit);

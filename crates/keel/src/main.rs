@@ -1,5 +1,6 @@
 //! `keel`: the Kubernetes control-plane storage stack in one binary.
 
+mod fault;
 mod logging;
 mod snapshot;
 mod up;
@@ -33,6 +34,9 @@ enum Command {
     /// Back up and restore every store of a control plane (etcd-format snapshots).
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    /// Inject faults for diagnosis drills: slow disks, lost peer messages, lease storms.
+    #[command(subcommand)]
+    Fault(fault::FaultCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -57,6 +61,7 @@ fn main() -> std::process::ExitCode {
             Command::Bench(args) => keel_bench::run(*args).await,
             Command::Sim(args) => keel_bench::sim::run(*args).await,
             Command::Snapshot(command) => snapshot::run(command).await,
+            Command::Fault(command) => fault::run(command).await,
         }
     });
     // The main runtime's tasks go first (the apiserver and its links to the stores), then the

@@ -39,6 +39,7 @@ use crate::registry::store::Registry;
 use crate::storage::Status;
 use auth::Tokens;
 use handlers::{ResourceRequest, is_watch, not_found, status_response, value_response};
+use keel_process::faults::{self, Fault};
 use lane::Lane;
 use negotiate::Output;
 use request_info::{Path, ResourcePath};
@@ -81,9 +82,23 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok());
-        if tokens.authenticate(header).is_none() {
+        let Some(user) = tokens.authenticate(header) else {
             return status_response(&Status::failure(401, "Unauthorized", "Unauthorized".into()));
+        };
+        if is_faults_path(&path) && !user.groups.iter().any(|g| g == auth::MASTERS_GROUP) {
+            return status_response(&Status::failure(
+                403,
+                "Forbidden",
+                format!(
+                    "forbidden: User \"{}\" cannot set faults: only the {} group may",
+                    user.name,
+                    auth::MASTERS_GROUP
+                ),
+            ));
         }
+    }
+    if is_faults_path(&path) {
+        return serve_faults(req).await;
     }
     if let Some(response) = openapi::serve(
         app.registry.kinds(),
@@ -170,6 +185,27 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+fn is_faults_path(path: &str) -> bool {
+    path == "/debug/faults" || path.starts_with("/debug/faults/")
+}
+
+/// `/debug/faults` ([`keel_process::faults::Faults::answer`]), for an administrator.
+async fn serve_faults(req: Request) -> Response {
+    const BODY_LIMIT: usize = 4096;
+    let method = req.method().as_str().to_owned();
+    let rest = req.uri().path()["/debug/faults".len()..].to_owned();
+    let reply = match axum::body::to_bytes(req.into_body(), BODY_LIMIT).await {
+        Ok(bytes) => faults::process().answer(&method, &rest, &String::from_utf8_lossy(&bytes)),
+        Err(_) => faults::Reply::error(413, "a fault's value is at most 4 KiB"),
+    };
+    (
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        [(header::CONTENT_TYPE, "application/json")],
+        reply.body,
+    )
+        .into_response()
 }
 
 /// kube-apiserver's verb for a request (`LIST`, `WATCH`, `GET`, `POST`, `APPLY`, ...).
@@ -284,6 +320,7 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
             ];
             gauges.push(app.metrics.watchers.get_or_create(&watcher).clone());
         }
+        injected_delay().await;
         let response = handlers::serve(registry, request).await;
         if !response.status().is_success() {
             gauges.truncate(1);
@@ -298,7 +335,11 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
         };
         Response::from_parts(parts, Body::new(counted))
     } else {
-        match tokio::time::timeout(app.request_timeout, handlers::serve(registry, request)).await {
+        let serving = async {
+            injected_delay().await;
+            handlers::serve(registry, request).await
+        };
+        match tokio::time::timeout(app.request_timeout, serving).await {
             Ok(response) => response,
             Err(_) => status_response(&request_timed_out()),
         }
@@ -306,6 +347,14 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
     app.metrics
         .request(&labels, response.status().as_u16(), started.elapsed());
     response
+}
+
+/// The `apiserver.request.delay` fault: a slow admission or encoding, within the request's
+/// slot and timeout.
+async fn injected_delay() {
+    if let Some(delay) = faults::process().delay(Fault::ApiserverRequestDelay) {
+        tokio::time::sleep(delay).await;
+    }
 }
 
 /// 504 past `--request-timeout`, as kube-apiserver's timeout filter answers.

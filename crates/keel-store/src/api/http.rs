@@ -1,11 +1,14 @@
-//! HTTP endpoints on the client URL, as etcd serves them: `/health`, `/version`, `/metrics`.
+//! HTTP endpoints on the client URL, as etcd serves them: `/health`, `/version`, `/metrics`;
+//! and keel's `/debug/faults` for diagnosis drills (loopback clients only).
 
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::connect_info::ConnectInfo;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{any, get};
+use keel_process::faults::{self, Reply};
 
 use crate::server::Store;
 
@@ -15,6 +18,8 @@ pub fn router(store: Arc<Store>) -> Router {
         .route("/health", get(health))
         .route("/version", get(version))
         .route("/metrics", get(metrics))
+        .route("/debug/faults", any(faults))
+        .route("/debug/faults/{name}", any(faults))
         .fallback(not_found)
         .with_state(store)
 }
@@ -87,4 +92,98 @@ async fn metrics(axum::extract::State(store): State) -> impl IntoResponse {
         )],
         m.render(),
     )
+}
+
+/// The most a fault's value may weigh.
+const FAULT_BODY_LIMIT: usize = 4096;
+
+/// `/debug/faults` ([`keel_process::faults::Faults::answer`]) for a client on this machine:
+/// the client port may face the network, a fault must not be set from it.
+async fn faults(
+    axum::extract::State(store): State,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    let remote = req
+        .extensions()
+        .get::<ConnectInfo<std::net::SocketAddr>>()
+        .is_some_and(|ConnectInfo(peer)| !peer.ip().to_canonical().is_loopback());
+    if remote {
+        return reply(Reply::error(
+            403,
+            "faults are set from the member's own machine only (a loopback client)",
+        ));
+    }
+    let method = req.method().as_str().to_owned();
+    let rest = req.uri().path()["/debug/faults".len()..].to_owned();
+    let body = match axum::body::to_bytes(req.into_body(), FAULT_BODY_LIMIT).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(_) => return reply(Reply::error(413, "a fault's value is at most 4 KiB")),
+    };
+    let registry = faults::process();
+    registry.name_peers(store.members().into_iter().map(|m| (m.id, m.name)));
+    reply(registry.answer(&method, &rest, &body))
+}
+
+fn reply(reply: Reply) -> axum::response::Response {
+    (
+        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        [(header::CONTENT_TYPE, "application/json")],
+        reply.body,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower::ServiceExt;
+
+    async fn delete_faults(router: &Router, from: Option<&str>) -> StatusCode {
+        let mut req = axum::extract::Request::builder()
+            .method("DELETE")
+            .uri("/debug/faults")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        if let Some(from) = from {
+            let peer: std::net::SocketAddr = from.parse().unwrap();
+            req.extensions_mut().insert(ConnectInfo(peer));
+        }
+        router.clone().oneshot(req).await.unwrap().status()
+    }
+
+    #[tokio::test]
+    async fn faults_are_set_from_the_members_own_machine_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::config::parse_for_test(&[
+            "--data-dir",
+            dir.path().to_str().unwrap(),
+            "--listen-peer-urls",
+            "http://127.0.0.1:0",
+        ]);
+        let store = Store::open(config).await.unwrap();
+        let router = router(store.clone());
+        assert_eq!(
+            delete_faults(&router, Some("127.0.0.1:5000")).await,
+            StatusCode::OK
+        );
+        assert_eq!(
+            delete_faults(&router, Some("[::1]:5000")).await,
+            StatusCode::OK
+        );
+        assert_eq!(
+            delete_faults(&router, Some("[::ffff:127.0.0.1]:5000")).await,
+            StatusCode::OK
+        );
+        // In the process (no client address): `keel up`'s own.
+        assert_eq!(delete_faults(&router, None).await, StatusCode::OK);
+        assert_eq!(
+            delete_faults(&router, Some("10.1.2.3:5000")).await,
+            StatusCode::FORBIDDEN
+        );
+        assert_eq!(
+            delete_faults(&router, Some("[2001:db8::1]:5000")).await,
+            StatusCode::FORBIDDEN
+        );
+        store.shutdown().await;
+    }
 }

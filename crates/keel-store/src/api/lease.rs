@@ -11,6 +11,7 @@
 //! requested lease not found"`; a keepalive of an unknown lease answers TTL 0 and TimeToLive of
 //! one answers TTL -1, both without error.
 
+use keel_process::faults::{self, Fault};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -153,6 +154,9 @@ async fn keep_alive(
     store: &Store,
     req: LeaseKeepAliveRequest,
 ) -> Result<LeaseKeepAliveResponse, EtcdError> {
+    if let Some(delay) = faults::process().delay(Fault::LeaseKeepaliveDelay) {
+        tokio::time::sleep(delay).await;
+    }
     let header = Some(store.header(store.mvcc().current_revision()));
     let ttl = match forward::renew(store, req.id).await {
         Ok(ttl) => ttl,

@@ -15,6 +15,7 @@
 //! As in etcd, a client that half-closes its request stream keeps receiving events; the call
 //! ends when the client goes away.
 
+use keel_process::faults::{self, Fault};
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -78,6 +79,9 @@ impl Sender {
     async fn next(mut self) -> Option<(Result<PreEncoded, Status>, Sender)> {
         loop {
             if let Some(resp) = self.ready.pop_front() {
+                if let Some(stall) = faults::process().delay(Fault::WatchSendStall) {
+                    tokio::time::sleep(stall).await;
+                }
                 return Some((Ok(resp), self));
             }
             if let Some(out) = self.shared.handle.pop() {

@@ -450,6 +450,30 @@ impl Lessor {
         ids.into_iter().map(|(_, id)| id).collect()
     }
 
+    /// Leader only: the deadline of up to `count` leases, taken at random, becomes `now`, as
+    /// in a mass expiry (the `lease.expire.storm` fault); the expiry task then revokes them
+    /// at its usual pace. Returns how many.
+    pub fn expire_now(&mut self, count: usize, now: Instant) -> usize {
+        if !self.primary {
+            return 0;
+        }
+        // A HashMap's order is random per process: the first `count` are a random pick.
+        let ids: Vec<i64> = self
+            .leases
+            .iter()
+            .filter(|(_, l)| l.deadline.is_some_and(|d| d > now))
+            .map(|(&id, _)| id)
+            .take(count)
+            .collect();
+        for &id in &ids {
+            if let Some(lease) = self.leases.get_mut(&id) {
+                lease.deadline = Some(now);
+                self.queue.push(Reverse((now, id)));
+            }
+        }
+        ids.len()
+    }
+
     /// Leader only: up to `limit` leases whose deadline passed, to propose their revocation.
     /// Each one returned is looked at again only after [`EXPIRED_RETRY`], in case the
     /// proposal is lost.
@@ -555,6 +579,22 @@ mod tests {
         assert_eq!(l.grant(-5, 0, now).unwrap().ttl, 2);
         assert_eq!(l.revoke(7), Err(LeaseError::NotFound));
         assert_eq!(l.len(), 3);
+    }
+
+    #[test]
+    fn a_storm_expires_that_many_leases_now() {
+        let t0 = Instant::now();
+        let mut l = Lessor::new(5);
+        for id in 1..=10 {
+            l.grant(id, 60, t0).unwrap();
+        }
+        assert_eq!(l.expire_now(4, t0), 0, "only the leader keeps deadlines");
+        l.promote(t0);
+        let now = t0 + secs(1);
+        assert_eq!(l.expire_now(4, now), 4);
+        assert_eq!(l.expired(now, 100).len(), 4);
+        // Those already expiring are not picked again.
+        assert_eq!(l.expire_now(100, now), 6);
     }
 
     #[test]

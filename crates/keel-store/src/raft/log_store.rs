@@ -17,6 +17,7 @@
 //!
 //! openraft numbers entries from 0 and the WAL from 1: WAL index = Raft index + 1.
 
+use keel_process::faults::{self, Fault};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::io;
@@ -297,7 +298,12 @@ fn flush(
     }
     let result = match wal.append(&batch) {
         Ok(stats) => {
-            metrics.wal_fsync.observe(stats.sync.as_secs_f64());
+            let mut sync = stats.sync;
+            if let Some(delay) = faults::process().delay(Fault::WalFsyncDelay) {
+                std::thread::sleep(delay);
+                sync += delay;
+            }
+            metrics.wal_fsync.observe(sync.as_secs_f64());
             Ok(())
         }
         Err(e) => {

@@ -6,6 +6,7 @@
 //! cluster (another `--initial-cluster-token`) is refused. A peer that cannot be reached is
 //! reported as such and openraft retries it; openraft's time-to-live bounds every call.
 
+use keel_process::faults;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -123,9 +124,27 @@ impl Peer {
         call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     ) -> Result<T, RPCError<KeelRaft>> {
         let to = self.header.to;
+        let faults = faults::process();
+        if faults.drops(to) {
+            self.metrics.send_failed(to);
+            return Err(RPCError::Unreachable(Unreachable::from_string(format!(
+                "member {to:x}: message dropped by the peer.drop fault"
+            ))));
+        }
         self.metrics.sent_to(to, sent);
         let started = Instant::now();
-        match tokio::time::timeout(ttl, call).await {
+        let delay = faults.peer_delay(to);
+        let call = async move {
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            call.await
+        };
+        let answer = tokio::time::timeout(ttl, call).await;
+        if !matches!(answer, Ok(Ok(_))) {
+            self.metrics.send_failed(to);
+        }
+        match answer {
             Err(_) => Err(RPCError::Unreachable(Unreachable::from_string(format!(
                 "member {:x} ({}) did not answer within {ttl:?}",
                 self.header.to, self.addr

@@ -11,6 +11,7 @@
 //! applied log id, after which openraft may purge the WAL behind it. A restart replays the WAL
 //! from the backend's applied index.
 
+use keel_process::faults::{self, Fault};
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -201,6 +202,14 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
         };
         let applier = &self.applier;
         let apply_started = std::time::Instant::now();
+        // Injected faults wait before the batch opens (no write transaction is held across
+        // an await); a commit delay is counted in the commit's duration, as a slow disk's.
+        let faults = faults::process();
+        let commit_delay = faults.delay(Fault::BackendCommitDelay).unwrap_or_default();
+        let delay = faults.delay(Fault::ApplyDelay).unwrap_or_default() + commit_delay;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let lease_exists = |id: i64| applier.lessor.lock().contains(id);
         let mut batch = applier.mvcc.begin_apply(&lease_exists);
         // Put events carry the value they replaced only for watchers that want it; one that
@@ -238,7 +247,7 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
         applier
             .metrics
             .backend_commit
-            .observe(started.elapsed().as_secs_f64());
+            .observe((started.elapsed() + commit_delay).as_secs_f64());
         // One per slow batch: its entries are applied together, so none is slow alone.
         if apply_started.elapsed() > crate::metrics::SLOW_APPLY {
             applier.metrics.slow_applies.inc();

@@ -1,6 +1,7 @@
 //! The watch cache's shell: the task that keeps a cache in step with the store (see the
 //! [module docs](super) for what it does and how it locks).
 
+use keel_process::faults::Fault;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -170,6 +171,10 @@ impl<C: Codec> Shell<C> {
                 match received {
                     Some(Ok(Received::Events)) => {
                         failures = 0;
+                        let faults = keel_process::faults::process();
+                        if let Some(stall) = faults.delay(Fault::ApiserverWatchcacheStall) {
+                            tokio::time::sleep(stall).await;
+                        }
                         let received = events.len() as u64;
                         let mut handed = take_handed(&shared, &events).into_iter();
                         let applied: Vec<_> = events

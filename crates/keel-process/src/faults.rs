@@ -1,0 +1,652 @@
+//! Faults injected at run time, for diagnosis drills (`keel fault set NAME=VALUE`): a delay
+//! on one path of the store or the apiserver, dropped peer messages, a storm of lease expiries.
+//! All are off by default and cost one atomic load on their path while off; each is set and
+//! cleared without a restart through `/debug/faults` ([`Faults::answer`]: the store's client
+//! URL, loopback clients only; the apiserver, admin token), and each active one is visible in
+//! `/metrics` as `keel_fault_active{name}` ([`FaultMetrics`]), so no one wonders whether a
+//! fault is still on.
+
+use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{OnceLock, RwLock};
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::gauge::ConstGauge;
+
+use crate::go_duration;
+
+/// Which server a fault belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    /// keel store.
+    Store,
+    /// keel apiserver.
+    Apiserver,
+}
+
+/// What a fault's value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A duration, as Go writes it (`200ms`, `2s`).
+    Delay,
+    /// A fraction of messages, from 0 to 1.
+    Fraction,
+    /// A count, acted on once when set.
+    Count,
+}
+
+/// A fault a server can inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Every WAL fsync takes this much longer (axis: WAL).
+    WalFsyncDelay,
+    /// Every backend commit takes this much longer (axis: MVCC).
+    BackendCommitDelay,
+    /// Every Raft message to a peer waits this long first (axis: Raft).
+    PeerDelay,
+    /// This fraction of Raft messages to a peer is lost (axis: Raft).
+    PeerDrop,
+    /// Every applied batch takes this much longer (axis: MVCC, slow applies).
+    ApplyDelay,
+    /// Every watch stream waits this long before each send (axis: Watch).
+    WatchSendStall,
+    /// Every lease keep-alive is answered this much later (axis: Lease).
+    LeaseKeepaliveDelay,
+    /// That many random leases revoked at once on the leader, as a mass expiry (axis: Lease).
+    LeaseExpireStorm,
+    /// Every apiserver resource request waits this long before it is served.
+    ApiserverRequestDelay,
+    /// Each watch cache waits this long before it takes in each event from its store.
+    ApiserverWatchcacheStall,
+}
+
+impl Fault {
+    /// Every fault, in the order `keel fault list` shows them.
+    pub const ALL: [Fault; 10] = [
+        Fault::WalFsyncDelay,
+        Fault::BackendCommitDelay,
+        Fault::PeerDelay,
+        Fault::PeerDrop,
+        Fault::ApplyDelay,
+        Fault::WatchSendStall,
+        Fault::LeaseKeepaliveDelay,
+        Fault::LeaseExpireStorm,
+        Fault::ApiserverRequestDelay,
+        Fault::ApiserverWatchcacheStall,
+    ];
+
+    /// Its name (`wal.fsync.delay`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::WalFsyncDelay => "wal.fsync.delay",
+            Fault::BackendCommitDelay => "backend.commit.delay",
+            Fault::PeerDelay => "peer.delay",
+            Fault::PeerDrop => "peer.drop",
+            Fault::ApplyDelay => "apply.delay",
+            Fault::WatchSendStall => "watch.send.stall",
+            Fault::LeaseKeepaliveDelay => "lease.keepalive.delay",
+            Fault::LeaseExpireStorm => "lease.expire.storm",
+            Fault::ApiserverRequestDelay => "apiserver.request.delay",
+            Fault::ApiserverWatchcacheStall => "apiserver.watchcache.stall",
+        }
+    }
+
+    /// The fault named `name`.
+    pub fn named(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// What its value is.
+    pub fn kind(self) -> Kind {
+        match self {
+            Fault::PeerDrop => Kind::Fraction,
+            Fault::LeaseExpireStorm => Kind::Count,
+            _ => Kind::Delay,
+        }
+    }
+
+    /// The server that injects it.
+    pub fn component(self) -> Component {
+        match self {
+            Fault::ApiserverRequestDelay | Fault::ApiserverWatchcacheStall => Component::Apiserver,
+            _ => Component::Store,
+        }
+    }
+
+    /// It may name one peer (`VALUE@MEMBER-NAME`).
+    pub fn per_peer(self) -> bool {
+        matches!(self, Fault::PeerDelay | Fault::PeerDrop)
+    }
+}
+
+/// Why a fault cannot be set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultError {
+    /// No fault has this name.
+    #[error("no fault is named {0:?}; `keel fault list` shows them")]
+    Unknown(String),
+    /// The fault is another server's.
+    #[error("{0} is a fault of the {1}; set it there")]
+    Elsewhere(&'static str, &'static str),
+    /// The value does not fit the fault.
+    #[error("{0}: {1}")]
+    BadValue(&'static str, String),
+}
+
+/// A value stored as bits: nanoseconds, a fraction times 2^32, or a count.
+type Bits = u64;
+const OFF: Bits = u64::MAX;
+const FRACTION_ONE: f64 = (1u64 << 32) as f64;
+
+/// The faults of a process: [`process`] for the one every path reads (`keel up`'s store and
+/// apiserver share it).
+pub struct Faults {
+    /// The components served, as bits (`1 << Component as u8`).
+    components: AtomicU8,
+    /// This member's name, for the faults naming a peer: a peer fault naming this member
+    /// applies to all its peers, so one setting slows a member's every link.
+    member: RwLock<Option<String>>,
+    /// Each fault's value for all peers, in the order of [`Fault::ALL`].
+    all: [AtomicU64; Fault::ALL.len()],
+    /// The per-peer values of the faults naming a peer, by member name.
+    peers: RwLock<HashMap<(usize, String), Bits>>,
+    /// The members' names by ID, as the store last listed them.
+    peer_names: RwLock<HashMap<u64, String>>,
+    random: RandomState,
+    draws: AtomicU64,
+    /// What setting a fault of [`Kind::Count`] does, once per setting.
+    actions: RwLock<Vec<(Fault, Action)>>,
+}
+
+/// What a fault of [`Kind::Count`] does when set, given its count.
+pub type Action = Box<dyn Fn(u64) + Send + Sync>;
+
+impl std::fmt::Debug for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Faults")
+            .field("active", &self.active())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The process's faults, read on every path that can inject one.
+pub fn process() -> &'static Faults {
+    static FAULTS: OnceLock<Faults> = OnceLock::new();
+    FAULTS.get_or_init(Faults::new)
+}
+
+impl Faults {
+    /// Faults of no component yet, all off.
+    pub fn new() -> Faults {
+        Faults {
+            components: AtomicU8::new(0),
+            member: RwLock::new(None),
+            all: std::array::from_fn(|_| AtomicU64::new(OFF)),
+            peers: RwLock::new(HashMap::new()),
+            peer_names: RwLock::new(HashMap::new()),
+            random: RandomState::new(),
+            draws: AtomicU64::new(0),
+            actions: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// Setting `fault` (of [`Kind::Count`]) runs `action` with its count (a store expires
+    /// that many leases on `lease.expire.storm`).
+    pub fn on_set(&self, fault: Fault, action: Action) {
+        self.actions
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((fault, action));
+    }
+
+    /// The process serves `component` (a store member named `member`): its faults can be set.
+    /// A process running two stores (`keel up --events-store`) is named by the first.
+    pub fn serve(&self, component: Component, member: Option<&str>) {
+        self.components
+            .fetch_or(1 << component as u8, Ordering::Relaxed);
+        let mut named = self.member.write().unwrap_or_else(|e| e.into_inner());
+        if named.is_none() {
+            *named = member.map(str::to_string);
+        }
+    }
+
+    fn serves(&self, component: Component) -> bool {
+        self.components.load(Ordering::Relaxed) & (1 << component as u8) != 0
+    }
+
+    /// The faults this process can inject.
+    pub fn known(&self) -> impl Iterator<Item = Fault> + '_ {
+        Fault::ALL
+            .into_iter()
+            .filter(|f| self.serves(f.component()))
+    }
+
+    fn index(fault: Fault) -> usize {
+        Fault::ALL.iter().position(|&f| f == fault).unwrap_or(0)
+    }
+
+    /// The delay of a fault of [`Kind::Delay`], if it is on (for all peers).
+    pub fn delay(&self, fault: Fault) -> Option<Duration> {
+        match self.all[Self::index(fault)].load(Ordering::Relaxed) {
+            OFF => None,
+            nanos => Some(Duration::from_nanos(nanos)),
+        }
+    }
+
+    /// The count a fault of [`Kind::Count`] was set to, if it is on.
+    pub fn count(&self, fault: Fault) -> Option<u64> {
+        match self.all[Self::index(fault)].load(Ordering::Relaxed) {
+            OFF => None,
+            n => Some(n),
+        }
+    }
+
+    /// The store's members, as (ID, name): a peer fault names a member, a message goes to an ID.
+    pub fn name_peers(&self, members: impl IntoIterator<Item = (u64, String)>) {
+        *self.peer_names.write().unwrap_or_else(|e| e.into_inner()) = members.into_iter().collect();
+    }
+
+    /// How long a message to member `peer` waits first (`peer.delay`).
+    pub fn peer_delay(&self, peer: u64) -> Option<Duration> {
+        self.for_peer(Fault::PeerDelay, peer)
+            .map(Duration::from_nanos)
+    }
+
+    /// Whether a message to member `peer` is lost (`peer.drop`: a draw against its fraction).
+    pub fn drops(&self, peer: u64) -> bool {
+        let Some(fraction) = self.for_peer(Fault::PeerDrop, peer) else {
+            return false;
+        };
+        let draw = self
+            .random
+            .hash_one(self.draws.fetch_add(1, Ordering::Relaxed))
+            >> 32;
+        draw < fraction
+    }
+
+    /// A peer fault's value for messages to `peer`: set for that peer, for this member (all
+    /// its peers), or for all.
+    fn for_peer(&self, fault: Fault, peer: u64) -> Option<Bits> {
+        let index = Self::index(fault);
+        if let Some(bits) = Some(self.all[index].load(Ordering::Relaxed)).filter(|&b| b != OFF) {
+            return Some(bits);
+        }
+        let peers = self.peers.read().unwrap_or_else(|e| e.into_inner());
+        if peers.is_empty() {
+            return None;
+        }
+        let names = self.peer_names.read().unwrap_or_else(|e| e.into_inner());
+        names
+            .get(&peer)
+            .and_then(|name| peers.get(&(index, name.clone())))
+            .or_else(|| {
+                let member = self.member.read().unwrap_or_else(|e| e.into_inner());
+                member
+                    .as_ref()
+                    .and_then(|me| peers.get(&(index, me.clone())))
+            })
+            .copied()
+    }
+
+    /// Sets `name` to `value` (`200ms`, `0.5`, `100`, `0.5@m2`); returns the fault.
+    pub fn set(&self, name: &str, value: &str) -> Result<Fault, FaultError> {
+        let fault = self.fault(name)?;
+        let (value, peer) = match value.split_once('@') {
+            Some((v, peer)) if fault.per_peer() && !peer.is_empty() => (v, Some(peer)),
+            Some(_) => {
+                return Err(FaultError::BadValue(
+                    fault.name(),
+                    "only peer.delay and peer.drop name a member (VALUE@MEMBER-NAME)".into(),
+                ));
+            }
+            None => (value, None),
+        };
+        let bits = parse_value(fault, value.trim())?;
+        if let Some(peer) = peer {
+            let names = self.peer_names.read().unwrap_or_else(|e| e.into_inner());
+            if !names.is_empty() && !names.values().any(|name| name == peer) {
+                let mut known: Vec<_> = names.values().map(String::as_str).collect();
+                known.sort_unstable();
+                return Err(FaultError::BadValue(
+                    fault.name(),
+                    format!(
+                        "no member is named {peer:?} (members: {})",
+                        known.join(", ")
+                    ),
+                ));
+            }
+        }
+        let index = Self::index(fault);
+        let mut peers = self.peers.write().unwrap_or_else(|e| e.into_inner());
+        match peer {
+            Some(peer) => {
+                peers.insert((index, peer.to_string()), bits);
+                self.all[index].store(OFF, Ordering::Relaxed);
+            }
+            None => {
+                peers.retain(|(i, _), _| *i != index);
+                self.all[index].store(bits, Ordering::Relaxed);
+            }
+        }
+        drop(peers);
+        tracing::warn!(fault = fault.name(), value, peer, "fault injected");
+        if fault.kind() == Kind::Count {
+            let actions = self.actions.read().unwrap_or_else(|e| e.into_inner());
+            for (_, action) in actions.iter().filter(|(f, _)| *f == fault) {
+                action(bits);
+            }
+        }
+        Ok(fault)
+    }
+
+    /// Clears `name` (for every peer).
+    pub fn clear(&self, name: &str) -> Result<Fault, FaultError> {
+        let fault = self.fault(name)?;
+        let index = Self::index(fault);
+        let mut peers = self.peers.write().unwrap_or_else(|e| e.into_inner());
+        peers.retain(|(i, _), _| *i != index);
+        if self.all[index].swap(OFF, Ordering::Relaxed) != OFF {
+            tracing::warn!(fault = fault.name(), "fault cleared");
+        }
+        Ok(fault)
+    }
+
+    /// Clears every fault.
+    pub fn clear_all(&self) {
+        for fault in Fault::ALL {
+            let _ = self.clear(fault.name());
+        }
+    }
+
+    /// The active faults as `(name, value)`, values as they are set (`0.5@m2`).
+    pub fn active(&self) -> Vec<(&'static str, String)> {
+        let peers = self.peers.read().unwrap_or_else(|e| e.into_inner());
+        let mut active = Vec::new();
+        for (index, fault) in Fault::ALL.into_iter().enumerate() {
+            let bits = self.all[index].load(Ordering::Relaxed);
+            if bits != OFF {
+                active.push((fault.name(), format_value(fault, bits)));
+            }
+            let mut named: Vec<_> = peers.iter().filter(|((i, _), _)| *i == index).collect();
+            named.sort();
+            for ((_, peer), &bits) in named {
+                active.push((
+                    fault.name(),
+                    format!("{}@{peer}", format_value(fault, bits)),
+                ));
+            }
+        }
+        active
+    }
+
+    fn fault(&self, name: &str) -> Result<Fault, FaultError> {
+        let fault = Fault::named(name).ok_or_else(|| FaultError::Unknown(name.to_string()))?;
+        if !self.serves(fault.component()) {
+            let owner = match fault.component() {
+                Component::Store => "store (keel fault ... --etcd-servers URLS)",
+                Component::Apiserver => "apiserver (keel fault ... --kubeconfig FILE)",
+            };
+            return Err(FaultError::Elsewhere(fault.name(), owner));
+        }
+        Ok(fault)
+    }
+
+    /// Answers `method` on `/debug/faults` (`rest` is the path after it: "" or `/NAME`), with
+    /// `body` the value of a PUT; the reply is JSON. One protocol for both servers:
+    /// - `GET /debug/faults`: `{"active":[{"name","value"}],"known":[{"name","kind","component"}]}`;
+    /// - `PUT /debug/faults/NAME` with the value as the body: sets it;
+    /// - `DELETE /debug/faults/NAME` clears it, `DELETE /debug/faults` clears them all.
+    ///
+    /// A PUT or DELETE answers as a GET does, after the change.
+    pub fn answer(&self, method: &str, rest: &str, body: &str) -> Reply {
+        let name = rest.trim_start_matches('/');
+        let changed = match (method, name) {
+            ("GET", "") => Ok(()),
+            ("PUT", name) if !name.is_empty() => self.set(name, body).map(drop),
+            ("DELETE", "") => {
+                self.clear_all();
+                Ok(())
+            }
+            ("DELETE", name) => self.clear(name).map(drop),
+            ("GET", _) => return Reply::error(404, "no such path: GET /debug/faults lists them"),
+            _ => {
+                return Reply::error(
+                    405,
+                    "use GET /debug/faults, PUT /debug/faults/NAME (the value as the body), \
+                     DELETE /debug/faults[/NAME]",
+                );
+            }
+        };
+        match changed {
+            Ok(()) => Reply {
+                status: 200,
+                body: self.listing().to_string(),
+            },
+            Err(e @ FaultError::Unknown(_)) => Reply::error(404, &e.to_string()),
+            Err(e) => Reply::error(400, &e.to_string()),
+        }
+    }
+
+    fn listing(&self) -> serde_json::Value {
+        let active: Vec<_> = self
+            .active()
+            .into_iter()
+            .map(|(name, value)| serde_json::json!({ "name": name, "value": value }))
+            .collect();
+        let known: Vec<_> = self
+            .known()
+            .map(|f| {
+                serde_json::json!({
+                    "name": f.name(),
+                    "kind": match f.kind() {
+                        Kind::Delay => "duration",
+                        Kind::Fraction => "fraction",
+                        Kind::Count => "count",
+                    },
+                    "perPeer": f.per_peer(),
+                })
+            })
+            .collect();
+        serde_json::json!({ "active": active, "known": known })
+    }
+}
+
+impl Default for Faults {
+    fn default() -> Faults {
+        Faults::new()
+    }
+}
+
+/// An answer of `/debug/faults`: an HTTP status and a JSON body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The HTTP status.
+    pub status: u16,
+    /// The JSON body.
+    pub body: String,
+}
+
+impl Reply {
+    /// `{"error": message}` with `status`.
+    pub fn error(status: u16, message: &str) -> Reply {
+        Reply {
+            status,
+            body: serde_json::json!({ "error": message }).to_string(),
+        }
+    }
+}
+
+fn parse_value(fault: Fault, value: &str) -> Result<Bits, FaultError> {
+    let bad = |message: String| FaultError::BadValue(fault.name(), message);
+    match fault.kind() {
+        Kind::Delay => {
+            let d = go_duration::parse(value).map_err(bad)?;
+            if d > Duration::from_secs(3600) {
+                return Err(bad(format!(
+                    "{value} is longer than the 1h a fault may last"
+                )));
+            }
+            Ok(d.as_nanos() as u64)
+        }
+        Kind::Fraction => match value.parse::<f64>() {
+            Ok(f) if (0.0..=1.0).contains(&f) => Ok((f * FRACTION_ONE) as u64),
+            _ => Err(bad(format!("{value:?} is not a fraction from 0 to 1"))),
+        },
+        Kind::Count => match value.parse::<u64>() {
+            Ok(n) if n < OFF => Ok(n),
+            _ => Err(bad(format!("{value:?} is not a count"))),
+        },
+    }
+}
+
+fn format_value(fault: Fault, bits: Bits) -> String {
+    match fault.kind() {
+        Kind::Delay => go_duration::format(Duration::from_nanos(bits)),
+        Kind::Fraction => format!("{}", bits as f64 / FRACTION_ONE),
+        Kind::Count => bits.to_string(),
+    }
+}
+
+/// `keel_fault_active{name}`: 1 for each fault on, 0 for each off, of the faults the
+/// process can inject.
+#[derive(Debug)]
+pub struct FaultMetrics(pub &'static Faults);
+
+impl Collector for FaultMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let active = self.0.active();
+        let gauge = ConstGauge::new(0i64);
+        let mut family = encoder.encode_descriptor(
+            "keel_fault_active",
+            "Whether a fault injected for a diagnosis drill is on (keel fault list).",
+            None,
+            gauge.metric_type(),
+        )?;
+        for fault in self.0.known() {
+            let on = active.iter().any(|(name, _)| *name == fault.name());
+            ConstGauge::new(on as i64).encode(family.encode_family(&[("name", fault.name())])?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serving(component: Component, member: Option<&str>) -> Faults {
+        let faults = Faults::new();
+        faults.serve(component, member);
+        faults
+    }
+
+    #[test]
+    fn set_list_and_clear() {
+        let faults = serving(Component::Store, Some("m1"));
+        assert_eq!(faults.delay(Fault::WalFsyncDelay), None);
+        faults.set("wal.fsync.delay", "200ms").unwrap();
+        assert_eq!(
+            faults.delay(Fault::WalFsyncDelay),
+            Some(Duration::from_millis(200))
+        );
+        let stormed = std::sync::Arc::new(AtomicU64::new(0));
+        faults.on_set(Fault::LeaseExpireStorm, {
+            let stormed = stormed.clone();
+            Box::new(move |n| {
+                stormed.fetch_add(n, Ordering::Relaxed);
+            })
+        });
+        faults.set("lease.expire.storm", "100").unwrap();
+        assert_eq!(faults.count(Fault::LeaseExpireStorm), Some(100));
+        assert_eq!(stormed.load(Ordering::Relaxed), 100);
+        assert_eq!(
+            faults.active(),
+            vec![
+                ("wal.fsync.delay", "200ms".to_string()),
+                ("lease.expire.storm", "100".to_string())
+            ]
+        );
+        faults.clear("wal.fsync.delay").unwrap();
+        assert_eq!(faults.delay(Fault::WalFsyncDelay), None);
+        faults.clear_all();
+        assert!(faults.active().is_empty());
+    }
+
+    #[test]
+    fn peer_faults_name_one_peer_or_all() {
+        let faults = serving(Component::Store, Some("m1"));
+        faults.name_peers([(1, "m1".into()), (2, "m2".into()), (3, "m3".into())]);
+        assert!(
+            faults
+                .set("peer.delay", "50ms@m9")
+                .unwrap_err()
+                .to_string()
+                .contains("members: m1, m2, m3")
+        );
+        faults.set("peer.delay", "50ms@m2").unwrap();
+        assert_eq!(faults.peer_delay(2), Some(Duration::from_millis(50)));
+        assert_eq!(faults.peer_delay(3), None);
+        // Naming this member slows all its links.
+        faults.set("peer.delay", "70ms@m1").unwrap();
+        assert_eq!(faults.peer_delay(3), Some(Duration::from_millis(70)));
+        // Without a member: every peer, and the per-peer settings go.
+        faults.set("peer.delay", "10ms").unwrap();
+        assert_eq!(faults.active(), vec![("peer.delay", "10ms".to_string())]);
+        faults.set("peer.drop", "1").unwrap();
+        assert!(faults.drops(2));
+        faults.set("peer.drop", "0").unwrap();
+        assert!(!faults.drops(2));
+        faults.set("peer.drop", "0.5@m3").unwrap();
+        let lost = (0..10_000).filter(|_| faults.drops(3)).count();
+        assert!((4_000..6_000).contains(&lost), "{lost} of 10000 lost");
+        assert!(!faults.drops(2));
+    }
+
+    #[test]
+    fn bad_settings_are_explained() {
+        let faults = serving(Component::Store, None);
+        let err = |name, value| faults.set(name, value).unwrap_err().to_string();
+        assert!(err("wal.fsync", "1s").contains("keel fault list"));
+        assert!(err("wal.fsync.delay", "200").contains("Go syntax"));
+        assert!(err("wal.fsync.delay", "2h").contains("1h"));
+        assert!(err("peer.drop", "1.5").contains("fraction"));
+        assert!(err("wal.fsync.delay", "1s@m2").contains("name a member"));
+        assert!(err("apiserver.request.delay", "1s").contains("--kubeconfig"));
+        assert!(faults.active().is_empty());
+    }
+
+    #[test]
+    fn the_http_protocol() {
+        let faults = serving(Component::Apiserver, None);
+        let put = faults.answer("PUT", "/apiserver.request.delay", "2s");
+        assert_eq!(put.status, 200);
+        let listing: serde_json::Value = serde_json::from_str(&put.body).unwrap();
+        assert_eq!(
+            listing["active"],
+            serde_json::json!([{"name": "apiserver.request.delay", "value": "2s"}])
+        );
+        assert_eq!(listing["known"].as_array().unwrap().len(), 2);
+        assert_eq!(faults.answer("PUT", "/nope", "1s").status, 404);
+        assert_eq!(faults.answer("PUT", "/wal.fsync.delay", "1s").status, 400);
+        assert_eq!(faults.answer("POST", "", "").status, 405);
+        assert_eq!(faults.answer("DELETE", "", "").status, 200);
+        assert!(faults.active().is_empty());
+    }
+
+    #[test]
+    fn the_metric_shows_each_fault_on_or_off() {
+        let faults = serving(Component::Apiserver, None);
+        faults.set("apiserver.watchcache.stall", "1s").unwrap();
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(FaultMetrics(Box::leak(Box::new(faults)))));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("keel_fault_active{name=\"apiserver.watchcache.stall\"} 1"));
+        assert!(text.contains("keel_fault_active{name=\"apiserver.request.delay\"} 0"));
+        assert!(!text.contains("wal.fsync.delay"));
+    }
+}
