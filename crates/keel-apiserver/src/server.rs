@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -16,7 +16,7 @@ use tonic::transport::{Channel, Endpoint};
 use crate::config::{Config, ServersOverride};
 use crate::controllers;
 use crate::http::auth::{self, Tokens};
-use crate::http::lane::{Connection, Lane};
+use crate::http::lane::{Connection, HomeExecutor, Lane};
 use crate::http::{self, App, tls};
 use crate::metrics::Metrics;
 use crate::registry::{self, store::Registry};
@@ -426,6 +426,7 @@ async fn serve(
         // Each request carries its connection's lane, which moves a connection of Events
         // only to the low-priority runtime.
         let lane = Lane::new();
+        let home = lane.home();
         let service = TowerToHyperService::new(tower::util::MapRequest::new(router.clone(), {
             let lane = lane.clone();
             move |mut req: hyper::Request<hyper::body::Incoming>| {
@@ -435,7 +436,7 @@ async fn serve(
         }));
         let acceptor = acceptor.clone();
         let connection: Connection = Box::pin(async move {
-            let mut builder = ConnectionBuilder::new(TokioExecutor::new());
+            let mut builder = ConnectionBuilder::new(HomeExecutor(home));
             builder.http2().max_pending_accept_reset_streams(
                 keel_process::connections::MAX_PENDING_ACCEPT_RESETS,
             );

@@ -53,6 +53,8 @@ pub struct Metrics {
     pub db_size: Gauge<i64>,
     /// Backend bytes in use (`etcd_mvcc_db_total_size_in_use_in_bytes`).
     pub db_size_in_use: Gauge<i64>,
+    /// The backend quota, `--quota-backend-bytes` (`etcd_server_quota_backend_bytes`).
+    pub quota_backend_bytes: Gauge<i64>,
     /// Log index committed (`etcd_server_proposals_committed_total`, a gauge in etcd).
     pub proposals_committed: Gauge<i64>,
     /// Log index applied (`etcd_server_proposals_applied_total`, a gauge in etcd).
@@ -189,6 +191,7 @@ impl Metrics {
             backend_commit,
             db_size: Gauge::default(),
             db_size_in_use: Gauge::default(),
+            quota_backend_bytes: Gauge::default(),
             proposals_committed: Gauge::default(),
             proposals_applied: Gauge::default(),
             proposals_failed: Counter::default(),
@@ -239,6 +242,11 @@ impl Metrics {
             "etcd_mvcc_db_total_size_in_use_in_bytes",
             "Total size of the underlying database logically in use in bytes",
             m.db_size_in_use.clone(),
+        );
+        r.register(
+            "etcd_server_quota_backend_bytes",
+            "Current backend storage quota size in bytes",
+            m.quota_backend_bytes.clone(),
         );
         r.register(
             "etcd_server_proposals_committed_total",

@@ -11,8 +11,10 @@ use anyhow::{Context, bail};
 use bytes::Bytes;
 use http::Method;
 use keel_bench::https::{Conn, Endpoint};
-use keel_bench::kubeconfig::{self, KubeTarget};
+use keel_bench::kubeconfig;
 use keel_process::faults::{Component, Fault};
+
+use crate::store_client;
 
 /// `keel fault` subcommands.
 #[derive(Debug, clap::Subcommand)]
@@ -166,7 +168,11 @@ async fn connect(target: &Target) -> anyhow::Result<Vec<Server>> {
     }
     let mut servers = Vec::new();
     for url in &target.etcd_servers {
-        let endpoint = Endpoint::new(store_target(url)?, true, DIAL)?;
+        let endpoint = Endpoint::new(
+            store_client::http_target(url, "--etcd-servers")?,
+            true,
+            DIAL,
+        )?;
         servers.push(Server {
             url: url.clone(),
             component: Component::Store,
@@ -184,38 +190,6 @@ async fn connect(target: &Target) -> anyhow::Result<Vec<Server>> {
         });
     }
     Ok(servers)
-}
-
-/// A store member's client URL as a target: plain HTTP, as keel store serves its clients
-/// (`host:port` alone, as etcdctl's `--endpoints` takes it, is `http://host:port`).
-fn store_target(url: &str) -> anyhow::Result<KubeTarget> {
-    let url = match url.contains("://") {
-        true => url.to_string(),
-        false => format!("http://{url}"),
-    };
-    let uri: http::Uri = url
-        .parse()
-        .with_context(|| format!("--etcd-servers: {url:?} is not a URL"))?;
-    if uri.scheme_str() != Some("http") {
-        bail!("--etcd-servers: {url}: keel store serves its clients over http://");
-    }
-    let host = uri
-        .host()
-        .with_context(|| format!("--etcd-servers: {url:?} has no host"))?
-        .trim_matches(|c| c == '[' || c == ']')
-        .to_string();
-    Ok(KubeTarget {
-        server: url.trim_end_matches('/').to_string(),
-        https: false,
-        port: uri.port_u16().unwrap_or(2379),
-        base_path: String::new(),
-        ca_pem: Vec::new(),
-        insecure: false,
-        server_name: host.clone(),
-        host,
-        token: None,
-        client_cert: None,
-    })
 }
 
 /// One request to a server's `/debug/faults`; its JSON answer, or the error it explains.

@@ -1,8 +1,10 @@
 //! `keel`: the Kubernetes control-plane storage stack in one binary.
 
+mod doctor;
 mod fault;
 mod logging;
 mod snapshot;
+mod store_client;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +36,8 @@ enum Command {
     /// Back up and restore every store of a control plane (etcd-format snapshots).
     #[command(subcommand)]
     Snapshot(snapshot::SnapshotCommand),
+    /// Name the layer (apiserver or store) and the store's axis at fault, from their metrics.
+    Doctor(Box<doctor::DoctorArgs>),
     /// Inject faults for diagnosis drills: slow disks, lost peer messages, lease storms.
     #[command(subcommand)]
     Fault(fault::FaultCommand),
@@ -62,6 +66,7 @@ fn main() -> std::process::ExitCode {
             Command::Sim(args) => keel_bench::sim::run(*args).await,
             Command::Snapshot(command) => snapshot::run(command).await,
             Command::Fault(command) => fault::run(command).await,
+            Command::Doctor(args) => doctor::run(*args).await,
         }
     });
     // The main runtime's tasks go first (the apiserver and its links to the stores), then the

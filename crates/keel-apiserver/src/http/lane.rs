@@ -1,11 +1,14 @@
 //! Which runtime serves a client's connection, when Events have a store of their own.
 //!
 //! Event handlers then run on the low-priority runtime ([`keel_process::background`]), but a
-//! connection's own work (TLS, HTTP/2 framing, routing) is done where the connection runs.
-//! A client that only writes Events (an event recorder, a flood) gets its whole connection
-//! moved there after [`SETTLE`] requests, so a flood takes the CPU only when heartbeats leave
-//! it. The first request of any other kind moves the connection home for good, and a handler
-//! always runs on the runtime its kind belongs to, wherever the connection is.
+//! connection's own work (TLS, HTTP/1.1 parsing, HTTP/2 framing) is done where the
+//! connection runs. A client that only writes Events (an event recorder, a flood) gets its
+//! connection moved there after [`SETTLE`] requests, so a flood takes the CPU only when
+//! heartbeats leave it. The first request of any other kind, any path, moves the connection
+//! home for good. A handler always runs on the runtime its kind belongs to, wherever the
+//! connection is, and an HTTP/2 stream's task (routing, and sending the response body: a
+//! watch's events) always on the home runtime ([`HomeExecutor`]), so no request of another
+//! kind is ever served at low priority beyond its connection's framing.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -53,15 +56,16 @@ impl Lane {
             return;
         }
         if !event {
-            self.state.store(HOME, Ordering::Relaxed);
-            if state == BACKGROUND {
+            // One atomic step: a concurrent move to the background is either seen here (and
+            // undone) or refused by this one.
+            if self.state.swap(HOME, Ordering::AcqRel) == BACKGROUND {
                 self.moves.notify_one();
             }
         } else if state == DECIDING && self.events.fetch_add(1, Ordering::Relaxed) + 1 >= SETTLE {
             // A non-Event request seen meanwhile has the last word.
             if self
                 .state
-                .compare_exchange(DECIDING, BACKGROUND, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(DECIDING, BACKGROUND, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
                 self.moves.notify_one();
@@ -87,7 +91,7 @@ impl Lane {
                     () = &mut connection => return,
                     () = self.moves.notified() => {}
                 }
-                let to_background = self.state.load(Ordering::Relaxed) == BACKGROUND;
+                let to_background = self.state.load(Ordering::Acquire) == BACKGROUND;
                 if to_background != background::is_current() {
                     let runtime = match to_background {
                         true => background::handle(),
@@ -98,6 +102,28 @@ impl Lane {
                 }
             }
         })
+    }
+}
+
+/// Starts an HTTP/2 connection's stream tasks on the runtime that accepted the connection,
+/// wherever the connection itself is polled.
+#[derive(Clone)]
+pub struct HomeExecutor(pub Handle);
+
+impl<F> hyper::rt::Executor<F> for HomeExecutor
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, future: F) {
+        self.0.spawn(future);
+    }
+}
+
+impl Lane {
+    /// The runtime that accepted the connection.
+    pub fn home(&self) -> Handle {
+        self.home.clone()
     }
 }
 
@@ -135,6 +161,26 @@ mod tests {
         // Moved once it has served SETTLE Events; home for good at the first other request.
         expected.extend([true, true, false, false, false]);
         assert_eq!(runs_on_background(&lane, &steps).await, expected);
+    }
+
+    #[test]
+    fn a_request_of_another_kind_always_wins_the_race() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let _in = runtime.enter();
+        for _ in 0..1000 {
+            let lane = Lane::new();
+            for _ in 0..SETTLE - 1 {
+                lane.note(true);
+            }
+            // The 8th Event and the first other request at once.
+            std::thread::scope(|s| {
+                s.spawn(|| lane.note(true));
+                s.spawn(|| lane.note(false));
+            });
+            assert_eq!(lane.state.load(Ordering::Acquire), HOME);
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

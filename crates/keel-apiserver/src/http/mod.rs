@@ -71,6 +71,13 @@ pub fn router(app: Arc<App>) -> axum::Router {
 
 async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
     let path = req.uri().path().to_string();
+    // Any request but an Event's moves a connection of Events home ([`lane`]).
+    let parsed = request_info::parse(&path);
+    let lane = req.extensions().get::<Arc<Lane>>().cloned();
+    let event = app.events_apart && matches!(&parsed, Path::Resource(r) if inflight::is_event(r));
+    if let (Some(lane), true) = (&lane, app.events_apart) {
+        lane.note(event);
+    }
     if let Some(response) = health::serve(&app, &path, req.uri().query()).await {
         return response;
     }
@@ -121,7 +128,7 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
             .into_response();
     }
     let kinds = app.registry.kinds();
-    let discovered = match request_info::parse(&path) {
+    let discovered = match parsed {
         Path::CoreVersions => Some(discovery::core_versions(&app.server_address)),
         Path::Groups => Some(discovery::group_list(kinds)),
         Path::Group(group) => match discovery::group(kinds, &group) {
@@ -130,11 +137,6 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
         },
         Path::Resources { group, version } => discovery::resources(kinds, &group, &version),
         Path::Resource(resource) => {
-            let event = app.events_apart && inflight::is_event(&resource);
-            let lane = req.extensions().get::<Arc<Lane>>().cloned();
-            if let (Some(lane), true) = (&lane, app.events_apart) {
-                lane.note(event);
-            }
             return match Lane::handler_runtime(lane.as_deref(), event) {
                 Some(runtime) => serve_on(runtime, app, resource, req).await,
                 None => serve_resource(&app, resource, req).await,

@@ -84,6 +84,8 @@ async fn metrics(axum::extract::State(store): State) -> impl IntoResponse {
     let m = store.metrics();
     m.db_size.set(store.mvcc().db_size() as i64);
     m.db_size_in_use.set(store.mvcc().db_size_in_use() as i64);
+    m.quota_backend_bytes
+        .set(store.config().quota_bytes() as i64);
     m.proposals_committed.set(store.committed_index() as i64);
     (
         [(

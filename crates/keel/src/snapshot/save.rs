@@ -12,7 +12,7 @@ use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use keel_proto::etcdserverpb::SnapshotRequest;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 use super::credentials;
 use super::manifest::{self, Entry, Manifest};
@@ -78,7 +78,7 @@ async fn save_one(dir: &Path, store: &StoreEntry) -> anyhow::Result<Entry> {
     let path = dir.join(&file);
     let partial = dir.join(format!("{file}.part"));
     let time = keel_apiserver::registry::time::Time::now().rfc3339();
-    let channel = connect(&store.servers).await?;
+    let channel = crate::store_client::connect(&store.servers).await?;
     let streamed = stream(channel, &partial, &store.name).await;
     if let Err(e) = streamed {
         let _ = std::fs::remove_file(&partial);
@@ -115,27 +115,6 @@ fn check(path: &Path, name: &str) -> anyhow::Result<(u64, String, i64)> {
     let revision = keel_store::exchange::revision(path)
         .with_context(|| format!("the {name} store's snapshot is not an etcd-format database"))?;
     Ok((size, manifest::hex(&sealed), revision))
-}
-
-/// A channel to the first of `servers` that accepts a connection.
-async fn connect(servers: &[String]) -> anyhow::Result<Channel> {
-    let mut last = None;
-    for url in servers {
-        let endpoint = Endpoint::from_shared(url.clone())
-            .with_context(|| format!("{url:?} is not a URL"))?
-            .connect_timeout(Duration::from_secs(5))
-            .http2_keep_alive_interval(Duration::from_secs(10))
-            .keep_alive_timeout(Duration::from_secs(20));
-        match endpoint.connect().await {
-            Ok(channel) => return Ok(channel),
-            Err(e) => last = Some(format!("{url}: {e}")),
-        }
-    }
-    bail!(
-        "cannot reach the store at {} ({}); is it running?",
-        servers.join(","),
-        last.unwrap_or_default()
-    )
 }
 
 /// Writes the Snapshot stream of `channel` into `path` (fsynced), with a progress bar.

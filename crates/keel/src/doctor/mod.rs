@@ -1,0 +1,290 @@
+//! `keel doctor`: names the layer at fault (apiserver or store) and the store's axis (Raft,
+//! WAL, MVCC, Watch, Lease) from the servers' own metrics. It scrapes the apiserver's and every
+//! store member's `/metrics` twice, an interval apart ([`scrape`]), decides ([`verdict`]) and
+//! prints the verdict first, then the evidence and the next command to run. It works against
+//! keel and against etcd 3.5 members, whose metrics carry the same names.
+
+mod scrape;
+mod verdict;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use http::Method;
+use keel_bench::https::{Conn, Endpoint};
+use keel_proto::etcdserverpb::MemberListRequest;
+use keel_proto::etcdserverpb::cluster_client::ClusterClient;
+
+use crate::store_client;
+use scrape::{Delta, Scrape};
+use verdict::{Layer, Member, Observed, Verdict};
+
+/// `keel doctor`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// The apiserver's kubeconfig (its metrics need an authorized user).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The store's client URLs, comma-separated: one is enough, the others come from its
+    /// member list. Without them the layer is still named from the apiserver's metrics.
+    #[arg(long, value_delimiter = ',', value_name = "URLS")]
+    etcd_servers: Vec<String>,
+    /// The time between the two scrapes a verdict compares.
+    #[arg(long, default_value = "10s", value_parser = keel_process::go_duration::parse)]
+    interval: Duration,
+    /// One JSON object: layer, axis, member, confidence, evidence, next.
+    #[arg(long)]
+    json: bool,
+    /// Decide again every interval, until interrupted.
+    #[arg(long)]
+    watch: bool,
+}
+
+/// A server whose `/metrics` is read.
+struct Source {
+    /// The member's name, or "apiserver".
+    name: String,
+    conn: Conn,
+    /// Member IDs (hex) and names, for a store member.
+    peers: Vec<(String, String)>,
+}
+
+/// Runs `keel doctor`.
+pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
+    if args.kubeconfig.is_none() && args.etcd_servers.is_empty() {
+        bail!(
+            "name what to examine: --kubeconfig FILE (the apiserver), --etcd-servers URLS (the store), or both"
+        );
+    }
+    let (mut apiserver, mut members) = connect(&args).await?;
+    let mut before = scrape_all(&mut apiserver, &mut members).await?;
+    let mut history: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    loop {
+        tokio::time::sleep(args.interval).await;
+        let after = scrape_all(&mut apiserver, &mut members).await?;
+        let verdict = verdict::decide(&Observed {
+            apiserver: match (&before.0, &after.0) {
+                (Some(before), Some(after)) => Some(Delta { before, after }),
+                _ => None,
+            },
+            members: members
+                .iter()
+                .zip(before.1.iter().zip(&after.1))
+                .map(|(m, (before, after))| Member {
+                    name: m.name.clone(),
+                    delta: Delta { before, after },
+                    peers: m.peers.clone(),
+                })
+                .collect(),
+        });
+        if args.json {
+            println!("{}", serde_json::to_string(&verdict)?);
+        } else {
+            if args.watch {
+                // Refreshed in place: clear the terminal and go home.
+                print!("\x1b[2J\x1b[H");
+            }
+            for e in &verdict.evidence {
+                let seen = history.entry(e.metric.clone()).or_default();
+                seen.push(e.value);
+                if seen.len() > 30 {
+                    seen.remove(0);
+                }
+            }
+            print!("{}", report(&verdict, args.watch.then_some(&history)));
+        }
+        if !args.watch {
+            return Ok(());
+        }
+        before = after;
+    }
+}
+
+/// The apiserver (if named) and every store member.
+async fn connect(args: &DoctorArgs) -> anyhow::Result<(Option<Source>, Vec<Source>)> {
+    const DIAL: Duration = Duration::from_secs(5);
+    let apiserver = match &args.kubeconfig {
+        Some(path) => {
+            let target = keel_bench::kubeconfig::load(path, None)?;
+            let endpoint: Arc<Endpoint> = Endpoint::new(target, false, DIAL)?;
+            Some(Source {
+                name: "apiserver".into(),
+                conn: endpoint.connect().await?,
+                peers: Vec::new(),
+            })
+        }
+        None => None,
+    };
+    let mut members = Vec::new();
+    if !args.etcd_servers.is_empty() {
+        let listed = member_list(&args.etcd_servers).await;
+        let urls: Vec<(String, String)> = match &listed {
+            Ok(list) if !list.is_empty() => list
+                .iter()
+                .map(|(_, name, url)| (name.clone(), url.clone()))
+                .collect(),
+            _ => args
+                .etcd_servers
+                .iter()
+                .map(|u| (u.clone(), u.clone()))
+                .collect(),
+        };
+        let peers: Vec<(String, String)> = listed
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(id, name, _)| (format!("{id:x}"), name))
+            .collect();
+        for (name, url) in urls {
+            let target = store_client::http_target(&url, "--etcd-servers")?;
+            let endpoint = Endpoint::new(target, true, DIAL)?;
+            let conn = endpoint
+                .connect()
+                .await
+                .with_context(|| format!("member {name}"))?;
+            let others = peers.iter().filter(|(_, n)| *n != name).cloned().collect();
+            members.push(Source {
+                name,
+                conn,
+                peers: others,
+            });
+        }
+    }
+    Ok((apiserver, members))
+}
+
+/// The members of the store at `servers`: (ID, name, first client URL).
+async fn member_list(servers: &[String]) -> anyhow::Result<Vec<(u64, String, String)>> {
+    let channel = store_client::connect(servers).await?;
+    let list = ClusterClient::new(channel)
+        .member_list(MemberListRequest {
+            linearizable: false,
+        })
+        .await?
+        .into_inner();
+    Ok(list
+        .members
+        .into_iter()
+        .filter_map(|m| {
+            let url = m.client_ur_ls.first()?.clone();
+            let name = if m.name.is_empty() {
+                url.clone()
+            } else {
+                m.name
+            };
+            Some((m.id, name, url))
+        })
+        .collect())
+}
+
+/// One scrape of every source.
+async fn scrape_all(
+    apiserver: &mut Option<Source>,
+    members: &mut [Source],
+) -> anyhow::Result<(Option<Scrape>, Vec<Scrape>)> {
+    let api = match apiserver {
+        Some(source) => Some(scrape(source).await?),
+        None => None,
+    };
+    let mut scraped = Vec::with_capacity(members.len());
+    for member in members {
+        // A member that cannot be read counts as one with nothing to say (no leader).
+        scraped.push(
+            scrape(member)
+                .await
+                .unwrap_or_else(|_| Scrape::parse("etcd_server_has_leader 0\n")),
+        );
+    }
+    Ok((api, scraped))
+}
+
+async fn scrape(source: &mut Source) -> anyhow::Result<Scrape> {
+    let answer = source.conn.call(Method::GET, "/metrics", None).await?;
+    if !answer.status.is_success() {
+        bail!("{}: /metrics answered {}", source.name, answer.error());
+    }
+    Ok(Scrape::parse(&String::from_utf8_lossy(&answer.body)))
+}
+
+/// The human report: the verdict first, then the evidence and what to run next; with
+/// `history`, a sparkline of each signal's last values.
+fn report(v: &Verdict, history: Option<&BTreeMap<String, Vec<f64>>>) -> String {
+    let mut out = String::new();
+    let place = match (v.layer, v.axis) {
+        (Layer::None, _) => "none: every signal is within its threshold".to_string(),
+        (layer, Some(axis)) => format!("{layer} / {axis}"),
+        (layer, None) => layer.to_string(),
+    };
+    let member = v
+        .member
+        .as_ref()
+        .map(|m| format!(", member {m}"))
+        .unwrap_or_default();
+    out.push_str(&format!(
+        "VERDICT  {place}{member} (confidence {:.2})\n",
+        v.confidence
+    ));
+    if !v.evidence.is_empty() {
+        out.push_str("EVIDENCE\n");
+    }
+    for e in &v.evidence {
+        let on = e
+            .member
+            .as_ref()
+            .map(|m| format!(" on {m}"))
+            .unwrap_or_default();
+        let spark = history
+            .and_then(|h| h.get(&e.metric))
+            .map(|values| format!("  {}", sparkline(values)))
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  {}{on} = {} (threshold {}): {}{spark}\n",
+            e.metric,
+            figure(e.value),
+            figure(e.threshold),
+            e.meaning
+        ));
+    }
+    if !v.next.is_empty() {
+        out.push_str("NEXT\n");
+        for step in &v.next {
+            out.push_str(&format!("  {step}\n"));
+        }
+    }
+    out
+}
+
+/// A number as a person reads it: 3 significant digits.
+fn figure(x: f64) -> String {
+    if x == x.trunc() && x.abs() < 1e9 {
+        format!("{x}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// `values` as a line of eighth blocks, the largest full.
+fn sparkline(values: &[f64]) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let max = values.iter().copied().fold(0.0, f64::max);
+    values
+        .iter()
+        .map(|v| match max > 0.0 {
+            true => BLOCKS[((v / max) * 7.0).round().clamp(0.0, 7.0) as usize],
+            false => BLOCKS[0],
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparklines_scale_to_the_largest() {
+        assert_eq!(sparkline(&[0.0, 1.0, 2.0]), "▁▅█");
+        assert_eq!(sparkline(&[0.0, 0.0]), "▁▁");
+    }
+}

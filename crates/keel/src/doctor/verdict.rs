@@ -1,0 +1,613 @@
+//! The doctor's decision, sans I/O: from what the apiserver's and each store member's metrics
+//! did over one interval, the layer at fault (`apiserver`, `store` or `none`), the store's axis
+//! (Raft, WAL, MVCC, Watch, Lease), the member, and the evidence.
+//!
+//! Each signal is compared with a threshold taken from etcd's or Kubernetes' own guidance
+//! (cited at each one) and scored: 0 below it, 0.5 at it, 1 at ten times it. The strongest
+//! signal names the verdict; below 0.5 everywhere the verdict is `none`. Two rules keep the
+//! classic mistakes out: a slow apiserver whose time goes to the store is the store's (and
+//! takes the store's axis), and signals of a symptom (a watch backlog, relists, nodes not
+//! renewing) name their own axis, never Raft, when the store has a leader and no Raft signal.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use super::scrape::{Delta, Sample, all};
+
+/// Where the trouble is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layer {
+    /// The Kubernetes API server.
+    Apiserver,
+    /// The store (etcd or keel store).
+    Store,
+    /// Nowhere: every signal is within its threshold.
+    None,
+}
+
+/// The store's five axes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Axis {
+    /// Elections, leader changes, peer round trips, failed proposals.
+    Raft,
+    /// fsync latency: the disk.
+    Wal,
+    /// Backend commits, applies, database size and quota.
+    Mvcc,
+    /// Slow or overflowing watchers, relists after compaction, the watch cache.
+    Watch,
+    /// Expiry storms, keep-alives, node heartbeats.
+    Lease,
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layer::Apiserver => "apiserver",
+            Layer::Store => "store",
+            Layer::None => "none",
+        })
+    }
+}
+
+impl fmt::Display for Axis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Axis::Raft => "raft",
+            Axis::Wal => "wal",
+            Axis::Mvcc => "mvcc",
+            Axis::Watch => "watch",
+            Axis::Lease => "lease",
+        })
+    }
+}
+
+/// One signal past (or near) its threshold.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evidence {
+    /// The metric, with the labels or the quantile read (`p99 of ...`).
+    pub metric: String,
+    /// What it was over the interval.
+    pub value: f64,
+    /// Its threshold.
+    pub threshold: f64,
+    /// The member it was read on (store signals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
+    /// What it means, in a few words.
+    pub meaning: String,
+    #[serde(skip)]
+    layer: Layer,
+    #[serde(skip)]
+    axis: Option<Axis>,
+    /// The member a signal points at (a peer's round trips point at the peer).
+    #[serde(skip)]
+    at_fault: Option<String>,
+    #[serde(skip)]
+    score: f64,
+}
+
+/// The doctor's answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    /// Where the trouble is.
+    pub layer: Layer,
+    /// The store's axis (or the apiserver's, for its watch cache and node heartbeats).
+    pub axis: Option<Axis>,
+    /// The member at fault, when one is.
+    pub member: Option<String>,
+    /// How sure: the deciding signal's score, 0 to 1.
+    pub confidence: f64,
+    /// The signals that decided it, strongest first.
+    pub evidence: Vec<Evidence>,
+    /// What to run next.
+    pub next: Vec<String>,
+}
+
+/// One store member's interval.
+pub struct Member<'s> {
+    /// Its name.
+    pub name: String,
+    /// Its metrics over the interval.
+    pub delta: Delta<'s>,
+    /// Member IDs (hex, as in `To` labels) to names, for signals about a peer.
+    pub peers: Vec<(String, String)>,
+}
+
+/// What was observed over one interval.
+pub struct Observed<'s> {
+    /// The apiserver's metrics, when one was named.
+    pub apiserver: Option<Delta<'s>>,
+    /// Each store member's.
+    pub members: Vec<Member<'s>>,
+}
+
+/// The score of `value` against `threshold`: 0 below it, 0.5 at it, 1 at ten times it.
+fn score(value: f64, threshold: f64) -> f64 {
+    if value < threshold || threshold <= 0.0 {
+        return 0.0;
+    }
+    (0.5 + 0.5 * (value / threshold).log10()).min(1.0)
+}
+
+struct Signals {
+    found: Vec<Evidence>,
+}
+
+impl Signals {
+    #[allow(clippy::too_many_arguments)]
+    fn check(
+        &mut self,
+        layer: Layer,
+        axis: Option<Axis>,
+        member: Option<&str>,
+        metric: String,
+        value: f64,
+        threshold: f64,
+        meaning: &str,
+    ) {
+        let score = score(value, threshold);
+        if score > 0.0 {
+            self.found.push(Evidence {
+                metric,
+                value,
+                threshold,
+                member: member.map(str::to_string),
+                meaning: meaning.to_string(),
+                layer,
+                axis,
+                at_fault: member.map(str::to_string),
+                score,
+            });
+        }
+    }
+}
+
+/// Decides from `observed`.
+pub fn decide(observed: &Observed) -> Verdict {
+    let mut signals = Signals { found: Vec::new() };
+    for member in &observed.members {
+        store_signals(&mut signals, member);
+    }
+    if let Some(apiserver) = &observed.apiserver {
+        apiserver_signals(&mut signals, apiserver, &observed.members);
+    }
+    let mut found = signals.found;
+    found.sort_by(|a, b| b.score.total_cmp(&a.score));
+    let Some(top) = found.first().filter(|e| e.score >= 0.5).cloned() else {
+        return Verdict {
+            layer: Layer::None,
+            axis: None,
+            member: None,
+            confidence: 1.0 - found.first().map_or(0.0, |e| e.score),
+            evidence: found,
+            next: Vec::new(),
+        };
+    };
+    // A slow apiserver whose time goes to the store: the store's axis, if it shows one.
+    let (layer, axis, member) = match (top.layer, top.axis) {
+        (Layer::Store, None) => match found
+            .iter()
+            .find(|e| e.layer == Layer::Store && e.axis.is_some())
+        {
+            Some(cause) => (Layer::Store, cause.axis, cause.at_fault.clone()),
+            None => (Layer::Store, None, None),
+        },
+        _ => (top.layer, top.axis, top.at_fault.clone()),
+    };
+    Verdict {
+        next: next_steps(layer, axis, member.as_deref().unwrap_or("")),
+        layer,
+        axis,
+        member,
+        confidence: (top.score * 100.0).round() / 100.0,
+        evidence: found,
+    }
+}
+
+fn store_signals(signals: &mut Signals, m: &Member) {
+    let d = &m.delta;
+    let name = Some(m.name.as_str());
+    let store = Layer::Store;
+    // Raft. A member without a leader refuses every write (etcd's `etcdMembersDown`,
+    // `etcdNoLeader` alerts).
+    if d.gauge("etcd_server_has_leader", all) == Some(0.0) {
+        signals.check(
+            store,
+            Some(Axis::Raft),
+            name,
+            "etcd_server_has_leader".into(),
+            1.0,
+            1.0,
+            "the member has no leader: every write fails",
+        );
+    }
+    // etcd's mixin alerts on any leader change (etcdHighNumberOfLeaderChanges counts 4 in 15
+    // minutes); within one interval, one is already an election.
+    signals.check(
+        store,
+        Some(Axis::Raft),
+        name,
+        "increase of etcd_server_leader_changes_seen_total".into(),
+        d.increase("etcd_server_leader_changes_seen_total", all),
+        1.0,
+        "the leader changed: an election",
+    );
+    // etcdHighNumberOfFailedProposals: any failed proposal.
+    signals.check(
+        store,
+        Some(Axis::Raft),
+        name,
+        "increase of etcd_server_proposals_failed_total".into(),
+        d.increase("etcd_server_proposals_failed_total", all),
+        1.0,
+        "proposals failed",
+    );
+    // Messages to a peer that failed, and slow round trips (etcdMemberCommunicationSlow:
+    // p99 above 150 ms): they point at the peer.
+    for (id, peer) in &m.peers {
+        let to = |s: &Sample| s.label("To") == Some(id.as_str());
+        let failures = d.increase("etcd_network_peer_sent_failures_total", to);
+        let before = signals.found.len();
+        signals.check(
+            store,
+            Some(Axis::Raft),
+            name,
+            format!("increase of etcd_network_peer_sent_failures_total{{To=\"{id}\"}}"),
+            failures,
+            5.0,
+            &format!("Raft messages to {peer} fail"),
+        );
+        if let Some(rtt) = d.quantile("etcd_network_peer_round_trip_time_seconds", 0.99, to) {
+            signals.check(
+                store,
+                Some(Axis::Raft),
+                name,
+                format!("p99 of etcd_network_peer_round_trip_time_seconds{{To=\"{id}\"}}"),
+                rtt,
+                0.15,
+                &format!("round trips to {peer} are slow"),
+            );
+        }
+        for e in &mut signals.found[before..] {
+            e.at_fault = Some(peer.clone());
+        }
+    }
+    // WAL: etcd's hardware guide wants fsync p99 under 10 ms.
+    if let Some(p99) = d.quantile("etcd_disk_wal_fsync_duration_seconds", 0.99, all) {
+        signals.check(
+            store,
+            Some(Axis::Wal),
+            name,
+            "p99 of etcd_disk_wal_fsync_duration_seconds".into(),
+            p99,
+            0.010,
+            "WAL fsyncs are slow: the disk",
+        );
+    }
+    // MVCC: etcd's hardware guide wants backend commit p99 under 25 ms; an apply past 100 ms
+    // is etcd's `--warning-apply-duration`.
+    if let Some(p99) = d.quantile("etcd_disk_backend_commit_duration_seconds", 0.99, all) {
+        signals.check(
+            store,
+            Some(Axis::Mvcc),
+            name,
+            "p99 of etcd_disk_backend_commit_duration_seconds".into(),
+            p99,
+            0.025,
+            "backend commits are slow",
+        );
+    }
+    signals.check(
+        store,
+        Some(Axis::Mvcc),
+        name,
+        "increase of etcd_server_slow_apply_total".into(),
+        d.increase("etcd_server_slow_apply_total", all),
+        1.0,
+        "applies took over 100 ms",
+    );
+    if let (Some(size), Some(quota)) = (
+        d.gauge("etcd_mvcc_db_total_size_in_bytes", all),
+        d.gauge("etcd_server_quota_backend_bytes", all),
+    ) && quota > 0.0
+    {
+        // etcd's mixin: etcdDatabaseQuotaLowSpace at 95 %; warn from 80 %.
+        signals.check(
+            store,
+            Some(Axis::Mvcc),
+            name,
+            "etcd_mvcc_db_total_size_in_bytes / etcd_server_quota_backend_bytes".into(),
+            size / quota,
+            0.8,
+            "the database nears its quota (NOSPACE at 100 %)",
+        );
+    }
+    // Watch: watchers that fell behind, events waiting for them.
+    signals.check(
+        store,
+        Some(Axis::Watch),
+        name,
+        "etcd_debugging_mvcc_slow_watcher_total".into(),
+        d.gauge("etcd_debugging_mvcc_slow_watcher_total", all)
+            .unwrap_or(0.0),
+        1.0,
+        "watchers fell behind (a slow reader or a stalled stream)",
+    );
+    signals.check(
+        store,
+        Some(Axis::Watch),
+        name,
+        "etcd_debugging_mvcc_pending_events_total".into(),
+        d.gauge("etcd_debugging_mvcc_pending_events_total", all)
+            .unwrap_or(0.0),
+        1000.0,
+        "events wait to be sent to watchers",
+    );
+    // Lease: an expiry storm, many more leases revoked than granted (etcd revokes at most
+    // 1,000 a second).
+    let revoked = d.increase("etcd_debugging_lease_revoked_total", all);
+    let granted = d.increase("etcd_debugging_lease_granted_total", all);
+    if revoked > 10.0 * granted.max(1.0) {
+        signals.check(
+            store,
+            Some(Axis::Lease),
+            name,
+            "increase of etcd_debugging_lease_revoked_total".into(),
+            revoked,
+            100.0,
+            "leases expire in a storm",
+        );
+    }
+}
+
+fn apiserver_signals(signals: &mut Signals, d: &Delta, members: &[Member]) {
+    let not_long = |s: &Sample| !matches!(s.label("verb"), Some("WATCH" | "CONNECT"));
+    let code = |c: &'static str| move |s: &Sample| s.label("code") == Some(c);
+    let api = Layer::Apiserver;
+    // Kubernetes' API call latency SLO: p99 of single-object calls under 1 s.
+    let request = d.quantile("apiserver_request_duration_seconds", 0.99, not_long);
+    let store_request = d.quantile("etcd_request_duration_seconds", 0.99, all);
+    if let Some(p99) = request {
+        let in_store = store_request.unwrap_or(0.0);
+        let (layer, meaning) = if in_store >= p99 / 2.0 {
+            (
+                Layer::Store,
+                "requests are slow, and the time goes to the store",
+            )
+        } else {
+            (
+                api,
+                "requests are slow in the apiserver itself, not in the store",
+            )
+        };
+        signals.check(
+            layer,
+            None,
+            None,
+            "p99 of apiserver_request_duration_seconds".into(),
+            p99,
+            1.0,
+            meaning,
+        );
+    }
+    // Shed load: more than 5 % of requests answered 429.
+    let total = d.increase("apiserver_request_total", all);
+    if total > 0.0 {
+        signals.check(
+            api,
+            None,
+            None,
+            "share of apiserver_request_total answered 429".into(),
+            d.increase("apiserver_request_total", code("429")) / total,
+            0.05,
+            "the apiserver sheds load (--max-requests-inflight)",
+        );
+    }
+    // Watch: clients relisting after their resourceVersion was compacted (410 Gone), watchers
+    // ended for falling behind, consistent reads waiting for a lagging watch cache.
+    signals.check(
+        api,
+        Some(Axis::Watch),
+        None,
+        "increase of apiserver_request_total{code=\"410\"}".into(),
+        d.increase("apiserver_request_total", code("410")),
+        10.0,
+        "clients relist: their resourceVersion was compacted (not a store outage)",
+    );
+    signals.check(
+        api,
+        Some(Axis::Watch),
+        None,
+        "increase of apiserver_terminated_watchers_total".into(),
+        d.increase("apiserver_terminated_watchers_total", all),
+        1.0,
+        "watchers were ended for falling behind",
+    );
+    if let Some(wait) = d.quantile("apiserver_watch_cache_read_wait_seconds", 0.99, all) {
+        signals.check(
+            api,
+            Some(Axis::Watch),
+            None,
+            "p99 of apiserver_watch_cache_read_wait_seconds".into(),
+            wait,
+            0.5,
+            "reads wait for a watch cache that lags behind its store",
+        );
+    }
+    // Lease: nodes that stopped renewing while the store answers (the node lifecycle
+    // controller's view); with a store without a leader it would be Raft.
+    let store_led = members
+        .iter()
+        .all(|m| m.delta.gauge("etcd_server_has_leader", all) != Some(0.0));
+    if store_led {
+        signals.check(
+            api,
+            Some(Axis::Lease),
+            None,
+            "node_collector_unhealthy_nodes_in_zone".into(),
+            d.gauge("node_collector_unhealthy_nodes_in_zone", all)
+                .unwrap_or(0.0),
+            1.0,
+            "nodes stopped renewing their Leases: the kubelets, not the store",
+        );
+    }
+}
+
+fn next_steps(layer: Layer, axis: Option<Axis>, member: &str) -> Vec<String> {
+    let on = |what: &str| match member {
+        "" => what.to_string(),
+        m => format!("{what} (member {m})"),
+    };
+    let steps: Vec<String> = match (layer, axis) {
+        (Layer::None, _) => Vec::new(),
+        (Layer::Store, Some(Axis::Raft)) => vec![
+            "etcdctl endpoint status --cluster -w table".into(),
+            on("check the network between the members and whether each is running"),
+        ],
+        (Layer::Store, Some(Axis::Wal)) => vec![
+            on("check the disk under --data-dir: etcd wants WAL fsync p99 under 10 ms"),
+            "keel bench put --total 10000 (fsync latency end to end)".into(),
+        ],
+        (Layer::Store, Some(Axis::Mvcc)) => vec![
+            "etcdctl endpoint status --cluster -w table (DB SIZE, RAFT APPLIED INDEX)".into(),
+            "etcdctl defrag, or raise --quota-backend-bytes".into(),
+        ],
+        (_, Some(Axis::Watch)) => vec![
+            "kubectl get --raw /metrics | grep -E 'terminated_watchers|watch_cache'".into(),
+            "look for clients that watch and do not read, or relist in a loop".into(),
+        ],
+        (Layer::Store, Some(Axis::Lease)) => vec![
+            "etcdctl lease list".into(),
+            "look for a client that lets many leases expire at once".into(),
+        ],
+        (Layer::Apiserver, Some(Axis::Lease)) => vec![
+            "kubectl get leases -n kube-node-lease".into(),
+            "kubectl get nodes; check the kubelets of the nodes not Ready".into(),
+        ],
+        (Layer::Store, None) => vec!["etcdctl endpoint status --cluster -w table".into()],
+        (Layer::Apiserver, _) => vec![
+            "kubectl get --raw /metrics | grep apiserver_request_duration_seconds".into(),
+            "check --max-requests-inflight and the clients sending the most requests".into(),
+        ],
+    };
+    steps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::scrape::Scrape;
+
+    const HEALTHY: &str = "etcd_server_has_leader 1\netcd_server_leader_changes_seen_total 1\n\
+        etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.001\"} 100\n\
+        etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.256\"} 100\n\
+        etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 100\n";
+
+    fn verdict_of(member: (&Scrape, &Scrape), apiserver: Option<(&Scrape, &Scrape)>) -> Verdict {
+        decide(&Observed {
+            apiserver: apiserver.map(|(before, after)| Delta { before, after }),
+            members: vec![Member {
+                name: "m0".into(),
+                delta: Delta {
+                    before: member.0,
+                    after: member.1,
+                },
+                peers: vec![("a1".into(), "m1".into())],
+            }],
+        })
+    }
+
+    #[test]
+    fn a_healthy_store_is_none() {
+        let store = Scrape::parse(HEALTHY);
+        let v = verdict_of((&store, &store), None);
+        assert_eq!((v.layer, v.axis), (Layer::None, None));
+        assert!(v.next.is_empty());
+    }
+
+    #[test]
+    fn slow_fsyncs_are_the_wal() {
+        let before = Scrape::parse(HEALTHY);
+        let after = Scrape::parse(
+            "etcd_server_has_leader 1\netcd_server_leader_changes_seen_total 1\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.001\"} 100\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.256\"} 200\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 200\n",
+        );
+        let v = verdict_of((&before, &after), None);
+        assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Wal)));
+        assert_eq!(v.member.as_deref(), Some("m0"));
+        assert!(v.confidence > 0.9, "{v:?}");
+        assert_eq!(
+            v.evidence[0].metric,
+            "p99 of etcd_disk_wal_fsync_duration_seconds"
+        );
+    }
+
+    #[test]
+    fn failures_to_a_peer_point_at_the_peer() {
+        let before = Scrape::parse(HEALTHY);
+        let after = Scrape::parse(&format!(
+            "{HEALTHY}etcd_network_peer_sent_failures_total{{To=\"a1\"}} 40\n"
+        ));
+        let v = verdict_of((&before, &after), None);
+        assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Raft)));
+        assert_eq!(v.member.as_deref(), Some("m1"));
+    }
+
+    #[test]
+    fn a_slow_apiserver_is_the_store_when_its_time_goes_there() {
+        let store = Scrape::parse(HEALTHY);
+        let api_before = Scrape::parse("");
+        let slow = |name: &str| {
+            format!(
+                "{name}_bucket{{verb=\"GET\",le=\"0.1\"}} 0\n{name}_bucket{{verb=\"GET\",le=\"4\"}} 50\n\
+                 {name}_bucket{{verb=\"GET\",le=\"+Inf\"}} 50\n"
+            )
+        };
+        // Time in the store as well: the store, and with no axis of its own shown, none named.
+        let both = Scrape::parse(&format!(
+            "{}{}",
+            slow("apiserver_request_duration_seconds"),
+            slow("etcd_request_duration_seconds")
+        ));
+        let v = verdict_of((&store, &store), Some((&api_before, &both)));
+        assert_eq!((v.layer, v.axis), (Layer::Store, None));
+        // Time in the apiserver alone: the apiserver.
+        let api_only = Scrape::parse(&slow("apiserver_request_duration_seconds"));
+        let v = verdict_of((&store, &store), Some((&api_before, &api_only)));
+        assert_eq!((v.layer, v.axis), (Layer::Apiserver, None));
+    }
+
+    #[test]
+    fn the_classic_mistakes() {
+        let store = Scrape::parse(HEALTHY);
+        // Watch backpressure is Watch, not Raft.
+        let backlog = Scrape::parse(&format!(
+            "{HEALTHY}etcd_debugging_mvcc_slow_watcher_total 1000\netcd_debugging_mvcc_pending_events_total 50000\n"
+        ));
+        let v = verdict_of((&store, &backlog), None);
+        assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Watch)));
+        // Nodes not renewing with a store that has a leader: Lease.
+        let empty = Scrape::parse("");
+        let drift = Scrape::parse("node_collector_unhealthy_nodes_in_zone{zone=\"\"} 20\n");
+        let v = verdict_of((&store, &store), Some((&empty, &drift)));
+        assert_eq!((v.layer, v.axis), (Layer::Apiserver, Some(Axis::Lease)));
+        // Relists after a compaction: Watch, not a store outage.
+        let relists = Scrape::parse("apiserver_request_total{code=\"410\",verb=\"WATCH\"} 300\n");
+        let v = verdict_of((&store, &store), Some((&empty, &relists)));
+        assert_eq!((v.layer, v.axis), (Layer::Apiserver, Some(Axis::Watch)));
+    }
+
+    #[test]
+    fn scores_grow_with_the_distance_past_the_threshold() {
+        assert_eq!(score(0.5, 1.0), 0.0);
+        assert_eq!(score(1.0, 1.0), 0.5);
+        assert!((score(10.0, 1.0) - 1.0).abs() < 1e-9);
+        assert_eq!(score(100.0, 1.0), 1.0);
+    }
+}
