@@ -31,9 +31,16 @@ pub fn is_current() -> bool {
     ON_BACKGROUND.with(|on| on.get())
 }
 
-/// The low-priority runtime, started on first use (as many threads as cores).
+/// Set once the runtime is shut down: it is not started again.
+static SHUT_DOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The low-priority runtime, started on first use (as many threads as cores). Once it is shut
+/// down (the process is ending), the caller's own runtime.
 pub fn handle() -> Handle {
     let mut runtime = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
+    if SHUT_DOWN.load(std::sync::atomic::Ordering::Acquire) {
+        return Handle::current();
+    }
     runtime
         .get_or_insert_with(|| {
             tokio::runtime::Builder::new_multi_thread()
@@ -53,7 +60,11 @@ pub fn handle() -> Handle {
 /// Stops the runtime, dropping its tasks (a store on it closes its backend as it would on the
 /// main runtime), waiting at most `timeout`; called outside any runtime, as the process ends.
 pub fn shutdown(timeout: Duration) {
-    let runtime = RUNTIME.lock().unwrap_or_else(|e| e.into_inner()).take();
+    let runtime = {
+        let mut slot = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
+        SHUT_DOWN.store(true, std::sync::atomic::Ordering::Release);
+        slot.take()
+    };
     if let Some(runtime) = runtime {
         runtime.shutdown_timeout(timeout);
     }

@@ -317,18 +317,26 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         server.url,
         kubeconfig.display()
     ));
+    // A signal reaches every store, but only the first to answer it is awaited below: each
+    // is shut down again after (a second shutdown only syncs its backend once more).
+    let stores: Vec<_> = std::iter::once(store.store().clone())
+        .chain(events_store.as_ref().map(|(e, _)| e.store().clone()))
+        .collect();
     let events_wait = async {
         match events_store {
             Some((events, _lock)) => events.wait().await,
             None => std::future::pending().await,
         }
     };
-    tokio::select! {
-        r = store.wait() => r.context("the store stopped")?,
-        r = events_wait => r.context("the events store stopped")?,
-        r = server.wait() => r.context("the apiserver stopped")?,
+    let result = tokio::select! {
+        r = store.wait() => r.context("the store stopped"),
+        r = events_wait => r.context("the events store stopped"),
+        r = server.wait() => r.context("the apiserver stopped"),
+    };
+    for store in stores {
+        store.shutdown().await;
     }
-    Ok(())
+    result
 }
 
 /// Refuses to start a folder with `--events-store` turned on or off since it was created: the

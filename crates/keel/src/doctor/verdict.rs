@@ -176,6 +176,7 @@ pub fn decide(observed: &Observed) -> Verdict {
         apiserver_signals(&mut signals, apiserver, &observed.members);
     }
     let mut found = signals.found;
+    blame_raft(&mut found, &observed.members);
     found.sort_by(|a, b| b.score.total_cmp(&a.score));
     let Some(top) = found.first().filter(|e| e.score >= 0.5).cloned() else {
         return Verdict {
@@ -207,6 +208,38 @@ pub fn decide(observed: &Observed) -> Verdict {
         evidence: found,
     }
 }
+
+/// The member Raft's failed messages point at: each failure to a peer blames the peer once,
+/// and a member whose messages to every peer fail is blamed once per peer (it is the one cut
+/// off, or it drops what it sends). Every Raft signal then names it.
+fn blame_raft(found: &mut [Evidence], members: &[Member]) {
+    let mut blame: Vec<(String, usize)> = Vec::new();
+    let mut add = |name: &str, n: usize| match blame.iter_mut().find(|(m, _)| m == name) {
+        Some((_, count)) => *count += n,
+        None => blame.push((name.to_string(), n)),
+    };
+    for member in members {
+        let failing: Vec<&Evidence> = found
+            .iter()
+            .filter(|e| e.metric.starts_with(PEER_FAILURES))
+            .filter(|e| e.member.as_deref() == Some(member.name.as_str()))
+            .collect();
+        for e in &failing {
+            add(e.at_fault.as_deref().unwrap_or(""), 1);
+        }
+        if member.peers.len() >= 2 && failing.len() == member.peers.len() {
+            add(&member.name, failing.len());
+        }
+    }
+    let Some((blamed, _)) = blame.into_iter().max_by_key(|(_, n)| *n) else {
+        return;
+    };
+    for e in found.iter_mut().filter(|e| e.axis == Some(Axis::Raft)) {
+        e.at_fault = Some(blamed.clone());
+    }
+}
+
+const PEER_FAILURES: &str = "increase of etcd_network_peer_sent_failures_total";
 
 fn store_signals(signals: &mut Signals, m: &Member) {
     let d = &m.delta;
@@ -256,7 +289,7 @@ fn store_signals(signals: &mut Signals, m: &Member) {
             store,
             Some(Axis::Raft),
             name,
-            format!("increase of etcd_network_peer_sent_failures_total{{To=\"{id}\"}}"),
+            format!("{PEER_FAILURES}{{To=\"{id}\"}}"),
             failures,
             5.0,
             &format!("Raft messages to {peer} fail"),
@@ -557,6 +590,39 @@ mod tests {
         let v = verdict_of((&before, &after), None);
         assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Raft)));
         assert_eq!(v.member.as_deref(), Some("m1"));
+    }
+
+    #[test]
+    fn a_member_whose_every_message_fails_is_the_one_at_fault() {
+        let healthy = Scrape::parse(HEALTHY);
+        let cut_off = Scrape::parse(&format!(
+            "{HEALTHY}etcd_network_peer_sent_failures_total{{To=\"a1\"}} 40\n\
+             etcd_network_peer_sent_failures_total{{To=\"a2\"}} 40\n"
+        ));
+        let leader = Scrape::parse(&format!(
+            "{HEALTHY}etcd_network_peer_sent_failures_total{{To=\"a0\"}} 40\n"
+        ));
+        let member = |name: &str, after, peers: [(&str, &str); 2]| Member {
+            name: name.into(),
+            delta: Delta {
+                before: &healthy,
+                after,
+            },
+            peers: peers
+                .iter()
+                .map(|(id, n)| (id.to_string(), n.to_string()))
+                .collect(),
+        };
+        let v = decide(&Observed {
+            apiserver: None,
+            members: vec![
+                member("m0", &cut_off, [("a1", "m1"), ("a2", "m2")]),
+                member("m1", &leader, [("a0", "m0"), ("a2", "m2")]),
+                member("m2", &healthy, [("a0", "m0"), ("a1", "m1")]),
+            ],
+        });
+        assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Raft)));
+        assert_eq!(v.member.as_deref(), Some("m0"));
     }
 
     #[test]

@@ -1,0 +1,183 @@
+//! `keel doctor` on faults injected for real (`keel fault`): it names the layer, the axis and
+//! the member at fault from the servers' own metrics, and says `none` with no fault. Each
+//! case runs a light load beside the doctor, as a cluster always has.
+
+use std::process::Output;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use serde_json::Value;
+
+use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::{Cluster, CtlVersion, Flavor, Server, etcdctl, keel_bin};
+
+fn keel(args: &[&str]) -> Output {
+    std::process::Command::new(keel_bin())
+        .args(args)
+        .output()
+        .expect("run keel")
+}
+
+fn keel_ok(args: &[&str]) -> String {
+    let out = keel(args);
+    assert!(
+        out.status.success(),
+        "keel {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `keel doctor --json` with `target` over a 3 s interval.
+fn doctor(target: &[&str]) -> Value {
+    let mut args = vec!["doctor", "--interval", "3s", "--json"];
+    args.extend(target);
+    let out = keel_ok(&args);
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Writes keys to `url` until dropped.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Writer {
+    fn start(url: &str) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let url = url.to_string();
+        let thread = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    etcdctl(
+                        CtlVersion::V35,
+                        &url,
+                        &["put".into(), format!("load/{}", i % 50), "v".into()],
+                        None,
+                    );
+                    i += 1;
+                }
+            }
+        });
+        Writer {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn verdict(v: &Value) -> (String, String) {
+    (
+        v["layer"].as_str().unwrap_or("?").to_string(),
+        v["axis"].as_str().unwrap_or("null").to_string(),
+    )
+}
+
+#[test]
+fn a_slow_disk_is_the_store_and_the_wal_and_no_fault_is_none() {
+    let server = Server::start(Flavor::Keel);
+    let url = server.client_url.as_str();
+    let _load = Writer::start(url);
+    let healthy = doctor(&["--etcd-servers", url]);
+    assert_eq!(
+        verdict(&healthy),
+        ("none".into(), "null".into()),
+        "{healthy}"
+    );
+
+    keel_ok(&[
+        "fault",
+        "set",
+        "wal.fsync.delay=100ms",
+        "--etcd-servers",
+        url,
+    ]);
+    let v = doctor(&["--etcd-servers", url]);
+    assert_eq!(verdict(&v), ("store".into(), "wal".into()), "{v}");
+    assert_eq!(v["member"], "default", "{v}");
+    assert_eq!(
+        v["evidence"][0]["metric"],
+        "p99 of etcd_disk_wal_fsync_duration_seconds"
+    );
+    assert!(v["confidence"].as_f64().unwrap() >= 0.5);
+    assert!(!v["next"].as_array().unwrap().is_empty());
+
+    // The human report puts the verdict first.
+    let report = keel_ok(&["doctor", "--interval", "2s", "--etcd-servers", url]);
+    assert!(
+        report.starts_with("VERDICT  store / wal, member default"),
+        "{report}"
+    );
+}
+
+#[test]
+fn lost_messages_to_one_member_are_raft_and_name_the_member() {
+    let cluster = Cluster::start(Flavor::Keel, 3, &[]);
+    let endpoints = cluster.endpoints();
+    let _load = Writer::start(&cluster.members[0].client_url);
+    keel_ok(&[
+        "fault",
+        "set",
+        "peer.drop=1@m2",
+        "--etcd-servers",
+        &endpoints,
+    ]);
+    // One member's URL is enough: the others come from its member list.
+    let first = cluster.members[0].client_url.clone();
+    let v = doctor(&["--etcd-servers", &first]);
+    assert_eq!(verdict(&v), ("store".into(), "raft".into()), "{v}");
+    assert_eq!(v["member"], "m2", "{v}");
+}
+
+#[test]
+fn a_slow_apiserver_is_the_apiserver_not_the_store() {
+    let kube = Kube::start(Stack::Up);
+    let kubeconfig = kube.kubeconfig.display().to_string();
+    keel_ok(&[
+        "fault",
+        "set",
+        "apiserver.request.delay=1500ms",
+        "--kubeconfig",
+        &kubeconfig,
+    ]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = std::thread::spawn({
+        let stop = stop.clone();
+        let kubeconfig = kubeconfig.clone();
+        move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = std::process::Command::new(keel_testkit::kube::kubectl_bin(None))
+                    .args(["--kubeconfig", &kubeconfig, "get", "configmaps", "-A"])
+                    .output();
+            }
+        }
+    });
+    let v = doctor(&[
+        "--kubeconfig",
+        &kubeconfig,
+        "--etcd-servers",
+        &kube.store_url,
+    ]);
+    stop.store(true, Ordering::Relaxed);
+    let _ = load.join();
+    assert_eq!(verdict(&v), ("apiserver".into(), "null".into()), "{v}");
+}
+
+#[test]
+fn the_doctor_needs_something_to_examine() {
+    let out = keel(&["doctor"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--kubeconfig FILE"));
+}
