@@ -90,12 +90,13 @@ fn a_slow_disk_is_the_store_and_the_wal_and_no_fault_is_none() {
     let server = Server::start(Flavor::Keel);
     let url = server.client_url.as_str();
     let _load = Writer::start(url);
-    let healthy = doctor(&["--etcd-servers", url]);
-    assert_eq!(
-        verdict(&healthy),
-        ("none".into(), "null".into()),
-        "{healthy}"
-    );
+    // No fault: none. The suite shares the disk with other tests, whose fsyncs can push this
+    // one's past etcd's 10 ms for an interval: one of three intervals must be clean.
+    let unclean: Vec<Value> = (0..3)
+        .map(|_| doctor(&["--etcd-servers", url]))
+        .take_while(|v| verdict(v) != ("none".into(), "null".into()))
+        .collect();
+    assert!(unclean.len() < 3, "no clean interval: {unclean:?}");
 
     keel_ok(&[
         "fault",
