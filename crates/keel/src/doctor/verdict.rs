@@ -309,7 +309,7 @@ fn store_signals(signals: &mut Signals, m: &Member) {
             e.at_fault = Some(peer.clone());
         }
     }
-    // WAL: etcd's hardware guide wants fsync p99 under 10 ms.
+    // WAL: etcd's performance documentation wants fsync p99 under 10 ms.
     if let Some(p99) = d.quantile("etcd_disk_wal_fsync_duration_seconds", 0.99, all) {
         signals.check(
             store,
@@ -321,7 +321,7 @@ fn store_signals(signals: &mut Signals, m: &Member) {
             "WAL fsyncs are slow: the disk",
         );
     }
-    // MVCC: etcd's hardware guide wants backend commit p99 under 25 ms; an apply past 100 ms
+    // MVCC: etcd's disk guidance wants backend commit p99 under 25 ms; an apply past 100 ms
     // is etcd's `--warning-apply-duration`.
     if let Some(p99) = d.quantile("etcd_disk_backend_commit_duration_seconds", 0.99, all) {
         signals.check(
