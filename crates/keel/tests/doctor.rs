@@ -181,4 +181,21 @@ fn the_doctor_needs_something_to_examine() {
     let out = keel(&["doctor"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--kubeconfig FILE"));
+    // An apiserver by URL: a keel apiserver without --plain-http wants a token for its
+    // metrics, and the doctor says so.
+    let kube = Kube::start(Stack::Up);
+    let text = std::fs::read_to_string(&kube.kubeconfig).unwrap();
+    let url = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .unwrap()
+        .trim()
+        .to_string();
+    let out = keel(&["doctor", "--interval", "1s", "--apiserver", &url]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("401"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

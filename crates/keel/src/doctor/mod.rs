@@ -26,8 +26,12 @@ use verdict::{Layer, Member, Observed, Verdict};
 #[derive(Debug, clap::Args)]
 pub struct DoctorArgs {
     /// The apiserver's kubeconfig (its metrics need an authorized user).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "apiserver")]
     kubeconfig: Option<PathBuf>,
+    /// The apiserver's URL, for one whose `/metrics` needs no token (`--plain-http`, or
+    /// kube-apiserver with anonymous metrics); an https URL's certificate is not checked.
+    #[arg(long, value_name = "URL")]
+    apiserver: Option<String>,
     /// The store's client URLs, comma-separated: one is enough, the others come from its
     /// member list. Without them the layer is still named from the apiserver's metrics.
     #[arg(long, value_delimiter = ',', value_name = "URLS")]
@@ -54,9 +58,10 @@ struct Source {
 
 /// Runs `keel doctor`.
 pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
-    if args.kubeconfig.is_none() && args.etcd_servers.is_empty() {
+    if args.kubeconfig.is_none() && args.apiserver.is_none() && args.etcd_servers.is_empty() {
         bail!(
-            "name what to examine: --kubeconfig FILE (the apiserver), --etcd-servers URLS (the store), or both"
+            "name what to examine: --kubeconfig FILE or --apiserver URL (the apiserver), \
+             --etcd-servers URLS (the store), or both"
         );
     }
     let (mut apiserver, mut members) = connect(&args).await?;
@@ -106,9 +111,26 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
 /// The apiserver (if named) and every store member.
 async fn connect(args: &DoctorArgs) -> anyhow::Result<(Option<Source>, Vec<Source>)> {
     const DIAL: Duration = Duration::from_secs(5);
-    let apiserver = match &args.kubeconfig {
-        Some(path) => {
-            let target = keel_bench::kubeconfig::load(path, None)?;
+    let target = match (&args.kubeconfig, &args.apiserver) {
+        (Some(path), _) => Some(keel_bench::kubeconfig::load(path, None)?),
+        (None, Some(url)) if url.starts_with("https://") => {
+            let mut target =
+                store_client::http_target(&url.replacen("https://", "http://", 1), "--apiserver")?;
+            target.server = url.trim_end_matches('/').to_string();
+            target.https = true;
+            target.insecure = true;
+            target.port = url
+                .parse::<http::Uri>()
+                .ok()
+                .and_then(|u| u.port_u16())
+                .unwrap_or(443);
+            Some(target)
+        }
+        (None, Some(url)) => Some(store_client::http_target(url, "--apiserver")?),
+        (None, None) => None,
+    };
+    let apiserver = match target {
+        Some(target) => {
             let endpoint: Arc<Endpoint> = Endpoint::new(target, false, DIAL)?;
             Some(Source {
                 name: "apiserver".into(),
