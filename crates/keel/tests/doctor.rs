@@ -1,6 +1,9 @@
 //! `keel doctor` on faults injected for real (`keel fault`): it names the layer, the axis and
 //! the member at fault from the servers' own metrics, and says `none` with no fault. Each
-//! case runs a light load beside the doctor, as a cluster always has.
+//! case runs a light load beside the doctor, as a cluster always has. And the three classic
+//! mistakes, each made for real: watchers that never read are Watch, not Raft; nodes that stop
+//! renewing are Lease, not "the store has no leader"; relists after a compaction are Watch,
+//! not a store outage.
 
 use std::process::Output;
 use std::sync::Arc;
@@ -31,7 +34,12 @@ fn keel_ok(args: &[&str]) -> String {
 
 /// `keel doctor --json` with `target` over a 3 s interval.
 fn doctor(target: &[&str]) -> Value {
-    let mut args = vec!["doctor", "--interval", "3s", "--json"];
+    doctor_over("3s", target)
+}
+
+/// `keel doctor --json` with `target` over `interval`.
+fn doctor_over(interval: &str, target: &[&str]) -> Value {
+    let mut args = vec!["doctor", "--interval", interval, "--json"];
     args.extend(target);
     let out = keel_ok(&args);
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
@@ -198,4 +206,163 @@ fn the_doctor_needs_something_to_examine() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn watch_backpressure_is_watch_not_raft() {
+    use keel_proto::etcdserverpb::kv_client::KvClient;
+    use keel_proto::etcdserverpb::watch_client::WatchClient;
+    use keel_proto::etcdserverpb::watch_request::RequestUnion;
+    use keel_proto::etcdserverpb::{PutRequest, WatchCreateRequest, WatchRequest};
+    use tokio_stream::wrappers::ReceiverStream;
+
+    let server = Server::start(Flavor::Keel);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // 1,000 watchers of /bp/ on 10 streams whose answers are never read.
+    let _never_read = runtime.block_on(async {
+        let channel = server.channel().await;
+        let mut streams = Vec::new();
+        for _ in 0..10 {
+            let (tx, rx) = tokio::sync::mpsc::channel(128);
+            for _ in 0..100 {
+                let create = WatchCreateRequest {
+                    key: b"/bp/".to_vec(),
+                    range_end: b"/bp0".to_vec(),
+                    ..Default::default()
+                };
+                let request = WatchRequest {
+                    request_union: Some(RequestUnion::CreateRequest(create)),
+                };
+                tx.send(request).await.unwrap();
+            }
+            let stream = WatchClient::new(channel.clone())
+                .watch(ReceiverStream::new(rx))
+                .await
+                .unwrap()
+                .into_inner();
+            streams.push((tx, stream));
+        }
+        streams
+    });
+    // Writes under the prefix, each an event for all 1,000: on another connection.
+    runtime.block_on(async {
+        let channel = server.channel().await;
+        let mut kv = KvClient::new(channel);
+        for i in 0..2000 {
+            let put = PutRequest {
+                key: format!("/bp/{}", i % 100).into_bytes(),
+                value: vec![b'x'; 1024],
+                ..Default::default()
+            };
+            kv.put(put).await.unwrap();
+        }
+    });
+    let v = doctor(&["--etcd-servers", &server.client_url]);
+    assert_eq!(verdict(&v), ("store".into(), "watch".into()), "{v}");
+}
+
+#[test]
+fn nodes_that_stop_renewing_are_lease_not_raft() {
+    let kube = Kube::start_with(
+        Stack::Up,
+        &["--node-monitor-period=1s", "--node-monitor-grace-period=5s"],
+    );
+    let kubeconfig = kube.kubeconfig.display().to_string();
+    // 20 kubelets renewing every second; after 2 s, half of them stop.
+    let mut sim = std::process::Command::new(keel_bin())
+        .args(["sim", "nodes", "--kubeconfig", &kubeconfig])
+        .args([
+            "--count",
+            "20",
+            "--renew-interval",
+            "1s",
+            "--duration",
+            "60s",
+        ])
+        .args(["--fail", "50%", "--fail-after", "2s", "--json"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("keel sim nodes");
+    // Past the grace period, the stopped nodes are NotReady.
+    std::thread::sleep(std::time::Duration::from_secs(12));
+    let v = doctor(&[
+        "--kubeconfig",
+        &kubeconfig,
+        "--etcd-servers",
+        &kube.store_url,
+    ]);
+    let _ = sim.kill();
+    let _ = sim.wait();
+    assert_eq!(verdict(&v), ("apiserver".into(), "lease".into()), "{v}");
+}
+
+#[test]
+fn relists_after_a_compaction_are_watch_not_a_store_outage() {
+    let kube = Kube::start(Stack::Up);
+    let kubeconfig = kube.kubeconfig.display().to_string();
+    kube.kubectl_ok(&["create", "configmap", "c0", "--from-literal=a=0"]);
+    // The server's list (kubectl's own `get -o json` drops the list's resourceVersion).
+    let list: Value = serde_json::from_str(&kube.kubectl_ok(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/configmaps",
+    ]))
+    .unwrap();
+    let old = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for i in 1..20 {
+        kube.kubectl_ok(&[
+            "create",
+            "configmap",
+            &format!("c{i}"),
+            "--from-literal=a=0",
+        ]);
+    }
+    // The store compacts everything but its current revision.
+    let status = etcdctl(
+        CtlVersion::V35,
+        &kube.store_url,
+        &[
+            "endpoint".into(),
+            "status".into(),
+            "-w".into(),
+            "json".into(),
+        ],
+        None,
+    );
+    let revision =
+        serde_json::from_str::<Value>(&status.stdout).unwrap()[0]["Status"]["header"]["revision"]
+            .as_i64()
+            .unwrap();
+    let out = etcdctl(
+        CtlVersion::V35,
+        &kube.store_url,
+        &["compact".into(), revision.to_string()],
+        None,
+    );
+    assert_eq!(out.code, 0, "etcdctl compact: {}", out.stderr);
+    // Clients resume from before it: 410 Gone, then a relist; the doctor watches meanwhile.
+    let doctor = std::thread::spawn({
+        let (kubeconfig, store) = (kubeconfig.clone(), kube.store_url.clone());
+        move || {
+            doctor_over(
+                "6s",
+                &["--kubeconfig", &kubeconfig, "--etcd-servers", &store],
+            )
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let stale = format!(
+        "/api/v1/namespaces/default/configmaps?resourceVersion={old}&resourceVersionMatch=Exact"
+    );
+    for _ in 0..15 {
+        let gone = kube.kubectl(&["get", "--raw", &stale]);
+        assert!(!gone.status.success());
+        kube.kubectl_ok(&["get", "configmaps"]);
+    }
+    let v = doctor.join().unwrap();
+    assert_eq!(verdict(&v), ("apiserver".into(), "watch".into()), "{v}");
 }
