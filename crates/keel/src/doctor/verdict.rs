@@ -252,7 +252,7 @@ fn store_signals(signals: &mut Signals, m: &Member) {
             store,
             Some(Axis::Raft),
             name,
-            "etcd_server_has_leader".into(),
+            "members without a leader (etcd_server_has_leader 0)".into(),
             1.0,
             1.0,
             "the member has no leader: every write fails",
