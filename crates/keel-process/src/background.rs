@@ -19,7 +19,13 @@ use tokio::runtime::{Handle, Runtime};
 /// The nice value of the runtime's threads: the lowest priority.
 pub const NICE: i32 = 19;
 
-static RUNTIME: Mutex<Option<Runtime>> = Mutex::new(None);
+/// The runtime: not started yet (None), running, or shut down for good (the process ends).
+static RUNTIME: Mutex<Option<Slot>> = Mutex::new(None);
+
+enum Slot {
+    Running(Runtime),
+    ShutDown,
+}
 
 thread_local! {
     /// This thread is one of the runtime's.
@@ -31,18 +37,12 @@ pub fn is_current() -> bool {
     ON_BACKGROUND.with(|on| on.get())
 }
 
-/// Set once the runtime is shut down: it is not started again.
-static SHUT_DOWN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 /// The low-priority runtime, started on first use (as many threads as cores). Once it is shut
 /// down (the process is ending), the caller's own runtime.
 pub fn handle() -> Handle {
-    let mut runtime = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
-    if SHUT_DOWN.load(std::sync::atomic::Ordering::Acquire) {
-        return Handle::current();
-    }
-    runtime
-        .get_or_insert_with(|| {
+    let mut slot = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
+    let slot = slot.get_or_insert_with(|| {
+        Slot::Running(
             tokio::runtime::Builder::new_multi_thread()
                 .thread_name("keel-background")
                 .on_thread_start(|| {
@@ -51,21 +51,23 @@ pub fn handle() -> Handle {
                 })
                 .enable_all()
                 .build()
-                .expect("the low-priority runtime starts")
-        })
-        .handle()
-        .clone()
+                .expect("the low-priority runtime starts"),
+        )
+    });
+    match slot {
+        Slot::Running(runtime) => runtime.handle().clone(),
+        Slot::ShutDown => Handle::current(),
+    }
 }
 
 /// Stops the runtime, dropping its tasks (a store on it closes its backend as it would on the
 /// main runtime), waiting at most `timeout`; called outside any runtime, as the process ends.
 pub fn shutdown(timeout: Duration) {
-    let runtime = {
-        let mut slot = RUNTIME.lock().unwrap_or_else(|e| e.into_inner());
-        SHUT_DOWN.store(true, std::sync::atomic::Ordering::Release);
-        slot.take()
-    };
-    if let Some(runtime) = runtime {
+    let slot = RUNTIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .replace(Slot::ShutDown);
+    if let Some(Slot::Running(runtime)) = slot {
         runtime.shutdown_timeout(timeout);
     }
 }

@@ -28,6 +28,18 @@ pub enum Component {
     Apiserver,
 }
 
+/// Where both servers serve the faults ([`Faults::answer`]).
+pub const PATH: &str = "/debug/faults";
+
+/// The most a fault's value may weigh, in bytes.
+pub const BODY_LIMIT: usize = 4096;
+
+/// Whether `path` is [`PATH`] or a fault's path under it.
+pub fn is_path(path: &str) -> bool {
+    path.strip_prefix(PATH)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// What a fault's value is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -395,6 +407,16 @@ impl Faults {
         Ok(fault)
     }
 
+    /// [`Faults::answer`] for a request on `path` (under [`PATH`]) whose body was read within
+    /// [`BODY_LIMIT`] bytes (None: it was longer).
+    pub fn answer_request(&self, method: &str, path: &str, body: Option<&[u8]>) -> Reply {
+        let Some(body) = body else {
+            return Reply::error(413, "a fault's value is at most 4 KiB");
+        };
+        let rest = path.strip_prefix(PATH).unwrap_or(path);
+        self.answer(method, rest, &String::from_utf8_lossy(body))
+    }
+
     /// Answers `method` on `/debug/faults` (`rest` is the path after it: "" or `/NAME`), with
     /// `body` the value of a PUT; the reply is JSON. One protocol for both servers:
     /// - `GET /debug/faults`: `{"active":[{"name","value"}],"known":[{"name","kind","component"}]}`;
@@ -634,6 +656,17 @@ mod tests {
         assert_eq!(faults.answer("PUT", "/wal.fsync.delay", "1s").status, 400);
         assert_eq!(faults.answer("POST", "", "").status, 405);
         assert_eq!(faults.answer("DELETE", "", "").status, 200);
+        // A whole request: the path under PATH, a body past the limit refused.
+        let set =
+            faults.answer_request("PUT", "/debug/faults/apiserver.request.delay", Some(b"1s"));
+        assert_eq!(set.status, 200);
+        assert_eq!(
+            faults.answer_request("PUT", "/debug/faults/x", None).status,
+            413
+        );
+        assert!(is_path("/debug/faults") && is_path("/debug/faults/a.b"));
+        assert!(!is_path("/debug/faultsx") && !is_path("/debug"));
+        faults.clear_all();
         assert!(faults.active().is_empty());
     }
 

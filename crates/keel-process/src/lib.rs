@@ -4,8 +4,10 @@
 //! store's own files ([`connections`]), the `process_*` metrics Go programs such as etcd
 //! and kube-apiserver export ([`metrics`]), a runtime for work that yields the CPU to
 //! everything else ([`background`]), the faults injected for diagnosis drills ([`faults`]),
-//! and Go's duration syntax, which both servers' flags and faults use ([`go_duration`]).
+//! Go's duration syntax, which both servers' flags and faults use ([`go_duration`]), and
+//! tasks that end with their caller ([`AbortOnDrop`]).
 
+pub mod abort;
 pub mod background;
 pub mod connections;
 pub mod faults;
@@ -13,5 +15,6 @@ pub mod fd_limit;
 pub mod go_duration;
 pub mod metrics;
 
+pub use abort::AbortOnDrop;
 pub use connections::{ConnectionBudget, ConnectionPermit};
 pub use metrics::ProcessCollector;

@@ -179,6 +179,25 @@ pub fn keel_bin() -> PathBuf {
     bin
 }
 
+/// Runs `keel ARGS...` to its end (a command line tool: `keel fault`, `keel doctor`).
+pub fn run_keel(args: &[&str]) -> std::process::Output {
+    Command::new(keel_bin())
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running keel {args:?}: {e}"))
+}
+
+/// [`run_keel`], which must succeed; its standard output.
+pub fn run_keel_ok(args: &[&str]) -> String {
+    let out = run_keel(args);
+    assert!(
+        out.status.success(),
+        "keel {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The program and leading arguments that run a store of `flavor`: `keel store` or `etcd`.
 pub fn store_command(flavor: Flavor) -> (PathBuf, Vec<String>) {
     match flavor {

@@ -5,7 +5,6 @@
 //! renewing are Lease, not "the store has no leader"; relists after a compaction are Watch,
 //! not a store outage.
 
-use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -13,24 +12,7 @@ use std::thread::JoinHandle;
 use serde_json::Value;
 
 use keel_testkit::kube::{Kube, Stack};
-use keel_testkit::{Cluster, CtlVersion, Flavor, Server, etcdctl, keel_bin};
-
-fn keel(args: &[&str]) -> Output {
-    std::process::Command::new(keel_bin())
-        .args(args)
-        .output()
-        .expect("run keel")
-}
-
-fn keel_ok(args: &[&str]) -> String {
-    let out = keel(args);
-    assert!(
-        out.status.success(),
-        "keel {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use keel_testkit::{Cluster, CtlVersion, Flavor, Server, etcdctl, keel_bin, run_keel, run_keel_ok};
 
 /// `keel doctor --json` with `target` over a 3 s interval.
 fn doctor(target: &[&str]) -> Value {
@@ -41,7 +23,7 @@ fn doctor(target: &[&str]) -> Value {
 fn doctor_over(interval: &str, target: &[&str]) -> Value {
     let mut args = vec!["doctor", "--interval", interval, "--json"];
     args.extend(target);
-    let out = keel_ok(&args);
+    let out = run_keel_ok(&args);
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
 }
 
@@ -106,7 +88,7 @@ fn a_slow_disk_is_the_store_and_the_wal_and_no_fault_is_none() {
         .collect();
     assert!(unclean.len() < 3, "no clean interval: {unclean:?}");
 
-    keel_ok(&[
+    run_keel_ok(&[
         "fault",
         "set",
         "wal.fsync.delay=100ms",
@@ -124,7 +106,7 @@ fn a_slow_disk_is_the_store_and_the_wal_and_no_fault_is_none() {
     assert!(!v["next"].as_array().unwrap().is_empty());
 
     // The human report puts the verdict first.
-    let report = keel_ok(&["doctor", "--interval", "2s", "--etcd-servers", url]);
+    let report = run_keel_ok(&["doctor", "--interval", "2s", "--etcd-servers", url]);
     assert!(
         report.starts_with("VERDICT  store / wal, member default"),
         "{report}"
@@ -136,7 +118,7 @@ fn lost_messages_to_one_member_are_raft_and_name_the_member() {
     let cluster = Cluster::start(Flavor::Keel, 3, &[]);
     let endpoints = cluster.endpoints();
     let _load = Writer::start(&cluster.members[0].client_url);
-    keel_ok(&[
+    run_keel_ok(&[
         "fault",
         "set",
         "peer.drop=1@m2",
@@ -154,7 +136,7 @@ fn lost_messages_to_one_member_are_raft_and_name_the_member() {
 fn a_slow_apiserver_is_the_apiserver_not_the_store() {
     let kube = Kube::start(Stack::Up);
     let kubeconfig = kube.kubeconfig.display().to_string();
-    keel_ok(&[
+    run_keel_ok(&[
         "fault",
         "set",
         "apiserver.request.delay=1500ms",
@@ -186,7 +168,7 @@ fn a_slow_apiserver_is_the_apiserver_not_the_store() {
 
 #[test]
 fn the_doctor_needs_something_to_examine() {
-    let out = keel(&["doctor"]);
+    let out = run_keel(&["doctor"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--kubeconfig FILE"));
     // An apiserver by URL: a keel apiserver without --plain-http wants a token for its
@@ -199,7 +181,7 @@ fn the_doctor_needs_something_to_examine() {
         .unwrap()
         .trim()
         .to_string();
-    let out = keel(&["doctor", "--interval", "1s", "--apiserver", &url]);
+    let out = run_keel(&["doctor", "--interval", "1s", "--apiserver", &url]);
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("401"),

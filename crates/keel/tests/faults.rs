@@ -7,24 +7,14 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use keel_testkit::kube::{Kube, Stack};
-use keel_testkit::{Cluster, CtlVersion, Flavor, Server, etcdctl, keel_bin};
+use keel_testkit::{Cluster, CtlVersion, Flavor, Server, etcdctl, run_keel, run_keel_ok};
 
 fn keel_fault(args: &[&str]) -> Output {
-    std::process::Command::new(keel_bin())
-        .arg("fault")
-        .args(args)
-        .output()
-        .expect("run keel fault")
+    run_keel(&[&["fault"], args].concat())
 }
 
 fn keel_fault_ok(args: &[&str]) -> String {
-    let out = keel_fault(args);
-    assert!(
-        out.status.success(),
-        "keel fault {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    run_keel_ok(&[&["fault"], args].concat())
 }
 
 /// `keel fault` fails, saying `expected`.

@@ -48,6 +48,11 @@ impl Lane {
         })
     }
 
+    /// The runtime that accepted the connection.
+    pub fn home(&self) -> Handle {
+        self.home.clone()
+    }
+
     /// Counts a request on the connection (`event`: an Events request whose handler runs at
     /// low priority) and moves the connection if it should be elsewhere.
     pub fn note(&self, event: bool) {
@@ -117,13 +122,6 @@ where
 {
     fn execute(&self, future: F) {
         self.0.spawn(future);
-    }
-}
-
-impl Lane {
-    /// The runtime that accepted the connection.
-    pub fn home(&self) -> Handle {
-        self.home.clone()
     }
 }
 

@@ -39,6 +39,7 @@ use crate::registry::store::Registry;
 use crate::storage::Status;
 use auth::Tokens;
 use handlers::{ResourceRequest, is_watch, not_found, status_response, value_response};
+use keel_process::AbortOnDrop;
 use keel_process::faults::{self, Fault};
 use lane::Lane;
 use negotiate::Output;
@@ -92,7 +93,7 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
         let Some(user) = tokens.authenticate(header) else {
             return status_response(&Status::failure(401, "Unauthorized", "Unauthorized".into()));
         };
-        if is_faults_path(&path) && !user.groups.iter().any(|g| g == auth::MASTERS_GROUP) {
+        if faults::is_path(&path) && !user.groups.iter().any(|g| g == auth::MASTERS_GROUP) {
             return status_response(&Status::failure(
                 403,
                 "Forbidden",
@@ -104,7 +105,7 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
             ));
         }
     }
-    if is_faults_path(&path) {
+    if faults::is_path(&path) {
         return serve_faults(req).await;
     }
     if let Some(response) = openapi::serve(
@@ -180,28 +181,11 @@ async fn serve_on(
     }
 }
 
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-fn is_faults_path(path: &str) -> bool {
-    path == "/debug/faults" || path.starts_with("/debug/faults/")
-}
-
-/// `/debug/faults` ([`keel_process::faults::Faults::answer`]), for an administrator.
+/// `/debug/faults` ([`keel_process::faults::Faults::answer_request`]), for an administrator.
 async fn serve_faults(req: Request) -> Response {
-    const BODY_LIMIT: usize = 4096;
-    let method = req.method().as_str().to_owned();
-    let rest = req.uri().path()["/debug/faults".len()..].to_owned();
-    let reply = match axum::body::to_bytes(req.into_body(), BODY_LIMIT).await {
-        Ok(bytes) => faults::process().answer(&method, &rest, &String::from_utf8_lossy(&bytes)),
-        Err(_) => faults::Reply::error(413, "a fault's value is at most 4 KiB"),
-    };
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let body = axum::body::to_bytes(req.into_body(), faults::BODY_LIMIT).await;
+    let reply = faults::process().answer_request(method.as_str(), &path, body.ok().as_deref());
     (
         StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         [(header::CONTENT_TYPE, "application/json")],

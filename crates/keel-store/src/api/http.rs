@@ -18,8 +18,8 @@ pub fn router(store: Arc<Store>) -> Router {
         .route("/health", get(health))
         .route("/version", get(version))
         .route("/metrics", get(metrics))
-        .route("/debug/faults", any(faults))
-        .route("/debug/faults/{name}", any(faults))
+        .route(faults::PATH, any(serve_faults))
+        .route(&format!("{}/{{name}}", faults::PATH), any(serve_faults))
         .fallback(not_found)
         .with_state(store)
 }
@@ -96,12 +96,9 @@ async fn metrics(axum::extract::State(store): State) -> impl IntoResponse {
     )
 }
 
-/// The most a fault's value may weigh.
-const FAULT_BODY_LIMIT: usize = 4096;
-
 /// `/debug/faults` ([`keel_process::faults::Faults::answer`]) for a client on this machine:
 /// the client port may face the network, a fault must not be set from it.
-async fn faults(
+async fn serve_faults(
     axum::extract::State(store): State,
     req: axum::extract::Request,
 ) -> axum::response::Response {
@@ -115,15 +112,11 @@ async fn faults(
             "faults are set from the member's own machine only (a loopback client)",
         ));
     }
-    let method = req.method().as_str().to_owned();
-    let rest = req.uri().path()["/debug/faults".len()..].to_owned();
-    let body = match axum::body::to_bytes(req.into_body(), FAULT_BODY_LIMIT).await {
-        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-        Err(_) => return reply(Reply::error(413, "a fault's value is at most 4 KiB")),
-    };
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let body = axum::body::to_bytes(req.into_body(), faults::BODY_LIMIT).await;
     let registry = faults::process();
     registry.name_peers(store.members().into_iter().map(|m| (m.id, m.name)));
-    reply(registry.answer(&method, &rest, &body))
+    reply(registry.answer_request(method.as_str(), &path, body.ok().as_deref()))
 }
 
 fn reply(reply: Reply) -> axum::response::Response {

@@ -15,6 +15,7 @@
 //! As in etcd, a client that half-closes its request stream keeps receiving events; the call
 //! ends when the client goes away.
 
+use keel_process::AbortOnDrop;
 use keel_process::faults::{self, Fault};
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -56,15 +57,6 @@ struct Shared {
     ended: AtomicBool,
 }
 
-/// Aborts the reader task when the response stream is dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// The response side of a call.
 struct Sender {
     shared: Arc<Shared>,
@@ -72,6 +64,7 @@ struct Sender {
     /// Encoded responses (fragments of one response) waiting to be sent.
     ready: VecDeque<PreEncoded>,
     max_bytes: usize,
+    /// Aborts the reader task when the response stream is dropped.
     _reader: AbortOnDrop,
 }
 
@@ -171,7 +164,7 @@ impl Watch for WatchService {
             store: self.store.clone(),
             ready: VecDeque::new(),
             max_bytes: self.store.config().max_request_bytes as usize + GRPC_OVERHEAD_BYTES,
-            _reader: AbortOnDrop(reader),
+            _reader: AbortOnDrop(reader.abort_handle()),
         };
         let stream = futures::stream::unfold(sender, Sender::next);
         Ok(Response::new(if require_leader {
