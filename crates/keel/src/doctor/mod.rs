@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use http::Method;
 use keel_bench::https::{Conn, Endpoint};
 use keel_proto::etcdserverpb::MemberListRequest;
@@ -51,7 +51,9 @@ pub struct DoctorArgs {
 struct Source {
     /// The member's name, or "apiserver".
     name: String,
-    conn: Conn,
+    endpoint: Arc<Endpoint>,
+    /// The open connection, if there is one.
+    conn: Option<Conn>,
     /// Member IDs (hex) and names, for a store member.
     peers: Vec<(String, String)>,
 }
@@ -134,7 +136,8 @@ async fn connect(args: &DoctorArgs) -> anyhow::Result<(Option<Source>, Vec<Sourc
             let endpoint: Arc<Endpoint> = Endpoint::new(target, false, DIAL)?;
             Some(Source {
                 name: "apiserver".into(),
-                conn: endpoint.connect().await?,
+                conn: Some(endpoint.connect().await?),
+                endpoint,
                 peers: Vec::new(),
             })
         }
@@ -161,15 +164,13 @@ async fn connect(args: &DoctorArgs) -> anyhow::Result<(Option<Source>, Vec<Sourc
             .collect();
         for (name, url) in urls {
             let target = store_client::http_target(&url, "--etcd-servers")?;
+            // A member that cannot be reached now is reported, not fatal: that is evidence.
             let endpoint = Endpoint::new(target, true, DIAL)?;
-            let conn = endpoint
-                .connect()
-                .await
-                .with_context(|| format!("member {name}"))?;
             let others = peers.iter().filter(|(_, n)| *n != name).cloned().collect();
             members.push(Source {
                 name,
-                conn,
+                conn: endpoint.connect().await.ok(),
+                endpoint,
                 peers: others,
             });
         }
@@ -177,17 +178,31 @@ async fn connect(args: &DoctorArgs) -> anyhow::Result<(Option<Source>, Vec<Sourc
     Ok((apiserver, members))
 }
 
-/// The members of the store at `servers`: (ID, name, first client URL).
+/// The members of the store at `servers`: (ID, name, first client URL), from the first
+/// server that answers within [`SCRAPE_TIMEOUT`] (one may be frozen).
 async fn member_list(servers: &[String]) -> anyhow::Result<Vec<(u64, String, String)>> {
-    let channel = store_client::connect(servers).await?;
-    let list = ClusterClient::new(channel)
-        .member_list(MemberListRequest {
-            linearizable: false,
+    let mut last = anyhow::anyhow!("no --etcd-servers");
+    for server in servers {
+        let list = tokio::time::timeout(SCRAPE_TIMEOUT, async {
+            let channel = store_client::connect(std::slice::from_ref(server)).await?;
+            let request = MemberListRequest {
+                linearizable: false,
+            };
+            anyhow::Ok(ClusterClient::new(channel).member_list(request).await?)
         })
-        .await?
-        .into_inner();
-    Ok(list
-        .members
+        .await;
+        match list {
+            Ok(Ok(list)) => return Ok(members_of(list.into_inner())),
+            Ok(Err(e)) => last = e,
+            Err(_) => last = anyhow::anyhow!("{server}: no answer within {SCRAPE_TIMEOUT:?}"),
+        }
+    }
+    Err(last)
+}
+
+/// (ID, name, first client URL) of each member in `list`.
+fn members_of(list: keel_proto::etcdserverpb::MemberListResponse) -> Vec<(u64, String, String)> {
+    list.members
         .into_iter()
         .filter_map(|m| {
             let url = m.client_ur_ls.first()?.clone();
@@ -198,7 +213,7 @@ async fn member_list(servers: &[String]) -> anyhow::Result<Vec<(u64, String, Str
             };
             Some((m.id, name, url))
         })
-        .collect())
+        .collect()
 }
 
 /// One scrape of every source.
@@ -210,25 +225,46 @@ async fn scrape_all(
         Some(source) => Some(scrape(source).await?),
         None => None,
     };
-    let mut scraped = Vec::with_capacity(members.len());
-    for member in members {
-        // A member that cannot be read counts as one with nothing to say (no leader).
-        scraped.push(
-            scrape(member)
-                .await
-                .unwrap_or_else(|_| Scrape::parse("etcd_server_has_leader 0\n")),
-        );
-    }
+    // Every member at once: a frozen one costs one timeout, not one per member.
+    let scraped = futures::future::join_all(members.iter_mut().map(|member| async move {
+        scrape(member)
+            .await
+            .unwrap_or_else(|e| Scrape::unanswered(format!("{e:#}")))
+    }))
+    .await;
     Ok((api, scraped))
 }
 
+/// One `/metrics` of `source`, within [`SCRAPE_TIMEOUT`]; a connection lost or timed out is
+/// opened again on the next scrape.
 async fn scrape(source: &mut Source) -> anyhow::Result<Scrape> {
-    let answer = source.conn.call(Method::GET, "/metrics", None).await?;
+    let answer = tokio::time::timeout(SCRAPE_TIMEOUT, async {
+        let conn = match &mut source.conn {
+            Some(conn) => conn,
+            None => source.conn.insert(source.endpoint.connect().await?),
+        };
+        conn.call(Method::GET, "/metrics", None).await
+    })
+    .await;
+    let answer = match answer {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(e)) => {
+            source.conn = None;
+            return Err(e);
+        }
+        Err(_) => {
+            source.conn = None;
+            bail!("no answer within {SCRAPE_TIMEOUT:?}");
+        }
+    };
     if !answer.status.is_success() {
         bail!("{}: /metrics answered {}", source.name, answer.error());
     }
     Ok(Scrape::parse(&String::from_utf8_lossy(&answer.body)))
 }
+
+/// How long one `/metrics` may take before its server counts as not answering.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The human report: the verdict first, then the evidence and what to run next; with
 /// `history`, a sparkline of each signal's last values.

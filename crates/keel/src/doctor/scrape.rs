@@ -27,6 +27,8 @@ impl Sample {
 #[derive(Debug, Clone, Default)]
 pub struct Scrape {
     metrics: BTreeMap<String, Vec<Sample>>,
+    /// Why the server gave no metrics, if it did not answer.
+    pub unanswered: Option<String>,
 }
 
 impl Scrape {
@@ -41,7 +43,18 @@ impl Scrape {
                 metrics.entry(name).or_default().push(sample);
             }
         }
-        Scrape { metrics }
+        Scrape {
+            metrics,
+            unanswered: None,
+        }
+    }
+
+    /// The scrape of a server that did not answer, and why.
+    pub fn unanswered(why: String) -> Scrape {
+        Scrape {
+            metrics: BTreeMap::new(),
+            unanswered: Some(why),
+        }
     }
 
     /// The samples of `name` whose labels `keep` accepts.

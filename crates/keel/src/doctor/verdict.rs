@@ -245,6 +245,18 @@ fn store_signals(signals: &mut Signals, m: &Member) {
     let d = &m.delta;
     let name = Some(m.name.as_str());
     let store = Layer::Store;
+    // A member that does not answer is down, frozen or cut off (etcd's `etcdMembersDown`).
+    if let Some(why) = &d.after.unanswered {
+        signals.check(
+            store,
+            Some(Axis::Raft),
+            name,
+            "members that do not answer /metrics".into(),
+            1.0,
+            1.0,
+            &format!("the member does not answer ({why}): down, frozen or cut off"),
+        );
+    }
     // Raft. A member without a leader refuses every write (etcd's `etcdMembersDown`,
     // `etcdNoLeader` alerts).
     if d.gauge("etcd_server_has_leader", all) == Some(0.0) {
