@@ -45,6 +45,11 @@ impl Disk {
         self.fs.as_ref().expect("mounted").cut_power();
     }
 
+    /// Makes every later fsync wait `delay` first (a slow disk); zero turns it off.
+    pub fn slow_fsync(&self, delay: std::time::Duration) {
+        self.fs.as_ref().expect("mounted").set_fsync_delay(delay);
+    }
+
     /// Unmounts (the store must be gone) and mounts the durable state again.
     pub fn remount(&mut self) {
         self.fs
