@@ -321,7 +321,9 @@ fn store_signals(signals: &mut Signals, m: &Member) {
             e.at_fault = Some(peer.clone());
         }
     }
-    // WAL: etcd's performance documentation wants fsync p99 under 10 ms.
+    // WAL: etcd's hardware guide asks for a disk of at least 50 sequential IOPS, 20 ms a
+    // write (10 ms is the ideal its performance documentation names); etcd's mixin alert
+    // (etcd PR 12266) calls 20 ms the recommended fsync. Below it the disk is not at fault.
     if let Some(p99) = d.quantile("etcd_disk_wal_fsync_duration_seconds", 0.99, all) {
         signals.check(
             store,
@@ -329,31 +331,52 @@ fn store_signals(signals: &mut Signals, m: &Member) {
             name,
             "p99 of etcd_disk_wal_fsync_duration_seconds".into(),
             p99,
-            0.010,
+            0.020,
             "WAL fsyncs are slow: the disk",
         );
     }
+    // Lease: an expiry storm, many more leases revoked than granted (etcd revokes at most
+    // 1,000 a second).
+    let revoked = d.increase("etcd_debugging_lease_revoked_total", all);
+    let granted = d.increase("etcd_debugging_lease_granted_total", all);
+    let storm = revoked >= 100.0 && revoked > 10.0 * granted.max(1.0);
+    if storm {
+        signals.check(
+            store,
+            Some(Axis::Lease),
+            name,
+            "increase of etcd_debugging_lease_revoked_total".into(),
+            revoked,
+            100.0,
+            "leases expire in a storm",
+        );
+    }
     // MVCC: etcd's disk guidance wants backend commit p99 under 25 ms; an apply past 100 ms
-    // is etcd's `--warning-apply-duration`.
+    // is etcd's `--warning-apply-duration`. In an expiry storm they are the revocations'
+    // (each deletes the lease's keys): a symptom of the Lease axis, not a slow backend.
+    let (backend, slow) = match storm {
+        true => (Axis::Lease, " (the storm's revocations)"),
+        false => (Axis::Mvcc, ""),
+    };
     if let Some(p99) = d.quantile("etcd_disk_backend_commit_duration_seconds", 0.99, all) {
         signals.check(
             store,
-            Some(Axis::Mvcc),
+            Some(backend),
             name,
             "p99 of etcd_disk_backend_commit_duration_seconds".into(),
             p99,
             0.025,
-            "backend commits are slow",
+            &format!("backend commits are slow{slow}"),
         );
     }
     signals.check(
         store,
-        Some(Axis::Mvcc),
+        Some(backend),
         name,
         "increase of etcd_server_slow_apply_total".into(),
         d.increase("etcd_server_slow_apply_total", all),
         1.0,
-        "applies took over 100 ms",
+        &format!("applies took over 100 ms{slow}"),
     );
     if let (Some(size), Some(quota)) = (
         d.gauge("etcd_mvcc_db_total_size_in_bytes", all),
@@ -392,21 +415,6 @@ fn store_signals(signals: &mut Signals, m: &Member) {
         1000.0,
         "events wait to be sent to watchers",
     );
-    // Lease: an expiry storm, many more leases revoked than granted (etcd revokes at most
-    // 1,000 a second).
-    let revoked = d.increase("etcd_debugging_lease_revoked_total", all);
-    let granted = d.increase("etcd_debugging_lease_granted_total", all);
-    if revoked > 10.0 * granted.max(1.0) {
-        signals.check(
-            store,
-            Some(Axis::Lease),
-            name,
-            "increase of etcd_debugging_lease_revoked_total".into(),
-            revoked,
-            100.0,
-            "leases expire in a storm",
-        );
-    }
 }
 
 fn apiserver_signals(signals: &mut Signals, d: &Delta, members: &[Member]) {
@@ -514,7 +522,7 @@ fn next_steps(layer: Layer, axis: Option<Axis>, member: &str) -> Vec<String> {
             on("check the network between the members and whether each is running"),
         ],
         (Layer::Store, Some(Axis::Wal)) => vec![
-            on("check the disk under --data-dir: etcd wants WAL fsync p99 under 10 ms"),
+            on("check the disk under --data-dir: etcd wants WAL fsync p99 under 20 ms"),
             "keel bench put --total 10000 (fsync latency end to end)".into(),
         ],
         (Layer::Store, Some(Axis::Mvcc)) => vec![
@@ -659,6 +667,24 @@ mod tests {
         let api_only = Scrape::parse(&slow("apiserver_request_duration_seconds"));
         let v = verdict_of((&store, &store), Some((&api_before, &api_only)));
         assert_eq!((v.layer, v.axis), (Layer::Apiserver, None));
+    }
+
+    #[test]
+    fn slow_applies_in_an_expiry_storm_are_the_storms() {
+        let before = Scrape::parse(HEALTHY);
+        let slow = "etcd_server_slow_apply_total 50\n";
+        let storm = Scrape::parse(&format!(
+            "{HEALTHY}{slow}etcd_debugging_lease_revoked_total 5000\n"
+        ));
+        let v = verdict_of((&before, &storm), None);
+        assert_eq!(
+            (v.layer, v.axis),
+            (Layer::Store, Some(Axis::Lease)),
+            "{v:?}"
+        );
+        // Without the storm, slow applies are MVCC.
+        let v = verdict_of((&before, &Scrape::parse(&format!("{HEALTHY}{slow}"))), None);
+        assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Mvcc)), "{v:?}");
     }
 
     #[test]
