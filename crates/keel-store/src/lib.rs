@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod raft;
 pub mod serve;
 pub mod server;
+pub mod slow_log;
 pub mod watch;
 
 pub use config::Config;

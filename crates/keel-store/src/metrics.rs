@@ -2,6 +2,7 @@
 //! work unchanged. Each axis updates its own metrics; `/metrics` renders them all.
 
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -9,6 +10,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use crate::slow_log::SlowLog;
 
 /// Labels of `grpc_server_handled_total`, as go-grpc-prometheus names them.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -110,9 +113,28 @@ pub struct Metrics {
     pub pending_events: Gauge<i64>,
     /// Open watch streams (`etcd_debugging_mvcc_watch_stream_total`, a gauge in etcd).
     pub watch_streams: Gauge<i64>,
+    /// The warnings logged beside the slow fsyncs and applies counted here.
+    slow_log: SlowLog,
 }
 
 impl Metrics {
+    /// Records one WAL fsync that took `took`; one past etcd's `warnSyncDuration` is also
+    /// logged (`slow fdatasync`, see [`crate::slow_log`]).
+    pub fn observe_wal_fsync(&self, took: Duration) {
+        self.wal_fsync.observe(took.as_secs_f64());
+        self.slow_log.fsync(took);
+    }
+
+    /// Records one apply of `entries` log entries that took `took`: one longer than
+    /// [`SLOW_APPLY`] is counted (`etcd_server_slow_apply_total`) and logged (`apply request
+    /// took too long`, see [`crate::slow_log`]).
+    pub fn observe_apply(&self, took: Duration, entries: usize) {
+        if took > SLOW_APPLY {
+            self.slow_applies.inc();
+            self.slow_log.apply(took, entries);
+        }
+    }
+
     /// Counts a message of `bytes` sent to member `to`.
     pub fn sent_to(&self, to: u64, bytes: usize) {
         let label = PeerTo {
@@ -159,7 +181,7 @@ impl Metrics {
     }
 
     /// Records the round trip of a message to member `to`.
-    pub fn round_trip(&self, to: u64, rtt: std::time::Duration) {
+    pub fn round_trip(&self, to: u64, rtt: Duration) {
         let label = PeerTo {
             To: format!("{to:x}"),
         };
@@ -177,7 +199,7 @@ impl Default for Metrics {
 
 /// How long an apply may take before it counts as slow: etcd's default
 /// `--warning-apply-duration` (100 ms), past which it logs "apply request took too long".
-pub const SLOW_APPLY: std::time::Duration = std::time::Duration::from_millis(100);
+pub const SLOW_APPLY: Duration = Duration::from_millis(100);
 
 impl Metrics {
     /// Creates and registers every metric.
@@ -220,6 +242,7 @@ impl Metrics {
             slow_watchers: Gauge::default(),
             pending_events: Gauge::default(),
             watch_streams: Gauge::default(),
+            slow_log: SlowLog::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;

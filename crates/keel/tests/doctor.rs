@@ -3,16 +3,22 @@
 //! case runs a light load beside the doctor, as a cluster always has. And the three classic
 //! mistakes, each made for real: watchers that never read are Watch, not Raft; nodes that stop
 //! renewing are Lease, not "the store has no leader"; relists after a compaction are Watch,
-//! not a store outage.
+//! not a store outage. With `--log`, the store's own warning goes with the verdict; with
+//! `--watch`, the report refreshes in place and its evidence grows a sparkline.
 
-use std::sync::Arc;
+use std::io::Read;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use serde_json::Value;
 
 use keel_testkit::kube::{Kube, Stack};
-use keel_testkit::{Cluster, CtlVersion, Flavor, Server, etcdctl, keel_bin, run_keel, run_keel_ok};
+use keel_testkit::{
+    Cluster, CtlVersion, Flavor, Server, ServerOpts, etcdctl, keel_bin, run_keel, run_keel_ok, wait,
+};
 
 /// `keel doctor --json` with `target` over a 3 s interval.
 fn doctor(target: &[&str]) -> Value {
@@ -25,6 +31,11 @@ fn doctor_over(interval: &str, target: &[&str]) -> Value {
     args.extend(target);
     let out = run_keel_ok(&args);
     serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+/// Injects `fault` (`name=value`) into the store at `urls`.
+fn set_fault(urls: &str, fault: &str) {
+    run_keel_ok(&["fault", "set", fault, "--etcd-servers", urls]);
 }
 
 /// Writes keys to `url` until dropped.
@@ -88,13 +99,7 @@ fn a_slow_disk_is_the_store_and_the_wal_and_no_fault_is_none() {
         .collect();
     assert!(unclean.len() < 3, "no clean interval: {unclean:?}");
 
-    run_keel_ok(&[
-        "fault",
-        "set",
-        "wal.fsync.delay=100ms",
-        "--etcd-servers",
-        url,
-    ]);
+    set_fault(url, "wal.fsync.delay=100ms");
     let v = doctor(&["--etcd-servers", url]);
     assert_eq!(verdict(&v), ("store".into(), "wal".into()), "{v}");
     assert_eq!(v["member"], "default", "{v}");
@@ -113,23 +118,167 @@ fn a_slow_disk_is_the_store_and_the_wal_and_no_fault_is_none() {
     );
 }
 
+/// The file `server` logs to: the one log in its scratch folder.
+fn log_file(server: &Server) -> PathBuf {
+    let logs: Vec<PathBuf> = std::fs::read_dir(&server.scratch)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "log"))
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    logs[0].clone()
+}
+
+#[test]
+fn a_slow_fsync_is_logged_as_etcd_does_and_the_doctor_shows_the_line() {
+    let opts = ServerOpts {
+        args: vec!["--log-format".into(), "json".into()],
+        ..ServerOpts::default()
+    };
+    let server = Server::start_with(Flavor::Keel, opts);
+    let url = server.client_url.as_str();
+    let log = log_file(&server);
+    let log = log.to_str().unwrap();
+    // Past etcd's warnSyncDuration (1 s): each fsync is logged.
+    set_fault(url, "wal.fsync.delay=1100ms");
+    let _load = Writer::start(url);
+    let v = doctor_over("4s", &["--etcd-servers", url, "--log", log]);
+    assert_eq!(verdict(&v), ("store".into(), "wal".into()), "{v}");
+    let logs = v["logs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no logs: {v}"));
+    let slow = logs
+        .iter()
+        .find(|l| l["line"].as_str().unwrap().contains("slow fdatasync"))
+        .unwrap_or_else(|| panic!("no slow fdatasync line: {v}"));
+    assert_eq!(slow["axis"], "wal", "{v}");
+    assert_eq!(slow["file"], log, "{v}");
+    // The line as etcd writes it: its message and fields.
+    let line: Value = serde_json::from_str(slow["line"].as_str().unwrap()).unwrap();
+    assert_eq!(line["level"], "warn", "{line}");
+    assert_eq!(line["msg"], "slow fdatasync", "{line}");
+    assert_eq!(line["expected-duration"], "1s", "{line}");
+    let took = line["took"].as_str().unwrap();
+    let took = keel_process::go_duration::parse(took).unwrap();
+    assert!(took >= Duration::from_millis(1100), "{line}");
+    // The lines of the verdict's axis come first.
+    assert_eq!(logs[0]["axis"], "wal", "{v}");
+}
+
+#[test]
+fn the_watch_refreshes_in_place_and_its_sparklines_grow() {
+    const CLEAR: &str = "\x1b[2J\x1b[H";
+    const BLOCKS: &str = "▁▂▃▄▅▆▇█";
+    let server = Server::start(Flavor::Keel);
+    let url = server.client_url.as_str();
+    set_fault(url, "wal.fsync.delay=100ms");
+    let _load = Writer::start(url);
+    let mut child = std::process::Command::new(keel_bin())
+        .args([
+            "doctor",
+            "--watch",
+            "--interval",
+            "1s",
+            "--etcd-servers",
+            url,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("keel doctor --watch");
+    let output = Arc::new(Mutex::new(String::new()));
+    let reader = std::thread::spawn({
+        let (mut stdout, output) = (child.stdout.take().unwrap(), output.clone());
+        move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n @ 1..) = stdout.read(&mut chunk) {
+                output
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+            }
+        }
+    });
+    // Three refreshes, about 4 s: the two before the last are surely whole.
+    wait::until("three refreshes", Duration::from_secs(30), || {
+        let output = output.lock().unwrap();
+        match output.matches(CLEAR).count() {
+            3.. => Ok(()),
+            _ => Err(format!("{output:?}")),
+        }
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    let output = output.lock().unwrap().clone();
+    let frames: Vec<&str> = output.split(CLEAR).collect();
+    assert!(
+        frames[0].is_empty(),
+        "output before the first refresh: {output:?}"
+    );
+    let whole = &frames[1..frames.len() - 1];
+    assert!(whole.len() >= 2, "fewer than 3 refreshes: {output:?}");
+    for (i, frame) in whole.iter().enumerate() {
+        assert!(frame.starts_with("VERDICT  store / wal"), "{frame}");
+        let evidence = frame
+            .lines()
+            .find(|l| l.contains("p99 of etcd_disk_wal_fsync_duration_seconds"))
+            .unwrap_or_else(|| panic!("no fsync evidence: {frame}"));
+        let spark = evidence.rsplit(' ').next().unwrap();
+        assert!(spark.chars().all(|c| BLOCKS.contains(c)), "{evidence}");
+        assert_eq!(spark.chars().count(), i + 1, "{output}");
+    }
+}
+
 #[test]
 fn lost_messages_to_one_member_are_raft_and_name_the_member() {
     let cluster = Cluster::start(Flavor::Keel, 3, &[]);
     let endpoints = cluster.endpoints();
     let _load = Writer::start(&cluster.members[0].client_url);
-    run_keel_ok(&[
-        "fault",
-        "set",
-        "peer.drop=1@m2",
-        "--etcd-servers",
-        &endpoints,
-    ]);
+    set_fault(&endpoints, "peer.drop=1@m2");
     // One member's URL is enough: the others come from its member list.
     let first = cluster.members[0].client_url.clone();
     let v = doctor(&["--etcd-servers", &first]);
     assert_eq!(verdict(&v), ("store".into(), "raft".into()), "{v}");
     assert_eq!(v["member"], "m2", "{v}");
+}
+
+#[test]
+fn a_lost_leader_is_raft_and_the_survivors_log_the_election() {
+    let mut cluster = Cluster::start(Flavor::Keel, 3, &[]);
+    let leader = wait::until("a leader", Duration::from_secs(10), || {
+        let is_leader = |m: &Server| m.metric("etcd_server_is_leader") == Some(1.0);
+        let leader = cluster.members.iter().position(is_leader);
+        leader.ok_or_else(|| "none".to_string())
+    });
+    let survivors: Vec<&Server> = (cluster.members.iter().enumerate())
+        .filter_map(|(i, m)| (i != leader).then_some(m))
+        .collect();
+    let mut target = vec![
+        "--etcd-servers".to_string(),
+        survivors[0].client_url.clone(),
+    ];
+    for m in &survivors {
+        target.extend(["--log".to_string(), log_file(m).display().to_string()]);
+    }
+    let doctor = std::thread::spawn(move || {
+        let target: Vec<&str> = target.iter().map(String::as_str).collect();
+        doctor_over("4s", &target)
+    });
+    // The doctor has listed the members and scraped once: the leader goes.
+    std::thread::sleep(Duration::from_secs(1));
+    cluster.members[leader].kill();
+    let v = doctor.join().unwrap();
+    assert_eq!(verdict(&v), ("store".into(), "raft".into()), "{v}");
+    let logs = v["logs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no logs: {v}"));
+    assert!(
+        logs.iter().any(|l| l["axis"] == "raft"
+            && l["line"].as_str().unwrap().contains("raft.node: ")
+            && l["line"].as_str().unwrap().contains(" leader ")),
+        "{v}"
+    );
 }
 
 #[test]

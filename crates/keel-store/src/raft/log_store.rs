@@ -303,7 +303,7 @@ fn flush(
                 std::thread::sleep(delay);
                 sync += delay;
             }
-            metrics.wal_fsync.observe(sync.as_secs_f64());
+            metrics.observe_wal_fsync(sync);
             Ok(())
         }
         Err(e) => {

@@ -218,6 +218,7 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
         let mut replies = Vec::with_capacity(items.len());
         let mut membership: Option<StoredMembership> = None;
         let mut last_membership = applier.applied.read().1.membership().clone();
+        let entry_count = items.len();
         for (entry, responder) in items {
             let applied = match entry.payload {
                 EntryPayload::Normal(proposal) => {
@@ -249,9 +250,9 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
             .backend_commit
             .observe((started.elapsed() + commit_delay).as_secs_f64());
         // One per slow batch: its entries are applied together, so none is slow alone.
-        if apply_started.elapsed() > crate::metrics::SLOW_APPLY {
-            applier.metrics.slow_applies.inc();
-        }
+        applier
+            .metrics
+            .observe_apply(apply_started.elapsed(), entry_count);
         applier
             .watch
             .notify(events, applier.mvcc.current_revision());

@@ -1,10 +1,11 @@
 //! The store's view of Raft, mirrored from openraft's metrics: term, leader (with etcd's
 //! check-quorum rules, see [`crate::raft::leadership`]), voters, whether this member is a
-//! learner or was removed, the peers' URLs and a stopped Raft core, with the matching gauges;
-//! refreshed when openraft's server state (term, leader, membership) changes, when its core
-//! stops, and every heartbeat interval (so a member notices its own removal, once applied,
-//! within a heartbeat interval). Progress (log, commit and apply indexes) changes with
-//! every write and is read where it is needed instead ([`Store::committed_index`]).
+//! learner or was removed, the peers' URLs and a stopped Raft core, with the matching gauges
+//! and etcd's log line for each change of leader; refreshed when openraft's server state
+//! (term, leader, membership) changes, when its core stops, and every heartbeat interval (so a
+//! member notices its own removal, once applied, within a heartbeat interval). Progress (log,
+//! commit and apply indexes) changes with every write and is read where it is needed instead
+//! ([`Store::committed_index`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -64,6 +65,7 @@ impl Store {
         if leader != 0 && leader != before {
             self.metrics.leader_changes.inc();
         }
+        log_leader_change(self.member_id, before, leader, term);
         self.metrics.has_leader.set(i64::from(leader != 0));
         self.metrics
             .is_leader
@@ -75,6 +77,22 @@ impl Store {
         let data = self.raft.data_metrics();
         let committed = data.borrow_watched().cluster_committed.map(|c| c.index);
         committed.unwrap_or(0)
+    }
+}
+
+/// Logs this member's view of the leader changing from `before` to `after` (0: none) at
+/// `term`, with etcd's raft messages (`raft.node: <id> elected leader <id> at term <n>`,
+/// `lost leader`, `changed leader from`), which operators grep for.
+fn log_leader_change(me: u64, before: u64, after: u64, term: u64) {
+    match (before, after) {
+        _ if before == after => {}
+        (0, leader) => tracing::info!("raft.node: {me:x} elected leader {leader:x} at term {term}"),
+        (lost, 0) => tracing::info!("raft.node: {me:x} lost leader {lost:x} at term {term}"),
+        (from, to) => {
+            tracing::info!(
+                "raft.node: {me:x} changed leader from {from:x} to {to:x} at term {term}"
+            )
+        }
     }
 }
 

@@ -1,9 +1,11 @@
 //! `keel doctor`: names the layer at fault (apiserver or store) and the store's axis (Raft,
 //! WAL, MVCC, Watch, Lease) from the servers' own metrics. It scrapes the apiserver's and every
 //! store member's `/metrics` twice, an interval apart ([`scrape`]), decides ([`verdict`]) and
-//! prints the verdict first, then the evidence and the next command to run. It works against
-//! keel and against etcd 3.5 members, whose metrics carry the same names.
+//! prints the verdict first, then the evidence, the log lines that matter when it is given
+//! the logs ([`logs`]) and the next command to run. It works against keel and against etcd 3.5
+//! members, whose metrics (and warnings) carry the same names.
 
+mod logs;
 mod scrape;
 mod verdict;
 
@@ -39,12 +41,18 @@ pub struct DoctorArgs {
     /// The time between the two scrapes a verdict compares.
     #[arg(long, default_value = "10s", value_parser = keel_process::go_duration::parse)]
     interval: Duration,
-    /// One JSON object: layer, axis, member, confidence, evidence, next.
+    /// One JSON object: layer, axis, member, confidence, evidence, logs (with `--log`), next.
     #[arg(long)]
     json: bool,
     /// Decide again every interval, until interrupted.
     #[arg(long)]
     watch: bool,
+    /// A store member's or the apiserver's log file (keel's console or JSON lines, etcd's
+    /// JSON lines), repeatable: the lines it gains over the interval that an operator greps
+    /// for (`slow fdatasync`, `apply request took too long`, `elected leader`, ...) go with
+    /// the verdict.
+    #[arg(long = "log", value_name = "FILE")]
+    logs: Vec<PathBuf>,
 }
 
 /// A server whose `/metrics` is read.
@@ -67,12 +75,13 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
         );
     }
     let (mut apiserver, mut members) = connect(&args).await?;
+    let mut tails = logs::Tails::at_end(&args.logs)?;
     let mut before = scrape_all(&mut apiserver, &mut members).await?;
     let mut history: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     loop {
         tokio::time::sleep(args.interval).await;
         let after = scrape_all(&mut apiserver, &mut members).await?;
-        let verdict = verdict::decide(&Observed {
+        let mut verdict = verdict::decide(&Observed {
             apiserver: match (&before.0, &after.0) {
                 (Some(before), Some(after)) => Some(Delta { before, after }),
                 _ => None,
@@ -87,6 +96,9 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
                 })
                 .collect(),
         });
+        let mut picker = logs::Picker::new(verdict.axis);
+        tails.read_into(&mut picker);
+        verdict.logs = picker.finish();
         if args.json {
             println!("{}", serde_json::to_string(&verdict)?);
         } else {
@@ -266,8 +278,8 @@ async fn scrape(source: &mut Source) -> anyhow::Result<Scrape> {
 /// How long one `/metrics` may take before its server counts as not answering.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The human report: the verdict first, then the evidence and what to run next; with
-/// `history`, a sparkline of each signal's last values.
+/// The human report: the verdict first, then the evidence, the log lines and what to run next;
+/// with `history`, a sparkline of each signal's last values.
 fn report(v: &Verdict, history: Option<&BTreeMap<String, Vec<f64>>>) -> String {
     let mut out = String::new();
     let place = match (v.layer, v.axis) {
@@ -305,6 +317,12 @@ fn report(v: &Verdict, history: Option<&BTreeMap<String, Vec<f64>>>) -> String {
             e.meaning
         ));
     }
+    if !v.logs.is_empty() {
+        out.push_str("LOGS\n");
+    }
+    for l in &v.logs {
+        out.push_str(&format!("  [{}] {}: {}\n", l.axis, l.file, l.line));
+    }
     if !v.next.is_empty() {
         out.push_str("NEXT\n");
         for step in &v.next {
@@ -339,6 +357,39 @@ fn sparkline(values: &[f64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_report_shows_the_log_lines_after_the_evidence() {
+        let line = "2026-12-07T04:00:00Z  WARN keel_store::slow_log: slow fdatasync took=1.5s";
+        let mut picker = logs::Picker::new(Some(verdict::Axis::Wal));
+        picker.offer("store.log", line);
+        let v = Verdict {
+            layer: Layer::Store,
+            axis: Some(verdict::Axis::Wal),
+            member: None,
+            confidence: 1.0,
+            evidence: Vec::new(),
+            logs: picker.finish(),
+            next: vec!["check the disk".into()],
+        };
+        let text = report(&v, None);
+        assert!(
+            text.ends_with(&format!(
+                "LOGS\n  [wal] store.log: {line}\nNEXT\n  check the disk\n"
+            )),
+            "{text}"
+        );
+        let json = serde_json::to_value(&v).unwrap();
+        assert_eq!(json["logs"][0]["axis"], "wal");
+        assert_eq!(json["logs"][0]["file"], "store.log");
+        // No lines, no field.
+        let quiet = Verdict {
+            logs: Vec::new(),
+            ..v
+        };
+        assert!(serde_json::to_value(&quiet).unwrap().get("logs").is_none());
+        assert!(!report(&quiet, None).contains("LOGS"));
+    }
 
     #[test]
     fn sparklines_scale_to_the_largest() {

@@ -13,6 +13,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::logs::LogLine;
 use super::scrape::{Delta, Sample, all};
 
 /// Where the trouble is.
@@ -103,6 +104,9 @@ pub struct Verdict {
     pub confidence: f64,
     /// The signals that decided it, strongest first.
     pub evidence: Vec<Evidence>,
+    /// The log lines of the interval that matter (`--log`), its own axis's first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<LogLine>,
     /// What to run next.
     pub next: Vec<String>,
 }
@@ -185,6 +189,7 @@ pub fn decide(observed: &Observed) -> Verdict {
             member: None,
             confidence: 1.0 - found.first().map_or(0.0, |e| e.score),
             evidence: found,
+            logs: Vec::new(),
             next: Vec::new(),
         };
     };
@@ -206,6 +211,7 @@ pub fn decide(observed: &Observed) -> Verdict {
         member,
         confidence: (top.score * 100.0).round() / 100.0,
         evidence: found,
+        logs: Vec::new(),
     }
 }
 
