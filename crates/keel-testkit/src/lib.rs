@@ -544,6 +544,11 @@ impl Server {
         }
     }
 
+    /// The file the server logs to since its last start.
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
     /// Everything the server logged since its last start.
     pub fn log(&self) -> String {
         fs::read_to_string(&self.log_path).unwrap_or_default()

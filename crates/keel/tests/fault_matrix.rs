@@ -68,14 +68,12 @@ impl Drill {
         // The controllers too, as kube-controller-manager would run them beside it.
         let flags = [&["--controllers=*"], apiserver].concat();
         let kube = Kube::start_on_with(&endpoints, &flags);
-        let sim = Sim::start(&kube, sim);
-        let drill = Drill {
-            cluster,
+        Drill {
+            _sim: Sim::start(&kube, sim),
             kube,
-            _sim: sim,
+            cluster,
             disk,
-        };
-        drill
+        }
     }
 
     /// Every member's client URL, comma separated.
@@ -522,7 +520,12 @@ fn ten_thousand_short_leases_expiring_at_once_are_lease() {
     let drill = Drill::start();
     let runtime = Runtime::new().unwrap();
     let granted = Instant::now();
-    grant_leases(&runtime, &drill.cluster.members[0], 10_000, TTL.as_secs() as i64);
+    grant_leases(
+        &runtime,
+        &drill.cluster.members[0],
+        10_000,
+        TTL.as_secs() as i64,
+    );
     // The interval starts after the last grant (it sees none of them) and no sooner than 2 s
     // before the first lease expires: it sees the storm however long the grants took.
     let start = (granted + TTL - Duration::from_secs(2)).max(Instant::now());
