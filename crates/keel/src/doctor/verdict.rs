@@ -330,17 +330,20 @@ fn store_signals(signals: &mut Signals, m: &Member) {
     // WAL: etcd's hardware guide asks for a disk of at least 50 sequential IOPS, 20 ms a
     // write (10 ms is the ideal its performance documentation names); etcd's mixin alert
     // (etcd PR 12266) calls 20 ms the recommended fsync. Below it the disk is not at fault.
-    if let Some(p99) = d.quantile("etcd_disk_wal_fsync_duration_seconds", 0.99, all) {
+    const WAL_FSYNC: f64 = 0.020;
+    let fsync = d.quantile("etcd_disk_wal_fsync_duration_seconds", 0.99, all);
+    if let Some(p99) = fsync {
         signals.check(
             store,
             Some(Axis::Wal),
             name,
             "p99 of etcd_disk_wal_fsync_duration_seconds".into(),
             p99,
-            0.020,
+            WAL_FSYNC,
             "WAL fsyncs are slow: the disk",
         );
     }
+    let slow_disk = fsync.is_some_and(|p99| p99 >= WAL_FSYNC);
     // Lease: an expiry storm, many more leases revoked than granted (etcd revokes at most
     // 1,000 a second).
     let revoked = d.increase("etcd_debugging_lease_revoked_total", all);
@@ -359,10 +362,13 @@ fn store_signals(signals: &mut Signals, m: &Member) {
     }
     // MVCC: etcd's disk guidance wants backend commit p99 under 25 ms; an apply past 100 ms
     // is etcd's `--warning-apply-duration`. In an expiry storm they are the revocations'
-    // (each deletes the lease's keys): a symptom of the Lease axis, not a slow backend.
-    let (backend, slow) = match storm {
-        true => (Axis::Lease, " (the storm's revocations)"),
-        false => (Axis::Mvcc, ""),
+    // (each deletes the lease's keys): a symptom of the Lease axis. With the member's WAL
+    // fsyncs slow too, they wait on the same slow disk (a backend commit fsyncs its file):
+    // the WAL axis. Only alone are they the backend's own.
+    let (backend, slow) = match (storm, slow_disk) {
+        (true, _) => (Axis::Lease, " (the storm's revocations)"),
+        (false, true) => (Axis::Wal, " (the same slow disk as the WAL's fsyncs)"),
+        (false, false) => (Axis::Mvcc, ""),
     };
     if let Some(p99) = d.quantile("etcd_disk_backend_commit_duration_seconds", 0.99, all) {
         signals.check(
@@ -691,6 +697,30 @@ mod tests {
         // Without the storm, slow applies are MVCC.
         let v = verdict_of((&before, &Scrape::parse(&format!("{HEALTHY}{slow}"))), None);
         assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Mvcc)), "{v:?}");
+    }
+
+    #[test]
+    fn slow_commits_beside_slow_fsyncs_are_the_disk() {
+        let before = Scrape::parse(HEALTHY);
+        let commits = "etcd_disk_backend_commit_duration_seconds_bucket{le=\"0.001\"} 0\n\
+             etcd_disk_backend_commit_duration_seconds_bucket{le=\"0.512\"} 100\n\
+             etcd_disk_backend_commit_duration_seconds_bucket{le=\"+Inf\"} 100\n\
+             etcd_server_slow_apply_total 20\n";
+        // The backend alone is slow: MVCC.
+        let v = verdict_of(
+            (&before, &Scrape::parse(&format!("{HEALTHY}{commits}"))),
+            None,
+        );
+        assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Mvcc)), "{v:?}");
+        // The WAL's fsyncs are slow too (etcd on a slow disk): the WAL.
+        let disk = Scrape::parse(&format!(
+            "etcd_server_has_leader 1\netcd_server_leader_changes_seen_total 1\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"0.001\"}} 100\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"0.256\"}} 200\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"+Inf\"}} 200\n{commits}"
+        ));
+        let v = verdict_of((&before, &disk), None);
+        assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Wal)), "{v:?}");
     }
 
     #[test]
