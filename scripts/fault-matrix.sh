@@ -51,16 +51,17 @@ for kind, row in table.items():
     cells = []
     for i in range(1, runs + 1):
         r = row["runs"].get(i)
-        if r is None:
-            cells.append("(did not run)")
-            continue
         total += 1
+        if r is None:
+            cells.append("WRONG: no verdict (the drill failed before the doctor ran)")
+            continue
         right += r["right"]
         mark = "right" if r["right"] else "WRONG"
         cells.append(f"{mark}: {r['said']} ({r['confidence']})")
     print(f"| {kind} | {row['want']} | " + " | ".join(cells) + " |")
 kinds = len(table)
-good = sum(all(r["right"] for r in row["runs"].values()) for row in table.values())
+good = sum(len(row["runs"]) == runs and all(r["right"] for r in row["runs"].values())
+           for row in table.values())
 print(f"\n{right} of {total} first verdicts right ({100 * right / max(total, 1):.0f} %); "
       f"{good} of {kinds} kinds right in every run.")
 PY

@@ -17,8 +17,9 @@ use std::time::Duration;
 use anyhow::bail;
 use http::Method;
 use keel_bench::https::{Conn, Endpoint};
-use keel_proto::etcdserverpb::MemberListRequest;
 use keel_proto::etcdserverpb::cluster_client::ClusterClient;
+use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use keel_proto::etcdserverpb::{MemberListRequest, StatusRequest};
 
 use crate::store_client;
 use scrape::{Delta, Scrape};
@@ -59,7 +60,8 @@ pub struct DoctorArgs {
 struct Source {
     /// The member's name, or "apiserver".
     name: String,
-    endpoint: Arc<Endpoint>,
+    /// Where it is reached, or why it cannot be.
+    endpoint: Result<Arc<Endpoint>, String>,
     /// The open connection, if there is one.
     conn: Option<Conn>,
     /// Member IDs (hex) and names, for a store member.
@@ -145,11 +147,12 @@ async fn connect(args: &DoctorArgs) -> anyhow::Result<(Option<Source>, Vec<Sourc
     };
     let apiserver = match target {
         Some(target) => {
+            // An apiserver that cannot be reached now is evidence, not the doctor's failure.
             let endpoint: Arc<Endpoint> = Endpoint::new(target, false, DIAL)?;
             Some(Source {
                 name: "apiserver".into(),
-                conn: Some(endpoint.connect().await?),
-                endpoint,
+                conn: endpoint.connect().await.ok(),
+                endpoint: Ok(endpoint),
                 peers: Vec::new(),
             })
         }
@@ -158,10 +161,16 @@ async fn connect(args: &DoctorArgs) -> anyhow::Result<(Option<Source>, Vec<Sourc
     let mut members = Vec::new();
     if !args.etcd_servers.is_empty() {
         let listed = member_list(&args.etcd_servers).await;
+        // Each member at the URL it was given by, if it was (a tunnel, a port-forward), else
+        // at the client URL it advertises.
+        let given = identify(&args.etcd_servers).await;
         let urls: Vec<(String, String)> = match &listed {
             Ok(list) if !list.is_empty() => list
                 .iter()
-                .map(|(_, name, url)| (name.clone(), url.clone()))
+                .map(|(id, name, advertised)| {
+                    let url = given.iter().find(|(_, g)| g == id).map(|(url, _)| url);
+                    (name.clone(), url.unwrap_or(advertised).clone())
+                })
                 .collect(),
             _ => args
                 .etcd_servers
@@ -175,19 +184,45 @@ async fn connect(args: &DoctorArgs) -> anyhow::Result<(Option<Source>, Vec<Sourc
             .map(|(id, name, _)| (format!("{id:x}"), name))
             .collect();
         for (name, url) in urls {
-            let target = store_client::http_target(&url, "--etcd-servers")?;
-            // A member that cannot be reached now is reported, not fatal: that is evidence.
-            let endpoint = Endpoint::new(target, true, DIAL)?;
+            // A member that cannot be reached is reported, not fatal: that is evidence.
+            let endpoint = store_client::http_target(&url, "--etcd-servers")
+                .and_then(|target| Endpoint::new(target, true, DIAL))
+                .map_err(|e| format!("{e:#}; give a URL it answers on with --etcd-servers"));
+            let conn = match &endpoint {
+                Ok(endpoint) => endpoint.connect().await.ok(),
+                Err(_) => None,
+            };
             let others = peers.iter().filter(|(_, n)| *n != name).cloned().collect();
             members.push(Source {
                 name,
-                conn: endpoint.connect().await.ok(),
+                conn,
                 endpoint,
                 peers: others,
             });
         }
     }
     Ok((apiserver, members))
+}
+
+/// The member ID behind each of `servers` that answers its Status within [`SCRAPE_TIMEOUT`].
+async fn identify(servers: &[String]) -> Vec<(String, u64)> {
+    let ids = futures::future::join_all(servers.iter().map(|server| async move {
+        let status = tokio::time::timeout(SCRAPE_TIMEOUT, async {
+            let channel = store_client::connect(std::slice::from_ref(server)).await?;
+            let status = MaintenanceClient::new(channel)
+                .status(StatusRequest {})
+                .await?
+                .into_inner();
+            anyhow::Ok(status.header.map(|h| h.member_id))
+        })
+        .await;
+        match status {
+            Ok(Ok(Some(id))) => Some((server.clone(), id)),
+            _ => None,
+        }
+    }))
+    .await;
+    ids.into_iter().flatten().collect()
 }
 
 /// The members of the store at `servers`: (ID, name, first client URL), from the first
@@ -234,7 +269,11 @@ async fn scrape_all(
     members: &mut [Source],
 ) -> anyhow::Result<(Option<Scrape>, Vec<Scrape>)> {
     let api = match apiserver {
-        Some(source) => Some(scrape(source).await?),
+        Some(source) => Some(
+            scrape(source)
+                .await
+                .unwrap_or_else(|e| Scrape::unanswered(format!("{e:#}"))),
+        ),
         None => None,
     };
     // Every member at once: a frozen one costs one timeout, not one per member.
@@ -253,7 +292,13 @@ async fn scrape(source: &mut Source) -> anyhow::Result<Scrape> {
     let answer = tokio::time::timeout(SCRAPE_TIMEOUT, async {
         let conn = match &mut source.conn {
             Some(conn) => conn,
-            None => source.conn.insert(source.endpoint.connect().await?),
+            None => {
+                let endpoint = source
+                    .endpoint
+                    .as_ref()
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
+                source.conn.insert(endpoint.connect().await?)
+            }
         };
         conn.call(Method::GET, "/metrics", None).await
     })

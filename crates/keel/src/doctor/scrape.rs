@@ -89,12 +89,37 @@ pub struct Delta<'s> {
     pub after: &'s Scrape,
 }
 
+/// Below this many observations in an interval, a p99 is their maximum (one outlier):
+/// [`Delta::p99`] reads their median instead.
+pub const FEW_OBSERVATIONS: f64 = 20.0;
+
 impl Delta<'_> {
+    /// Whether both scrapes answered: without either, no counter or histogram can be compared
+    /// (a lifetime total is not an interval's).
+    pub fn comparable(&self) -> bool {
+        self.before.unanswered.is_none() && self.after.unanswered.is_none()
+    }
+
+    /// Whether the server restarted between the scrapes (its `process_start_time_seconds`
+    /// moved): its counters started again from zero.
+    pub fn restarted(&self) -> bool {
+        let start = |s: &Scrape| s.sum("process_start_time_seconds", all);
+        matches!((start(self.before), start(self.after)), (Some(b), Some(a)) if a != b)
+    }
+
+    /// The scrape counters are compared with: the first, or nothing after a restart.
+    fn base(&self) -> Option<&Scrape> {
+        (!self.restarted()).then_some(self.before)
+    }
+
     /// How much the counter `name` (its samples `keep` accepts) grew; a counter that restarted
-    /// counts from zero.
+    /// counts from zero; 0 unless both scrapes answered.
     pub fn increase(&self, name: &str, keep: impl Fn(&Sample) -> bool + Copy) -> f64 {
+        if !self.comparable() {
+            return 0.0;
+        }
         let after = self.after.sum(name, keep).unwrap_or(0.0);
-        let before = self.before.sum(name, keep).unwrap_or(0.0);
+        let before = self.base().and_then(|b| b.sum(name, keep)).unwrap_or(0.0);
         if after >= before {
             after - before
         } else {
@@ -102,8 +127,25 @@ impl Delta<'_> {
         }
     }
 
+    /// The p99 of histogram `name` over the interval, and the quantile read (`p99`, or `p50`
+    /// when fewer than [`FEW_OBSERVATIONS`] were observed).
+    pub fn p99(
+        &self,
+        name: &str,
+        keep: impl Fn(&Sample) -> bool + Copy,
+    ) -> Option<(f64, &'static str)> {
+        let inf = |s: &Sample| s.label("le") == Some("+Inf") && keep(s);
+        let observed = self.increase(&format!("{name}_bucket"), inf);
+        if observed < FEW_OBSERVATIONS {
+            Some((self.quantile(name, 0.5, keep)?, "p50"))
+        } else {
+            Some((self.quantile(name, 0.99, keep)?, "p99"))
+        }
+    }
+
     /// The `q` quantile of histogram `name` over the interval (its samples `keep` accepts),
-    /// interpolated within the bucket as PromQL does; None when nothing was observed.
+    /// interpolated within the bucket as PromQL does; None when nothing was observed or the
+    /// scrapes cannot be compared.
     pub fn quantile(
         &self,
         name: &str,
@@ -125,7 +167,11 @@ impl Delta<'_> {
             }
             by_le
         };
-        let (after, before) = (buckets(self.after), buckets(self.before));
+        if !self.comparable() {
+            return None;
+        }
+        let before = self.base().map(&buckets).unwrap_or_default();
+        let after = buckets(self.after);
         let mut counts: Vec<(f64, f64)> = after
             .iter()
             .map(|(&le, &n)| {

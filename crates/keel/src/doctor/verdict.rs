@@ -89,6 +89,10 @@ pub struct Evidence {
     at_fault: Option<String>,
     #[serde(skip)]
     score: f64,
+    /// A consequence of another signal's cause (a slow disk's failed proposals): it decides
+    /// only when no cause does.
+    #[serde(skip)]
+    symptom: bool,
 }
 
 /// The doctor's answer.
@@ -165,6 +169,7 @@ impl Signals {
                 axis,
                 at_fault: member.map(str::to_string),
                 score,
+                symptom: false,
             });
         }
     }
@@ -181,8 +186,21 @@ pub fn decide(observed: &Observed) -> Verdict {
     }
     let mut found = signals.found;
     blame_raft(&mut found, &observed.members);
+    mark_symptoms(&mut found);
     found.sort_by(|a, b| b.score.total_cmp(&a.score));
-    let Some(top) = found.first().filter(|e| e.score >= 0.5).cloned() else {
+    // Causes before symptoms, then the strongest; at equal strength the axis more often a
+    // cause (a slow disk fails proposals, never the reverse).
+    let top = found
+        .iter()
+        .filter(|e| e.score >= 0.5)
+        .min_by(|a, b| {
+            a.symptom
+                .cmp(&b.symptom)
+                .then(b.score.total_cmp(&a.score))
+                .then(cause_order(a.axis).cmp(&cause_order(b.axis)))
+        })
+        .cloned();
+    let Some(top) = top else {
         return Verdict {
             layer: Layer::None,
             axis: None,
@@ -204,6 +222,16 @@ pub fn decide(observed: &Observed) -> Verdict {
         },
         _ => (top.layer, top.axis, top.at_fault.clone()),
     };
+    // A signal every member shows (an expiry storm each applies, a disk they share) points
+    // at none of them.
+    let everywhere = observed.members.len() >= 2
+        && top.axis != Some(Axis::Raft)
+        && observed.members.iter().all(|m| {
+            found.iter().any(|e| {
+                e.metric == top.metric && e.score >= 0.5 && e.member.as_ref() == Some(&m.name)
+            })
+        });
+    let member = member.filter(|_| !everywhere);
     Verdict {
         next: next_steps(layer, axis, member.as_deref().unwrap_or("")),
         layer,
@@ -214,6 +242,48 @@ pub fn decide(observed: &Observed) -> Verdict {
         logs: Vec::new(),
     }
 }
+
+/// Which axis wins a tie: the one more often a cause.
+fn cause_order(axis: Option<Axis>) -> u8 {
+    match axis {
+        Some(Axis::Wal) => 0,
+        Some(Axis::Mvcc) => 1,
+        Some(Axis::Lease) => 2,
+        Some(Axis::Watch) => 3,
+        None => 4,
+        Some(Axis::Raft) => 5,
+    }
+}
+
+/// Marks the signals that are another's consequence: elections and failed proposals beside a
+/// slow disk or backend (writes time out waiting on it), and nodes not renewing while the
+/// store shows a cause of its own (their renewals wait on it: not the kubelets).
+fn mark_symptoms(found: &mut [Evidence]) {
+    let cause = |e: &Evidence| e.layer == Layer::Store && e.score >= 0.5;
+    let slow_disk = found
+        .iter()
+        .any(|e| cause(e) && matches!(e.axis, Some(Axis::Wal | Axis::Mvcc)));
+    for e in found.iter_mut() {
+        let consequence = e
+            .metric
+            .starts_with("increase of etcd_server_leader_changes_seen")
+            || e.metric
+                .starts_with("increase of etcd_server_proposals_failed");
+        if slow_disk && consequence {
+            e.symptom = true;
+            e.meaning += " (a symptom: the disk or the backend is slow)";
+        }
+    }
+    let store_cause = found.iter().any(|e| cause(e) && !e.symptom);
+    for e in found.iter_mut() {
+        if store_cause && e.metric == UNHEALTHY_NODES {
+            e.symptom = true;
+            e.meaning = "nodes stopped renewing: their renewals wait on the slow store".into();
+        }
+    }
+}
+
+const UNHEALTHY_NODES: &str = "node_collector_unhealthy_nodes_in_zone";
 
 /// The member Raft's failed messages point at: each failure to a peer blames the peer once,
 /// and a member whose messages to every peer fail is blamed once per peer (it is the one cut
@@ -312,12 +382,12 @@ fn store_signals(signals: &mut Signals, m: &Member) {
             5.0,
             &format!("Raft messages to {peer} fail"),
         );
-        if let Some(rtt) = d.quantile("etcd_network_peer_round_trip_time_seconds", 0.99, to) {
+        if let Some((rtt, q)) = d.p99("etcd_network_peer_round_trip_time_seconds", to) {
             signals.check(
                 store,
                 Some(Axis::Raft),
                 name,
-                format!("p99 of etcd_network_peer_round_trip_time_seconds{{To=\"{id}\"}}"),
+                format!("{q} of etcd_network_peer_round_trip_time_seconds{{To=\"{id}\"}}"),
                 rtt,
                 0.15,
                 &format!("round trips to {peer} are slow"),
@@ -331,19 +401,36 @@ fn store_signals(signals: &mut Signals, m: &Member) {
     // write (10 ms is the ideal its performance documentation names); etcd's mixin alert
     // (etcd PR 12266) calls 20 ms the recommended fsync. Below it the disk is not at fault.
     const WAL_FSYNC: f64 = 0.020;
-    let fsync = d.quantile("etcd_disk_wal_fsync_duration_seconds", 0.99, all);
-    if let Some(p99) = fsync {
+    let fsync = d.p99("etcd_disk_wal_fsync_duration_seconds", all);
+    if let Some((p99, q)) = fsync {
         signals.check(
             store,
             Some(Axis::Wal),
             name,
-            "p99 of etcd_disk_wal_fsync_duration_seconds".into(),
+            format!("{q} of etcd_disk_wal_fsync_duration_seconds"),
             p99,
             WAL_FSYNC,
             "WAL fsyncs are slow: the disk",
         );
     }
-    let slow_disk = fsync.is_some_and(|p99| p99 >= WAL_FSYNC);
+    // A disk so slow that no fsync finished in the interval leaves no latency to read: the
+    // proposals waiting on it say so.
+    let pending = d.gauge("etcd_server_proposals_pending", all).unwrap_or(0.0);
+    let stuck = pending > 0.0
+        && d.comparable()
+        && d.increase("etcd_disk_wal_fsync_duration_seconds_count", all) == 0.0;
+    if stuck {
+        signals.check(
+            store,
+            Some(Axis::Wal),
+            name,
+            "etcd_server_proposals_pending, with no WAL fsync finished".into(),
+            pending,
+            1.0,
+            "proposals wait and no WAL fsync finished in the interval: the disk is stuck",
+        );
+    }
+    let slow_disk = stuck || fsync.is_some_and(|(p99, _)| p99 >= WAL_FSYNC);
     // Lease: an expiry storm, many more leases revoked than granted (etcd revokes at most
     // 1,000 a second).
     let revoked = d.increase("etcd_debugging_lease_revoked_total", all);
@@ -370,12 +457,12 @@ fn store_signals(signals: &mut Signals, m: &Member) {
         (false, true) => (Axis::Wal, " (the same slow disk as the WAL's fsyncs)"),
         (false, false) => (Axis::Mvcc, ""),
     };
-    if let Some(p99) = d.quantile("etcd_disk_backend_commit_duration_seconds", 0.99, all) {
+    if let Some((p99, q)) = d.p99("etcd_disk_backend_commit_duration_seconds", all) {
         signals.check(
             store,
             Some(backend),
             name,
-            "p99 of etcd_disk_backend_commit_duration_seconds".into(),
+            format!("{q} of etcd_disk_backend_commit_duration_seconds"),
             p99,
             0.025,
             &format!("backend commits are slow{slow}"),
@@ -434,10 +521,22 @@ fn apiserver_signals(signals: &mut Signals, d: &Delta, members: &[Member]) {
     let code = |c: &'static str| move |s: &Sample| s.label("code") == Some(c);
     let api = Layer::Apiserver;
     // Kubernetes' API call latency SLO: p99 of single-object calls under 1 s.
-    let request = d.quantile("apiserver_request_duration_seconds", 0.99, not_long);
-    let store_request = d.quantile("etcd_request_duration_seconds", 0.99, all);
-    if let Some(p99) = request {
-        let in_store = store_request.unwrap_or(0.0);
+    // An apiserver that does not answer its own metrics is at fault itself.
+    if let Some(why) = &d.after.unanswered {
+        signals.check(
+            api,
+            None,
+            None,
+            "an apiserver that does not answer /metrics".into(),
+            1.0,
+            1.0,
+            &format!("the apiserver does not answer ({why})"),
+        );
+    }
+    let request = d.p99("apiserver_request_duration_seconds", not_long);
+    let store_request = d.p99("etcd_request_duration_seconds", all);
+    if let Some((p99, q)) = request {
+        let in_store = store_request.map_or(0.0, |(p99, _)| p99);
         let (layer, meaning) = if in_store >= p99 / 2.0 {
             (
                 Layer::Store,
@@ -453,7 +552,7 @@ fn apiserver_signals(signals: &mut Signals, d: &Delta, members: &[Member]) {
             layer,
             None,
             None,
-            "p99 of apiserver_request_duration_seconds".into(),
+            format!("{q} of apiserver_request_duration_seconds"),
             p99,
             1.0,
             meaning,
@@ -472,14 +571,18 @@ fn apiserver_signals(signals: &mut Signals, d: &Delta, members: &[Member]) {
             "the apiserver sheds load (--max-requests-inflight)",
         );
     }
-    // Watch: clients relisting after their resourceVersion was compacted (410 Gone), watchers
-    // ended for falling behind, consistent reads waiting for a lagging watch cache.
+    // Watch: clients relisting after their resourceVersion was compacted (410 Gone: a list's
+    // answer, or the Expired event a watch from it gets with its 200, which keel counts in
+    // `keel_apiserver_watch_expired_total`), watchers ended for falling behind, consistent
+    // reads waiting for a lagging watch cache.
     signals.check(
         api,
         Some(Axis::Watch),
         None,
-        "increase of apiserver_request_total{code=\"410\"}".into(),
-        d.increase("apiserver_request_total", code("410")),
+        "increase of apiserver_request_total{code=\"410\"} and keel_apiserver_watch_expired_total"
+            .into(),
+        d.increase("apiserver_request_total", code("410"))
+            + d.increase("keel_apiserver_watch_expired_total", all),
         10.0,
         "clients relist: their resourceVersion was compacted (not a store outage)",
     );
@@ -492,12 +595,12 @@ fn apiserver_signals(signals: &mut Signals, d: &Delta, members: &[Member]) {
         1.0,
         "watchers were ended for falling behind",
     );
-    if let Some(wait) = d.quantile("apiserver_watch_cache_read_wait_seconds", 0.99, all) {
+    if let Some((wait, q)) = d.p99("apiserver_watch_cache_read_wait_seconds", all) {
         signals.check(
             api,
             Some(Axis::Watch),
             None,
-            "p99 of apiserver_watch_cache_read_wait_seconds".into(),
+            format!("{q} of apiserver_watch_cache_read_wait_seconds"),
             wait,
             0.5,
             "reads wait for a watch cache that lags behind its store",
@@ -513,9 +616,8 @@ fn apiserver_signals(signals: &mut Signals, d: &Delta, members: &[Member]) {
             api,
             Some(Axis::Lease),
             None,
-            "node_collector_unhealthy_nodes_in_zone".into(),
-            d.gauge("node_collector_unhealthy_nodes_in_zone", all)
-                .unwrap_or(0.0),
+            UNHEALTHY_NODES.into(),
+            d.gauge(UNHEALTHY_NODES, all).unwrap_or(0.0),
             1.0,
             "nodes stopped renewing their Leases: the kubelets, not the store",
         );
@@ -721,6 +823,119 @@ mod tests {
         ));
         let v = verdict_of((&before, &disk), None);
         assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Wal)), "{v:?}");
+    }
+
+    /// HEALTHY with `n` more fsyncs, all of them taking about 128-256 ms.
+    fn slow_fsyncs(n: u32) -> String {
+        format!(
+            "etcd_server_has_leader 1\netcd_server_leader_changes_seen_total 1\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"0.001\"}} 100\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"0.128\"}} 100\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"0.256\"}} {}\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{{le=\"+Inf\"}} {}\n\
+             etcd_disk_wal_fsync_duration_seconds_count {}\n",
+            100 + n,
+            100 + n,
+            100 + n
+        )
+    }
+
+    #[test]
+    fn a_slow_disk_that_fails_proposals_is_the_wal_not_raft() {
+        let before = Scrape::parse(&format!(
+            "{HEALTHY}etcd_disk_wal_fsync_duration_seconds_count 100\n"
+        ));
+        let after = Scrape::parse(&format!(
+            "{}etcd_server_proposals_failed_total 40\n",
+            slow_fsyncs(100)
+        ));
+        let v = verdict_of((&before, &after), None);
+        assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Wal)), "{v:?}");
+        // Nodes drifting to NotReady meanwhile wait on the store: not the kubelets.
+        let empty = Scrape::parse("");
+        let drift = Scrape::parse("node_collector_unhealthy_nodes_in_zone{zone=\"\"} 20\n");
+        let v = verdict_of((&before, &after), Some((&empty, &drift)));
+        assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Wal)), "{v:?}");
+    }
+
+    #[test]
+    fn a_stuck_disk_is_the_wal() {
+        let before = Scrape::parse(&format!(
+            "{HEALTHY}etcd_disk_wal_fsync_duration_seconds_count 100\n"
+        ));
+        let stuck = Scrape::parse(&format!(
+            "{HEALTHY}etcd_disk_wal_fsync_duration_seconds_count 100\netcd_server_proposals_pending 12\n"
+        ));
+        let v = verdict_of((&before, &stuck), None);
+        assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Wal)), "{v:?}");
+    }
+
+    #[test]
+    fn one_slow_fsync_among_few_is_not_the_disk() {
+        // Five fsyncs, one slow: their p99 would be the slow one; their median is not.
+        let before = Scrape::parse(&slow_fsyncs(0));
+        let after = Scrape::parse(
+            "etcd_server_has_leader 1\netcd_server_leader_changes_seen_total 1\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.001\"} 104\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.128\"} 104\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.256\"} 105\n\
+             etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 105\n\
+             etcd_disk_wal_fsync_duration_seconds_count 105\n",
+        );
+        let v = verdict_of((&before, &after), None);
+        assert_eq!(v.layer, Layer::None, "{v:?}");
+    }
+
+    #[test]
+    fn a_scrape_that_did_not_answer_is_not_compared() {
+        // After a member did not answer, the next interval compares nothing with it: its
+        // lifetime totals (a leader change, every fsync) are not the interval's.
+        let gone = Scrape::unanswered("no answer".into());
+        let back = Scrape::parse(&slow_fsyncs(100));
+        let v = verdict_of((&gone, &back), None);
+        assert_eq!(v.layer, Layer::None, "{v:?}");
+        // A restart between the scrapes: its counters start again from zero.
+        let before = Scrape::parse(&format!("{HEALTHY}process_start_time_seconds 100\n"));
+        let restarted = Scrape::parse(
+            "etcd_server_has_leader 1\netcd_server_leader_changes_seen_total 1\n\
+             process_start_time_seconds 200\n",
+        );
+        let v = verdict_of((&before, &restarted), None);
+        assert_eq!((v.layer, v.axis), (Layer::Store, Some(Axis::Raft)), "{v:?}");
+    }
+
+    #[test]
+    fn an_apiserver_that_does_not_answer_is_the_apiserver() {
+        let store = Scrape::parse(HEALTHY);
+        let (up, down) = (Scrape::parse(""), Scrape::unanswered("timed out".into()));
+        let v = verdict_of((&store, &store), Some((&up, &down)));
+        assert_eq!((v.layer, v.axis), (Layer::Apiserver, None), "{v:?}");
+    }
+
+    #[test]
+    fn a_storm_every_member_applies_names_no_member() {
+        let healthy = Scrape::parse(HEALTHY);
+        let storm = Scrape::parse(&format!(
+            "{HEALTHY}etcd_debugging_lease_revoked_total 3000\n"
+        ));
+        let member = |name: &str| Member {
+            name: name.into(),
+            delta: Delta {
+                before: &healthy,
+                after: &storm,
+            },
+            peers: Vec::new(),
+        };
+        let v = decide(&Observed {
+            apiserver: None,
+            members: vec![member("m0"), member("m1"), member("m2")],
+        });
+        assert_eq!(
+            (v.layer, v.axis),
+            (Layer::Store, Some(Axis::Lease)),
+            "{v:?}"
+        );
+        assert_eq!(v.member, None);
     }
 
     #[test]
