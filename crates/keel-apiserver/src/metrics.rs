@@ -11,7 +11,10 @@
 //! `apiserver_watch_cache_initializations_total`, `apiserver_terminated_watchers_total`, and the
 //! reads they serve: `apiserver_cache_list_{total,fetched_objects_total,returned_objects_total}`,
 //! `apiserver_watch_cache_read_wait_seconds`, `apiserver_watch_cache_consistent_read_total`),
-//! what watches send (`apiserver_watch_events_total`, `apiserver_watch_events_sizes`). `etcd_request_duration_seconds` tells an operator
+//! what watches send (`apiserver_watch_events_total`, `apiserver_watch_events_sizes`), and
+//! keel's own `keel_apiserver_watch_expired_total`: watches answered 200 with a 410 Expired
+//! event, which `apiserver_request_total{code="410"}` does not count (kube-apiserver has no
+//! metric for them). `etcd_request_duration_seconds` tells an operator
 //! at once whether a slow request reached the store; a watch cache's resourceVersion far
 //! behind the store's revision, whether watchers wait on the cache.
 
@@ -80,6 +83,7 @@ pub struct Metrics {
     cache_reads: CacheReadFamilies,
     watch_events: Family<Labels, Counter>,
     watch_event_sizes: Family<Labels, Histogram>,
+    watch_expired: Family<Labels, Counter>,
     /// The node lifecycle controller's (`node_collector_*`).
     pub node_lifecycle: NodeLifecycleMetrics,
 }
@@ -188,13 +192,16 @@ impl CacheMetrics {
     }
 }
 
-/// What the watches of one resource send, labelled with its group, version and resource.
+/// What the watches of one resource send, labelled with its group, version and resource
+/// (`expired` with its group and resource).
 #[derive(Debug, Clone)]
 pub struct WatchEventMetrics {
     /// `apiserver_watch_events_total`: events sent (bookmarks and errors too).
     pub sent: Counter,
     /// `apiserver_watch_events_sizes`: each sent event's size in bytes.
     pub sizes: Histogram,
+    /// `keel_apiserver_watch_expired_total`: watches answered with a 410 Expired event.
+    pub expired: Counter,
 }
 
 impl Default for Metrics {
@@ -219,6 +226,7 @@ impl Metrics {
         let cache_reads = CacheReadFamilies::default();
         let (cache_received, cache_dispatched, cache_revision) = Default::default();
         let (cache_initializations, terminated_watchers, watch_events) = Default::default();
+        let watch_expired = Family::<Labels, Counter>::default();
         let watch_event_sizes = Family::<Labels, Histogram>::new_with_constructor(
             (|| Histogram::new(WATCH_EVENT_SIZE_BUCKETS)) as fn() -> Histogram,
         );
@@ -332,6 +340,11 @@ impl Metrics {
             "Watch event size distribution in bytes",
             watch_event_sizes.clone(),
         );
+        registry.register(
+            "keel_apiserver_watch_expired",
+            "Number of watches started from a compacted resourceVersion, answered with a 410 Expired event; their clients relist.",
+            watch_expired.clone(),
+        );
         registry.register_collector(Box::new(keel_process::ProcessCollector));
         registry.register_collector(Box::new(keel_process::faults::FaultMetrics(
             keel_process::faults::process(),
@@ -357,6 +370,7 @@ impl Metrics {
             cache_reads,
             watch_events,
             watch_event_sizes,
+            watch_expired,
             node_lifecycle,
         }
     }
@@ -383,9 +397,14 @@ impl Metrics {
             ("version", version.to_string()),
             ("resource", resource.to_string()),
         ];
+        let expired = vec![
+            ("group", group.to_string()),
+            ("resource", resource.to_string()),
+        ];
         WatchEventMetrics {
             sent: self.watch_events.get_or_create(&labels).clone(),
             sizes: self.watch_event_sizes.get_or_create(&labels).clone(),
+            expired: self.watch_expired.get_or_create(&expired).clone(),
         }
     }
 
@@ -421,5 +440,27 @@ impl Metrics {
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_expired_watch_counts_in_keels_own_family_by_group_and_resource() {
+        let metrics = Metrics::new();
+        metrics
+            .watch_events("apps", "v1", "deployments")
+            .expired
+            .inc();
+        let text = metrics.encode();
+        let line =
+            "keel_apiserver_watch_expired_total{group=\"apps\",resource=\"deployments\"} 1\n";
+        assert!(text.contains(line), "{text}");
+        assert!(
+            text.contains("# TYPE keel_apiserver_watch_expired counter"),
+            "{text}"
+        );
     }
 }

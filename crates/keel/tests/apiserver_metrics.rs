@@ -4,11 +4,17 @@
 //! configmaps' watch cache counts the events it took from the store, those it handed to its
 //! watchers and the revision it reflects, and the watch counts the event it sent and its size
 //! (`apiserver_watch_events_total`, `apiserver_watch_events_sizes`).
+//!
+//! A watch from a compacted resourceVersion is answered 200 with one 410 Expired event, so
+//! `apiserver_request_total{code="410"}` does not see it: each such watch counts once in
+//! `keel_apiserver_watch_expired_total` of its resource, with the watch cache and without.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use keel_testkit::kube::{Kube, Stack, kubectl_bin};
+use keel_testkit::{CtlVersion, etcdctl};
+use serde_json::Value;
 
 const WATCHERS: &str =
     "apiserver_registered_watchers{group=\"\",kind=\"ConfigMap\",version=\"v1\"}";
@@ -107,4 +113,94 @@ fn an_open_watch_counts_as_a_registered_watcher_until_it_ends() {
     watch.kill().expect("stop the watch");
     let _ = watch.wait();
     wait_for(&kube, WATCHERS, 0.0);
+}
+
+const EXPIRED: &str = "keel_apiserver_watch_expired_total";
+
+/// The store's current revision, as `etcdctl endpoint status` reports it.
+fn store_revision(kube: &Kube) -> i64 {
+    let args = ["endpoint", "status", "-w", "json"].map(String::from);
+    let status = etcdctl(CtlVersion::V35, &kube.store_url, &args, None);
+    assert_eq!(status.code, 0, "etcdctl endpoint status: {}", status.stderr);
+    serde_json::from_str::<Value>(&status.stdout).expect("a JSON status")[0]["Status"]["header"]
+        ["revision"]
+        .as_i64()
+        .expect("a revision")
+}
+
+/// A watch of `resource` in `default` from `from`: the events it printed.
+fn watch_from(kube: &Kube, resource: &str, from: &str) -> Vec<Value> {
+    let path = format!("/api/v1/namespaces/default/{resource}?watch=1&resourceVersion={from}");
+    let out = kube.kubectl_ok(&["get", "--raw", &path, "--request-timeout=10s"]);
+    out.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("a JSON watch event"))
+        .collect()
+}
+
+fn expired_watches_are_counted(flags: &[&str]) {
+    let kube = Kube::start_with(Stack::Up, flags);
+    kube.kubectl_ok(&["create", "configmap", "first", "-n", "default"]);
+    let list = kube.kubectl_ok(&["get", "--raw", "/api/v1/namespaces/default/configmaps"]);
+    let list: Value = serde_json::from_str(&list).expect("a list");
+    let old = list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("the list's resourceVersion")
+        .to_string();
+    for name in ["second", "third"] {
+        kube.kubectl_ok(&["create", "configmap", name, "-n", "default"]);
+    }
+    let revision = store_revision(&kube);
+    let compact = etcdctl(
+        CtlVersion::V35,
+        &kube.store_url,
+        &["compact".into(), revision.to_string()],
+        None,
+    );
+    assert_eq!(compact.code, 0, "etcdctl compact: {}", compact.stderr);
+
+    let configmaps = "resource=\"configmaps\"";
+    let before = kube.metric_sum(EXPIRED, configmaps);
+    for n in 1..=3 {
+        let events = watch_from(&kube, "configmaps", &old);
+        assert_eq!(events.len(), 1, "{flags:?}: {events:?}");
+        let (event, status) = (&events[0], &events[0]["object"]);
+        assert_eq!(event["type"], "ERROR", "{flags:?}: {event}");
+        assert_eq!(
+            (&status["code"], &status["reason"]),
+            (&Value::from(410), &Value::from("Expired")),
+            "{flags:?}: {event}"
+        );
+        assert_eq!(
+            kube.metric_sum(EXPIRED, configmaps),
+            before + f64::from(n),
+            "{flags:?}"
+        );
+    }
+    // Labelled with the watch's resource: an expired watch of events counts there alone.
+    let events = "resource=\"events\"";
+    let events_before = kube.metric_sum(EXPIRED, events);
+    let answered = watch_from(&kube, "events", &old);
+    assert_eq!(
+        answered[0]["object"]["code"], 410,
+        "{flags:?}: {answered:?}"
+    );
+    assert_eq!(kube.metric_sum(EXPIRED, events), events_before + 1.0);
+    assert_eq!(kube.metric_sum(EXPIRED, configmaps), before + 3.0);
+    // The watches were answered 200: the request counter has no 410 for them.
+    assert_eq!(
+        kube.metric_sum("apiserver_request_total", "code=\"410\""),
+        0.0,
+        "{flags:?}"
+    );
+}
+
+#[test]
+fn watches_from_a_compacted_resource_version_count_as_expired() {
+    expired_watches_are_counted(&[]);
+}
+
+#[test]
+fn watches_from_a_compacted_resource_version_count_as_expired_without_the_watch_cache() {
+    expired_watches_are_counted(&["--watch-cache=false"]);
 }

@@ -9,7 +9,9 @@
 //! With `allowWatchBookmarks=true` the stream also sends the `BOOKMARK`s the watch has
 //! (see [`crate::registry::watching`]) when [`bookmarks::next_bookmark`] says, after every
 //! event handed out before. Every event sent is counted in `apiserver_watch_events_total`
-//! and its size in bytes in `apiserver_watch_events_sizes`.
+//! and its size in bytes in `apiserver_watch_events_sizes`; a watch ended by a 410 Expired
+//! event (its start compacted, whether the watch cache or the store serves it) also in
+//! `keel_apiserver_watch_expired_total`, once, as its request is a 200.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -195,6 +197,9 @@ pub fn stream(kind: &'static dyn Strategy, watching: Watching, how: Stream) -> R
                 }
                 Woken::Failed(status) => {
                     state.done = true;
+                    if status.code == 410 {
+                        state.metrics.expired.inc();
+                    }
                     let error = state.count(line("ERROR", &status));
                     return Some((Ok::<Bytes, std::convert::Infallible>(error), state));
                 }
