@@ -670,9 +670,10 @@ fn relists_after_a_compaction_are_watch_not_a_store_outage() {
     // event (410 Gone), and they relist.
     let stale = format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={old}");
     let relists = || {
-        let doctor = drill.doctor_meanwhile("6s");
+        // 15 informers, one after the other (a kubectl each), well inside the interval.
+        let doctor = drill.doctor_meanwhile("15s");
         std::thread::sleep(Duration::from_secs(1));
-        for _ in 0..12 {
+        for _ in 0..15 {
             let gone = kube.kubectl_ok(&["get", "--raw", &stale, "--request-timeout=10s"]);
             assert!(gone.contains("\"code\":410"), "{gone}");
             kube.kubectl_ok(&["get", "configmaps"]);
