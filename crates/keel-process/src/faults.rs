@@ -5,13 +5,18 @@
 //! URL, loopback clients only; the apiserver, admin token), and each active one is visible in
 //! `/metrics` as `keel_fault_active{name}` ([`FaultMetrics`]), so no one wonders whether a
 //! fault is still on.
+//!
+//! A delay is at most [`MAX_DELAY`] and is slept in slices of at most [`SLICE`] that read the
+//! fault again ([`Faults::sleep`], [`Faults::pause`]): clearing or lowering it ends the waits
+//! in progress within a slice. A count ([`Kind::Count`]) is one-shot: it acts when set, says
+//! what it did, and is off again.
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{OnceLock, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -34,6 +39,16 @@ pub const PATH: &str = "/debug/faults";
 /// The most a fault's value may weigh, in bytes.
 pub const BODY_LIMIT: usize = 4096;
 
+/// The longest delay a fault may inject: a typo (`20m` for `20ms`) must not stop a path.
+pub const MAX_DELAY: Duration = Duration::from_secs(60);
+
+/// The longest one sleep of a delay lasts before the delay is read again.
+pub const SLICE: Duration = Duration::from_millis(100);
+
+/// The `reason` of a 409 reply to a one-shot fault set where it does not act (a follower,
+/// for `lease.expire.storm`): a note, not a failure, when another member acted.
+pub const NOT_HERE: &str = "NotHere";
+
 /// Whether `path` is [`PATH`] or a fault's path under it.
 pub fn is_path(path: &str) -> bool {
     path.strip_prefix(PATH)
@@ -47,7 +62,7 @@ pub enum Kind {
     Delay,
     /// A fraction of messages, from 0 to 1.
     Fraction,
-    /// A count, acted on once when set.
+    /// A count, acted on once when set, then off again.
     Count,
 }
 
@@ -147,6 +162,21 @@ pub enum FaultError {
     /// The value does not fit the fault.
     #[error("{0}: {1}")]
     BadValue(&'static str, String),
+    /// A one-shot fault acts on another member (the leader): why not here, and where.
+    #[error("{0}")]
+    NotHere(String),
+    /// Nothing in this process acts on the one-shot fault (its store stopped).
+    #[error("{0}: nothing in this server acts on it")]
+    NoAction(&'static str),
+}
+
+/// What a fault of [`Kind::Count`] did where it was set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// It acted: what it did (`5 leases expired on m1`).
+    Acted(String),
+    /// It acts elsewhere: why not here, and where (`m2 is not the leader; ...`).
+    NotHere(String),
 }
 
 /// A value stored as bits: nanoseconds, a fraction times 2^32, or a count.
@@ -174,8 +204,9 @@ pub struct Faults {
     actions: RwLock<Vec<(Fault, Action)>>,
 }
 
-/// What a fault of [`Kind::Count`] does when set, given its count.
-pub type Action = Box<dyn Fn(u64) + Send + Sync>;
+/// What a fault of [`Kind::Count`] does when set, given its count; None once what it acts
+/// on is gone (a stopped store).
+pub type Action = Box<dyn Fn(u64) -> Option<Outcome> + Send + Sync>;
 
 impl std::fmt::Debug for Faults {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -207,7 +238,7 @@ impl Faults {
     }
 
     /// Setting `fault` (of [`Kind::Count`]) runs `action` with its count (a store expires
-    /// that many leases on `lease.expire.storm`).
+    /// that many leases on `lease.expire.storm`); what it answers is the setting's reply.
     pub fn on_set(&self, fault: Fault, action: Action) {
         self.actions
             .write()
@@ -249,12 +280,40 @@ impl Faults {
         }
     }
 
-    /// The count a fault of [`Kind::Count`] was set to, if it is on.
-    pub fn count(&self, fault: Fault) -> Option<u64> {
-        match self.all[Self::index(fault)].load(Ordering::Relaxed) {
-            OFF => None,
-            n => Some(n),
+    /// Blocks the thread for `fault`'s delay, reading it again every [`SLICE`], so a delay
+    /// cleared or lowered meanwhile ends early; how long it waited (zero, after one atomic
+    /// load, when the fault is off).
+    pub fn sleep(&self, fault: Fault) -> Duration {
+        if self.delay(fault).is_none() {
+            return Duration::ZERO;
         }
+        let started = Instant::now();
+        while let Some(slice) = next_slice(self.delay(fault), started.elapsed()) {
+            std::thread::sleep(slice);
+        }
+        started.elapsed()
+    }
+
+    /// [`Faults::sleep`] for a task: waits without blocking its thread.
+    pub async fn pause(&self, fault: Fault) -> Duration {
+        self.pause_while(|| self.delay(fault)).await
+    }
+
+    /// [`Faults::pause`] for a message to member `peer` (`peer.delay`).
+    pub async fn pause_for_peer(&self, peer: u64) -> Duration {
+        self.pause_while(|| self.peer_delay(peer)).await
+    }
+
+    /// Waits while `delay` (read again every [`SLICE`]) is longer than the wait so far.
+    async fn pause_while(&self, delay: impl Fn() -> Option<Duration>) -> Duration {
+        if delay().is_none() {
+            return Duration::ZERO;
+        }
+        let started = Instant::now();
+        while let Some(slice) = next_slice(delay(), started.elapsed()) {
+            tokio::time::sleep(slice).await;
+        }
+        started.elapsed()
     }
 
     /// The store's members, as (ID, name): a peer fault names a member, a message goes to an ID.
@@ -304,8 +363,10 @@ impl Faults {
             .copied()
     }
 
-    /// Sets `name` to `value` (`200ms`, `0.5`, `100`, `0.5@m2`); returns the fault.
-    pub fn set(&self, name: &str, value: &str) -> Result<Fault, FaultError> {
+    /// Sets `name` to `value` (`200ms`, `0.5`, `100`, `0.5@m2`). A fault of [`Kind::Count`]
+    /// acts at once and stays off: its answer is what it did
+    /// (`lease.expire.storm=5: 5 leases expired on m1`), or [`FaultError::NotHere`].
+    pub fn set(&self, name: &str, value: &str) -> Result<Option<String>, FaultError> {
         let fault = self.fault(name)?;
         let (value, peer) = match value.split_once('@') {
             Some((v, peer)) if fault.per_peer() && !peer.is_empty() => (v, Some(peer)),
@@ -318,6 +379,9 @@ impl Faults {
             None => (value, None),
         };
         let bits = parse_value(fault, value.trim())?;
+        if fault.kind() == Kind::Count {
+            return self.act(fault, bits).map(Some);
+        }
         if let Some(peer) = peer {
             let names = self.peer_names.read().unwrap_or_else(|e| e.into_inner());
             if !names.is_empty() && !names.values().any(|name| name == peer) {
@@ -346,13 +410,34 @@ impl Faults {
         }
         drop(peers);
         tracing::warn!(fault = fault.name(), value, peer, "fault injected");
-        if fault.kind() == Kind::Count {
-            let actions = self.actions.read().unwrap_or_else(|e| e.into_inner());
-            for (_, action) in actions.iter().filter(|(f, _)| *f == fault) {
-                action(bits);
+        Ok(None)
+    }
+
+    /// Runs the actions of one-shot `fault` with `count`: what those that acted did, or why
+    /// none did.
+    fn act(&self, fault: Fault, count: u64) -> Result<String, FaultError> {
+        let actions = self.actions.read().unwrap_or_else(|e| e.into_inner());
+        let (mut acted, mut elsewhere) = (Vec::new(), Vec::new());
+        for (_, action) in actions.iter().filter(|(f, _)| *f == fault) {
+            match action(count) {
+                Some(Outcome::Acted(what)) => acted.push(what),
+                Some(Outcome::NotHere(why)) => elsewhere.push(why),
+                None => {}
             }
         }
-        Ok(fault)
+        let setting = format!("{}={count}", fault.name());
+        match (acted.is_empty(), elsewhere.is_empty()) {
+            (false, _) => {
+                let what = format!("{setting}: {}", acted.join("; "));
+                tracing::warn!(fault = fault.name(), count, "{what}");
+                Ok(what)
+            }
+            (true, false) => Err(FaultError::NotHere(format!(
+                "{setting}: {}",
+                elsewhere.join("; ")
+            ))),
+            (true, true) => Err(FaultError::NoAction(fault.name())),
+        }
     }
 
     /// Clears `name` (for every peer).
@@ -420,20 +505,22 @@ impl Faults {
     /// Answers `method` on `/debug/faults` (`rest` is the path after it: "" or `/NAME`), with
     /// `body` the value of a PUT; the reply is JSON. One protocol for both servers:
     /// - `GET /debug/faults`: `{"active":[{"name","value"}],"known":[{"name","kind","component"}]}`;
-    /// - `PUT /debug/faults/NAME` with the value as the body: sets it;
+    /// - `PUT /debug/faults/NAME` with the value as the body: sets it; a one-shot fault's
+    ///   answer says what it did (`"done"`), or is a 409 whose `reason` is [`NOT_HERE`] where
+    ///   it does not act;
     /// - `DELETE /debug/faults/NAME` clears it, `DELETE /debug/faults` clears them all.
     ///
     /// A PUT or DELETE answers as a GET does, after the change.
     pub fn answer(&self, method: &str, rest: &str, body: &str) -> Reply {
         let name = rest.trim_start_matches('/');
         let changed = match (method, name) {
-            ("GET", "") => Ok(()),
-            ("PUT", name) if !name.is_empty() => self.set(name, body).map(drop),
+            ("GET", "") => Ok(None),
+            ("PUT", name) if !name.is_empty() => self.set(name, body),
             ("DELETE", "") => {
                 self.clear_all();
-                Ok(())
+                Ok(None)
             }
-            ("DELETE", name) => self.clear(name).map(drop),
+            ("DELETE", name) => self.clear(name).map(|_| None),
             ("GET", _) => return Reply::error(404, "no such path: GET /debug/faults lists them"),
             _ => {
                 return Reply::error(
@@ -444,11 +531,22 @@ impl Faults {
             }
         };
         match changed {
-            Ok(()) => Reply {
-                status: 200,
-                body: self.listing().to_string(),
-            },
+            Ok(done) => {
+                let mut listing = self.listing();
+                if let Some(done) = done {
+                    listing["done"] = done.into();
+                }
+                Reply {
+                    status: 200,
+                    body: listing.to_string(),
+                }
+            }
             Err(e @ FaultError::Unknown(_)) => Reply::error(404, &e.to_string()),
+            Err(FaultError::NotHere(why)) => Reply {
+                status: 409,
+                body: serde_json::json!({ "error": why, "reason": NOT_HERE }).to_string(),
+            },
+            Err(e @ FaultError::NoAction(_)) => Reply::error(503, &e.to_string()),
             Err(e) => Reply::error(400, &e.to_string()),
         }
     }
@@ -502,14 +600,22 @@ impl Reply {
     }
 }
 
+/// The next sleep of a delay now `delay` (None: off) that has waited `waited`: what is left,
+/// up to [`SLICE`]; None when it is done.
+fn next_slice(delay: Option<Duration>, waited: Duration) -> Option<Duration> {
+    let left = delay?.checked_sub(waited)?;
+    (!left.is_zero()).then(|| left.min(SLICE))
+}
+
 fn parse_value(fault: Fault, value: &str) -> Result<Bits, FaultError> {
     let bad = |message: String| FaultError::BadValue(fault.name(), message);
     match fault.kind() {
         Kind::Delay => {
             let d = go_duration::parse(value).map_err(bad)?;
-            if d > Duration::from_secs(3600) {
+            if d > MAX_DELAY {
                 return Err(bad(format!(
-                    "{value} is longer than the 1h a fault may last"
+                    "{value} is too long: a delay is at most {}",
+                    go_duration::format(MAX_DELAY)
                 )));
             }
             Ok(d.as_nanos() as u64)
@@ -575,21 +681,12 @@ mod tests {
             faults.delay(Fault::WalFsyncDelay),
             Some(Duration::from_millis(200))
         );
-        let stormed = std::sync::Arc::new(AtomicU64::new(0));
-        faults.on_set(Fault::LeaseExpireStorm, {
-            let stormed = stormed.clone();
-            Box::new(move |n| {
-                stormed.fetch_add(n, Ordering::Relaxed);
-            })
-        });
-        faults.set("lease.expire.storm", "100").unwrap();
-        assert_eq!(faults.count(Fault::LeaseExpireStorm), Some(100));
-        assert_eq!(stormed.load(Ordering::Relaxed), 100);
+        faults.set("backend.commit.delay", "1m").unwrap();
         assert_eq!(
             faults.active(),
             vec![
                 ("wal.fsync.delay", "200ms".to_string()),
-                ("lease.expire.storm", "100".to_string())
+                ("backend.commit.delay", "1m0s".to_string())
             ]
         );
         faults.clear("wal.fsync.delay").unwrap();
@@ -634,11 +731,121 @@ mod tests {
         let err = |name, value| faults.set(name, value).unwrap_err().to_string();
         assert!(err("wal.fsync", "1s").contains("keel fault list"));
         assert!(err("wal.fsync.delay", "200").contains("Go syntax"));
-        assert!(err("wal.fsync.delay", "2h").contains("1h"));
+        assert!(err("wal.fsync.delay", "20m").contains("20m is too long: a delay is at most 1m0s"));
+        assert!(err("peer.delay", "61s@m2").contains("at most 1m0s"));
+        assert!(err("lease.keepalive.delay", "2h").contains("at most 1m0s"));
         assert!(err("peer.drop", "1.5").contains("fraction"));
         assert!(err("wal.fsync.delay", "1s@m2").contains("name a member"));
         assert!(err("apiserver.request.delay", "1s").contains("--kubeconfig"));
         assert!(faults.active().is_empty());
+    }
+
+    /// A storm acting on `leader` only, as a store's does.
+    fn storming(faults: &Faults, member: &'static str, leader: bool) {
+        faults.on_set(
+            Fault::LeaseExpireStorm,
+            Box::new(move |n| {
+                Some(match leader {
+                    true => Outcome::Acted(format!("{n} leases expired on {member}")),
+                    false => Outcome::NotHere(format!("{member} is not the leader")),
+                })
+            }),
+        );
+    }
+
+    #[test]
+    fn a_count_acts_once_says_what_it_did_and_is_off_again() {
+        let faults = serving(Component::Store, Some("m1"));
+        assert_eq!(
+            faults.set("lease.expire.storm", "5"),
+            Err(FaultError::NoAction("lease.expire.storm"))
+        );
+        storming(&faults, "m2", false);
+        let refused = faults.answer("PUT", "/lease.expire.storm", "5");
+        assert_eq!(refused.status, 409);
+        let refused: serde_json::Value = serde_json::from_str(&refused.body).unwrap();
+        assert_eq!(refused["reason"], NOT_HERE);
+        assert_eq!(
+            refused["error"],
+            "lease.expire.storm=5: m2 is not the leader"
+        );
+        // A process with a leader among its stores acted.
+        storming(&faults, "m1", true);
+        faults.on_set(Fault::LeaseExpireStorm, Box::new(|_| None));
+        let done = faults.answer("PUT", "/lease.expire.storm", "5");
+        assert_eq!(done.status, 200);
+        let done: serde_json::Value = serde_json::from_str(&done.body).unwrap();
+        assert_eq!(done["done"], "lease.expire.storm=5: 5 leases expired on m1");
+        assert_eq!(done["active"], serde_json::json!([]));
+        assert!(faults.active().is_empty());
+    }
+
+    #[test]
+    fn a_delay_is_slept_in_slices_that_read_it_again() {
+        let ms = Duration::from_millis;
+        assert_eq!(next_slice(None, ms(0)), None);
+        assert_eq!(next_slice(Some(ms(250)), ms(0)), Some(SLICE));
+        assert_eq!(next_slice(Some(ms(250)), ms(200)), Some(ms(50)));
+        assert_eq!(next_slice(Some(ms(250)), ms(250)), None);
+        // Lowered below what was waited, or cleared: done.
+        assert_eq!(next_slice(Some(ms(100)), ms(200)), None);
+        assert_eq!(next_slice(None, ms(200)), None);
+        let faults = serving(Component::Store, None);
+        assert_eq!(faults.sleep(Fault::WalFsyncDelay), Duration::ZERO);
+    }
+
+    /// Runs `wait` on a thread of its own once `fault` is set to a minute, then `end`s the
+    /// fault: the wait must end (the 30 s bound is a deadline for a failure, not a timing).
+    fn ended_early(
+        fault: Fault,
+        wait: impl FnOnce(&'static Faults) + Send + 'static,
+        end: impl FnOnce(&Faults),
+    ) {
+        let faults: &'static Faults = Box::leak(Box::new(serving(Component::Store, None)));
+        faults.set(fault.name(), "1m").unwrap();
+        let (started, started_rx) = std::sync::mpsc::channel();
+        let (done, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            started.send(()).unwrap();
+            wait(faults);
+            done.send(()).unwrap();
+        });
+        started_rx.recv().unwrap();
+        end(faults);
+        assert!(
+            done_rx.recv_timeout(Duration::from_secs(30)).is_ok(),
+            "the wait outlived its fault"
+        );
+    }
+
+    #[test]
+    fn clearing_a_delay_ends_a_sleep_in_progress() {
+        ended_early(
+            Fault::WalFsyncDelay,
+            |faults| {
+                faults.sleep(Fault::WalFsyncDelay);
+            },
+            |faults| {
+                faults.clear("wal.fsync.delay").unwrap();
+            },
+        );
+    }
+
+    #[test]
+    fn lowering_a_delay_ends_a_pause_in_progress() {
+        ended_early(
+            Fault::LeaseKeepaliveDelay,
+            |faults| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                    .unwrap();
+                runtime.block_on(faults.pause(Fault::LeaseKeepaliveDelay));
+            },
+            |faults| {
+                faults.set("lease.keepalive.delay", "1ms").unwrap();
+            },
+        );
     }
 
     #[test]

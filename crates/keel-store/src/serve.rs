@@ -9,6 +9,7 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
+use keel_process::faults::Outcome;
 use keel_proto::raftpb::peer_server::PeerServer;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
@@ -41,15 +42,25 @@ impl StoreHandle {
             .serve(keel_process::faults::Component::Store, Some(&config.name));
         let listeners = bind(config.client_listen_addrs()?).await?;
         let store = Store::open(config).await?;
-        // A lease storm: on the leader, that many leases expire now.
+        // A lease storm: on the leader, that many leases expire now; a follower says where.
         let storming = Arc::downgrade(&store);
         keel_process::faults::process().on_set(
             keel_process::faults::Fault::LeaseExpireStorm,
             Box::new(move |count| {
-                if let Some(store) = storming.upgrade() {
-                    let expired = store.lessor_at(|l, now| l.expire_now(count as usize, now));
-                    tracing::warn!(expired, "lease expiry storm: leases expire now");
-                }
+                let store = storming.upgrade()?;
+                let name = &store.config().name;
+                let expired = store
+                    .lessor_at(|l, now| l.is_primary().then(|| l.expire_now(count as usize, now)));
+                Some(match expired {
+                    Some(expired) => {
+                        tracing::warn!(expired, "lease expiry storm: leases expire now");
+                        Outcome::Acted(format!("{expired} leases expired on {name}"))
+                    }
+                    None => Outcome::NotHere(format!(
+                        "{name} is not the leader; the leader expires leases: \
+                         set it on the leader, or on every member"
+                    )),
+                })
             }),
         );
         let dispatch = Dispatch::new(store.clone());

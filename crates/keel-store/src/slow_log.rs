@@ -7,9 +7,13 @@
 //!   [`SLOW_APPLY`], etcd's default `--warning-apply-duration`.
 //!
 //! A slow disk makes every fsync slow, so each kind writes at most one line per [`PERIOD`];
-//! the next line says how many were held back meanwhile (`suppressed`). The decision is a
-//! plain struct driven by `now` ([`RateLimit`]).
+//! the next line says how many were held back meanwhile (`suppressed`). When the flood ends,
+//! the first quick operation a period or more after the last line writes one closing line
+//! with the count (`suppressed`, `in-the-last`), so none goes unsaid. While nothing is held
+//! back, a quick operation costs one atomic load. The decision is a plain struct driven by
+//! `now` ([`RateLimit`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use keel_process::go_duration;
@@ -27,6 +31,8 @@ pub const PERIOD: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub struct RateLimit {
     state: Mutex<Window>,
+    /// The window's `suppressed`, read without the lock by [`RateLimit::holds_back`].
+    held: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -45,13 +51,34 @@ impl RateLimit {
         match window.last {
             Some(last) if now.saturating_duration_since(last) < PERIOD => {
                 window.suppressed += 1;
+                self.held.store(window.suppressed, Ordering::Relaxed);
                 None
             }
             _ => {
                 window.last = Some(now);
+                self.held.store(0, Ordering::Relaxed);
                 Some(std::mem::take(&mut window.suppressed))
             }
         }
+    }
+
+    /// Whether lines are held back: one atomic load, the check before [`RateLimit::close`].
+    pub fn holds_back(&self) -> bool {
+        self.held.load(Ordering::Relaxed) != 0
+    }
+
+    /// For an operation under the threshold at `now`: when lines are held back and the last
+    /// line is a [`PERIOD`] or more old, `Some((n, since))`, the `n` lines held back in the
+    /// `since` after it, for a closing line (which counts as a line).
+    pub fn close(&self, now: Instant) -> Option<(u64, Duration)> {
+        let mut window = self.state.lock();
+        let since = now.saturating_duration_since(window.last?);
+        if window.suppressed == 0 || since < PERIOD {
+            return None;
+        }
+        window.last = Some(now);
+        self.held.store(0, Ordering::Relaxed);
+        Some((std::mem::take(&mut window.suppressed), since))
     }
 }
 
@@ -63,10 +90,11 @@ pub struct SlowLog {
 }
 
 impl SlowLog {
-    /// Logs `slow fdatasync` when one WAL fsync took `took`, longer than [`SLOW_FSYNC`].
+    /// Logs `slow fdatasync` when one WAL fsync took `took`, longer than [`SLOW_FSYNC`]; a
+    /// quicker one writes a flood's closing line when one is due.
     pub fn fsync(&self, took: Duration) {
         if took <= SLOW_FSYNC {
-            return;
+            return close_flood(&self.fsync, SLOW_FSYNC, "slow fdatasync");
         }
         if let Some(suppressed) = self.fsync.admit(Instant::now()) {
             tracing::warn!(
@@ -79,10 +107,10 @@ impl SlowLog {
     }
 
     /// Logs `apply request took too long` when applying `entries` log entries took `took`,
-    /// longer than [`SLOW_APPLY`].
+    /// longer than [`SLOW_APPLY`]; a quicker one writes a flood's closing line when one is due.
     pub fn apply(&self, took: Duration, entries: usize) {
         if took <= SLOW_APPLY {
-            return;
+            return close_flood(&self.apply, SLOW_APPLY, "apply request took too long");
         }
         if let Some(suppressed) = self.apply.admit(Instant::now()) {
             tracing::warn!(
@@ -93,6 +121,21 @@ impl SlowLog {
                 "apply request took too long"
             );
         }
+    }
+}
+
+/// An operation under `expected`, of the kind `limit` holds back lines of: the closing line
+/// (etcd's `message`) with the count held back, when one is due.
+fn close_flood(limit: &RateLimit, expected: Duration, message: &str) {
+    if limit.holds_back()
+        && let Some((suppressed, since)) = limit.close(Instant::now())
+    {
+        tracing::warn!(
+            "expected-duration" = %go_duration::format(expected),
+            suppressed,
+            "in-the-last" = %go_duration::format(since),
+            "{message}"
+        );
     }
 }
 
@@ -112,5 +155,32 @@ mod tests {
         assert_eq!(limit.admit(at(1500)), None);
         assert_eq!(limit.admit(at(5000)), Some(1));
         assert_eq!(limit.admit(at(6000)), Some(0));
+    }
+
+    #[test]
+    fn the_end_of_a_flood_writes_the_count_held_back() {
+        let limit = RateLimit::default();
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        // Nothing held back: nothing to close.
+        assert!(!limit.holds_back());
+        assert_eq!(limit.close(at(0)), None);
+        assert_eq!(limit.admit(at(0)), Some(0));
+        assert_eq!(limit.close(at(2000)), None);
+        assert_eq!(limit.admit(at(3000)), Some(0));
+        assert_eq!(limit.admit(at(3100)), None);
+        assert_eq!(limit.admit(at(3200)), None);
+        assert!(limit.holds_back());
+        // Too soon after the last line: still held.
+        assert_eq!(limit.close(at(3900)), None);
+        assert_eq!(
+            limit.close(at(6200)),
+            Some((2, Duration::from_millis(3200)))
+        );
+        assert!(!limit.holds_back());
+        assert_eq!(limit.close(at(9000)), None);
+        // The closing line counts as a line: the next one is a period after it.
+        assert_eq!(limit.admit(at(6500)), None);
+        assert_eq!(limit.admit(at(7200)), Some(1));
     }
 }

@@ -2,17 +2,23 @@
 //! store members (`--etcd-servers`, from the member's own machine) and keel apiservers
 //! (`--kubeconfig`, an administrator's), through their `/debug/faults`
 //! (`keel_process::faults`).
+//!
+//! A command acts on every server that answers: one that is down, or frozen and answers
+//! nothing within [`CALL`], is reported on stderr with the reason and makes the command fail,
+//! after the others were done. A one-shot fault (`lease.expire.storm`) set on every member
+//! acts on the leader; the followers' replies are notes, and the command fails only when no
+//! server acted.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use bytes::Bytes;
 use http::Method;
 use keel_bench::https::{Conn, Endpoint};
 use keel_bench::kubeconfig;
-use keel_process::faults::{Component, Fault};
+use keel_process::faults::{self, Component, Fault};
 
 use crate::store_client;
 
@@ -59,31 +65,75 @@ pub struct Target {
     kubeconfig: Option<PathBuf>,
 }
 
+/// How long a server has to accept a connection.
+const DIAL: Duration = Duration::from_secs(5);
+
+/// How long a server has to answer one request.
+const CALL: Duration = Duration::from_secs(5);
+
 /// A server's `/debug/faults`.
 struct Server {
     url: String,
     component: Component,
-    conn: Conn,
+    /// The connection, or why there is none (refused, or no answer within [`CALL`]).
+    conn: Result<Conn, String>,
 }
+
+/// A one-shot fault's answer from a server where it does not act (a follower).
+#[derive(Debug)]
+struct NotHere(String);
+
+impl std::fmt::Display for NotHere {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotHere {}
 
 /// Runs one `keel fault` command, printing what each server answered.
 pub async fn run(command: FaultCommand) -> anyhow::Result<()> {
     match command {
         FaultCommand::Set { faults, target } => {
+            let pairs = faults
+                .iter()
+                .map(|pair| {
+                    pair.split_once('=').with_context(|| {
+                        format!("{pair:?}: write NAME=VALUE, e.g. wal.fsync.delay=200ms")
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
             let mut servers = connect(&target).await?;
             let mut failed = 0;
-            for pair in &faults {
-                let (name, value) = pair.split_once('=').with_context(|| {
-                    format!("{pair:?}: write NAME=VALUE, e.g. wal.fsync.delay=200ms")
-                })?;
+            for (name, value) in pairs {
                 let path = format!("/debug/faults/{name}");
+                let mut acted = false;
+                let mut not_here = Vec::new();
                 for server in route(&mut servers, name) {
                     match call(server, Method::PUT, &path, Some(value)).await {
-                        Ok(_) => println!("{name}={value} on {}", server.url),
-                        Err(e) => {
-                            failed += 1;
-                            eprintln!("keel fault: {name}={value} on {}: {e:#}", server.url);
+                        Ok(answer) => {
+                            acted = true;
+                            match answer["done"].as_str() {
+                                Some(done) => println!("{done} ({})", server.url),
+                                None => println!("{name}={value} on {}", server.url),
+                            }
                         }
+                        Err(e) => match e.downcast::<NotHere>() {
+                            Ok(note) => not_here.push((server.url.clone(), note)),
+                            Err(e) => {
+                                failed += 1;
+                                eprintln!("keel fault: {name}={value} on {}: {e:#}", server.url);
+                            }
+                        },
+                    }
+                }
+                // Where a one-shot fault does not act: a note when another server acted.
+                for (url, note) in not_here {
+                    if acted {
+                        println!("note: {url}: {note}");
+                    } else {
+                        failed += 1;
+                        eprintln!("keel fault: {url}: {note}");
                     }
                 }
             }
@@ -159,40 +209,44 @@ fn route<'s>(servers: &'s mut [Server], name: &str) -> Vec<&'s mut Server> {
         .collect()
 }
 
+/// A connection to each server, or why there is none; fails only on a wrong command line
+/// (no server, a bad URL or kubeconfig).
 async fn connect(target: &Target) -> anyhow::Result<Vec<Server>> {
-    const DIAL: Duration = Duration::from_secs(5);
     if target.etcd_servers.is_empty() && target.kubeconfig.is_none() {
         bail!(
             "name the servers: --etcd-servers URLS (keel store) or --kubeconfig FILE (keel apiserver, keel up)"
         );
     }
-    let mut servers = Vec::new();
+    let mut endpoints = Vec::new();
     for url in &target.etcd_servers {
         let endpoint = Endpoint::new(
             store_client::http_target(url, "--etcd-servers")?,
             true,
             DIAL,
         )?;
-        servers.push(Server {
-            url: url.clone(),
-            component: Component::Store,
-            conn: endpoint.connect().await?,
-        });
+        endpoints.push((url.clone(), Component::Store, endpoint));
     }
     if let Some(path) = &target.kubeconfig {
         let kube = kubeconfig::load(path, None)?;
         let url = kube.server.clone();
         let endpoint: Arc<Endpoint> = Endpoint::new(kube, false, DIAL)?;
+        endpoints.push((url, Component::Apiserver, endpoint));
+    }
+    let mut servers = Vec::new();
+    for (url, component, endpoint) in endpoints {
+        let conn = endpoint.connect().await.map_err(|e| format!("{e:#}"));
         servers.push(Server {
             url,
-            component: Component::Apiserver,
-            conn: endpoint.connect().await?,
+            component,
+            conn,
         });
     }
     Ok(servers)
 }
 
-/// One request to a server's `/debug/faults`; its JSON answer, or the error it explains.
+/// One request to a server's `/debug/faults`, answered within [`CALL`]; its JSON answer, or
+/// the error it explains ([`NotHere`] where a one-shot fault does not act). A server that
+/// does not answer in time is not asked again.
 async fn call(
     server: &mut Server,
     method: Method,
@@ -200,10 +254,16 @@ async fn call(
     value: Option<&str>,
 ) -> anyhow::Result<serde_json::Value> {
     let body = value.map(|v| Bytes::from(v.to_string()));
-    let answer = server
-        .conn
-        .call_typed(method, path, body, "text/plain")
-        .await?;
+    let conn = server.conn.as_mut().map_err(|why| anyhow!("{why}"))?;
+    let answer =
+        match tokio::time::timeout(CALL, conn.call_typed(method, path, body, "text/plain")).await {
+            Ok(answer) => answer?,
+            Err(_) => {
+                let why = format!("no answer within {CALL:?} (is it stopped or overloaded?)");
+                server.conn = Err(why.clone());
+                bail!(why);
+            }
+        };
     let json: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or_default();
     if !answer.status.is_success() {
         let message = json
@@ -214,6 +274,7 @@ async fn call(
             .unwrap_or_else(|| String::from_utf8_lossy(&answer.body).trim().to_string());
         match answer.status.as_u16() {
             404 if json.is_null() => bail!("this server has no /debug/faults (not keel?)"),
+            409 if json["reason"] == faults::NOT_HERE => return Err(NotHere(message).into()),
             status => bail!("{status}: {message}"),
         }
     }

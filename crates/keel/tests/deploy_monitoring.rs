@@ -62,15 +62,31 @@ fn metrics_of(expr: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Whether `text` (one or more `/metrics` pages) exports `name`: a sample or a `# TYPE` line
-/// names it (a counter's family is written without `_total`).
+/// Whether `text` (one or more `/metrics` pages) exports `name`, exactly: a sample named
+/// `name` (or a histogram's `name_bucket`, `name_sum`, `name_count`), or a `# TYPE` line of
+/// the family `name`; a counter is read as `NAME_total`, its family written with or without
+/// the `_total` (Prometheus's text format, OpenMetrics).
 fn exports(text: &str, name: &str) -> bool {
-    let family = name.strip_suffix("_total").unwrap_or(name);
-    text.lines().any(|l| {
-        l.starts_with(name)
-            || l.strip_prefix("# TYPE ")
-                .and_then(|t| t.split(' ').next())
-                .is_some_and(|t| t == name || t == family)
+    text.lines().any(|l| match l.strip_prefix("# TYPE ") {
+        Some(t) => {
+            let mut words = t.split(' ');
+            let (family, kind) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+            match kind {
+                "counter" => {
+                    name.ends_with("_total")
+                        && (family == name || name.strip_suffix("_total") == Some(family))
+                }
+                _ => family == name,
+            }
+        }
+        None if l.starts_with('#') => false,
+        None => {
+            let sample = l.split(['{', ' ']).next().unwrap_or("");
+            sample == name
+                || ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|suffix| sample.strip_suffix(suffix) == Some(name))
+        }
     })
 }
 
@@ -126,6 +142,33 @@ fn every_rule_and_panel_reads_a_metric_keel_exports() {
             "read by a rule or panel but not exported: {missing:?}"
         );
         std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+#[test]
+fn a_metric_is_exported_by_its_exact_name() {
+    let text = "# TYPE etcd_disk_wal_fsync_duration_seconds histogram\n\
+                etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.001\"} 3\n\
+                # TYPE etcd_server_slow_apply counter\n\
+                etcd_server_slow_apply_total 2\n\
+                etcd_network_peer_sent_failures_total{To=\"a\"} 1\n";
+    for name in [
+        "etcd_disk_wal_fsync_duration_seconds",
+        "etcd_server_slow_apply_total",
+        "etcd_network_peer_sent_failures_total",
+    ] {
+        assert!(exports(text, name), "{name}");
+    }
+    // Only a prefix of a real name, a counter read without `_total`, or a suffix that is
+    // not a histogram's: not exported.
+    for name in [
+        "etcd_disk_wal_fsync",
+        "etcd_disk_wal_fsync_duration",
+        "etcd_server_slow",
+        "etcd_server_slow_apply",
+        "etcd_network_peer_sent_failures",
+    ] {
+        assert!(!exports(text, name), "{name}");
     }
 }
 

@@ -1,13 +1,14 @@
 //! Faults injected for diagnosis drills, driven with `keel fault` as an operator would: set
 //! on a running keel store and keel up without a restart, seen in `/metrics`
 //! (`keel_fault_active{name}`) and in the metric of the path they slow, refused with a clear
-//! error when the name, the value or the server is wrong, and cleared.
+//! error when the name, the value or the server is wrong, and cleared, on every member that
+//! answers even when one is down or frozen.
 
-use std::process::Output;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use keel_testkit::kube::{Kube, Stack};
-use keel_testkit::{Cluster, CtlVersion, Flavor, Server, etcdctl, run_keel, run_keel_ok};
+use keel_testkit::{Cluster, CtlVersion, Flavor, Server, etcdctl, keel_bin, run_keel, run_keel_ok};
 
 fn keel_fault(args: &[&str]) -> Output {
     run_keel(&[&["fault"], args].concat())
@@ -135,6 +136,10 @@ fn store_faults_are_set_seen_in_their_metrics_and_cleared() {
     for (pair, expected) in [
         ("wal.fsync=1s", "no fault is named"),
         ("wal.fsync.delay=100", "Go syntax"),
+        (
+            "wal.fsync.delay=20m",
+            "20m is too long: a delay is at most 1m0s",
+        ),
         ("peer.drop=2", "fraction from 0 to 1"),
         ("apiserver.request.delay=1s", "a fault of the apiserver"),
         ("wal.fsync.delay", "NAME=VALUE"),
@@ -164,9 +169,16 @@ fn leases(url: &str) -> Vec<String> {
 }
 
 #[test]
-fn a_lease_storm_expires_that_many_leases_at_once() {
-    let server = Server::start(Flavor::Keel);
-    let url = server.client_url.as_str();
+fn a_lease_storm_expires_that_many_leases_at_once_on_the_leader() {
+    let cluster = Cluster::start(Flavor::Keel, 3, &[]);
+    let endpoints = cluster.endpoints();
+    let leader = cluster
+        .members
+        .iter()
+        .position(|m| m.metric("etcd_server_is_leader") == Some(1.0))
+        .expect("a leader");
+    let follower = (leader + 1) % 3;
+    let url = cluster.members[leader].client_url.as_str();
     for i in 0..20 {
         let out = etcdctl(
             CtlVersion::V35,
@@ -195,7 +207,31 @@ fn a_lease_storm_expires_that_many_leases_at_once() {
         assert_eq!(out.code, 0, "etcdctl put: {}", out.stderr);
     }
     assert_eq!(leases(url).len(), 20);
-    keel_fault_ok(&["set", "lease.expire.storm=5", "--etcd-servers", url]);
+
+    // On a follower alone: refused, saying where it acts, and nothing expires.
+    keel_fault_refused(
+        &[
+            "set",
+            "lease.expire.storm=5",
+            "--etcd-servers",
+            &cluster.members[follower].endpoint,
+        ],
+        &format!(
+            "lease.expire.storm=5: m{follower} is not the leader; the leader expires leases: \
+             set it on the leader, or on every member"
+        ),
+    );
+    assert_eq!(leases(url).len(), 20);
+
+    // On every member: the leader acts and says so; the followers' replies are notes.
+    let out = keel_fault_ok(&["set", "lease.expire.storm=5", "--etcd-servers", &endpoints]);
+    assert!(
+        out.contains(&format!(
+            "lease.expire.storm=5: 5 leases expired on m{leader}"
+        )),
+        "{out}"
+    );
+    assert_eq!(out.matches("is not the leader").count(), 2, "{out}");
     let deadline = Instant::now() + Duration::from_secs(10);
     while leases(url).len() != 15 {
         assert!(
@@ -223,7 +259,95 @@ fn a_lease_storm_expires_that_many_leases_at_once() {
         "{}",
         out.stdout
     );
-    assert_eq!(active(&server, "lease.expire.storm"), Some(1.0));
+    // A storm is one-shot: done, it is off again, and no alert on active faults fires.
+    for member in &cluster.members {
+        assert_eq!(active(member, "lease.expire.storm"), Some(0.0));
+    }
+    assert_eq!(
+        keel_fault_ok(&["list", "--etcd-servers", &endpoints])
+            .matches("no fault is on")
+            .count(),
+        3
+    );
+}
+
+/// `keel fault ARGS`, which must end within 30 s: a deadline for a command that hangs, not
+/// a timing.
+fn keel_fault_within_30s(args: &[&str]) -> Output {
+    let mut child = Command::new(keel_bin())
+        .arg("fault")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("keel fault");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("keel fault").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("keel fault {args:?} still runs after 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.wait_with_output().expect("keel fault")
+}
+
+#[test]
+fn faults_are_cleared_on_every_member_that_answers() {
+    let mut cluster = Cluster::start(Flavor::Keel, 3, &[]);
+    let endpoints = cluster.endpoints();
+    const FAULT: &str = "lease.keepalive.delay";
+    keel_fault_ok(&[
+        "set",
+        "lease.keepalive.delay=1s",
+        "--etcd-servers",
+        &endpoints,
+    ]);
+    for member in &cluster.members {
+        assert_eq!(active(member, FAULT), Some(1.0));
+    }
+
+    // A frozen member takes the connection and answers nothing: the others are cleared, and
+    // the command fails naming it.
+    cluster.members[2].pause();
+    let out = keel_fault_within_30s(&["clear", "--etcd-servers", &endpoints]);
+    cluster.members[2].resume();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    let frozen = cluster.members[2].endpoint.clone();
+    assert!(
+        stderr.contains(&format!("every fault on {frozen}: no answer within")),
+        "{stderr}"
+    );
+    for member in &cluster.members[..2] {
+        assert_eq!(active(member, FAULT), Some(0.0));
+    }
+    // It may still serve the request it took once it runs again: clearing once more settles it.
+    keel_fault_ok(&["clear", "--etcd-servers", &endpoints]);
+    assert_eq!(active(&cluster.members[2], FAULT), Some(0.0));
+
+    // A member that is down refuses the connection: the others are still set and listed.
+    cluster.members[2].kill();
+    let out = keel_fault(&["set", "watch.send.stall=10ms", "--etcd-servers", &endpoints]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "watch.send.stall=10ms on {frozen}: cannot connect"
+        )),
+        "{stderr}"
+    );
+    for member in &cluster.members[..2] {
+        assert_eq!(active(member, "watch.send.stall"), Some(1.0));
+    }
+    let out = keel_fault(&["list", "--etcd-servers", &endpoints]);
+    assert!(!out.status.success());
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        listing.matches("ON watch.send.stall=10ms").count(),
+        2,
+        "{listing}"
+    );
 }
 
 /// The sum of the samples of `prefix` with `label` on `server`'s `/metrics`.

@@ -338,9 +338,7 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
 /// The `apiserver.request.delay` fault: a slow admission or encoding, within the request's
 /// slot and timeout.
 async fn injected_delay() {
-    if let Some(delay) = faults::process().delay(Fault::ApiserverRequestDelay) {
-        tokio::time::sleep(delay).await;
-    }
+    faults::process().pause(Fault::ApiserverRequestDelay).await;
 }
 
 /// 504 past `--request-timeout`, as kube-apiserver's timeout filter answers.

@@ -97,16 +97,17 @@ async fn metrics(axum::extract::State(store): State) -> impl IntoResponse {
 }
 
 /// `/debug/faults` ([`keel_process::faults::Faults::answer`]) for a client on this machine:
-/// the client port may face the network, a fault must not be set from it.
+/// the client port may face the network, a fault must not be set from it. A request whose
+/// client address is unknown is refused too.
 async fn serve_faults(
     axum::extract::State(store): State,
     req: axum::extract::Request,
 ) -> axum::response::Response {
-    let remote = req
+    let local = req
         .extensions()
         .get::<ConnectInfo<std::net::SocketAddr>>()
-        .is_some_and(|ConnectInfo(peer)| !peer.ip().to_canonical().is_loopback());
-    if remote {
+        .is_some_and(|ConnectInfo(peer)| peer.ip().to_canonical().is_loopback());
+    if !local {
         return reply(Reply::error(
             403,
             "faults are set from the member's own machine only (a loopback client)",
@@ -169,8 +170,8 @@ mod tests {
             delete_faults(&router, Some("[::ffff:127.0.0.1]:5000")).await,
             StatusCode::OK
         );
-        // In the process (no client address): `keel up`'s own.
-        assert_eq!(delete_faults(&router, None).await, StatusCode::OK);
+        // No client address: where it came from is unknown.
+        assert_eq!(delete_faults(&router, None).await, StatusCode::FORBIDDEN);
         assert_eq!(
             delete_faults(&router, Some("10.1.2.3:5000")).await,
             StatusCode::FORBIDDEN

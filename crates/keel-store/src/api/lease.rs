@@ -154,9 +154,7 @@ async fn keep_alive(
     store: &Store,
     req: LeaseKeepAliveRequest,
 ) -> Result<LeaseKeepAliveResponse, EtcdError> {
-    if let Some(delay) = faults::process().delay(Fault::LeaseKeepaliveDelay) {
-        tokio::time::sleep(delay).await;
-    }
+    faults::process().pause(Fault::LeaseKeepaliveDelay).await;
     let header = Some(store.header(store.mvcc().current_revision()));
     let ttl = match forward::renew(store, req.id).await {
         Ok(ttl) => ttl,

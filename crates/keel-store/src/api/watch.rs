@@ -72,9 +72,7 @@ impl Sender {
     async fn next(mut self) -> Option<(Result<PreEncoded, Status>, Sender)> {
         loop {
             if let Some(resp) = self.ready.pop_front() {
-                if let Some(stall) = faults::process().delay(Fault::WatchSendStall) {
-                    tokio::time::sleep(stall).await;
-                }
+                faults::process().pause(Fault::WatchSendStall).await;
                 return Some((Ok(resp), self));
             }
             if let Some(out) = self.shared.handle.pop() {

@@ -298,11 +298,7 @@ fn flush(
     }
     let result = match wal.append(&batch) {
         Ok(stats) => {
-            let mut sync = stats.sync;
-            if let Some(delay) = faults::process().delay(Fault::WalFsyncDelay) {
-                std::thread::sleep(delay);
-                sync += delay;
-            }
+            let sync = stats.sync + faults::process().sleep(Fault::WalFsyncDelay);
             metrics.observe_wal_fsync(sync);
             Ok(())
         }

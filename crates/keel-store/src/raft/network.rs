@@ -133,11 +133,8 @@ impl Peer {
         }
         self.metrics.sent_to(to, sent);
         let started = Instant::now();
-        let delay = faults.peer_delay(to);
         let call = async move {
-            if let Some(delay) = delay {
-                tokio::time::sleep(delay).await;
-            }
+            faults.pause_for_peer(to).await;
             call.await
         };
         let answer = tokio::time::timeout(ttl, call).await;

@@ -205,11 +205,8 @@ impl RaftStateMachine<KeelRaft> for StateMachine {
         // Injected faults wait before the batch opens (no write transaction is held across
         // an await); a commit delay is counted in the commit's duration, as a slow disk's.
         let faults = faults::process();
-        let commit_delay = faults.delay(Fault::BackendCommitDelay).unwrap_or_default();
-        let delay = faults.delay(Fault::ApplyDelay).unwrap_or_default() + commit_delay;
-        if !delay.is_zero() {
-            tokio::time::sleep(delay).await;
-        }
+        faults.pause(Fault::ApplyDelay).await;
+        let commit_delay = faults.pause(Fault::BackendCommitDelay).await;
         let lease_exists = |id: i64| applier.lessor.lock().contains(id);
         let mut batch = applier.mvcc.begin_apply(&lease_exists);
         // Put events carry the value they replaced only for watchers that want it; one that

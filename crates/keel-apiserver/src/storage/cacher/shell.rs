@@ -171,10 +171,9 @@ impl<C: Codec> Shell<C> {
                 match received {
                     Some(Ok(Received::Events)) => {
                         failures = 0;
-                        let faults = keel_process::faults::process();
-                        if let Some(stall) = faults.delay(Fault::ApiserverWatchcacheStall) {
-                            tokio::time::sleep(stall).await;
-                        }
+                        keel_process::faults::process()
+                            .pause(Fault::ApiserverWatchcacheStall)
+                            .await;
                         let received = events.len() as u64;
                         let mut handed = take_handed(&shared, &events).into_iter();
                         let applied: Vec<_> = events
