@@ -109,7 +109,7 @@ pub async fn run(args: DoctorArgs) -> anyhow::Result<()> {
                 print!("\x1b[2J\x1b[H");
             }
             for e in &verdict.evidence {
-                let seen = history.entry(e.metric.clone()).or_default();
+                let seen = history.entry(signal(&e.metric).to_string()).or_default();
                 seen.push(e.value);
                 if seen.len() > 30 {
                     seen.remove(0);
@@ -269,22 +269,36 @@ async fn scrape_all(
     members: &mut [Source],
 ) -> anyhow::Result<(Option<Scrape>, Vec<Scrape>)> {
     let api = match apiserver {
-        Some(source) => Some(
-            scrape(source)
-                .await
-                .unwrap_or_else(|e| Scrape::unanswered(format!("{e:#}"))),
-        ),
+        Some(source) => Some(answered_or_not(scrape(source).await)?),
         None => None,
     };
     // Every member at once: a frozen one costs one timeout, not one per member.
-    let scraped = futures::future::join_all(members.iter_mut().map(|member| async move {
-        scrape(member)
-            .await
-            .unwrap_or_else(|e| Scrape::unanswered(format!("{e:#}")))
-    }))
-    .await;
-    Ok((api, scraped))
+    let scraped = futures::future::join_all(members.iter_mut().map(scrape)).await;
+    let scraped: anyhow::Result<Vec<Scrape>> = scraped.into_iter().map(answered_or_not).collect();
+    Ok((api, scraped?))
 }
+
+/// A scrape, or the evidence that the server did not answer; a server that refuses the
+/// doctor (401, 403) is the operator's to fix, not evidence: the doctor stops and says so.
+fn answered_or_not(scraped: anyhow::Result<Scrape>) -> anyhow::Result<Scrape> {
+    match scraped {
+        Ok(scrape) => Ok(scrape),
+        Err(e) if e.downcast_ref::<Refused>().is_some() => Err(e),
+        Err(e) => Ok(Scrape::unanswered(format!("{e:#}"))),
+    }
+}
+
+/// A server that answered `/metrics` with 401 or 403.
+#[derive(Debug)]
+struct Refused(String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
 
 /// One `/metrics` of `source`, within [`SCRAPE_TIMEOUT`]; a connection lost or timed out is
 /// opened again on the next scrape.
@@ -314,6 +328,10 @@ async fn scrape(source: &mut Source) -> anyhow::Result<Scrape> {
             bail!("no answer within {SCRAPE_TIMEOUT:?}");
         }
     };
+    if matches!(answer.status.as_u16(), 401 | 403) {
+        let why = format!("{}: /metrics answered {}", source.name, answer.error());
+        return Err(Refused(why).into());
+    }
     if !answer.status.is_success() {
         bail!("{}: /metrics answered {}", source.name, answer.error());
     }
@@ -351,7 +369,7 @@ fn report(v: &Verdict, history: Option<&BTreeMap<String, Vec<f64>>>) -> String {
             .map(|m| format!(" on {m}"))
             .unwrap_or_default();
         let spark = history
-            .and_then(|h| h.get(&e.metric))
+            .and_then(|h| h.get(signal(&e.metric)))
             .map(|values| format!("  {}", sparkline(values)))
             .unwrap_or_default();
         out.push_str(&format!(
@@ -375,6 +393,15 @@ fn report(v: &Verdict, history: Option<&BTreeMap<String, Vec<f64>>>) -> String {
         }
     }
     out
+}
+
+/// The signal an evidence line is about, whichever quantile was read (`p99 of X` and `p50 of
+/// X` are one sparkline).
+fn signal(metric: &str) -> &str {
+    metric
+        .strip_prefix("p99 of ")
+        .or_else(|| metric.strip_prefix("p50 of "))
+        .unwrap_or(metric)
 }
 
 /// A number as a person reads it: 3 significant digits.
