@@ -221,14 +221,7 @@ impl Want {
     }
 
     fn describe(&self) -> String {
-        let mut s = self.layer.to_string();
-        if let Some(axis) = self.axis {
-            s += &format!(" / {axis}");
-        }
-        if let Some(member) = self.member {
-            s += &format!(", member {member}");
-        }
-        s
+        verdict_text(self.layer, self.axis, self.member)
     }
 
     fn matches(&self, v: &Value) -> bool {
@@ -240,11 +233,17 @@ impl Want {
 
 /// What a verdict says, as [`Want::describe`] writes it.
 fn said(v: &Value) -> String {
-    let mut s = v["layer"].as_str().unwrap_or("?").to_string();
-    if let Some(axis) = v["axis"].as_str() {
+    let layer = v["layer"].as_str().unwrap_or("?");
+    verdict_text(layer, v["axis"].as_str(), v["member"].as_str())
+}
+
+/// `layer / axis, member m`, each part only when there is one.
+fn verdict_text(layer: &str, axis: Option<&str>, member: Option<&str>) -> String {
+    let mut s = layer.to_string();
+    if let Some(axis) = axis {
         s += &format!(" / {axis}");
     }
-    if let Some(member) = v["member"].as_str() {
+    if let Some(member) = member {
         s += &format!(", member {member}");
     }
     s
@@ -367,6 +366,15 @@ fn grant_leases(runtime: &Runtime, member: &Server, n: usize, ttl: i64) -> Vec<i
     })
 }
 
+/// The standard drill with the store fault `spec` set on member `on` (every member if None):
+/// the doctor must say `want` within two intervals; `spec`'s name is the kind.
+fn store_hook_drill(spec: &str, on: Option<usize>, want: Want) {
+    let drill = Drill::start();
+    drill.fault(spec, on);
+    let kind = spec.split('=').next().unwrap_or(spec);
+    expect(kind, want, 2, || drill.doctor("4s"));
+}
+
 #[test]
 fn no_fault_is_none() {
     let drill = Drill::start();
@@ -377,11 +385,7 @@ fn no_fault_is_none() {
 
 #[test]
 fn slow_wal_fsyncs_on_one_member_are_the_wal() {
-    let drill = Drill::start();
-    drill.fault("wal.fsync.delay=100ms", Some(1));
-    expect("wal.fsync.delay", store("wal").on("m1"), 2, || {
-        drill.doctor("4s")
-    });
+    store_hook_drill("wal.fsync.delay=100ms", Some(1), store("wal").on("m1"));
 }
 
 #[test]
@@ -403,38 +407,26 @@ fn a_slow_disk_under_one_member_is_the_wal() {
 
 #[test]
 fn slow_backend_commits_on_one_member_are_mvcc() {
-    let drill = Drill::start();
-    drill.fault("backend.commit.delay=200ms", Some(1));
-    expect("backend.commit.delay", store("mvcc").on("m1"), 2, || {
-        drill.doctor("4s")
-    });
+    store_hook_drill(
+        "backend.commit.delay=200ms",
+        Some(1),
+        store("mvcc").on("m1"),
+    );
 }
 
 #[test]
 fn slow_applies_on_one_member_are_mvcc() {
-    let drill = Drill::start();
-    drill.fault("apply.delay=300ms", Some(1));
-    expect("apply.delay", store("mvcc").on("m1"), 2, || {
-        drill.doctor("4s")
-    });
+    store_hook_drill("apply.delay=300ms", Some(1), store("mvcc").on("m1"));
 }
 
 #[test]
 fn slow_links_to_one_member_are_raft_and_name_it() {
-    let drill = Drill::start();
-    drill.fault("peer.delay=300ms@m2", None);
-    expect("peer.delay", store("raft").on("m2"), 2, || {
-        drill.doctor("4s")
-    });
+    store_hook_drill("peer.delay=300ms@m2", None, store("raft").on("m2"));
 }
 
 #[test]
 fn lost_messages_to_one_member_are_raft_and_name_it() {
-    let drill = Drill::start();
-    drill.fault("peer.drop=1@m2", None);
-    expect("peer.drop", store("raft").on("m2"), 2, || {
-        drill.doctor("4s")
-    });
+    store_hook_drill("peer.drop=1@m2", None, store("raft").on("m2"));
 }
 
 #[test]
@@ -448,9 +440,7 @@ fn a_frozen_member_is_raft_and_named() {
 
 #[test]
 fn stalled_watch_streams_are_watch() {
-    let drill = Drill::start();
-    drill.fault("watch.send.stall=3s", None);
-    expect("watch.send.stall", store("watch"), 2, || drill.doctor("4s"));
+    store_hook_drill("watch.send.stall=3s", None, store("watch"));
 }
 
 /// Classic mistake 1: watch backpressure read as a Raft problem.
