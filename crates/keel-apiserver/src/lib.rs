@@ -23,6 +23,7 @@ pub mod kubeconfig;
 pub mod metrics;
 pub mod nesting;
 pub mod registry;
+pub mod schema;
 pub mod server;
 pub mod storage;
 

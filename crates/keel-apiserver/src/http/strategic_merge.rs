@@ -9,10 +9,9 @@
 //! replace` values are taken as sent; dropping what the kind's type does not know (unknown
 //! fields, leftover nulls) is the decoder's job, as `FromUnstructured` does it in Go.
 //!
-//! The merge metadata of a kind is a [`Schema`], a table of field paths (no list indices) taken
-//! from the `patchStrategy`/`patchMergeKey` struct tags of `k8s.io/api` v0.34; [`schema_for`]
-//! ([`crate::registry::schema`], which server-side apply reads too) holds the tables of the
-//! kinds keel serves. Error messages are apimachinery's, and [`PatchError::status_code`] is
+//! The merge metadata of a kind is a [`Schema`] ([`crate::schema::merge`], which server-side
+//! apply reads too): each field's `x-kubernetes-patch-strategy` and `-patch-merge-key` in the
+//! kind's OpenAPI definition, the struct tags of `k8s.io/api`. Error messages are apimachinery's, and [`PatchError::status_code`] is
 //! the code kube-apiserver answers them with.
 
 use std::collections::{HashMap, HashSet};
@@ -20,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value};
 
 use super::go_value::{GoType, go_fmt_list, go_fmt_map, go_fmt_s};
-pub use crate::registry::schema::{Schema, schema_for};
+pub use crate::schema::{Schema, schema_for};
 
 type Object = Map<String, Value>;
 
@@ -1155,7 +1154,7 @@ mod tests {
         assert_eq!(out["data"], json!({"a": "1"}));
         assert_eq!(out["metadata"]["labels"], json!({}));
         assert_eq!(
-            apply(&original, &Value::Null, &Schema::new()).unwrap(),
+            apply(&original, &Value::Null, &Schema::default()).unwrap(),
             original
         );
     }

@@ -23,7 +23,6 @@ pub mod object_count;
 pub mod pods;
 pub mod resource_lists;
 pub mod resourcequotas;
-pub mod schema;
 pub mod secrets;
 pub mod selector;
 pub mod served;

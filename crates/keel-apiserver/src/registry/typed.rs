@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value};
 
 use super::fieldpath::{Ordered, Path, PathElement, Set, path_string, values_equal};
-use super::schema::{ListType, ObjectType, Schema};
+use crate::schema::{ListType, ObjectType, Schema};
 
 /// Problems SMD finds walking a value, each at its path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -783,7 +783,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::registry::schema::schema_for;
+    use crate::schema::schema_for;
 
     fn paths(set: &Set) -> Vec<String> {
         set.paths().iter().map(|p| path_string(p)).collect()
@@ -858,11 +858,21 @@ mod tests {
         let named = ensure_named_fields_are_members(&pod, &set);
         assert!(named.has(&[PathElement::field("spec")]));
         assert!(named.has(&[PathElement::field("spec"), PathElement::field("containers")]));
+        // A container without a name is keyed on the name's default, "" (upstream's
+        // definitions give every required string one); a key with no default is an error.
         let keyless = json!({"spec": {"containers": [{"image": "i"}]}});
-        let e = validate(&pod, &keyless).unwrap_err();
+        assert!(validate(&pod, &keyless).is_ok());
+        let defs = json!({"root": {"properties": {"items": {
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+            "items": {"type": "object", "properties": {"name": {"type": "string"}}},
+        }}}});
+        let custom = Schema::from_definition(defs.as_object().unwrap(), "root");
+        let e = validate(&custom, &json!({"items": [{"image": "i"}]})).unwrap_err();
         assert_eq!(
             e.to_string(),
-            ".spec.containers: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)"
+            ".items: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)"
         );
     }
 

@@ -21,10 +21,10 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::schema::schema_of;
 use super::served::{Served, ServedObject, served, served_before};
 use super::store::{Filter, target};
 use super::{Strategy, meta_str};
+use crate::schema::schema_of;
 use crate::storage::cacher::{CacheWatch, Cached, Codec};
 use crate::storage::{Event, Object, Status, Watch};
 

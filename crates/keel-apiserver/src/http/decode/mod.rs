@@ -32,7 +32,7 @@ pub mod yaml_strict;
 
 use serde_json::{Map, Value};
 
-use super::openapi::schemas::Flavor;
+use crate::schema::resolve;
 
 const TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Time";
 const MICRO_TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime";
@@ -164,28 +164,6 @@ fn go_struct(definition: &str) -> String {
         Some(package) => format!("{package}.{name}"),
         None => name.to_string(),
     }
-}
-
-/// Follows `$ref`s (`{"$ref"}` or `{"allOf": [{"$ref"}]}`) to the schema itself; the name
-/// of the last definition followed, if any.
-fn resolve<'a>(schema: &'a Value, defs: &'a Map<String, Value>) -> (Option<&'a str>, &'a Value) {
-    let mut current = schema;
-    let mut name = None;
-    for _ in 0..16 {
-        let reference = current
-            .get("$ref")
-            .or_else(|| current.get("allOf")?.get(0)?.get("$ref"))
-            .and_then(Value::as_str)
-            .and_then(|r| r.strip_prefix(Flavor::V3.prefix()));
-        match reference.and_then(|r| defs.get_key_value(r)) {
-            Some((next_name, next)) => {
-                name = Some(next_name.as_str());
-                current = next;
-            }
-            None => break,
-        }
-    }
-    (name, current)
 }
 
 /// Where a value is, as the decoders name it: the steps from the object's root, each

@@ -41,11 +41,11 @@ mod tests;
 use serde_json::{Map, Value, json};
 
 use super::fieldpath::{PathElement, Set, go_json};
-use super::schema::{Schema, schema_of};
 use super::time::Time;
 use super::typed::{self, TypedErrors};
 use super::{ResourceInfo, Strategy, meta};
 use crate::json_pointer::At;
+use crate::schema::{Schema, schema_of};
 use conflicts::conflict_message;
 pub use conflicts::{ApplyError, Conflict};
 pub use entries::{
