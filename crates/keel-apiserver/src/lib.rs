@@ -15,6 +15,7 @@
 //! - [`server`]: start-up ([`ApiServer`]), with [`config`] (kube-apiserver's flags) and
 //!   [`metrics`] (kube-apiserver's metric names).
 
+pub mod apiextensions;
 pub mod config;
 pub mod controllers;
 pub mod http;

@@ -1,0 +1,1 @@
+//! CEL validation rules (`x-kubernetes-validations`) of a custom resource's schema.

@@ -1,0 +1,6 @@
+//! CustomResourceDefinitions (`apiextensions.k8s.io/v1`), as kube-apiserver's
+//! apiextensions-apiserver serves them: a CRD's `openAPIV3Schema` checked as upstream checks
+//! it, and the custom resources it defines validated, defaulted and pruned by it, with its
+//! CEL rules ([`cel`]).
+
+pub mod cel;
