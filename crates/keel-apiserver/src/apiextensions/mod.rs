@@ -4,3 +4,7 @@
 //! CEL rules ([`cel`]).
 
 pub mod cel;
+pub mod defaults;
+pub mod formats;
+pub mod prune;
+pub mod validate;

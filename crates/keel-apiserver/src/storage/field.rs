@@ -21,6 +21,10 @@ pub enum Kind {
     Forbidden,
     /// `FieldValueTooLong`: "Too long".
     TooLong,
+    /// `FieldValueTooMany`: "Too many".
+    TooMany,
+    /// `FieldValueTypeInvalid`: "Invalid value" (the value is not of the field's type).
+    TypeInvalid,
 }
 
 impl Kind {
@@ -34,6 +38,8 @@ impl Kind {
             Kind::NotSupported => "FieldValueNotSupported",
             Kind::Forbidden => "FieldValueForbidden",
             Kind::TooLong => "FieldValueTooLong",
+            Kind::TooMany => "FieldValueTooMany",
+            Kind::TypeInvalid => "FieldValueTypeInvalid",
         }
     }
 
@@ -46,6 +52,8 @@ impl Kind {
             Kind::NotSupported => "Unsupported value",
             Kind::Forbidden => "Forbidden",
             Kind::TooLong => "Too long",
+            Kind::TooMany => "Too many",
+            Kind::TypeInvalid => "Invalid value",
         }
     }
 
@@ -108,6 +116,17 @@ impl FieldError {
         let unit = if max == 1 { "byte" } else { "bytes" };
         let detail = format!("may not be more than {max} {unit}");
         Self::new(Kind::TooLong, field, None, &detail)
+    }
+
+    /// `<field>: Too many: <actual>: must have at most <max> items`.
+    pub fn too_many(field: &str, actual: usize, max: usize) -> Self {
+        let detail = format!("must have at most {max} items");
+        Self::new(Kind::TooMany, field, Some(actual.into()), &detail)
+    }
+
+    /// `<field>: Invalid value: <value>: <detail>`, a value not of the field's type.
+    pub fn type_invalid(field: &str, value: impl Into<serde_json::Value>, detail: &str) -> Self {
+        Self::new(Kind::TypeInvalid, field, Some(value.into()), detail)
     }
 
     /// `<field>: Duplicate value: <value>`.
@@ -238,6 +257,18 @@ mod tests {
                     &["Exact", "NotOlderThan", ""],
                 ),
                 r#"resourceVersionMatch: Unsupported value: "Newest": supported values: "Exact", "NotOlderThan", """#,
+            ),
+            (
+                FieldError::too_many("spec.items", 3, 2),
+                "spec.items: Too many: 3: must have at most 2 items",
+            ),
+            (
+                FieldError::type_invalid(
+                    "spec.n",
+                    "string",
+                    "spec.n in body must be of type integer: \"string\"",
+                ),
+                r#"spec.n: Invalid value: "string": spec.n in body must be of type integer: "string""#,
             ),
             (
                 FieldError::duplicate("spec.ports[1].name", "http"),
