@@ -149,7 +149,7 @@ fn is_isbn10(s: &str) -> bool {
         };
         sum += v * (10 - i as u32);
     }
-    sum % 11 == 0
+    sum.is_multiple_of(11)
 }
 
 fn is_isbn13(s: &str) -> bool {
@@ -162,7 +162,7 @@ fn is_isbn13(s: &str) -> bool {
         .enumerate()
         .map(|(i, c)| c.to_digit(10).unwrap_or(0) * if i % 2 == 0 { 1 } else { 3 })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// A card number passing the Luhn check.
@@ -185,7 +185,7 @@ fn is_credit_card(s: &str) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// `YYYY-MM-DD` with a real month and day.
