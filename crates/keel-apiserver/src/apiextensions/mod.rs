@@ -7,4 +7,5 @@ pub mod cel;
 pub mod defaults;
 pub mod formats;
 pub mod prune;
+pub mod structural;
 pub mod validate;

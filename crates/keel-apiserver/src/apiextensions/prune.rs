@@ -17,6 +17,14 @@ pub fn prune(schema: &Value, value: &mut Value) -> Vec<String> {
     dropped
 }
 
+/// [`prune`] of a value that is not a resource (a default): `apiVersion`, `kind` and
+/// `metadata` at its top are pruned like any other field.
+pub fn prune_value(schema: &Value, value: &mut Value) -> Vec<String> {
+    let mut dropped = Vec::new();
+    walk(schema, value, "", false, &mut dropped);
+    dropped
+}
+
 fn join(path: &str, name: &str) -> String {
     if path.is_empty() {
         name.to_string()
