@@ -4,6 +4,7 @@
 //! CEL rules ([`cel`]).
 
 pub mod cel;
+pub mod crd;
 pub mod defaults;
 pub mod formats;
 pub mod prune;
