@@ -12,6 +12,11 @@ types with a hand-written protobuf form (Time, MicroTime, Quantity, IntOrString,
 written from the table below.
 
     scripts/k8s-protobuf-schema.py <k8s.io/api checkout> <k8s.io/apimachinery checkout> v1.34
+
+The kinds are those keel serves and those of the generally available groups it is growing
+into (apps, batch, RBAC, policy, networking, discovery, storage, scheduling, autoscaling,
+admission registration, certificates, node, and the review kinds of authorization and
+authentication).
 """
 
 import os
@@ -22,29 +27,76 @@ OUT = os.path.join(os.path.dirname(__file__), "..", "crates", "keel-apiserver", 
 
 # Go package: (directory, proto package, Go import names it is referred to by).
 PACKAGES = {
-    "core": ("api:core/v1", "k8s.io.api.core.v1", ["v1", "corev1"]),
+    "core": ("api:core/v1", "k8s.io.api.core.v1", ["v1", "corev1", "apiv1"]),
     "coordination": ("api:coordination/v1", "k8s.io.api.coordination.v1", []),
     "events": ("api:events/v1", "k8s.io.api.events.v1", []),
     "meta": ("apimachinery:pkg/apis/meta/v1", "k8s.io.apimachinery.pkg.apis.meta.v1", ["metav1"]),
 }
+# The other groups' packages: (group directory, version).
+GROUPS = [
+    ("admissionregistration", "v1"),
+    ("apps", "v1"),
+    ("authentication", "v1"),
+    ("authorization", "v1"),
+    ("autoscaling", "v1"),
+    ("autoscaling", "v2"),
+    ("batch", "v1"),
+    ("certificates", "v1"),
+    ("discovery", "v1"),
+    ("networking", "v1"),
+    ("node", "v1"),
+    ("policy", "v1"),
+    ("rbac", "v1"),
+    ("scheduling", "v1"),
+    ("storage", "v1"),
+]
+for _group, _version in GROUPS:
+    PACKAGES[f"{_group}{_version}"] = (f"api:{_group}/{_version}", f"k8s.io.api.{_group}.{_version}", [])
 
 # The kinds keel serves, and DeleteOptions.
-ROOTS = [
-    ("core", k)
-    for k in [
-        "ConfigMap",
-        "Endpoints",
-        "Event",
-        "LimitRange",
-        "Namespace",
-        "Node",
-        "Pod",
-        "ResourceQuota",
-        "Secret",
-        "Service",
-        "ServiceAccount",
+ROOTS = (
+    [
+        ("core", k)
+        for k in [
+            "ConfigMap",
+            "Endpoints",
+            "Event",
+            "LimitRange",
+            "Namespace",
+            "Node",
+            "PersistentVolume",
+            "PersistentVolumeClaim",
+            "Pod",
+            "PodTemplate",
+            "ReplicationController",
+            "ResourceQuota",
+            "Secret",
+            "Service",
+            "ServiceAccount",
+        ]
     ]
-] + [("coordination", "Lease"), ("events", "Event"), ("meta", "DeleteOptions")]
+    + [("coordination", "Lease"), ("events", "Event"), ("meta", "DeleteOptions")]
+    + [("admissionregistration" + "v1", k) for k in [
+        "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+        "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]]
+    + [("appsv1", k) for k in [
+        "ControllerRevision", "DaemonSet", "Deployment", "ReplicaSet", "StatefulSet"]]
+    + [("authenticationv1", k) for k in ["SelfSubjectReview", "TokenReview"]]
+    + [("authorizationv1", k) for k in [
+        "LocalSubjectAccessReview", "SelfSubjectAccessReview", "SelfSubjectRulesReview",
+        "SubjectAccessReview"]]
+    + [("autoscalingv1", "HorizontalPodAutoscaler"), ("autoscalingv1", "Scale")]
+    + [("autoscalingv2", "HorizontalPodAutoscaler")]
+    + [("batchv1", k) for k in ["CronJob", "Job"]]
+    + [("certificatesv1", "CertificateSigningRequest")]
+    + [("discoveryv1", "EndpointSlice")]
+    + [("networkingv1", k) for k in ["Ingress", "IngressClass", "NetworkPolicy"]]
+    + [("nodev1", "RuntimeClass")]
+    + [("policyv1", k) for k in ["Eviction", "PodDisruptionBudget"]]
+    + [("rbacv1", k) for k in ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]]
+    + [("schedulingv1", "PriorityClass")]
+    + [("storagev1", k) for k in ["CSIDriver", "CSINode", "StorageClass", "VolumeAttachment"]]
+)
 
 META = "k8s.io.apimachinery.pkg.apis.meta.v1"
 # Types whose protobuf and JSON forms are written by hand in apimachinery: the Go type, the
@@ -133,7 +185,7 @@ class Schema:
 
     def proto_type(self, pkg, go_type):
         """The proto type of a Go (non-pointer, non-slice, non-map) type, queueing messages."""
-        go_type = self.resolve(pkg, go_type)
+        pkg, go_type = self.resolve(pkg, go_type)
         if go_type in SCALARS:
             return SCALARS[go_type], True
         owner, name = self.qualify(pkg, go_type)
@@ -150,16 +202,18 @@ class Schema:
         raise SystemExit(f"unknown type {go_type} in {owner}")
 
     def resolve(self, pkg, go_type):
-        """A named non-struct type (ResourceList, Protocol, ...) as its underlying type."""
+        """A named non-struct type (ResourceList, Protocol, ...) as its underlying type, and
+        the package its names are in."""
         owner, name = self.qualify(pkg, go_type)
         while owner and name in self.packages[owner][1]:
+            pkg = owner
             go_type = self.packages[owner][1][name]
             owner, name = self.qualify(owner, go_type)
-        return go_type
+        return pkg, go_type
 
     def label(self, pkg, go_type):
         """(label, proto type, scalar) for a field's Go type."""
-        go_type = self.resolve(pkg, go_type.removeprefix("*"))
+        pkg, go_type = self.resolve(pkg, go_type.removeprefix("*"))
         if go_type == "[]byte":
             return "optional", "bytes", True
         if go_type.startswith("[]"):

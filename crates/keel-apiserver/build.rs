@@ -3,16 +3,29 @@
 //! `FileDescriptorSet` in `OUT_DIR`, which `src/http/protobuf.rs` decodes bodies with.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = [
-        "proto/k8s.io/api/core/v1/schema.proto",
-        "proto/k8s.io/api/coordination/v1/schema.proto",
-        "proto/k8s.io/api/events/v1/schema.proto",
-        "proto/k8s.io/apimachinery/pkg/runtime/schema.proto",
-    ];
     println!("cargo:rerun-if-changed=proto");
+    let mut files = Vec::new();
+    schema_files(std::path::Path::new("proto/k8s.io"), &mut files)?;
+    files.sort();
     let mut compiler = protox::Compiler::new(["proto"])?;
     compiler.include_imports(true).open_files(files)?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("k8s.fds"), compiler.encode_file_descriptor_set())?;
+    Ok(())
+}
+
+/// Every `schema.proto` below `dir`.
+fn schema_files(
+    dir: &std::path::Path,
+    out: &mut Vec<std::path::PathBuf>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            schema_files(&path, out)?;
+        } else if path.file_name().is_some_and(|n| n == "schema.proto") {
+            out.push(path);
+        }
+    }
     Ok(())
 }

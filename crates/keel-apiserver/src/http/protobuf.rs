@@ -149,15 +149,16 @@ fn message(name: &str) -> Option<MessageDescriptor> {
     SCHEMA.pool.get_message_by_name(name)
 }
 
-/// The message of a kind: `v1` is package `k8s.io.api.core.v1`, `<group>.k8s.io/<version>`
-/// package `k8s.io.api.<group>.<version>`; DeleteOptions is meta's in every version.
+/// The message of a kind: `v1` is package `k8s.io.api.core.v1`, `<group>/<version>` package
+/// `k8s.io.api.<the group's first label>.<version>` (`apps`, `rbac` for
+/// `rbac.authorization.k8s.io`); DeleteOptions is meta's in every version.
 fn object_message(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
     if kind == "DeleteOptions" {
         return message("k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions");
     }
     let package = match api_version.split_once('/') {
         None => format!("core.{api_version}"),
-        Some((group, version)) => format!("{}.{version}", group.strip_suffix(".k8s.io")?),
+        Some((group, version)) => format!("{}.{version}", group.split('.').next()?),
     };
     message(&format!("k8s.io.api.{package}.{kind}"))
 }
@@ -367,6 +368,65 @@ mod tests {
                 ("creationTimestamp", m(&format!("{META}Time"), time)),
             ],
         )
+    }
+
+    #[test]
+    fn kinds_of_named_groups_find_their_messages() {
+        for (api_version, kind) in [
+            ("apps/v1", "Deployment"),
+            ("batch/v1", "CronJob"),
+            ("rbac.authorization.k8s.io/v1", "ClusterRole"),
+            ("autoscaling/v2", "HorizontalPodAutoscaler"),
+            ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),
+            ("v1", "PersistentVolumeClaim"),
+        ] {
+            assert!(
+                object_message(api_version, kind).is_some(),
+                "{api_version} {kind}"
+            );
+        }
+        assert!(object_message("example.com/v1", "Widget").is_none());
+        let strategy = m(
+            "k8s.io.api.apps.v1.DeploymentStrategy",
+            vec![
+                ("type", s("RollingUpdate")),
+                (
+                    "rollingUpdate",
+                    m(
+                        "k8s.io.api.apps.v1.RollingUpdateDeployment",
+                        vec![(
+                            "maxSurge",
+                            m(
+                                "k8s.io.apimachinery.pkg.util.intstr.IntOrString",
+                                vec![("type", V::I64(1)), ("strVal", s("25%"))],
+                            ),
+                        )],
+                    ),
+                ),
+            ],
+        );
+        let deployment = msg(
+            "k8s.io.api.apps.v1.Deployment",
+            vec![
+                ("metadata", object_meta("web", None)),
+                (
+                    "spec",
+                    m(
+                        "k8s.io.api.apps.v1.DeploymentSpec",
+                        vec![("replicas", V::I32(2)), ("strategy", strategy)],
+                    ),
+                ),
+            ],
+        );
+        let json = decode(
+            &body("apps/v1", "Deployment", &deployment),
+            "apps/v1",
+            "Deployment",
+        )
+        .unwrap();
+        assert_eq!(json["spec"]["replicas"], 2);
+        assert_eq!(json["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%");
+        assert_eq!(json["metadata"]["name"], "web");
     }
 
     #[test]
@@ -628,8 +688,8 @@ mod tests {
         );
         // A kind the schema does not have: only its type, for the type check to refuse.
         assert_eq!(
-            decode(&body("apps/v1", "Deployment", &cm), "v1", "ConfigMap").unwrap(),
-            json!({"apiVersion": "apps/v1", "kind": "Deployment"})
+            decode(&body("example.com/v1", "Widget", &cm), "v1", "ConfigMap").unwrap(),
+            json!({"apiVersion": "example.com/v1", "kind": "Widget"})
         );
         // Another kind of the schema is read as that kind.
         let decoded = decode(&body("v1", "Secret", &cm), "v1", "ConfigMap").unwrap();
