@@ -7,6 +7,7 @@ pub mod cel;
 pub mod crd;
 pub mod defaults;
 pub mod formats;
+pub mod jsonpath;
 pub mod prune;
 pub mod structural;
 pub mod validate;
