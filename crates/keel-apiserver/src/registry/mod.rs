@@ -2,19 +2,16 @@
 //! field selectors, subresources), one file per kind behind one trait, [`Strategy`] (named
 //! after kube-apiserver's `rest.RESTCreateStrategy` and friends). The rules every kind shares
 //! live beside them: [`names`] (object names), [`time`] (timestamps and ages), [`schema`]
-//! (what kind of list, map or struct each field is, for both merges), and
-//! [`managed_fields`] (who set which field: `metadata.managedFields` and server-side apply, on
-//! [`fieldpath`]'s field sets and [`typed`]'s walks).
+//! (what kind of list, map or struct each field is, for both merges); who set which field
+//! (`metadata.managedFields` and server-side apply) is [`crate::fieldmanager`]'s.
 
 pub mod componentstatuses;
 pub mod configmaps;
 pub mod endpoints;
 pub mod events;
 pub mod events_k8s_io;
-pub mod fieldpath;
 pub mod leases;
 pub mod limitranges;
-pub mod managed_fields;
 pub mod meta;
 pub mod names;
 pub mod namespaces;
@@ -31,7 +28,6 @@ pub mod serviceaccounts;
 pub mod services;
 pub mod store;
 pub mod time;
-pub mod typed;
 pub mod watching;
 
 use serde_json::Value;

@@ -7,6 +7,7 @@ use proptest::prelude::{Strategy as _, prop, prop_assert, prop_assert_eq, propte
 use serde_json::{Value, json};
 
 use super::*;
+use crate::fieldmanager::entries::{is_print, manager_from_user_agent, validate};
 use crate::json_pointer::At;
 use crate::registry::configmaps::ConfigMaps;
 use crate::registry::pods::Pods;

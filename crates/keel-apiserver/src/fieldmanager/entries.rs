@@ -8,8 +8,8 @@ use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
 
+use super::fieldpath::{PathElement, Set, go_json_string};
 use crate::json_pointer::At;
-use crate::registry::fieldpath::{PathElement, Set, go_json_string};
 use crate::registry::time::Time;
 use crate::storage::FieldError;
 use crate::storage::field::go_quote;

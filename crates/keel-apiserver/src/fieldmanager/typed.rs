@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value};
 
 use super::fieldpath::{Ordered, Path, PathElement, Set, path_string, values_equal};
-use super::schema::{ListType, ObjectType, Schema};
+use crate::registry::schema::{ListType, ObjectType, Schema};
 
 /// Problems SMD finds walking a value, each at its path.
 #[derive(Debug, Clone, PartialEq, Eq)]
