@@ -83,7 +83,11 @@ impl<'a> Ty<'a> {
     }
 
     /// SMD's `listItemToPathElement`: the element naming `item` of this list.
-    pub(super) fn element(&self, list: &ListType, item: &Value) -> std::result::Result<PathElement, String> {
+    pub(super) fn element(
+        &self,
+        list: &ListType,
+        item: &Value,
+    ) -> std::result::Result<PathElement, String> {
         match list {
             ListType::Map(keys) => {
                 let Some(fields) = item.as_object() else {
@@ -132,7 +136,12 @@ impl<'a> Ty<'a> {
     }
 
     /// The elements of `items`, or the errors of those that have none.
-    pub(super) fn elements(&self, list: &ListType, items: &[Value], path: &Path) -> Result<Vec<PathElement>> {
+    pub(super) fn elements(
+        &self,
+        list: &ListType,
+        items: &[Value],
+        path: &Path,
+    ) -> Result<Vec<PathElement>> {
         let mut out = Vec::with_capacity(items.len());
         let mut errors = Vec::new();
         for (i, item) in items.iter().enumerate() {
