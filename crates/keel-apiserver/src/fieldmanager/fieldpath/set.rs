@@ -127,31 +127,25 @@ impl Set {
     /// Paths of this set not in `other` (a member of `other` does not take this set's
     /// paths below it).
     pub fn difference(&self, other: &Set) -> Set {
-        let members = self.members.difference(&other.members).cloned().collect();
-        let children = self
-            .children
-            .iter()
-            .filter_map(|(pe, child)| {
-                let rest = match other.children.get(pe) {
-                    Some(theirs) => child.difference(theirs),
-                    None => child.clone(),
-                };
-                (!rest.is_empty()).then(|| (pe.clone(), rest))
-            })
-            .collect();
-        Set { members, children }
+        self.without(other, false)
     }
 
     /// Paths of this set neither in `other` nor below one of its members.
     pub fn recursive_difference(&self, other: &Set) -> Set {
+        self.without(other, true)
+    }
+
+    /// Paths of this set not in `other`; with `recursive`, not below one of its members
+    /// either.
+    fn without(&self, other: &Set, recursive: bool) -> Set {
         let members = self.members.difference(&other.members).cloned().collect();
         let children = self
             .children
             .iter()
-            .filter(|(pe, _)| !other.members.contains(pe))
+            .filter(|(pe, _)| !(recursive && other.members.contains(pe)))
             .filter_map(|(pe, child)| {
                 let rest = match other.children.get(pe) {
-                    Some(theirs) => child.recursive_difference(theirs),
+                    Some(theirs) => child.without(theirs, recursive),
                     None => child.clone(),
                 };
                 (!rest.is_empty()).then(|| (pe.clone(), rest))

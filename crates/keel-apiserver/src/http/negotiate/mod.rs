@@ -356,58 +356,50 @@ mod tests {
     #[test]
     fn kubectl_and_clients_get_what_they_ask_for() {
         let kubectl_get = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
-        assert_eq!(output(Some(kubectl_get), Answer::List), Ok(Output::Table));
-        assert_eq!(output(Some(kubectl_get), Answer::Plain), Ok(Output::Json));
-        assert_eq!(output(None, Answer::Object), Ok(Output::Json));
-        assert_eq!(
-            output(
-                Some("application/vnd.kubernetes.protobuf, */*"),
-                Answer::Object
-            ),
-            Ok(Output::Json)
-        );
-        assert_eq!(
-            output(Some("application/vnd.kubernetes.protobuf"), Answer::Object),
-            Err(Refused::NotAcceptable)
-        );
-        assert_eq!(
-            output(Some("application/yaml"), Answer::List),
-            Ok(Output::Yaml)
-        );
         let discovery =
             "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
-        assert_eq!(output(Some(discovery), Answer::Plain), Ok(Output::Json));
-        assert_eq!(
-            output(
+        let json = Ok(Output::Json);
+        let yaml = Ok(Output::Yaml);
+        let refused = Err(Refused::NotAcceptable);
+        let cases = [
+            (Some(kubectl_get), Answer::List, Ok(Output::Table)),
+            (Some(kubectl_get), Answer::Plain, json),
+            (None, Answer::Object, json),
+            (
+                Some("application/vnd.kubernetes.protobuf, */*"),
+                Answer::Object,
+                json,
+            ),
+            (
+                Some("application/vnd.kubernetes.protobuf"),
+                Answer::Object,
+                refused,
+            ),
+            (Some("application/yaml"), Answer::List, yaml),
+            (Some(discovery), Answer::Plain, json),
+            (
                 Some("application/json;q=0.1, application/yaml"),
-                Answer::List
+                Answer::List,
+                yaml,
             ),
-            Ok(Output::Yaml)
-        );
-        // goautoneg's order: a named type before `*/*` at the same quality.
-        assert_eq!(
-            output(Some("*/*, application/yaml"), Answer::Object),
-            Ok(Output::Yaml)
-        );
-        assert_eq!(
-            output(Some("application/*"), Answer::Object),
-            Ok(Output::Json)
-        );
-        // A Table needs its group and version; any other conversion is passed over.
-        assert_eq!(
-            output(
+            // goautoneg's order: a named type before `*/*` at the same quality.
+            (Some("*/*, application/yaml"), Answer::Object, yaml),
+            (Some("application/*"), Answer::Object, json),
+            // A Table needs its group and version; any other conversion is passed over.
+            (
                 Some("application/json;as=Table, application/yaml"),
-                Answer::List
+                Answer::List,
+                yaml,
             ),
-            Ok(Output::Yaml)
-        );
-        assert_eq!(
-            output(
+            (
                 Some("application/json;as=Thing;g=meta.k8s.io;v=v1"),
-                Answer::List
+                Answer::List,
+                refused,
             ),
-            Err(Refused::NotAcceptable)
-        );
+        ];
+        for (accept, answer, expected) in cases {
+            assert_eq!(output(accept, answer), expected, "{accept:?}");
+        }
     }
 
     #[test]
