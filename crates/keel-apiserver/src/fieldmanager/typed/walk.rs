@@ -39,6 +39,7 @@ pub(super) struct Ty<'a> {
 }
 
 impl<'a> Ty<'a> {
+    /// The root of an object of `schema`.
     pub(super) fn root(schema: &'a Schema) -> Ty<'a> {
         Ty {
             schema,
@@ -47,6 +48,7 @@ impl<'a> Ty<'a> {
         }
     }
 
+    /// The field `name` of the struct or map here.
     pub(super) fn field(&self, name: &str) -> Ty<'a> {
         let mut path = String::with_capacity(self.path.len() + 1 + name.len());
         if !self.path.is_empty() {
@@ -61,6 +63,7 @@ impl<'a> Ty<'a> {
         }
     }
 
+    /// The items of the list here.
     pub(super) fn item(&self) -> Ty<'a> {
         Ty {
             schema: self.schema,
@@ -69,10 +72,12 @@ impl<'a> Ty<'a> {
         }
     }
 
+    /// What kind of object is here (struct, map, atomic).
     pub(super) fn object(&self) -> ObjectType {
         self.schema.object_type(&self.path, self.item)
     }
 
+    /// What kind of list is here (atomic, set, keyed).
     pub(super) fn list(&self) -> ListType {
         if self.item {
             // A list of lists is atomic.
@@ -158,6 +163,7 @@ impl<'a> Ty<'a> {
     }
 }
 
+/// What a value is, as a walk tells them apart.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Shape {
     Object,
@@ -165,6 +171,7 @@ pub(super) enum Shape {
     Scalar,
 }
 
+/// The shape of `v` (None for null).
 pub(super) fn shape(v: &Value) -> Option<Shape> {
     match v {
         Value::Null => None,
@@ -184,10 +191,12 @@ pub(super) fn common_shape(l: Option<&Value>, r: Option<&Value>) -> Option<Shape
     }
 }
 
+/// Whether `v` is not an object with fields (absent, null, another value, or `{}`).
 pub(super) fn empty_object(v: Option<&Value>) -> bool {
     v.and_then(Value::as_object).is_none_or(Map::is_empty)
 }
 
+/// Whether `v` is not a list with items (absent, null, another value, or `[]`).
 pub(super) fn empty_list(v: Option<&Value>) -> bool {
     v.and_then(Value::as_array).is_none_or(Vec::is_empty)
 }

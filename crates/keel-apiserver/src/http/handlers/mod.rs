@@ -1,5 +1,5 @@
 //! The resource verbs on a [`ResourcePath`], one file per verb as kube-apiserver's
-//! `endpoints/handlers` has them: [`read`] (get, list), [`watch`], [`write`] (create,
+//! `endpoints/handlers` has them: [`read`] (get, list), [`watch`], [`write`](mod@write) (create,
 //! update), [`patch`] (patches and server-side apply) and [`delete`] (delete,
 //! deletecollection). Query parameters and bodies are read and checked as kube-apiserver's
 //! handlers do, the work done by the [`Registry`], the answer encoded in the negotiated form
@@ -75,23 +75,26 @@ impl<'a> Verb<'a> {
             _ => return None,
         })
     }
+}
 
-    /// What the answer is, for content negotiation.
-    fn answer(verb: Option<Verb>) -> Answer {
-        match verb {
-            Some(Verb::Watch) => Answer::Watch,
-            Some(Verb::Get(_)) => Answer::Object,
-            Some(Verb::List | Verb::DeleteCollection) => Answer::List,
-            _ => Answer::Written,
-        }
+/// What the answer to `verb` is, for content negotiation (a method not served answers as a
+/// write would, so a refused Accept header comes before its 405).
+fn answer(verb: Option<Verb>) -> Answer {
+    match verb {
+        Some(Verb::Watch) => Answer::Watch,
+        Some(Verb::Get(_)) => Answer::Object,
+        Some(Verb::List | Verb::DeleteCollection) => Answer::List,
+        _ => Answer::Written,
     }
 }
 
+/// Serves `req`: its path checked, its verb chosen, its answer's form negotiated, the verb's
+/// handler called.
 async fn handle(registry: &Registry, req: &ResourceRequest) -> Result<Response, Status> {
     let kind = served_kind(registry, req)?;
     let verb = Verb::of(req);
-    let output = negotiate::output(req.header(header::ACCEPT), Verb::answer(verb))
-        .map_err(|r| r.status())?;
+    let output =
+        negotiate::output(req.header(header::ACCEPT), answer(verb)).map_err(|r| r.status())?;
     let include = IncludeObject::parse(req.param("includeObject"))?;
     let call = Call {
         registry,

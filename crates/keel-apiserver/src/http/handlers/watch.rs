@@ -193,7 +193,7 @@ pub struct Stream {
 }
 
 /// The streamed response of a watch: the events ready at one time go out in chunks of up to
-/// [`CHUNK`] bytes.
+/// `CHUNK` bytes.
 pub fn stream(kind: &'static dyn Strategy, watching: Watching, how: Stream) -> Response {
     let now = Instant::now();
     let deadline = now + how.timeout;

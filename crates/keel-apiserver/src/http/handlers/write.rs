@@ -1,6 +1,6 @@
 //! The writes of a whole object: create (POST) and update (PUT), as kube-apiserver's
 //! `CreateResource` and `UpdateResource` serve them: the body decoded and checked as its
-//! decoder checks it ([`read_object`]), the write recorded by the field manager, the object
+//! decoder checks it (`read_object`), the write recorded by the field manager, the object
 //! stored by the registry.
 
 use axum::response::Response;
