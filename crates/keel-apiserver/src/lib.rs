@@ -9,6 +9,8 @@
 //!   Kubernetes `Status` errors).
 //! - [`registry`]: what each resource kind is (one file per kind behind one trait), and the
 //!   generic store that runs every verb through it.
+//! - [`fieldmanager`]: who set which field: `metadata.managedFields`, the typed walks and
+//!   field sets they are made of, and server-side apply.
 //! - [`http`]: routes, content negotiation, Tables, watch streaming, patches, TLS and tokens.
 //! - [`controllers`]: the system namespaces and namespace deletion, through the registry.
 //! - [`nesting`]: how deep a body or a stored value nests, checked before it is parsed.
@@ -18,6 +20,7 @@
 pub mod apiextensions;
 pub mod config;
 pub mod controllers;
+pub mod fieldmanager;
 pub mod http;
 pub mod json_pointer;
 pub mod kubeconfig;

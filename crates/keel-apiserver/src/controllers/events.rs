@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::registry::managed_fields::FieldManager;
+use crate::fieldmanager::FieldManager;
 use crate::registry::store::Registry;
 use crate::registry::time::Time;
 

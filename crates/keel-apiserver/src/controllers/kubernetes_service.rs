@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::registry::managed_fields::FieldManager;
+use crate::fieldmanager::FieldManager;
 use crate::registry::store::Registry;
 use crate::registry::time::Time;
 use crate::storage::Status;

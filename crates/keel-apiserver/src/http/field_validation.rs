@@ -43,8 +43,8 @@ use super::decode::{prune::prune, strict, yaml_strict};
 use super::go_value::go_fmt;
 use super::negotiate::Body;
 use super::openapi::schemas;
+use crate::fieldmanager::fieldpath::go_json;
 use crate::registry::Strategy;
-use crate::registry::fieldpath::go_json;
 use crate::storage::{FieldError, Status, field::go_quote};
 
 /// What the client asked to happen to unknown and duplicate fields.

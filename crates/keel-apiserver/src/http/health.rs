@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
 
-use super::App;
+use super::app::App;
 
 /// The answer for a health path (None: not a health path).
 pub async fn serve(app: &App, path: &str, query: Option<&str>) -> Option<Response> {

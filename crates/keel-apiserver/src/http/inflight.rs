@@ -18,8 +18,8 @@ use std::time::Duration;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::App;
 use super::request_info::ResourcePath;
+use crate::metrics::Metrics;
 
 /// The in-flight limits of one server.
 pub struct Limits {
@@ -74,7 +74,12 @@ impl Limits {
 
     /// A slot for a request to `path`, mutating or not; `None` past the limits (an Event
     /// write first waits in the Events queue, see the module docs).
-    pub async fn slot(&self, app: &App, path: &ResourcePath, mutating: bool) -> Option<Slot> {
+    pub async fn slot(
+        &self,
+        metrics: &Metrics,
+        path: &ResourcePath,
+        mutating: bool,
+    ) -> Option<Slot> {
         let mut permits = Vec::with_capacity(3);
         let kind = match mutating {
             false => {
@@ -84,7 +89,7 @@ impl Limits {
             true => {
                 if is_event(path) {
                     let label = vec![("request_kind", "mutating".to_string())];
-                    let queued = app.metrics.inqueue.get_or_create(&label).clone();
+                    let queued = metrics.inqueue.get_or_create(&label).clone();
                     permits.push(self.event_slot(&queued).await?);
                 }
                 if !is_heartbeat(path) {
@@ -94,8 +99,7 @@ impl Limits {
                 "mutating"
             }
         };
-        let gauge = app
-            .metrics
+        let gauge = metrics
             .inflight
             .get_or_create(&vec![("request_kind", kind.to_string())])
             .clone();

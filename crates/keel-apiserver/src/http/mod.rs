@@ -1,13 +1,13 @@
 //! The HTTP side of the apiserver: one router for every path, in kube-apiserver's filter
 //! order: health and version (no authentication), then bearer-token authentication, the
 //! in-flight limits and the request timeout, then discovery, metrics and the resource verbs
-//! ([`handlers`]); every request is counted in [`crate::metrics`].
+//! ([`handlers`], answering through [`response`]); every request is counted in
+//! [`crate::metrics`].
 
-pub mod apply;
+pub mod app;
 pub mod auth;
 pub mod decode;
 pub mod discovery;
-pub mod field_manager;
 pub mod field_validation;
 pub mod go_value;
 pub mod handlers;
@@ -17,53 +17,32 @@ pub mod lane;
 pub mod metadata;
 pub mod negotiate;
 pub mod openapi;
-pub mod patch;
 pub mod protobuf;
 pub mod request_info;
+pub mod response;
 pub mod strategic_merge;
 pub mod table;
 pub mod tls;
-pub mod watch;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use http::{Method, StatusCode, header};
 
-use crate::metrics::{Labels, Metrics};
-use crate::registry::store::Registry;
+use crate::metrics::Labels;
 use crate::storage::Status;
-use auth::Tokens;
-use handlers::{ResourceRequest, is_watch, not_found, status_response, value_response};
+pub use app::App;
+use handlers::{MAX_BODY, ResourceRequest};
 use keel_process::AbortOnDrop;
 use keel_process::faults::{self, Fault};
 use lane::Lane;
 use negotiate::Output;
-use request_info::{Path, ResourcePath};
-
-/// Everything a request needs.
-pub struct App {
-    /// The objects.
-    pub registry: Arc<Registry>,
-    /// Who may call (None: everyone; only for plain HTTP on loopback).
-    pub tokens: Option<Tokens>,
-    /// This server's address as clients reach it (`host:port`), for `/api`.
-    pub server_address: String,
-    /// The metrics.
-    pub metrics: Arc<Metrics>,
-    /// `--max-requests-inflight` and `--max-mutating-requests-inflight`.
-    pub limits: inflight::Limits,
-    /// `--request-timeout`.
-    pub request_timeout: Duration,
-    /// The system namespaces exist (what `/readyz` waits for).
-    pub started: std::sync::atomic::AtomicBool,
-    /// Events have a store of their own: their requests run at the lowest CPU priority.
-    pub events_apart: bool,
-}
+use request_info::{Path, ResourcePath, is_watch};
+use response::{method_not_allowed, not_found, status_response, value_response};
 
 /// The router serving `app`.
 pub fn router(app: Arc<App>) -> axum::Router {
@@ -149,7 +128,7 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
         Some(value) if req.method() == Method::GET => {
             value_response(StatusCode::OK, &value, Output::Json)
         }
-        Some(_) => status_response(&handlers::method_not_allowed()),
+        Some(_) => status_response(&method_not_allowed()),
         None => (StatusCode::NOT_FOUND, "404 page not found\n").into_response(),
     }
 }
@@ -256,7 +235,7 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
     let _slot = if watch {
         None
     } else {
-        match app.limits.slot(app, &path, mutating).await {
+        match app.limits.slot(&app.metrics, &path, mutating).await {
             Some(slot) => Some(slot),
             None => {
                 let status = too_many_requests();
@@ -267,10 +246,7 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
     };
     // The body is read within the request timeout, as the handler runs: a client that
     // stalls mid-body gives its slot back.
-    let read = tokio::time::timeout(
-        app.request_timeout,
-        axum::body::to_bytes(body, handlers::MAX_BODY),
-    );
+    let read = tokio::time::timeout(app.request_timeout, axum::body::to_bytes(body, MAX_BODY));
     let body = match read.await {
         Ok(Ok(body)) => body,
         Ok(Err(e)) => {
@@ -360,7 +336,7 @@ fn body_error(e: &axum::Error) -> Status {
             return Status::failure(
                 413,
                 "RequestEntityTooLarge",
-                format!("Request entity too large: limit is {}", handlers::MAX_BODY),
+                format!("Request entity too large: limit is {}", MAX_BODY),
             );
         }
         cause = err.source();

@@ -2,7 +2,28 @@
 //! `/api/v1/...` (the core group) or `/apis/<group>/<version>/...`, then
 //! `[namespaces/<ns>/]<resource>[/<name>[/<subresource>]]`, where `namespaces/<ns>/status`
 //! and `namespaces/<ns>/finalize` are the namespace's own subresources, and a leading
-//! `watch/` makes the request a watch (the deprecated watch paths).
+//! `watch/` makes the request a watch (the deprecated watch paths); and the query
+//! parameters that come with it ([`Query`]).
+
+use std::collections::HashMap;
+
+/// A request's query parameters (the last value of each).
+pub type Query = HashMap<String, String>;
+
+/// A boolean query parameter as apimachinery converts one: "0" and "false" (in any case)
+/// are false, anything else (even "") true.
+pub fn query_bool(value: &str) -> bool {
+    !(value == "0" || value.eq_ignore_ascii_case("false"))
+}
+
+/// Whether this request is a watch (a long-running request).
+pub fn is_watch(path: &ResourcePath, query: &Query) -> bool {
+    path.watch_path
+        || matches!(
+            query.get("watch").map(String::as_str),
+            Some("true") | Some("1")
+        )
+}
 
 /// A request for a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]

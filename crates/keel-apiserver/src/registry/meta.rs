@@ -244,7 +244,7 @@ pub fn validate(obj: &Value, info: &ResourceInfo) -> Vec<FieldError> {
             }
         }
     }
-    errors.extend(super::managed_fields::validate(obj));
+    errors.extend(crate::fieldmanager::entries::validate(obj));
     errors
 }
 

@@ -1,20 +1,17 @@
 //! The registry: what each resource kind is (scope, validation, defaulting, table columns,
 //! field selectors, subresources), one file per kind behind one trait, [`Strategy`] (named
 //! after kube-apiserver's `rest.RESTCreateStrategy` and friends). The rules every kind shares
-//! live beside them: [`names`] (object names), [`time`] (timestamps and ages), [`schema`]
-//! (what kind of list, map or struct each field is, for both merges), and
-//! [`managed_fields`] (who set which field: `metadata.managedFields` and server-side apply, on
-//! [`fieldpath`]'s field sets and [`typed`]'s walks).
+//! live beside them: [`names`] (object names) and [`time`] (timestamps and ages); what kind
+//! of list, map or struct each field is is [`crate::schema`]'s, and who set which field
+//! (`metadata.managedFields` and server-side apply) is [`crate::fieldmanager`]'s.
 
 pub mod componentstatuses;
 pub mod configmaps;
 pub mod endpoints;
 pub mod events;
 pub mod events_k8s_io;
-pub mod fieldpath;
 pub mod leases;
 pub mod limitranges;
-pub mod managed_fields;
 pub mod meta;
 pub mod names;
 pub mod namespaces;
@@ -30,7 +27,6 @@ pub mod serviceaccounts;
 pub mod services;
 pub mod store;
 pub mod time;
-pub mod typed;
 pub mod watching;
 
 use serde_json::Value;

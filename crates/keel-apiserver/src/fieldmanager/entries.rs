@@ -8,8 +8,8 @@ use std::sync::LazyLock;
 
 use serde_json::{Map, Value};
 
+use super::fieldpath::{PathElement, Set, go_json_string};
 use crate::json_pointer::At;
-use crate::registry::fieldpath::{PathElement, Set, go_json_string};
 use crate::registry::time::Time;
 use crate::storage::FieldError;
 use crate::storage::field::go_quote;
@@ -439,4 +439,33 @@ pub fn manager_from_user_agent(user_agent: &str) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn entry_validation_and_managers_from_user_agents() {
+        let long = json!({"metadata": {"managedFields": [{
+            "manager": "m".repeat(129), "operation": "Apply", "fieldsType": "FieldsV2"
+        }]}});
+        let errors: Vec<String> = validate(&long).iter().map(|e| e.to_string()).collect();
+        assert_eq!(
+            errors,
+            [
+                "metadata.managedFields[0].fieldsType: Invalid value: \"FieldsV2\": must be `FieldsV1`",
+                "metadata.managedFields[0].manager: Too long: may not be more than 128 bytes",
+            ]
+        );
+        assert_eq!(
+            manager_from_user_agent("kubectl/v1.32.0 (linux/amd64)"),
+            "kubectl"
+        );
+        assert_eq!(manager_from_user_agent("a\u{1}b/c"), "ab");
+        assert!(!is_print('\u{200b}'));
+        assert!(is_print('é'));
+    }
 }

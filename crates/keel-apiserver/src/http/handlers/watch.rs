@@ -1,4 +1,5 @@
-//! Watch responses: a chunked stream of `{"type": ..., "object": ...}` documents, one compact
+//! Watch ([`watch`], as kube-apiserver's `ListResource` serves a watch) and its response: a
+//! chunked stream of `{"type": ..., "object": ...}` documents, one compact
 //! JSON document per line (the Python client splits on newlines; client-go decodes a JSON
 //! stream), each flushed as it happens. A failure after the stream started is sent in-band
 //! as an `ERROR` event whose object is the Status (e.g. 410 Expired for a compacted
@@ -23,10 +24,12 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::handlers::{Query, query_bool, streamed};
-use super::metadata;
-use super::negotiate::{Conversion, Output};
-use super::table::{self, IncludeObject};
+use super::request::{Call, selection};
+use crate::http::metadata;
+use crate::http::negotiate::{Conversion, Output};
+use crate::http::request_info::{Query, query_bool};
+use crate::http::response::streamed;
+use crate::http::table::{self, IncludeObject};
 use crate::metrics::WatchEventMetrics;
 use crate::registry::watching::{WatchEvent, WatchQuery, Watching};
 use crate::registry::{Strategy, meta_str};
@@ -35,6 +38,32 @@ use crate::storage::cacher::bookmarks;
 use crate::storage::resource_version::{
     default_watch_options, validate_list_options, validate_watch_options,
 };
+
+/// GET of a collection with `watch=true` (or under `watch/`): the registry's watch, streamed
+/// by [`stream`]. A watch of one object (`watch/namespaces/<ns>/<resource>/<name>`) is a
+/// watch of the collection by the name's field selector, as kube-apiserver serves it.
+pub async fn watch(call: &Call<'_>) -> Result<Response, Status> {
+    let (kind, req) = (call.kind, call.req);
+    let watched_name = req.path.name.as_deref().filter(|_| req.path.watch_path);
+    let options = Options::parse(&req.query)?;
+    let filter = selection(kind, req, watched_name)?.map(|s| s.filter);
+    let watching = call
+        .registry
+        .watch_with(kind, req.namespace(), &options.query(), filter)
+        .await?;
+    let info = kind.info();
+    let how = Stream {
+        output: call.output,
+        include: call.include,
+        timeout: timeout(req.param("timeoutSeconds"))?,
+        bookmarks: options.allow_bookmarks,
+        metrics: call
+            .registry
+            .metrics()
+            .watch_events(info.group, info.version, info.resource),
+    };
+    Ok(stream(kind, watching, how))
+}
 
 /// A watch's options from its query, defaulted and validated as kube-apiserver's
 /// `listOptions` reads them.
@@ -164,7 +193,7 @@ pub struct Stream {
 }
 
 /// The streamed response of a watch: the events ready at one time go out in chunks of up to
-/// [`CHUNK`] bytes.
+/// `CHUNK` bytes.
 pub fn stream(kind: &'static dyn Strategy, watching: Watching, how: Stream) -> Response {
     let now = Instant::now();
     let deadline = now + how.timeout;

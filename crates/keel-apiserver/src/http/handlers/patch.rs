@@ -1,18 +1,89 @@
-//! PATCH bodies, as kube-apiserver's patch handler applies them to the stored object: JSON
-//! patch (RFC 6902), JSON merge patch (RFC 7386), and strategic merge patch (merge keys of
-//! the built-in kinds, [`super::strategic_merge`]). The patched object then goes through the
-//! same update path as a PUT. Server-side apply is [`super::apply`]'s.
+//! PATCH, as kube-apiserver's `PatchResource` serves it. A patch body is applied to the
+//! stored object as its patcher applies it: JSON patch (RFC 6902), JSON merge patch (RFC
+//! 7386), and strategic merge patch (merge keys of the built-in kinds,
+//! [`crate::http::strategic_merge`]); the patched object is then checked as `fieldValidation`
+//! says, recorded by the field manager and goes through the same update path as a PUT.
+//! Server-side apply is [`crate::fieldmanager::apply`]'s.
 
+use axum::response::Response;
+use http::header;
 use serde_json::Value;
 
-use super::negotiate::{self, Body};
-use super::strategic_merge;
+use super::request::Call;
+use crate::fieldmanager::options::{self, Verb};
+use crate::fieldmanager::{FieldManager, apply};
+use crate::http::field_validation::{self, Directive};
+use crate::http::negotiate::{self, Body};
+use crate::http::response::not_found_object;
+use crate::http::{openapi, strategic_merge};
 use crate::json_pointer::At;
 use crate::registry::Strategy;
+use crate::registry::time::Time;
 use crate::storage::Status;
 
+/// PATCH of the object `name` (or of its subresource): a server-side apply, or a patch of
+/// the stored object.
+pub async fn patch(call: &Call<'_>, name: &str) -> Result<Response, Status> {
+    let (registry, kind, req) = (call.registry, call.kind, call.req);
+    let namespace = req.namespace();
+    let directive = Directive::parse(req.param("fieldValidation"), "PatchOptions")?;
+    let form = negotiate::body(req.header(header::CONTENT_TYPE), true)?;
+    let subresource = req.subresource();
+    let mut warnings = Vec::new();
+    let (obj, created) = if form == Body::ApplyPatch {
+        let options = options::options(&req.query, &req.headers, Verb::Apply)?;
+        let dry_run = req.dry_run()?;
+        let applied = apply::patch(
+            registry,
+            kind,
+            namespace,
+            name,
+            subresource,
+            dry_run,
+            &req.body,
+            &options,
+            directive,
+        )
+        .await?;
+        warnings = applied.warnings;
+        (applied.object, applied.created)
+    } else {
+        let options = options::options(&req.query, &req.headers, Verb::Patch)?;
+        let patch_doc = read_patch(form, &req.body)?;
+        let defs = openapi::documents(registry.kinds()).definitions();
+        let fields = FieldManager::new(kind, subresource, Time::now());
+        registry
+            .update(
+                kind,
+                namespace,
+                name,
+                subresource,
+                req.dry_run()?,
+                |current| {
+                    let Some(current) = current else {
+                        return Err(not_found_object(kind, name));
+                    };
+                    let mut patched = apply_patch(kind, form, current, &patch_doc)?;
+                    warnings = field_validation::check_patch(
+                        kind,
+                        defs,
+                        form,
+                        &req.body,
+                        &patch_doc,
+                        &mut patched,
+                        directive,
+                    )?;
+                    fields.update(Some(current), &mut patched, &options.manager);
+                    Ok(patched)
+                },
+            )
+            .await?
+    };
+    call.written(created, obj, &warnings)
+}
+
 /// Reads a patch document (400 BadRequest when it is not one).
-pub fn read(form: Body, bytes: &[u8]) -> Result<Value, Status> {
+fn read_patch(form: Body, bytes: &[u8]) -> Result<Value, Status> {
     let doc = negotiate::decode(bytes, form == Body::ApplyPatch).map_err(|e| {
         Status::failure(
             400,
@@ -38,7 +109,7 @@ pub fn read(form: Body, bytes: &[u8]) -> Result<Value, Status> {
 }
 
 /// `current` with `patch` applied.
-pub fn apply(
+fn apply_patch(
     kind: &dyn Strategy,
     form: Body,
     current: &Value,

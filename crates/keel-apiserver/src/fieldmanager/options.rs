@@ -5,8 +5,8 @@
 
 use http::HeaderMap;
 
-use super::handlers::Query;
-use crate::registry::managed_fields::{manager_from_user_agent, validate_field_manager};
+use super::entries::{manager_from_user_agent, validate_field_manager};
+use crate::http::request_info::{Query, query_bool};
 use crate::storage::{FieldError, Status};
 
 /// The kind of write.
@@ -34,11 +34,7 @@ pub struct Options {
 /// Reads and checks the field manager options of a `verb` request.
 pub fn options(query: &Query, headers: &HeaderMap, verb: Verb) -> Result<Options, Status> {
     let named = query.get("fieldManager").map(String::as_str).unwrap_or("");
-    // A bool query parameter is true unless it is "0" or "false" (any case), as Go's
-    // parameter codec reads it.
-    let force = query
-        .get("force")
-        .map(|f| f != "0" && !f.eq_ignore_ascii_case("false"));
+    let force = query.get("force").map(String::as_str).map(query_bool);
     let mut errors = Vec::new();
     match verb {
         Verb::Apply if named.is_empty() => {

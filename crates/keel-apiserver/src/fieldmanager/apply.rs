@@ -10,14 +10,15 @@
 
 use serde_json::Value;
 
-use super::field_manager::Options;
-use super::field_validation::Directive;
-use super::{field_validation, openapi};
-use crate::registry::managed_fields::FieldManager;
+use super::managed::FieldManager;
+use super::options::Options;
+use crate::http::field_validation::{self, Directive};
+use crate::http::response::target;
+use crate::http::{negotiate, openapi};
 use crate::registry::store::Registry;
 use crate::registry::time::Time;
 use crate::registry::{Strategy, meta, meta_str};
-use crate::storage::{Status, Target};
+use crate::storage::Status;
 
 /// What an apply wrote: the object as stored, whether it was created, and the warnings to
 /// answer with.
@@ -100,7 +101,7 @@ fn internal(message: String) -> Status {
 /// The applied configuration: a YAML (or JSON) object; nothing at all is an empty one.
 pub fn read(body: &[u8]) -> Result<Value, Status> {
     let bad = |m: String| Status::failure(400, "BadRequest", m);
-    let doc = super::negotiate::from_yaml(body).map_err(|e| {
+    let doc = negotiate::from_yaml(body).map_err(|e| {
         bad(format!(
             "error encoding patch: error converting YAML to JSON: yaml: {e}"
         ))
@@ -131,15 +132,10 @@ fn check(
     let info = kind.info();
     let uid = meta_str(obj, "uid");
     if !existed && !uid.is_empty() {
-        let target = Target {
-            group: info.group.to_string(),
-            resource: info.resource.to_string(),
-            name: name.to_string(),
-        };
         let why = format!(
             "uid mismatch: the provided object specified uid {uid}, and no existing object was found"
         );
-        return Err(Status::conflict(&target, &why));
+        return Err(Status::conflict(&target(kind, name), &why));
     }
     let bad = |m: String| Status::failure(400, "BadRequest", m);
     let given = meta_str(obj, "namespace").to_string();

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::entries::Id;
-use crate::registry::fieldpath::{Path, path_string};
+use super::fieldpath::{Path, path_string};
 use crate::storage::{Details, Status};
 
 /// One field another manager owns that an apply would change.

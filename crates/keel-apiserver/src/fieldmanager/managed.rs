@@ -33,25 +33,19 @@
 //! `last-applied-configuration` annotation are forced (the client-side apply migration), and
 //! that annotation, when the object has it, is kept equal to the applied configuration.
 
-mod conflicts;
-mod entries;
 #[cfg(test)]
 mod tests;
 
 use serde_json::{Map, Value, json};
 
-use super::fieldpath::{PathElement, Set, go_json};
-use super::time::Time;
+use super::conflicts::{ApplyError, Conflict, conflict_message};
+use super::entries::{self, Id, Managed, Operation, Owned};
+use super::fieldpath::{self, PathElement, Set, go_json};
 use super::typed::{self, TypedErrors};
-use super::{ResourceInfo, Strategy, meta};
 use crate::json_pointer::At;
+use crate::registry::time::Time;
+use crate::registry::{ResourceInfo, Strategy, meta, meta_str};
 use crate::schema::{Schema, schema_of};
-use conflicts::conflict_message;
-pub use conflicts::{ApplyError, Conflict};
-pub use entries::{
-    FIELD_MANAGER_MAX_LENGTH, is_print, manager_from_user_agent, validate, validate_field_manager,
-};
-use entries::{Id, Managed, Operation, Owned};
 
 /// The manager given the fields of an object first applied to without entries.
 const BEFORE_FIRST_APPLY: &str = "before-first-apply";
@@ -453,8 +447,8 @@ impl<'a> FieldManager<'a> {
     pub fn describe(&self, obj: &Value) -> String {
         format!(
             "{}/{}; {}/{}, Kind={}",
-            super::meta_str(obj, "namespace"),
-            super::meta_str(obj, "name"),
+            meta_str(obj, "namespace"),
+            meta_str(obj, "name"),
             self.info.group,
             self.info.version,
             self.info.kind
@@ -507,7 +501,7 @@ impl<'a> FieldManager<'a> {
             }
         }
         managed.strip(&id);
-        let changed = !super::fieldpath::values_equal(live, &new);
+        let changed = !fieldpath::values_equal(live, &new);
         if changed && let Some(owned) = managed.0.get_mut(&id) {
             owned.time = Some(self.now);
         }
