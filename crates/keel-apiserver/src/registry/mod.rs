@@ -7,6 +7,7 @@
 
 pub mod componentstatuses;
 pub mod configmaps;
+pub mod custom_resources;
 pub mod endpoints;
 pub mod events;
 pub mod events_k8s_io;

@@ -370,6 +370,33 @@ pub fn schema_for(group: &str, kind: &str) -> Schema {
     }
 }
 
+impl Schema {
+    /// The merge metadata of a custom resource whose schema is the definition `root` of
+    /// `defs` (a CRD's `openAPIV3Schema`, inline), with `ObjectMeta`'s under `metadata`;
+    /// its zero value is `{}` (a custom resource has no Go type to start from).
+    pub fn from_custom(defs: &Definitions, root: &str) -> Self {
+        let mut schema = custom_resource(builtin::definitions());
+        schema.zero = json!({});
+        if let Some(definition) = defs.get(root) {
+            let mut own = Schema::default();
+            own.walk_struct(defs, definition, "", &mut vec![root]);
+            // The metadata is ObjectMeta's, whatever the CRD's schema says of it.
+            let own_field = |p: &String| p != "metadata" && !p.starts_with("metadata.");
+            own.fields.retain(|p, _| own_field(p));
+            own.lists.retain(|p, _| own_field(p));
+            own.objects.retain(|p, _| own_field(p));
+            own.atomic_items.retain(own_field);
+            own.key_defaults.retain(|p, _| own_field(p));
+            schema.fields.extend(own.fields);
+            schema.lists.extend(own.lists);
+            schema.objects.extend(own.objects);
+            schema.atomic_items.extend(own.atomic_items);
+            schema.key_defaults.extend(own.key_defaults);
+        }
+        schema
+    }
+}
+
 /// A custom resource's schema as far as its metadata goes.
 fn custom_resource(defs: &Definitions) -> Schema {
     let metadata = json!({"$ref": format!("{REF_PREFIX}{OBJECT_META}")});

@@ -1,0 +1,386 @@
+//! Custom resources: the kind each served version of a CustomResourceDefinition defines, as
+//! apiextensions-apiserver's `customresource` strategy runs it. Its objects are defaulted,
+//! pruned and validated by the version's `openAPIV3Schema` ([`crate::apiextensions`]) and its
+//! CEL rules; with a `status` subresource an update keeps the status and a status update
+//! keeps the rest, and `metadata.generation` counts the other changes; its Table has the
+//! `additionalPrinterColumns` (or `Age` when there are none); its `selectableFields` are
+//! field selectors.
+//!
+//! The registry holds kinds for the life of the process (`&'static`). A custom resource kind
+//! is made once per group, version and plural and kept: a CRD that changes updates it in
+//! place (its schema, columns, names), so a CRD updated a thousand times is still one kind.
+//! Names and columns are interned (each distinct one leaked once).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde_json::Value;
+
+use super::names::NameRule;
+use super::time::Time;
+use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apiextensions::jsonpath::JsonPath;
+use crate::apiextensions::{cel, defaults, prune, validate};
+use crate::schema::Schema;
+use crate::storage::FieldError;
+
+/// What one served version of a CRD says about its objects.
+struct Version {
+    /// The version's `openAPIV3Schema`.
+    schema: Value,
+    /// The merge metadata server-side apply reads from it.
+    merge: Arc<Schema>,
+    /// The Table's columns, and each printer column's path and type.
+    columns: &'static [Column],
+    cells: Vec<(JsonPath, String)>,
+    /// The selectable fields (`spec.color`) and their paths.
+    selectable: &'static [&'static str],
+    selectable_paths: Vec<JsonPath>,
+}
+
+/// The kind one served version of a CRD defines.
+pub struct CustomResource {
+    info: RwLock<&'static ResourceInfo>,
+    version: RwLock<Arc<Version>>,
+}
+
+/// `s`, kept for the life of the process (each distinct string once).
+fn intern(s: &str) -> &'static str {
+    static STRINGS: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut strings = STRINGS.lock().unwrap_or_else(|p| p.into_inner());
+    let strings = strings.get_or_insert_with(HashSet::new);
+    if let Some(found) = strings.get(s) {
+        return found;
+    }
+    let leaked: &'static str = Box::leak(s.to_string().into_boxed_str());
+    strings.insert(leaked);
+    leaked
+}
+
+/// Interns values of one type by their debug form (each distinct one leaked once).
+struct Interner<T: 'static>(Mutex<Option<HashMap<String, &'static T>>>);
+
+impl<T: std::fmt::Debug> Interner<T> {
+    const fn new() -> Self {
+        Interner(Mutex::new(None))
+    }
+
+    fn get(&self, value: T) -> &'static T {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get_or_insert_with(HashMap::new)
+            .entry(format!("{value:?}"))
+            .or_insert_with(|| Box::leak(Box::new(value)))
+    }
+}
+
+static INFOS: Interner<ResourceInfo> = Interner::new();
+static COLUMNS: Interner<Vec<Column>> = Interner::new();
+static LISTS: Interner<Vec<&'static str>> = Interner::new();
+
+fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn strings(v: &Value, pointer: &str) -> Vec<&'static str> {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(intern)
+        .collect()
+}
+
+/// The kind `crd`'s `version` (one of its `spec.versions`) defines, made or brought up to
+/// date.
+pub fn serve(crd: &Value, version: &Value) -> &'static CustomResource {
+    static KINDS: Mutex<Option<HashMap<(String, String, String), &'static CustomResource>>> =
+        Mutex::new(None);
+    let info = info_of(crd, version);
+    let made = Arc::new(version_of(version));
+    let mut kinds = KINDS.lock().unwrap_or_else(|p| p.into_inner());
+    let kinds = kinds.get_or_insert_with(HashMap::new);
+    let key = (
+        info.group.to_string(),
+        info.version.to_string(),
+        info.resource.to_string(),
+    );
+    let kind = kinds.entry(key).or_insert_with(|| {
+        Box::leak(Box::new(CustomResource {
+            info: RwLock::new(info),
+            version: RwLock::new(made.clone()),
+        }))
+    });
+    *kind.info.write().unwrap_or_else(|p| p.into_inner()) = info;
+    *kind.version.write().unwrap_or_else(|p| p.into_inner()) = made;
+    kind
+}
+
+fn info_of(crd: &Value, version: &Value) -> &'static ResourceInfo {
+    let status = version.pointer("/subresources/status").is_some();
+    INFOS.get(ResourceInfo {
+        group: intern(text(crd, "/spec/group")),
+        version: intern(text(version, "/name")),
+        kind: intern(text(crd, "/spec/names/kind")),
+        resource: intern(text(crd, "/spec/names/plural")),
+        singular: intern(text(crd, "/spec/names/singular")),
+        short_names: LISTS.get(strings(crd, "/spec/names/shortNames")).as_slice(),
+        categories: LISTS.get(strings(crd, "/spec/names/categories")).as_slice(),
+        namespaced: text(crd, "/spec/scope") == "Namespaced",
+        name_rule: NameRule::Subdomain,
+        status,
+    })
+}
+
+fn version_of(version: &Value) -> Version {
+    let schema = version
+        .pointer("/schema/openAPIV3Schema")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut defs = serde_json::Map::new();
+    defs.insert("root".into(), schema.clone());
+    let merge = Arc::new(Schema::from_custom(&defs, "root"));
+    let printer = version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut columns = vec![NAME_COLUMN];
+    let mut cells = Vec::new();
+    for column in &printer {
+        let Ok(path) = JsonPath::parse(text(column, "/jsonPath")) else {
+            continue;
+        };
+        columns.push(Column {
+            name: intern(text(column, "/name")),
+            kind: intern(text(column, "/type")),
+            format: intern(text(column, "/format")),
+            description: intern(text(column, "/description")),
+            priority: column.get("priority").and_then(Value::as_i64).unwrap_or(0) as i32,
+        });
+        cells.push((path, text(column, "/type").to_string()));
+    }
+    if printer.is_empty() {
+        columns.push(AGE_COLUMN);
+        cells.push((
+            JsonPath::parse(".metadata.creationTimestamp").expect("a valid path"),
+            "date".into(),
+        ));
+    }
+    let selectable_paths: Vec<(String, JsonPath)> = version
+        .get("selectableFields")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|f| {
+            let path = text(f, "/jsonPath");
+            Some((path.trim_start_matches('.').to_string(), JsonPath::parse(path).ok()?))
+        })
+        .collect();
+    let selectable: Vec<&'static str> = selectable_paths.iter().map(|(n, _)| intern(n)).collect();
+    Version {
+        schema,
+        merge,
+        columns: COLUMNS.get(columns).as_slice(),
+        cells,
+        selectable: LISTS.get(selectable).as_slice(),
+        selectable_paths: selectable_paths.into_iter().map(|(_, p)| p).collect(),
+    }
+}
+
+impl CustomResource {
+    fn version(&self) -> Arc<Version> {
+        self.version
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The merge metadata of this kind's objects, from its schema.
+    pub fn merge_schema(&self) -> Arc<Schema> {
+        self.version().merge.clone()
+    }
+
+    /// Drops what the schema does not declare from `obj`; the paths dropped.
+    pub fn prune(&self, obj: &mut Value) -> Vec<String> {
+        prune::prune(&self.version().schema, obj)
+    }
+
+    /// The version's `openAPIV3Schema`.
+    pub fn schema(&self) -> Value {
+        self.version().schema.clone()
+    }
+}
+
+/// One printer column's cell, as apiextensions-apiserver's table convertor makes it: the
+/// first value the path finds, of the column's type (a `date` as an age), else null.
+fn cell(ty: &str, found: Option<&Value>, now: Time) -> Value {
+    let Some(value) = found else {
+        return Value::Null;
+    };
+    match (ty, value) {
+        ("integer", Value::Number(n)) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f as i64))
+            .map_or(Value::Null, Value::from),
+        ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, Value::from),
+        ("boolean", Value::Bool(b)) => Value::Bool(*b),
+        ("string", Value::String(s)) => Value::from(s.as_str()),
+        ("string", other) => Value::from(other.to_string()),
+        ("date", Value::String(s)) => match Time::parse(s) {
+            Some(t) => Value::from(super::time::human_duration(now.since(t))),
+            None => Value::from("<invalid>"),
+        },
+        _ => Value::Null,
+    }
+}
+
+impl Strategy for CustomResource {
+    fn info(&self) -> &'static ResourceInfo {
+        *self.info.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_defaults(&self, obj: &mut Value) {
+        defaults::apply(&self.version().schema, obj);
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        if self.info().status
+            && let Some(map) = obj.as_object_mut()
+        {
+            map.remove("status");
+        }
+        self.set_defaults(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        if self.info().status
+            && let Some(map) = new.as_object_mut()
+        {
+            match old.get("status") {
+                Some(status) => map.insert("status".into(), status.clone()),
+                None => map.remove("status"),
+            };
+        }
+        self.set_defaults(new);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        let version = self.version();
+        let mut errors = validate::validate(&version.schema, obj);
+        errors.extend(cel::validate(&version.schema, obj, None, ""));
+        errors
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let version = self.version();
+        let mut errors = validate::validate(&version.schema, new);
+        errors.extend(cel::validate(&version.schema, new, Some(old), ""));
+        errors
+    }
+
+    fn columns(&self) -> &'static [Column] {
+        self.version().columns
+    }
+
+    fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
+        let version = self.version();
+        let mut cells = vec![Value::from(super::meta_str(obj, "name"))];
+        for (path, ty) in &version.cells {
+            cells.push(cell(ty, path.find(obj).first().copied(), now));
+        }
+        cells
+    }
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        self.version().selectable
+    }
+
+    fn field(&self, obj: &Value, field: &str) -> String {
+        let version = self.version();
+        let Some(i) = version.selectable.iter().position(|f| *f == field) else {
+            return String::new();
+        };
+        match version.selectable_paths[i].find(obj).first() {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        }
+    }
+
+    fn tracks_generation(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn crd() -> Value {
+        json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget",
+                    "listKind": "WidgetList", "shortNames": ["wd"]},
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": {
+                            "replicas": {"type": "integer", "default": 1, "maximum": 5},
+                            "color": {"type": "string"},
+                        }},
+                        "status": {"type": "object", "properties": {"ready": {"type": "boolean"}}},
+                    }}},
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+                        {"name": "Ready", "type": "boolean", "jsonPath": ".status.ready"},
+                    ],
+                    "selectableFields": [{"jsonPath": ".spec.color"}],
+                }],
+            },
+        })
+    }
+
+    #[test]
+    fn a_crd_version_is_one_kind_updated_in_place() {
+        let crd = crd();
+        let kind = serve(&crd, &crd["spec"]["versions"][0]);
+        let info = kind.info();
+        assert_eq!(
+            (info.group, info.version, info.kind, info.resource),
+            ("example.com", "v1", "Widget", "widgets")
+        );
+        assert_eq!(info.short_names, ["wd"]);
+        assert!(info.namespaced && info.status);
+        let names: Vec<&str> = kind.columns().iter().map(|c| c.name).collect();
+        assert_eq!(names, ["Name", "Replicas", "Ready"]);
+        let mut obj = json!({"metadata": {"name": "w"}, "spec": {"color": "red", "extra": 1}, "status": {"ready": true}});
+        assert_eq!(kind.prune(&mut obj), ["spec.extra"]);
+        kind.prepare_for_create(&mut obj);
+        assert_eq!(obj, json!({"metadata": {"name": "w"}, "spec": {"color": "red", "replicas": 1}}));
+        assert_eq!(kind.field(&obj, "spec.color"), "red");
+        assert_eq!(kind.cells(&obj, Time::now())[1], json!(1));
+        obj["spec"]["replicas"] = json!(9);
+        assert_eq!(
+            crate::storage::field::aggregate(&kind.validate(&obj)),
+            "spec.replicas: Invalid value: 9: spec.replicas in body should be less than or equal to 5"
+        );
+        // The CRD changes: the same kind, its new columns.
+        let mut changed = crd.clone();
+        changed["spec"]["versions"][0]["additionalPrinterColumns"] = json!([]);
+        let again = serve(&changed, &changed["spec"]["versions"][0]);
+        assert!(std::ptr::eq(kind, again));
+        let names: Vec<&str> = kind.columns().iter().map(|c| c.name).collect();
+        assert_eq!(names, ["Name", "Age"]);
+        // An update keeps the stored status.
+        let old = json!({"spec": {}, "status": {"ready": true}});
+        let mut new = json!({"spec": {}, "status": {"ready": false}});
+        kind.prepare_for_update(&mut new, &old);
+        assert_eq!(new["status"], json!({"ready": true}));
+    }
+}
