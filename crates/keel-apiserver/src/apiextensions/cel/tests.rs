@@ -543,3 +543,30 @@ fn rules_below_lists_and_maps_report_their_paths() {
         prefix,
     );
 }
+
+#[test]
+fn one_object_runs_out_of_budget() {
+    // Each item's rule bounds to about 630,000 (300 x 300 comparisons of a few steps each,
+    // though it finds one at once): under the per-call limit, but twenty of them are over
+    // the object's 10,000,000.
+    let rules = json!([rule("self.xs.exists(a, self.xs.exists(b, a == b))")]);
+    let xs = json!({"type": "array", "maxItems": 300, "items": {"type": "integer"}});
+    let item =
+        json!({"type": "object", "properties": {"xs": xs}, "x-kubernetes-validations": rules});
+    let schema = resource(json!({"type": "array", "maxItems": 20, "items": item}));
+    let one: Vec<i64> = (0..300).collect();
+    let list: Vec<Value> = (0..20).map(|_| json!({"xs": one})).collect();
+    let errors = run(&schema, json!({"spec": list}), None);
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0].starts_with("spec[")
+            && errors[0].ends_with(
+                r#"]: Invalid value: "object": validation failed due to running out of cost budget, no further validation rules will be run"#
+            ),
+        "{errors:#?}"
+    );
+    assert_eq!(
+        run(&schema, json!({"spec": list[..5]}), None),
+        Vec::<String>::new()
+    );
+}
