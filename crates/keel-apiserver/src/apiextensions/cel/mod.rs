@@ -1,1 +1,109 @@
-//! CEL validation rules (`x-kubernetes-validations`) of a custom resource's schema.
+//! CEL validation rules (`x-kubernetes-validations`) of a custom resource's schema, as
+//! apiextensions-apiserver compiles them when a CRD is written and runs them when a custom
+//! resource is. Schema nodes are `JSONSchemaProps` held as JSON; errors are
+//! [`FieldError`]s worded as upstream words them.
+//!
+//! - [`compile_rules`]: for a CRD create or update. Checks each rule's fields (`rule`,
+//!   `message`, `messageExpression`, `reason`, `fieldPath`, `optionalOldSelf`), compiles
+//!   the rule and its messageExpression (parse errors in cel-go's
+//!   `ERROR: <input>:L:C: ...` form, undeclared identifiers and functions, undefined fields
+//!   of a declared object, a rule that is not a bool, a messageExpression that is not a
+//!   string), finds transition rules (those naming `oldSelf`) and refuses them where the old
+//!   value cannot be correlated (items of a list that is not `x-kubernetes-list-type: map`),
+//!   and refuses rules whose estimated cost is over budget.
+//! - [`validate`]: for a custom resource write. Walks the value and the schema together and
+//!   runs each node's rules with `self` bound (and `oldSelf`, the old value at the same
+//!   place: the struct field of the same name, the map entry of the same key, the list-map
+//!   item of the same keys). Transition rules are skipped without an old value unless
+//!   `optionalOldSelf` (then `oldSelf` is an optional). A failed rule that does not name
+//!   `oldSelf`, on a value equal to its old one, is ratcheted (not reported).
+//!
+//! # The cost budget
+//!
+//! Upstream estimates each rule's worst-case cost with cel-go's estimator and refuses a rule
+//! whose cost times the number of times it can run in one object is over
+//! [`PER_EXPRESSION_COST_LIMIT`] (`StaticEstimatedCostLimit`, 10,000,000), and a CRD whose
+//! rules together are over [`PER_CRD_COST_LIMIT`] (`StaticEstimatedCRDCostLimit`,
+//! 100,000,000), with `estimated rule cost exceeds budget by factor of N.Nx (try
+//! simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays,
+//! maps, and strings are declared)`. At run time each call is stopped past
+//! [`PER_CALL_LIMIT`] (`PerCallLimit`, 1,000,000) and one object's rules past
+//! [`RUNTIME_COST_BUDGET`] (`RuntimeCELCostBudget`, 10,000,000).
+//!
+//! No Rust crate has cel-go's estimator, so this one is written here, on the parsed,
+//! macro-expanded AST, and errs on the high side. It counts:
+//!
+//! - sizes: every list, map and string in scope has a largest size. From the schema:
+//!   `maxItems`, `maxProperties`, `maxLength`; unbounded, the upstream way: 3 MiB (the
+//!   largest request) less 2, divided by the smallest serialized item plus 1 for arrays
+//!   (`estimateMaxArrayItemsFromMinSize`) or plus 6 for map entries, and 3 MiB less 2
+//!   characters for strings (`date-time` 35, `duration` 32). Literals have their own size;
+//!   `+` adds sizes; `split`, `replace`, `join` derive theirs from their inputs; values of
+//!   unknown type (preserved unknown fields, int-or-string) are unbounded.
+//! - 1 for each identifier and field selection, 0 for literals, 1 for each list or map
+//!   literal, 1 for each operator or function call plus what it walks: string functions
+//!   one tenth of the length they read (`contains` and `indexOf` receiver times argument,
+//!   `matches` one tenth of the string times a quarter of the pattern, as cel-go's factors);
+//!   `==`, `<`... the smaller operand's walk (a tenth of a string's length, each element of
+//!   a list or map and its own walk); `in` on a list, `indexOf`, `sum`, `min`, `max`,
+//!   `isSorted`, `sets.*` the list's walk (`sets.*`, `distinct` the product of both).
+//! - both branches of `&&`, `||` and `?:` (no short circuit).
+//! - comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`): the range, plus the
+//!   range's size times the loop condition and step, plus the result; nested ones multiply.
+//! - the rule's cost times its cardinality: the product of the `maxItems` and
+//!   `maxProperties` of the lists and maps above it, or, if one of them is unbounded, 3 MiB
+//!   divided by the node's smallest serialized size plus 1.
+//!
+//! At run time the same estimate is taken with the sizes the object really has (largest
+//! list, map, string and key per schema node, over the new and the old value; a value of
+//! unknown type counts its nodes and characters) before each call: that bound is what a
+//! call is charged, and what [`PER_CALL_LIMIT`] and [`RUNTIME_COST_BUDGET`] are checked
+//! against, so no rule runs unbounded.
+
+mod check;
+mod compile;
+mod eval;
+mod library;
+mod schema;
+#[cfg(test)]
+mod tests;
+
+use serde_json::Value;
+
+use crate::storage::FieldError;
+
+/// The largest estimated cost of one rule, times how often it can run in one object
+/// (upstream's `StaticEstimatedCostLimit`).
+pub const PER_EXPRESSION_COST_LIMIT: u64 = 10_000_000;
+
+/// The largest estimated cost of all of a CRD's rules (upstream's
+/// `StaticEstimatedCRDCostLimit`).
+pub const PER_CRD_COST_LIMIT: u64 = 100_000_000;
+
+/// The largest cost of one rule's evaluation (upstream's `PerCallLimit`).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+
+/// The largest cost of all rule evaluations of one object (upstream's
+/// `RuntimeCELCostBudget`).
+pub const RUNTIME_COST_BUDGET: u64 = 10_000_000;
+
+/// Checks and compiles every `x-kubernetes-validations` rule of a CRD's schema (its
+/// `openAPIV3Schema`, at `path`, e.g. `spec.validation.openAPIV3Schema`), walking
+/// `properties`, `items` and `additionalProperties`, and returns upstream's errors, at paths
+/// such as `<path>.properties[spec].x-kubernetes-validations[0].rule`. Empty when all
+/// rules compile within budget.
+pub fn compile_rules(schema: &Value, path: &str) -> Vec<FieldError> {
+    compile::SchemaWalk::run(schema, path)
+}
+
+/// Runs the rules of `schema` on a custom resource `new` (at `path`, empty for the root),
+/// with `old` the stored object on an update, and returns the errors of the rules that
+/// failed: at the node's path (and the rule's `fieldPath`), of the rule's `reason`
+/// (Invalid by default), with the node's type name as the value (`Invalid value:
+/// "object": <message>`) and the evaluated messageExpression, the message, or
+/// `failed rule: <rule>` as the detail.
+pub fn validate(schema: &Value, new: &Value, old: Option<&Value>, path: &str) -> Vec<FieldError> {
+    let mut v = eval::Validator::new();
+    v.node(schema, new, old, path, true);
+    v.errors
+}

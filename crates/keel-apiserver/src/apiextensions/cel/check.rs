@@ -1,0 +1,573 @@
+//! The static pass over a parsed rule: a light type check (undeclared identifiers and
+//! functions, undefined fields of a declared object, the result's type) and the cost
+//! estimator, in one walk of the macro-expanded AST. Types come from the schema; each list,
+//! map and string type carries the most elements it can have, which is where the estimate's
+//! sizes come from (see the module doc of `cel` for what is counted). At run time the same
+//! walk runs with the sizes the value really has ([`Sizes`]), which bounds a call's cost.
+
+use std::collections::HashMap;
+
+use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
+use serde_json::Value;
+
+use super::schema::{self, MAX_REQUEST_SIZE_BYTES};
+
+/// The largest sizes a value really has, by schema node (its address): items, entries or
+/// characters (`sizes`), and the longest key of a map (`keys`). A schema node no value
+/// reaches has size 0.
+#[derive(Default, Debug)]
+pub(super) struct Sizes {
+    pub sizes: HashMap<usize, u64>,
+    pub keys: HashMap<usize, u64>,
+}
+
+/// A schema node's identity in [`Sizes`].
+pub(super) fn addr(s: &Value) -> usize {
+    s as *const Value as usize
+}
+
+const UNBOUNDED: u64 = MAX_REQUEST_SIZE_BYTES - 2;
+
+/// The bound taken for a resource's `apiVersion`, `kind` and `metadata` (the name and
+/// generateName a rule may read are DNS subdomains at most).
+const OBJECT_META_LEN: u64 = 253;
+
+/// A CEL type as the checker knows it, with its size bound.
+#[derive(Clone, Debug)]
+pub(super) enum Ty<'s> {
+    /// Not known (`x-kubernetes-preserve-unknown-fields`, int-or-string); at most this
+    /// many elements or characters.
+    Dyn(u64),
+    Bool,
+    Int,
+    Uint,
+    Double,
+    Null,
+    Type,
+    Timestamp,
+    Duration,
+    Url,
+    Str(u64),
+    Bytes(u64),
+    List(Box<Ty<'s>>, u64),
+    /// String keys (at most this long), values, at most this many entries.
+    Map(u64, Box<Ty<'s>>, u64),
+    /// An object with declared properties; `true` at a resource's root, which also has
+    /// `apiVersion`, `kind` and `metadata`.
+    Obj(&'s Value, bool),
+    Opt(Box<Ty<'s>>),
+}
+
+impl Ty<'_> {
+    /// cel-go's name of the type, for messages.
+    fn name(&self) -> &'static str {
+        match self {
+            Ty::Dyn(_) => "dyn",
+            Ty::Bool => "bool",
+            Ty::Int => "int",
+            Ty::Uint => "uint",
+            Ty::Double => "double",
+            Ty::Null => "null_type",
+            Ty::Type => "type",
+            Ty::Timestamp => "google.protobuf.Timestamp",
+            Ty::Duration => "google.protobuf.Duration",
+            Ty::Url => "kubernetes.URL",
+            Ty::Str(_) => "string",
+            Ty::Bytes(_) => "bytes",
+            Ty::List(..) => "list",
+            Ty::Map(..) | Ty::Obj(..) => "map",
+            Ty::Opt(_) => "optional_type",
+        }
+    }
+
+    /// How many times a comprehension over it iterates at most.
+    fn elems(&self) -> u64 {
+        match self {
+            Ty::List(_, n) | Ty::Map(_, _, n) | Ty::Dyn(n) => *n,
+            Ty::Obj(s, root) => {
+                schema::properties(s).map_or(0, |p| p.len() as u64) + if *root { 3 } else { 0 }
+            }
+            _ => 0,
+        }
+    }
+
+    /// Characters of a string (or bytes), for the string functions.
+    fn len(&self) -> u64 {
+        match self {
+            Ty::Str(n) | Ty::Bytes(n) | Ty::Dyn(n) => *n,
+            _ => 1,
+        }
+    }
+
+    /// The cost of walking a whole value once (equality, `in`, `indexOf`, `sum`...).
+    fn traverse(&self) -> u64 {
+        match self {
+            Ty::Str(n) | Ty::Bytes(n) => ceil_div(*n, 10),
+            Ty::Dyn(n) => *n,
+            Ty::List(e, n) | Ty::Map(_, e, n) => n.saturating_mul(1 + e.traverse()),
+            Ty::Obj(s, _) => {
+                let props = schema::properties(s).into_iter().flatten();
+                props.fold(3, |acc, (_, p)| {
+                    acc.saturating_add(1 + Checker::static_ty(p).traverse())
+                })
+            }
+            Ty::Opt(t) => 1 + t.traverse(),
+            _ => 1,
+        }
+    }
+
+    fn is_known_non(&self, wanted: fn(&Ty) -> bool) -> bool {
+        !matches!(self, Ty::Dyn(_)) && !wanted(self)
+    }
+}
+
+fn ceil_div(a: u64, b: u64) -> u64 {
+    a.div_ceil(b)
+}
+
+/// Of two types an expression may have, the one to go on with (`Dyn(0)` knows nothing).
+fn unify<'s>(a: Ty<'s>, b: Ty<'s>) -> Ty<'s> {
+    match (a, b) {
+        (Ty::Dyn(0), t) | (t, Ty::Dyn(0)) => t,
+        (Ty::Str(x), Ty::Str(y)) => Ty::Str(x.max(y)),
+        (Ty::List(e, x), Ty::List(f, y)) => Ty::List(Box::new(unify(*e, *f)), x.max(y)),
+        (Ty::Dyn(x), t) | (t, Ty::Dyn(x)) => Ty::Dyn(x.max(t.elems()).max(t.len())),
+        (a, _) => a,
+    }
+}
+
+/// Namespaces of global functions (`math.abs(x)` parses as a call on the ident `math`).
+const NAMESPACES: &[&str] = &["math", "sets", "strings", "optional"];
+
+/// Type names usable as values (`type(x) == int`).
+const TYPE_NAMES: &[&str] = &[
+    "int",
+    "uint",
+    "double",
+    "bool",
+    "string",
+    "bytes",
+    "list",
+    "map",
+    "null_type",
+    "type",
+    "dyn",
+];
+
+/// The static pass over one expression.
+pub(super) struct Checker<'s, 'a> {
+    sizes: Option<&'a Sizes>,
+    self_ty: Ty<'s>,
+    old_ty: Ty<'s>,
+    scope: Vec<(String, Ty<'s>)>,
+    /// Errors found: the expression's id and cel-go's words.
+    pub errors: Vec<(u64, String)>,
+    /// Whether the expression names `oldSelf`.
+    pub uses_old_self: bool,
+}
+
+impl<'s, 'a> Checker<'s, 'a> {
+    /// A checker for a rule on `node`; `root` at a resource's root; `optional_old` when
+    /// `oldSelf` is an optional; `sizes` at run time.
+    pub fn new(node: &'s Value, root: bool, optional_old: bool, sizes: Option<&'a Sizes>) -> Self {
+        let mut c = Checker {
+            sizes,
+            self_ty: Ty::Null,
+            old_ty: Ty::Null,
+            scope: Vec::new(),
+            errors: Vec::new(),
+            uses_old_self: false,
+        };
+        let mut self_ty = c.of_schema(node);
+        if root && let Ty::Obj(s, _) = self_ty {
+            self_ty = Ty::Obj(s, true);
+        }
+        c.old_ty = if optional_old {
+            Ty::Opt(Box::new(self_ty.clone()))
+        } else {
+            self_ty.clone()
+        };
+        c.self_ty = self_ty;
+        c
+    }
+
+    fn static_ty(s: &'s Value) -> Ty<'s> {
+        Checker {
+            sizes: None,
+            self_ty: Ty::Null,
+            old_ty: Ty::Null,
+            scope: Vec::new(),
+            errors: Vec::new(),
+            uses_old_self: false,
+        }
+        .of_schema(s)
+    }
+
+    fn size(&self, s: &Value, bound: u64) -> u64 {
+        match self.sizes {
+            Some(sizes) => sizes.sizes.get(&addr(s)).copied().unwrap_or(0),
+            None => bound,
+        }
+    }
+
+    fn key_size(&self, s: &Value) -> u64 {
+        match self.sizes {
+            Some(sizes) => sizes.keys.get(&addr(s)).copied().unwrap_or(0),
+            None => UNBOUNDED,
+        }
+    }
+
+    /// The type of a value of schema `s`.
+    pub fn of_schema(&self, s: &'s Value) -> Ty<'s> {
+        if schema::is_int_or_string(s) {
+            return Ty::Dyn(self.size(s, UNBOUNDED));
+        }
+        match schema::type_name(s) {
+            "boolean" => Ty::Bool,
+            "integer" => Ty::Int,
+            "number" => Ty::Double,
+            "string" => match s.get("format").and_then(Value::as_str) {
+                Some("date-time") => Ty::Timestamp,
+                Some("duration") => Ty::Duration,
+                Some("byte") => Ty::Bytes(self.size(s, schema::max_length(s))),
+                _ => Ty::Str(self.size(s, schema::max_length(s))),
+            },
+            "array" => {
+                let elem = schema::items(s).map_or(Ty::Dyn(UNBOUNDED), |i| self.of_schema(i));
+                Ty::List(Box::new(elem), self.size(s, schema::max_items(s).0))
+            }
+            "object" => {
+                if let Some(ap) = schema::additional(s) {
+                    let n = self.size(s, schema::max_properties(s).0);
+                    Ty::Map(self.key_size(s), Box::new(self.of_schema(ap)), n)
+                } else if schema::properties(s).is_some()
+                    || schema::is_embedded(s)
+                    || !schema::preserves_unknown(s)
+                {
+                    Ty::Obj(s, schema::is_embedded(s))
+                } else {
+                    Ty::Dyn(self.size(s, UNBOUNDED))
+                }
+            }
+            _ => Ty::Dyn(self.size(s, UNBOUNDED)),
+        }
+    }
+
+    fn error(&mut self, id: u64, message: String) {
+        self.errors.push((id, message));
+    }
+
+    fn undeclared(&mut self, id: u64, name: &str) {
+        self.error(
+            id,
+            format!("undeclared reference to '{name}' (in container '')"),
+        );
+    }
+
+    /// The type and estimated cost of `e`.
+    pub fn expr(&mut self, e: &IdedExpr) -> (Ty<'s>, u64) {
+        match &e.expr {
+            Expr::Unspecified => (Ty::Dyn(0), 0),
+            Expr::Literal(l) => (literal(l), 0),
+            Expr::Ident(name) => (self.ident(e.id, name), 1),
+            Expr::Select(sel) => {
+                let (t, c) = self.expr(&sel.operand);
+                let field = self.field(e.id, t, &sel.field);
+                let t = if sel.test { Ty::Bool } else { field };
+                (t, c.saturating_add(1))
+            }
+            Expr::Call(call) => self.call(e.id, call),
+            Expr::Comprehension(comp) => self.comprehension(comp),
+            Expr::List(list) => {
+                let mut cost = 1u64;
+                let mut elem = Ty::Dyn(0);
+                for (i, x) in list.elements.iter().enumerate() {
+                    let (t, c) = self.expr(x);
+                    cost = cost.saturating_add(c);
+                    elem = if i == 0 { t } else { unify(elem, t) };
+                }
+                (Ty::List(Box::new(elem), list.elements.len() as u64), cost)
+            }
+            Expr::Map(map) => {
+                let mut cost = 1u64;
+                let mut value = Ty::Dyn(0);
+                let mut key_len = 0;
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(m) = &entry.expr {
+                        let (k, kc) = self.expr(&m.key);
+                        let (v, vc) = self.expr(&m.value);
+                        key_len = key_len.max(k.len());
+                        cost = cost.saturating_add(kc).saturating_add(vc);
+                        value = unify(value, v);
+                    }
+                }
+                let n = map.entries.len() as u64;
+                (Ty::Map(key_len, Box::new(value), n), cost)
+            }
+            Expr::Struct(st) => {
+                self.undeclared(e.id, &st.type_name);
+                (Ty::Dyn(0), 1)
+            }
+        }
+    }
+
+    fn ident(&mut self, id: u64, name: &str) -> Ty<'s> {
+        if let Some((_, t)) = self.scope.iter().rev().find(|(n, _)| n == name) {
+            return t.clone();
+        }
+        match name {
+            "self" => self.self_ty.clone(),
+            "oldSelf" => {
+                self.uses_old_self = true;
+                self.old_ty.clone()
+            }
+            n if TYPE_NAMES.contains(&n) => Ty::Type,
+            _ => {
+                self.undeclared(id, name);
+                Ty::Dyn(0)
+            }
+        }
+    }
+
+    fn field(&mut self, id: u64, t: Ty<'s>, name: &str) -> Ty<'s> {
+        match t {
+            Ty::Obj(s, root) => {
+                if let Some(p) = schema::properties(s).and_then(|p| p.get(name)) {
+                    return self.of_schema(p);
+                }
+                match name {
+                    "apiVersion" | "kind" if root => Ty::Str(OBJECT_META_LEN),
+                    "metadata" if root => Ty::Dyn(OBJECT_META_LEN),
+                    _ if schema::preserves_unknown(s) => Ty::Dyn(self.size(s, UNBOUNDED)),
+                    _ => {
+                        self.error(id, format!("undefined field '{name}'"));
+                        Ty::Dyn(0)
+                    }
+                }
+            }
+            Ty::Map(_, v, _) => *v,
+            Ty::Dyn(n) => Ty::Dyn(n),
+            other => {
+                let message = format!("type '{}' does not support field selection", other.name());
+                self.error(id, message);
+                Ty::Dyn(0)
+            }
+        }
+    }
+
+    fn comprehension(&mut self, c: &ComprehensionExpr) -> (Ty<'s>, u64) {
+        let (range, range_cost) = self.expr(&c.iter_range);
+        let n = range.elems();
+        let (first, second) = match &range {
+            Ty::List(e, _) if c.iter_var2.is_some() => (Ty::Int, (**e).clone()),
+            Ty::List(e, _) => ((**e).clone(), Ty::Dyn(0)),
+            Ty::Map(k, v, _) => (Ty::Str(*k), (**v).clone()),
+            Ty::Obj(..) => (Ty::Str(UNBOUNDED), Ty::Dyn(UNBOUNDED)),
+            other => (Ty::Dyn(other.elems()), Ty::Dyn(other.elems())),
+        };
+        let (init, init_cost) = self.expr(&c.accu_init);
+        let init = match init {
+            Ty::List(e, _) => Ty::List(e, n),
+            other => other,
+        };
+        let depth = self.scope.len();
+        self.scope.push((c.iter_var.clone(), first));
+        if let Some(v2) = &c.iter_var2 {
+            self.scope.push((v2.clone(), second));
+        }
+        self.scope.push((c.accu_var.clone(), init.clone()));
+        let (_, cond_cost) = self.expr(&c.loop_cond);
+        let (step, step_cost) = self.expr(&c.loop_step);
+        let accu = match step {
+            Ty::List(e, _) => Ty::List(e, n),
+            _ => init,
+        };
+        if let Some(last) = self.scope.last_mut() {
+            last.1 = accu;
+        }
+        let (result, result_cost) = self.expr(&c.result);
+        self.scope.truncate(depth);
+        let per_item = cond_cost.saturating_add(step_cost);
+        let cost = range_cost
+            .saturating_add(init_cost)
+            .saturating_add(n.saturating_mul(per_item))
+            .saturating_add(result_cost);
+        (result, cost)
+    }
+
+    fn call(&mut self, id: u64, call: &CallExpr) -> (Ty<'s>, u64) {
+        let mut name = call.func_name.clone();
+        let mut target = call.target.as_deref();
+        if let Some(IdedExpr {
+            expr: Expr::Ident(ns),
+            ..
+        }) = target
+            && NAMESPACES.contains(&ns.as_str())
+            && !self.scope.iter().any(|(n, _)| n == ns)
+        {
+            name = format!("{ns}.{name}");
+            target = None;
+        }
+        let mut cost = 0u64;
+        let mut args = Vec::new();
+        for e in target.into_iter().chain(call.args.iter()) {
+            let (t, c) = self.expr(e);
+            cost = cost.saturating_add(c);
+            args.push(t);
+        }
+        match function(&name, &args) {
+            Some((t, own)) => (t, cost.saturating_add(own)),
+            None => {
+                self.undeclared(id, &call.func_name);
+                (Ty::Dyn(0), cost)
+            }
+        }
+    }
+}
+
+fn literal<'s>(l: &LiteralValue) -> Ty<'s> {
+    match l {
+        LiteralValue::Boolean(_) => Ty::Bool,
+        LiteralValue::Int(_) => Ty::Int,
+        LiteralValue::UInt(_) => Ty::Uint,
+        LiteralValue::Double(_) => Ty::Double,
+        LiteralValue::Null => Ty::Null,
+        LiteralValue::String(s) => Ty::Str(s.inner().chars().count() as u64),
+        LiteralValue::Bytes(b) => Ty::Bytes(b.inner().len() as u64),
+    }
+}
+
+/// Whether a rule's result type is (or may be) a bool.
+pub(super) fn may_be_bool(t: &Ty) -> bool {
+    !t.is_known_non(|t| matches!(t, Ty::Bool))
+}
+
+/// Whether a messageExpression's result type is (or may be) a string.
+pub(super) fn may_be_string(t: &Ty) -> bool {
+    !t.is_known_non(|t| matches!(t, Ty::Str(_)))
+}
+
+/// The result type and own cost of calling `name` on `args` (the receiver first), or
+/// `None` for a function the environment does not declare.
+fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
+    let a0 = args.first().cloned().unwrap_or(Ty::Dyn(0));
+    let a1 = args.get(1).cloned().unwrap_or(Ty::Dyn(0));
+    let (r, a) = (a0.len(), a1.len());
+    let elem = |t: &Ty<'s>| match t {
+        Ty::List(e, _) => (**e).clone(),
+        Ty::Map(_, v, _) => (**v).clone(),
+        Ty::Dyn(n) => Ty::Dyn(*n),
+        _ => Ty::Dyn(0),
+    };
+    let walk = |t: &Ty<'s>| t.elems().saturating_mul(1 + elem(t).traverse());
+    Some(match name {
+        "_==_" | "_!=_" | "_<_" | "_<=_" | "_>_" | "_>=_" => {
+            (Ty::Bool, 1 + a0.traverse().min(a1.traverse()))
+        }
+        "_&&_" | "_||_" | "!_" | "@not_strictly_false" | "not_strictly_false" => (Ty::Bool, 0),
+        "@in" => match &a1 {
+            Ty::Map(..) | Ty::Obj(..) => (Ty::Bool, 1),
+            other => (Ty::Bool, 1 + walk(other)),
+        },
+        "_+_" => match (a0, a1) {
+            (Ty::Str(x), Ty::Str(y)) => (Ty::Str(x + y), 1 + ceil_div(x + y, 10)),
+            (Ty::Bytes(x), Ty::Bytes(y)) => (Ty::Bytes(x + y), 1 + ceil_div(x + y, 10)),
+            (Ty::List(e, x), Ty::List(f, y)) => {
+                (Ty::List(Box::new(unify(*f, *e)), x.saturating_add(y)), 1)
+            }
+            (Ty::Duration, Ty::Timestamp) => (Ty::Timestamp, 1),
+            (t, _) => (t, 1),
+        },
+        "_-_" => match (a0, a1) {
+            (Ty::Timestamp, Ty::Timestamp) => (Ty::Duration, 1),
+            (t, _) => (t, 1),
+        },
+        "_*_" | "_/_" | "_%_" | "-_" => (a0, 1),
+        "_?_:_" => (unify(a1, args.get(2).cloned().unwrap_or(Ty::Dyn(0))), 0),
+        "_[_]" => match a0 {
+            Ty::Obj(..) => (Ty::Dyn(UNBOUNDED), 1),
+            t => (elem(&t), 1),
+        },
+        "size" => (Ty::Int, 1),
+        "contains" => (
+            Ty::Bool,
+            1 + ceil_div(r, 10).max(1) * ceil_div(a, 10).max(1),
+        ),
+        "startsWith" | "endsWith" => (Ty::Bool, 1 + ceil_div(a, 10)),
+        "matches" => (Ty::Bool, 1 + ceil_div(r, 10).max(1) * ceil_div(a, 4).max(1)),
+        "lowerAscii" | "upperAscii" | "trim" | "charAt" | "substring" | "strings.quote" => {
+            (Ty::Str(r + 2), 1 + ceil_div(r, 10))
+        }
+        "replace" => {
+            let new = args.get(2).map_or(0, Ty::len);
+            let out = r.saturating_mul(new + 1);
+            (Ty::Str(out), 1 + ceil_div(r, 10) + ceil_div(out, 10))
+        }
+        "split" => (Ty::List(Box::new(Ty::Str(r)), r + 1), 1 + ceil_div(r, 10)),
+        "indexOf" | "lastIndexOf" => match a0 {
+            Ty::List(..) => (Ty::Int, 1 + walk(&a0)),
+            _ => (Ty::Int, 1 + ceil_div(r, 10).max(1) * ceil_div(a, 10).max(1)),
+        },
+        "join" => {
+            let out = a0.elems().saturating_mul(elem(&a0).len() + a);
+            (Ty::Str(out), 1 + a0.elems() + ceil_div(out, 10))
+        }
+        "reverse" => match a0 {
+            Ty::List(..) => (a0.clone(), 1 + a0.elems()),
+            _ => (Ty::Str(r), 1 + ceil_div(r, 10)),
+        },
+        "isSorted" => (Ty::Bool, 1 + walk(&a0)),
+        "sum" | "min" | "max" => (elem(&a0), 1 + walk(&a0)),
+        "distinct" => (a0.clone(), 1 + a0.elems().saturating_mul(walk(&a0))),
+        "sort" => {
+            let n = a0.elems();
+            let log = 64 - u64::from(n.leading_zeros());
+            (a0.clone(), 1 + walk(&a0).saturating_mul(log.max(1)))
+        }
+        "slice" => (a0.clone(), 1 + a0.elems()),
+        "flatten" => {
+            let inner = elem(&a0);
+            let n = a0.elems().saturating_mul(inner.elems().max(1));
+            (Ty::List(Box::new(elem(&inner)), n), 1 + n)
+        }
+        "sets.contains" | "sets.equivalent" | "sets.intersects" => {
+            (Ty::Bool, 1 + walk(&a0).saturating_mul(walk(&a1).max(1)))
+        }
+        "int" | "getFullYear" | "getMonth" | "getDayOfYear" | "getDayOfMonth" | "getDate"
+        | "getDayOfWeek" | "getHours" | "getMinutes" | "getSeconds" | "getMilliseconds" => {
+            (Ty::Int, 1 + ceil_div(r, 10))
+        }
+        "uint" => (Ty::Uint, 1 + ceil_div(r, 10)),
+        "double" => (Ty::Double, 1 + ceil_div(r, 10)),
+        "bool" => (Ty::Bool, 1),
+        "string" => (Ty::Str(r.max(64)), 1 + ceil_div(r, 10)),
+        "bytes" => (Ty::Bytes(r), 1 + ceil_div(r, 10)),
+        "timestamp" => (Ty::Timestamp, 1 + ceil_div(r, 10)),
+        "duration" => (Ty::Duration, 1 + ceil_div(r, 10)),
+        "dyn" => (Ty::Dyn(a0.elems().max(a0.len())), 1),
+        "type" => (Ty::Type, 1),
+        "url" => (Ty::Url, 1 + ceil_div(r, 10)),
+        "isURL" => (Ty::Bool, 1 + ceil_div(r, 10)),
+        "getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath" => {
+            (Ty::Str(UNBOUNDED), 1)
+        }
+        "getQuery" => {
+            let values = Ty::List(Box::new(Ty::Str(UNBOUNDED)), UNBOUNDED);
+            (Ty::Map(UNBOUNDED, Box::new(values), UNBOUNDED), 1)
+        }
+        "hasValue" => (Ty::Bool, 1),
+        "value" | "orValue" => match a0 {
+            Ty::Opt(t) => (*t, 1),
+            t => (t, 1),
+        },
+        "or" | "optional.of" | "optional.ofNonZeroValue" => (Ty::Opt(Box::new(a0)), 1),
+        "optional.none" => (Ty::Opt(Box::new(Ty::Dyn(0))), 1),
+        "math.isInf" | "math.isNaN" | "math.isFinite" => (Ty::Bool, 1),
+        "math.sqrt" => (Ty::Double, 1),
+        "math.ceil" | "math.floor" | "math.round" | "math.trunc" | "math.abs" | "math.sign"
+        | "math.bitAnd" | "math.bitOr" | "math.bitXor" | "math.bitNot" | "math.bitShiftLeft"
+        | "math.bitShiftRight" => (a0, 1),
+        "math.greatest" | "math.least" => (a0.clone(), 1 + args.len() as u64 + walk(&a0)),
+        _ => return None,
+    })
+}
