@@ -174,7 +174,10 @@ fn version_of(version: &Value) -> Version {
         .flatten()
         .filter_map(|f| {
             let path = text(f, "/jsonPath");
-            Some((path.trim_start_matches('.').to_string(), JsonPath::parse(path).ok()?))
+            Some((
+                path.trim_start_matches('.').to_string(),
+                JsonPath::parse(path).ok()?,
+            ))
         })
         .collect();
     let selectable: Vec<&'static str> = selectable_paths.iter().map(|(n, _)| intern(n)).collect();
@@ -362,7 +365,10 @@ mod tests {
         let mut obj = json!({"metadata": {"name": "w"}, "spec": {"color": "red", "extra": 1}, "status": {"ready": true}});
         assert_eq!(kind.prune(&mut obj), ["spec.extra"]);
         kind.prepare_for_create(&mut obj);
-        assert_eq!(obj, json!({"metadata": {"name": "w"}, "spec": {"color": "red", "replicas": 1}}));
+        assert_eq!(
+            obj,
+            json!({"metadata": {"name": "w"}, "spec": {"color": "red", "replicas": 1}})
+        );
         assert_eq!(kind.field(&obj, "spec.color"), "red");
         assert_eq!(kind.cells(&obj, Time::now())[1], json!(1));
         obj["spec"]["replicas"] = json!(9);

@@ -8,6 +8,7 @@
 pub mod componentstatuses;
 pub mod configmaps;
 pub mod custom_resources;
+pub mod customresourcedefinitions;
 pub mod endpoints;
 pub mod events;
 pub mod events_k8s_io;
