@@ -94,8 +94,8 @@ fn strings(v: &Value, pointer: &str) -> Vec<&'static str> {
 /// The kind `crd`'s `version` (one of its `spec.versions`) defines, made or brought up to
 /// date.
 pub fn serve(crd: &Value, version: &Value) -> &'static CustomResource {
-    static KINDS: Mutex<Option<HashMap<(String, String, String), &'static CustomResource>>> =
-        Mutex::new(None);
+    type Kinds = HashMap<(String, String, String), &'static CustomResource>;
+    static KINDS: Mutex<Option<Kinds>> = Mutex::new(None);
     let info = info_of(crd, version);
     let made = Arc::new(version_of(version));
     let mut kinds = KINDS.lock().unwrap_or_else(|p| p.into_inner());
