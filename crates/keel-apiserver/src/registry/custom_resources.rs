@@ -33,6 +33,8 @@ struct Version {
     /// The Table's columns, and each printer column's path and type.
     columns: &'static [Column],
     cells: Vec<(JsonPath, String)>,
+    /// The apiVersion objects are stored in (`<group>/<the storage version>`).
+    storage_api_version: String,
     /// The selectable fields (`spec.color`) and their paths.
     selectable: &'static [&'static str],
     selectable_paths: Vec<JsonPath>,
@@ -97,7 +99,7 @@ pub fn serve(crd: &Value, version: &Value) -> &'static CustomResource {
     type Kinds = HashMap<(String, String, String), &'static CustomResource>;
     static KINDS: Mutex<Option<Kinds>> = Mutex::new(None);
     let info = info_of(crd, version);
-    let made = Arc::new(version_of(version));
+    let made = Arc::new(version_of(crd, version));
     let mut kinds = KINDS.lock().unwrap_or_else(|p| p.into_inner());
     let kinds = kinds.get_or_insert_with(HashMap::new);
     let key = (
@@ -132,7 +134,7 @@ fn info_of(crd: &Value, version: &Value) -> &'static ResourceInfo {
     })
 }
 
-fn version_of(version: &Value) -> Version {
+fn version_of(crd: &Value, version: &Value) -> Version {
     let schema = version
         .pointer("/schema/openAPIV3Schema")
         .cloned()
@@ -181,9 +183,17 @@ fn version_of(version: &Value) -> Version {
         })
         .collect();
     let selectable: Vec<&'static str> = selectable_paths.iter().map(|(n, _)| intern(n)).collect();
+    let storage = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|v| v.get("storage") == Some(&Value::Bool(true)))
+        .map_or_else(|| text(version, "/name"), |v| text(v, "/name"));
     Version {
         schema,
         merge,
+        storage_api_version: format!("{}/{storage}", text(crd, "/spec/group")),
         columns: COLUMNS.get(columns).as_slice(),
         cells,
         selectable: LISTS.get(selectable).as_slice(),
@@ -243,6 +253,23 @@ impl Strategy for CustomResource {
         *self.info.read().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Objects are stored in the storage version; with the `None` conversion a version's
+    /// object is the stored one with its apiVersion.
+    fn to_storage(&self, mut obj: Value) -> Value {
+        obj["apiVersion"] = self.version().storage_api_version.clone().into();
+        obj
+    }
+
+    fn to_served(&self, mut obj: Value) -> Value {
+        obj["apiVersion"] = self.info().api_version().into();
+        obj
+    }
+
+    fn key_resource(&self) -> &'static str {
+        let info = self.info();
+        intern(&format!("{}/{}", info.group, info.resource))
+    }
+
     fn set_defaults(&self, obj: &mut Value) {
         defaults::apply(&self.version().schema, obj);
     }
@@ -256,15 +283,7 @@ impl Strategy for CustomResource {
         self.set_defaults(obj);
     }
 
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        if self.info().status
-            && let Some(map) = new.as_object_mut()
-        {
-            match old.get("status") {
-                Some(status) => map.insert("status".into(), status.clone()),
-                None => map.remove("status"),
-            };
-        }
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         self.set_defaults(new);
     }
 
@@ -383,10 +402,5 @@ mod tests {
         assert!(std::ptr::eq(kind, again));
         let names: Vec<&str> = kind.columns().iter().map(|c| c.name).collect();
         assert_eq!(names, ["Name", "Age"]);
-        // An update keeps the stored status.
-        let old = json!({"spec": {}, "status": {"ready": true}});
-        let mut new = json!({"spec": {}, "status": {"ready": false}});
-        kind.prepare_for_update(&mut new, &old);
-        assert_eq!(new["status"], json!({"ready": true}));
     }
 }

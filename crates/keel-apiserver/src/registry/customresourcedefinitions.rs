@@ -75,6 +75,10 @@ impl Strategy for CustomResourceDefinitions {
         &INFO
     }
 
+    fn key_resource(&self) -> &'static str {
+        "apiextensions.k8s.io/customresourcedefinitions"
+    }
+
     fn set_defaults(&self, obj: &mut Value) {
         crd::set_defaults(obj);
     }
@@ -97,11 +101,8 @@ impl Strategy for CustomResourceDefinitions {
         }
     }
 
-    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         crd::set_defaults(new);
-        if let Some(status) = old.get("status") {
-            new["status"] = status.clone();
-        }
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {

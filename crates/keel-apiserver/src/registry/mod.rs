@@ -107,6 +107,13 @@ pub trait Strategy: Send + Sync {
         (self.info().group, self.info().resource)
     }
 
+    /// The resource part of the kind's keys (`/registry/<this>/<namespace>/<name>`): its
+    /// resource, but `<group>/<resource>` where kube-apiserver keys a kind so
+    /// (CustomResourceDefinitions and custom resources).
+    fn key_resource(&self) -> &'static str {
+        self.info().resource
+    }
+
     /// The object in the form it is stored in. kube-apiserver stores one version of each
     /// resource (events.k8s.io/v1 Events are stored as core/v1 Events), so every version
     /// reads what the others wrote.
