@@ -6,6 +6,7 @@
 //! kube-controller-manager's are chosen by `--controllers` ([`Selection`]): [`namespaces`],
 //! [`nodelifecycle`], [`serviceaccounts`] and [`root_ca`].
 
+pub mod crds;
 pub mod events;
 pub mod informer;
 pub mod kubernetes_service;

@@ -1,0 +1,241 @@
+//! The CRD controller: what kube-apiserver's apiextensions-apiserver runs beside its
+//! handlers (the naming, establishing and finalizing controllers, and the handler that
+//! serves each established CRD's versions), so it runs in every keel apiserver whatever
+//! `--controllers` says.
+//!
+//! - Each CRD's status is kept as upstream writes it ([`crate::apiextensions::crd::status`]):
+//!   its names accepted unless another CRD of the group has them, `NamesAccepted`,
+//!   `Established`.
+//! - An established CRD's served versions are served at once (the registry's kinds, so
+//!   discovery, OpenAPI and every verb see them); a version no longer served, or a CRD gone,
+//!   stops being served.
+//! - A CRD being deleted is `Terminating`: its objects are deleted (every namespace), then its
+//!   `customresourcecleanup.apiextensions.k8s.io` finalizer is removed and it is gone.
+//!
+//! [`sync_all`] runs once before the server answers (its CRDs served from the first
+//! request), then [`run`] follows the CRDs for the life of the process.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::apiextensions::crd;
+use crate::registry::custom_resources;
+use crate::registry::customresourcedefinitions::{CLEANUP_FINALIZER, CustomResourceDefinitions};
+use crate::registry::store::{DeleteOptions, ListQuery, Registry};
+use crate::registry::time::Time;
+use crate::registry::{Strategy, meta_str};
+use crate::storage::Status;
+
+/// How soon a CRD whose objects are not all gone is tried again.
+const RETRY: Duration = Duration::from_secs(1);
+
+static CRDS: CustomResourceDefinitions = CustomResourceDefinitions;
+
+/// Brings every CRD's status and serving up to date, once.
+pub async fn sync_all(registry: &Registry) -> Result<BTreeSet<String>, Status> {
+    let list = registry.list(&CRDS, None, &ListQuery::default()).await?;
+    let all: Vec<Value> = list.objects().cloned().collect();
+    let mut pending = BTreeSet::new();
+    for crd in &all {
+        if !sync(registry, crd, &all).await? {
+            pending.insert(meta_str(crd, "name").to_string());
+        }
+    }
+    Ok(pending)
+}
+
+/// Runs the controller until the process ends.
+pub async fn run(registry: Arc<Registry>) {
+    loop {
+        if let Err(status) = watch_round(&registry).await {
+            tracing::warn!(error = %status.message, "CRD controller: restarting its watch");
+            tokio::time::sleep(RETRY).await;
+        }
+    }
+}
+
+/// Lists the CRDs, then follows them.
+async fn watch_round(registry: &Registry) -> Result<(), Status> {
+    let list = registry.list(&CRDS, None, &ListQuery::default()).await?;
+    let mut pending = sync_all(registry).await?;
+    let mut watching = registry
+        .watch(&CRDS, None, list.resource_version(), None)
+        .await?;
+    loop {
+        let wait = if pending.is_empty() {
+            Duration::from_secs(3600)
+        } else {
+            RETRY
+        };
+        let event = match tokio::time::timeout(wait, watching.next()).await {
+            Err(_) => None,
+            Ok(None) => return Ok(()),
+            Ok(Some(Err(status))) => return Err(status),
+            Ok(Some(Ok(event))) => Some(event),
+        };
+        if let Some(event) = event {
+            let name = meta_str(&event.object, "name").to_string();
+            if event.kind == "DELETED" {
+                registry.serve_custom(&name, Vec::new());
+                pending.remove(&name);
+            } else {
+                pending.insert(name);
+            }
+        }
+        // A change of one CRD can accept another's names: every pending one is looked at.
+        let all: Vec<Value> = registry
+            .list(&CRDS, None, &ListQuery::default())
+            .await?
+            .objects()
+            .cloned()
+            .collect();
+        let names: Vec<String> = pending.iter().cloned().collect();
+        for name in names {
+            let Some(crd) = all.iter().find(|c| meta_str(c, "name") == name) else {
+                registry.serve_custom(&name, Vec::new());
+                pending.remove(&name);
+                continue;
+            };
+            match sync(registry, crd, &all).await {
+                Ok(true) => {
+                    pending.remove(&name);
+                }
+                Ok(false) => {}
+                Err(status) => {
+                    tracing::warn!(crd = %name, error = %status.message, "CRD controller");
+                }
+            }
+        }
+    }
+}
+
+/// Brings one CRD up to date beside `all`; false while it waits for its objects to go.
+async fn sync(registry: &Registry, crd: &Value, all: &[Value]) -> Result<bool, Status> {
+    let name = meta_str(crd, "name").to_string();
+    if !meta_str(crd, "deletionTimestamp").is_empty() {
+        return cleanup(registry, crd).await;
+    }
+    let others: Vec<Value> = all
+        .iter()
+        .filter(|c| meta_str(c, "name") != name)
+        .cloned()
+        .collect();
+    let status = crd::status(crd, &others, &Time::now().rfc3339());
+    let crd = if !same_status(crd.get("status"), &status) {
+        write_status(registry, &name, status).await?
+    } else {
+        crd.clone()
+    };
+    let established = crd
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+        });
+    registry.serve_custom(&name, if established { kinds(&crd) } else { Vec::new() });
+    Ok(true)
+}
+
+/// The kinds of a CRD's served versions.
+fn kinds(crd: &Value) -> Vec<&'static dyn Strategy> {
+    crd.pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("served") == Some(&Value::Bool(true)))
+        .map(|v| custom_resources::serve(crd, v) as &'static dyn Strategy)
+        .collect()
+}
+
+/// Whether two statuses say the same, their conditions' transition times aside.
+fn same_status(old: Option<&Value>, new: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(conditions) = v.get_mut("conditions").and_then(Value::as_array_mut) {
+            for c in conditions {
+                if let Some(c) = c.as_object_mut() {
+                    c.remove("lastTransitionTime");
+                }
+            }
+        }
+        v
+    };
+    old.is_some_and(|old| strip(old) == strip(new))
+}
+
+async fn write_status(registry: &Registry, name: &str, status: Value) -> Result<Value, Status> {
+    let (written, _) = registry
+        .update(&CRDS, None, name, Some("status"), false, |current| {
+            let mut new = current.cloned().unwrap_or(Value::Null);
+            new["status"] = status.clone();
+            Ok(new)
+        })
+        .await?;
+    Ok(written)
+}
+
+/// Deletes a terminating CRD's objects, then lets it go; true when it is gone.
+async fn cleanup(registry: &Registry, crd: &Value) -> Result<bool, Status> {
+    let name = meta_str(crd, "name").to_string();
+    let kinds = registry.custom_kinds(&name);
+    let terminating = crd
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| c.iter().any(|c| c["type"] == "Terminating"));
+    if !terminating {
+        let mut status = crd.get("status").cloned().unwrap_or_else(|| json!({}));
+        let condition = json!({
+            "type": "Terminating", "status": "True",
+            "lastTransitionTime": Time::now().rfc3339(),
+            "reason": "InstanceDeletionInProgress",
+            "message": "CustomResource deletion is in progress",
+        });
+        match status.get_mut("conditions").and_then(Value::as_array_mut) {
+            Some(conditions) => conditions.push(condition),
+            None => status["conditions"] = json!([condition]),
+        }
+        write_status(registry, &name, status).await?;
+    }
+    let mut left = 0;
+    if let Some(kind) = kinds.first() {
+        let list = registry.list(*kind, None, &ListQuery::default()).await?;
+        for obj in list.objects() {
+            left += 1;
+            let namespace = Some(meta_str(obj, "namespace")).filter(|n| !n.is_empty());
+            let deleted = registry
+                .delete(*kind, namespace, meta_str(obj, "name"), &DeleteOptions::default())
+                .await;
+            if let Err(status) = deleted
+                && status.code != 404
+            {
+                return Err(status);
+            }
+        }
+    }
+    if left > 0 {
+        return Ok(false);
+    }
+    let removed = registry
+        .update(&CRDS, None, &name, None, false, |current| {
+            let mut new = current.cloned().unwrap_or(Value::Null);
+            if let Some(finalizers) = new
+                .pointer_mut("/metadata/finalizers")
+                .and_then(Value::as_array_mut)
+            {
+                finalizers.retain(|f| f != CLEANUP_FINALIZER);
+            }
+            Ok(new)
+        })
+        .await;
+    match removed {
+        Ok(_) => {}
+        Err(status) if status.code == 404 => {}
+        Err(status) => return Err(status),
+    }
+    registry.serve_custom(&name, Vec::new());
+    Ok(true)
+}
