@@ -13,9 +13,9 @@ use serde_json::Value;
 use super::field_manager::Options;
 use super::field_validation::Directive;
 use super::{field_validation, openapi};
+use crate::apimachinery::time::Time;
 use crate::registry::managed_fields::FieldManager;
 use crate::registry::store::Registry;
-use crate::registry::time::Time;
 use crate::registry::{Strategy, meta, meta_str};
 use crate::storage::{Status, Target};
 

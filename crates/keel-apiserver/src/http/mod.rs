@@ -9,7 +9,6 @@ pub mod decode;
 pub mod discovery;
 pub mod field_manager;
 pub mod field_validation;
-pub mod go_value;
 pub mod handlers;
 pub mod health;
 pub mod inflight;

@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::go_value::{GoType, go_fmt_list, go_fmt_map, go_fmt_s};
+use crate::apimachinery::go_value::{GoType, go_fmt_list, go_fmt_map, go_fmt_s};
 pub use crate::registry::schema::{Schema, schema_for};
 
 type Object = Map<String, Value>;

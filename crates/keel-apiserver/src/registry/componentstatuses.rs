@@ -20,8 +20,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::names::NameRule;
-use super::time::Time;
 use super::{Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
+use crate::apimachinery::time::Time;
 use crate::storage::{Backends, Status};
 
 /// The ComponentStatus strategy.

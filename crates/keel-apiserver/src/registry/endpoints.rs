@@ -7,8 +7,9 @@ use std::net::IpAddr;
 use serde_json::Value;
 
 use super::names::NameRule;
-use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
+use crate::apimachinery::validation::PORT_NUM_RANGE;
 use crate::storage::FieldError;
 
 /// The Endpoints strategy.
@@ -47,9 +48,6 @@ static COLUMNS: [Column; 3] = [
 
 /// The protocols a port may have, as kube lists them in errors.
 pub const PROTOCOLS: [&str; 3] = ["SCTP", "TCP", "UDP"];
-
-/// apimachinery's `IsValidPortNum` message.
-pub const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
 
 /// What is wrong with an IP of an endpoint address (kube's `ValidateEndpointIP` and
 /// `IsValidIP`), empty if nothing.
@@ -219,7 +217,7 @@ impl Strategy for Endpoints {
                     errors.push(FieldError::invalid(
                         &format!("{at}.port"),
                         number,
-                        PORT_RANGE,
+                        PORT_NUM_RANGE,
                     ));
                 }
                 let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("");

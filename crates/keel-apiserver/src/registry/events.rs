@@ -6,8 +6,8 @@
 use serde_json::Value;
 
 use super::names::NameRule;
-use super::time::{Time, human_duration_secs};
 use super::{Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::{Time, human_duration_secs};
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 

@@ -20,8 +20,8 @@ use serde_json::{Map, Value};
 
 use super::events::{COLUMNS, event_cells, validate_event, validate_series};
 use super::names::NameRule;
-use super::time::Time;
 use super::{Column, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 

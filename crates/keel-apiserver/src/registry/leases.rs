@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::names::NameRule;
-use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 

@@ -1,13 +1,14 @@
 //! The registry: what each resource kind is (scope, validation, defaulting, table columns,
 //! field selectors, subresources), one file per kind behind one trait, [`Strategy`] (named
 //! after kube-apiserver's `rest.RESTCreateStrategy` and friends). The rules every kind shares
-//! live beside them: [`names`] (object names), [`time`] (timestamps and ages), [`schema`]
+//! live beside them: [`names`] (object names), [`schema`]
 //! (what kind of list, map or struct each field is, for both merges), and
 //! [`managed_fields`] (who set which field: `metadata.managedFields` and server-side apply, on
 //! [`fieldpath`]'s field sets and [`typed`]'s walks).
 
 pub mod componentstatuses;
 pub mod configmaps;
+pub mod data;
 pub mod endpoints;
 pub mod events;
 pub mod events_k8s_io;
@@ -30,15 +31,17 @@ pub mod served;
 pub mod serviceaccounts;
 pub mod services;
 pub mod store;
-pub mod time;
 pub mod typed;
 pub mod watching;
 
+/// The timestamps, at the path the managed fields name them by.
+pub use crate::apimachinery::time;
+
 use serde_json::Value;
 
-use crate::storage::FieldError;
+use crate::apimachinery::time::Time;
+use crate::storage::{FieldError, Target};
 use names::NameRule;
-use time::Time;
 
 /// What a resource kind is, as discovery and URL paths name it.
 #[derive(Debug)]
@@ -80,6 +83,16 @@ impl ResourceInfo {
     pub fn set_type(&self, obj: &mut Value) {
         obj["apiVersion"] = self.api_version().into();
         obj["kind"] = self.kind.into();
+    }
+
+    /// The object `name` of this kind, as a storage error names it (`name` "" for the whole
+    /// resource).
+    pub fn target(&self, name: &str) -> Target {
+        Target {
+            group: self.group.to_string(),
+            resource: self.resource.to_string(),
+            name: name.to_string(),
+        }
     }
 }
 

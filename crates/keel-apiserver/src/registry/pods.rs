@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use super::endpoints::{PORT_RANGE, PROTOCOLS};
+use super::endpoints::PROTOCOLS;
 use super::names::NameRule;
-use super::services::port_name_problems;
-use super::time::{Time, human_duration_secs};
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::{Time, human_duration_secs};
+use crate::apimachinery::validation::{PORT_NUM_RANGE, is_valid_port_name};
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -569,7 +569,7 @@ fn validate_containers(obj: &Value, field: &str, names: &mut BTreeSet<String>) -
             let pat = format!("{at}.ports[{j}]");
             let pname = p.get("name").and_then(Value::as_str).unwrap_or("");
             if !pname.is_empty() {
-                let problems = port_name_problems(pname);
+                let problems = is_valid_port_name(pname);
                 if !problems.is_empty() {
                     for problem in problems {
                         errors.push(FieldError::invalid(&format!("{pat}.name"), pname, &problem));
@@ -585,7 +585,7 @@ fn validate_containers(obj: &Value, field: &str, names: &mut BTreeSet<String>) -
                 errors.push(FieldError::invalid(
                     &format!("{pat}.containerPort"),
                     port,
-                    PORT_RANGE,
+                    PORT_NUM_RANGE,
                 ));
             }
             let host = p.get("hostPort").and_then(Value::as_i64).unwrap_or(0);
@@ -593,7 +593,7 @@ fn validate_containers(obj: &Value, field: &str, names: &mut BTreeSet<String>) -
                 errors.push(FieldError::invalid(
                     &format!("{pat}.hostPort"),
                     host,
-                    PORT_RANGE,
+                    PORT_NUM_RANGE,
                 ));
             }
             let protocol = text(p, "/protocol");

@@ -11,7 +11,7 @@
 use serde_json::{Map, Value};
 
 use super::pods::quantity_nanos;
-use super::selector::qualified_name_errors;
+use crate::apimachinery::validation::is_qualified_name;
 use crate::storage::FieldError;
 
 /// `core.ResourceDefaultNamespacePrefix`.
@@ -119,7 +119,7 @@ fn is_extended(name: &str) -> bool {
     if is_native(name) || name.starts_with(REQUESTS_PREFIX) {
         return false;
     }
-    qualified_name_errors(&format!("{REQUESTS_PREFIX}{name}")).is_empty()
+    is_qualified_name(&format!("{REQUESTS_PREFIX}{name}")).is_empty()
 }
 
 /// `IsOvercommitAllowed`: native and not huge pages.
@@ -134,7 +134,7 @@ fn is_integer(name: &str) -> bool {
 
 /// `validateResourceName`: a qualified name, and a standard one unless it has a prefix.
 pub fn validate_name(name: &str, path: &str) -> Vec<FieldError> {
-    let errors: Vec<FieldError> = qualified_name_errors(name)
+    let errors: Vec<FieldError> = is_qualified_name(name)
         .iter()
         .map(|msg| FieldError::invalid(path, name, msg))
         .collect();

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::names::NameRule;
 use super::resource_lists::{is_standard_quota, validate_quota_list};
-use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 

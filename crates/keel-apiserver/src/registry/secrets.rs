@@ -6,10 +6,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
-use super::configmaps::{data_size, immutable_data, validate_data_keys};
+use super::data::{MAX_SECRET_SIZE, data_size, immutable_data, validate_data_keys};
 use super::names::NameRule;
-use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -51,10 +51,6 @@ static COLUMNS: [Column; 4] = [
     },
     AGE_COLUMN,
 ];
-
-/// The most a Secret's data, or a ConfigMap's data and binaryData together, may hold, in
-/// bytes (`core.MaxSecretSize`).
-pub const MAX_SECRET_SIZE: usize = 1024 * 1024;
 
 /// `stringData` merged into `data` (base64-encoded, overwriting) and dropped; `type`
 /// defaulted to `Opaque`.

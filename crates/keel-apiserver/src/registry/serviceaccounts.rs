@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use super::names::NameRule;
-use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 
 /// The ServiceAccount strategy.
 pub struct ServiceAccounts;

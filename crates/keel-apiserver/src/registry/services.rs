@@ -9,10 +9,11 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use super::endpoints::{PORT_RANGE, PROTOCOLS};
+use super::endpoints::PROTOCOLS;
 use super::names::NameRule;
-use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
+use crate::apimachinery::validation::{PORT_NUM_RANGE, is_valid_port_name};
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -137,38 +138,10 @@ pub fn format_labels(map: Option<&Map<String, Value>>) -> String {
     }
 }
 
-/// What is wrong with a named port (apimachinery's `IsValidPortName`).
-pub fn port_name_problems(name: &str) -> Vec<String> {
-    let mut problems = Vec::new();
-    if name.len() > 15 {
-        problems.push("must be no more than 15 characters".to_string());
-    }
-    let b = name.as_bytes();
-    if b.is_empty()
-        || !b
-            .iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-    {
-        problems.push(
-            "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_string(),
-        );
-    }
-    if !b.iter().any(u8::is_ascii_lowercase) {
-        problems.push("must contain at least one letter (a-z)".to_string());
-    }
-    if name.contains("--") {
-        problems.push("must not contain consecutive hyphens".to_string());
-    }
-    if !b.is_empty() && (b[0] == b'-' || b[b.len() - 1] == b'-') {
-        problems.push("must not begin or end with a hyphen".to_string());
-    }
-    problems
-}
-
 /// `ValidatePortNumOrName` of an int-or-string port at `path`.
 pub fn validate_port_num_or_name(port: Option<&Value>, path: &str) -> Vec<FieldError> {
     match port {
-        Some(Value::String(name)) => port_name_problems(name)
+        Some(Value::String(name)) => is_valid_port_name(name)
             .iter()
             .map(|p| FieldError::invalid(path, name.as_str(), p))
             .collect(),
@@ -177,10 +150,10 @@ pub fn validate_port_num_or_name(port: Option<&Value>, path: &str) -> Vec<FieldE
             if (1..=65535).contains(&n) {
                 Vec::new()
             } else {
-                vec![FieldError::invalid(path, n, PORT_RANGE)]
+                vec![FieldError::invalid(path, n, PORT_NUM_RANGE)]
             }
         }
-        None => vec![FieldError::invalid(path, 0, PORT_RANGE)],
+        None => vec![FieldError::invalid(path, 0, PORT_NUM_RANGE)],
     }
 }
 
@@ -507,7 +480,11 @@ impl Strategy for Services {
             }
             let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
             if !(1..=65535).contains(&port) {
-                errors.push(FieldError::invalid(&format!("{at}.port"), port, PORT_RANGE));
+                errors.push(FieldError::invalid(
+                    &format!("{at}.port"),
+                    port,
+                    PORT_NUM_RANGE,
+                ));
             }
             let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("");
             if protocol.is_empty() {
@@ -544,7 +521,7 @@ impl Strategy for Services {
                     "may not be used when `type` is 'ClusterIP'",
                 ));
             } else if node_port != 0 && !(1..=65535).contains(&node_port) {
-                errors.push(FieldError::invalid(&at, node_port, PORT_RANGE));
+                errors.push(FieldError::invalid(&at, node_port, PORT_NUM_RANGE));
             }
         }
         errors

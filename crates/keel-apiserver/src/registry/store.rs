@@ -14,34 +14,23 @@ use serde_json::{Map, Value, json};
 
 use crate::metrics::Metrics;
 
+use super::selector::{Filter, Selection};
 use super::served::{List, Served, ServedObject, decodes_back, written};
-use super::time::Time;
 use super::watching::{KindCodec, Start, WatchQuery, Watching};
 use super::{ResourceInfo, Strategy, meta, meta_str};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::storage::cacher::{self, Cacher};
 use crate::storage::interface::{self, WatchSource};
 use crate::storage::key::is_path_segment;
 use crate::storage::resource_version;
 use crate::storage::{
-    Backends, Existing, FieldError, KeyLayout, Object, Status, Storage, StorageError, Target,
+    Backends, Existing, FieldError, KeyLayout, Object, Status, Storage, StorageError,
 };
 
 /// The update that marks an object for deletion (an internal subresource name no request
 /// path can carry).
 const MARK_FOR_DELETION: &str = "(mark for deletion)";
-
-/// Which objects a list or a watch wants (label and field selectors, already parsed).
-pub type Filter = dyn Fn(&Value) -> bool + Send + Sync;
-
-/// A list's or a watch's selection: its label and field selectors as one filter, and the
-/// field values the field selector requires exactly (which a key or an index can serve).
-pub struct Selection {
-    /// Whether an object is selected.
-    pub filter: Box<Filter>,
-    /// The `field=value` requirements.
-    pub exact: Vec<(String, String)>,
-}
 
 /// A list request.
 #[derive(Default)]
@@ -214,7 +203,7 @@ impl Registry {
         }
         let info = kind.info();
         let key = self.key(info, namespace, name);
-        let target = target(info, name);
+        let target = info.target(name);
         let (found, _) = self
             .storage_of(kind)
             .get(&key, resource_version)
@@ -292,7 +281,7 @@ impl Registry {
             .storage_of(kind)
             .list(&key, storage_query)
             .await
-            .map_err(|e| Status::from_storage(&e, &target(info, "")))?;
+            .map_err(|e| Status::from_storage(&e, &info.target("")))?;
         let items = page.items.into_iter().collect::<Result<_, _>>()?;
         let mut metadata = Map::new();
         metadata.insert("resourceVersion".into(), page.revision.to_string().into());
@@ -340,11 +329,11 @@ impl Registry {
             let found = storage
                 .current(&key)
                 .await
-                .map_err(|e| Status::from_storage(&e, &target(info, &name)))?;
+                .map_err(|e| Status::from_storage(&e, &info.target(&name)))?;
             if found.is_some() {
                 return Err(Status::from_storage(
                     &StorageError::KeyExists { key },
-                    &target(info, &name),
+                    &info.target(&name),
                 ));
             }
             return Ok(obj);
@@ -358,7 +347,7 @@ impl Registry {
         let revision = storage
             .create(&key, bytes, self.ttl(info))
             .await
-            .map_err(|e| Status::from_storage(&e, &target(info, &name)))?;
+            .map_err(|e| Status::from_storage(&e, &info.target(&name)))?;
         if let Some(handover) = handover {
             handover.landed(revision);
         }
@@ -417,7 +406,7 @@ impl Registry {
         }
         let info = kind.info();
         let key = self.key(info, namespace, name);
-        let target = target(info, name);
+        let target = info.target(name);
         let storage = self.storage_of(kind);
         // A create that loses a race to another writer's create goes on as an update of what
         // that writer stored, as kube-apiserver's GuaranteedUpdate retries it.
@@ -578,7 +567,7 @@ impl Registry {
         match deleted {
             Ok(gone) => Ok(Some(decode(kind, &gone)?)),
             Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(Status::from_storage(&e, &target(info, name))),
+            Err(e) => Err(Status::from_storage(&e, &info.target(name))),
         }
     }
 
@@ -598,7 +587,7 @@ impl Registry {
         if !asked.is_empty() && asked != meta_str(old, "resourceVersion") {
             return Err(Status::from_storage(
                 &StorageError::Conflict { key: String::new() },
-                &target(info, &name),
+                &info.target(&name),
             ));
         }
         info.set_type(&mut new);
@@ -644,7 +633,7 @@ impl Registry {
         }
         let info = kind.info();
         let key = self.key(info, namespace, name);
-        let target = target(info, name);
+        let target = info.target(name);
         let current = self.get(kind, namespace, name, "").await?;
         check_preconditions(&current, options, info, name)?;
         if let Some(marked) =
@@ -748,7 +737,7 @@ impl Registry {
         }
         let info = kind.info();
         let prefix = self.keys.collection(info.resource, namespace);
-        let failed = |e: StorageError| Status::from_storage(&e, &target(info, ""));
+        let failed = |e: StorageError| Status::from_storage(&e, &info.target(""));
         let rv = resource_version::parse(query.resource_version).map_err(failed)?;
         let listed = query.send_initial_events.unwrap_or(rv == 0);
         let storage = self.storage_of(kind);
@@ -786,7 +775,7 @@ impl Registry {
         self.storage_of(kind)
             .count(&prefix)
             .await
-            .map_err(|e| Status::from_storage(&e, &target(info, "")))
+            .map_err(|e| Status::from_storage(&e, &info.target("")))
     }
 
     /// A namespaced object may be created only in a namespace that exists and is not being
@@ -815,10 +804,7 @@ impl Registry {
         if !meta_str(&ns, "deletionTimestamp").is_empty()
             || ns.at("/status/phase").and_then(Value::as_str) == Some("Terminating")
         {
-            return Err(Status::namespace_terminating(
-                &target(info, name),
-                namespace,
-            ));
+            return Err(Status::namespace_terminating(&info.target(name), namespace));
         }
         Ok(())
     }
@@ -897,7 +883,7 @@ fn check_preconditions(
             && wanted != actual
         {
             return Err(Status::conflict(
-                &target(info, name),
+                &info.target(name),
                 &format!(
                     "Precondition failed: {what} in precondition: {wanted}, {what} in object meta: {actual}"
                 ),
@@ -905,14 +891,6 @@ fn check_preconditions(
         }
     }
     Ok(())
-}
-
-pub(super) fn target(info: &ResourceInfo, name: &str) -> Target {
-    Target {
-        group: info.group.to_string(),
-        resource: info.resource.to_string(),
-        name: name.to_string(),
-    }
 }
 
 fn invalid(info: &ResourceInfo, name: &str, errors: &[FieldError]) -> Status {

@@ -22,8 +22,8 @@ use bytes::Bytes;
 use serde_json::Value;
 
 use super::schema::schema_of;
+use super::selector::Filter;
 use super::served::{Served, ServedObject, served, served_before};
-use super::store::{Filter, target};
 use super::{Strategy, meta_str};
 use crate::storage::cacher::{CacheWatch, Cached, Codec};
 use crate::storage::{Event, Object, Status, Watch};
@@ -370,7 +370,7 @@ impl Watching {
                         return false;
                     }
                     Some(Err(e)) => {
-                        self.failed = Some(Status::from_storage(&e, &target(self.kind.info(), "")));
+                        self.failed = Some(Status::from_storage(&e, &self.kind.info().target("")));
                         return true;
                     }
                     Some(Ok(_)) => {}

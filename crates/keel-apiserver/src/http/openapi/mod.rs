@@ -30,8 +30,8 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha512};
 
+use crate::apimachinery::time::Time;
 use crate::registry::Strategy;
-use crate::registry::time::Time;
 use schemas::Flavor;
 
 /// One document as served.

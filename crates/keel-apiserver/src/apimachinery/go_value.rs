@@ -2,11 +2,12 @@
 //! kube-apiserver's: a value decoded into `interface{}` is a `map[string]interface {}`, a
 //! `[]interface {}`, a `string`, a `bool`, a number (`int64` where apimachinery's decoders
 //! keep integers, `float64` otherwise) or `nil`; `fmt`'s `%v` ([`go_fmt`]) and `%#v`
-//! ([`go_sharp_v`]) print them, `encoding/json` writes floats as [`json_float`] does.
+//! ([`go_sharp_v`]) print them (a float as [`go_float`] does), `encoding/json` writes floats
+//! as [`json_float`] does.
 
 use serde_json::{Map, Value};
 
-use crate::storage::field::go_quote;
+use super::quote::go_quote;
 
 /// The Go type a decoded JSON value has (`reflect.TypeOf`), for type comparisons.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,8 +153,16 @@ pub(crate) fn as_floats(v: &Value) -> Value {
     }
 }
 
-/// A float as Go's `%v` prints it (shortest digits, an exponent from 1e+06 and below 1e-04).
+/// A float64 as Go's `%v` and `%#v` print it (`strconv.FormatFloat(f, 'g', -1, 64)`): the
+/// shortest digits that read back as `f`, with an exponent of at least two digits when it is
+/// below -4 or from 6 up (`1e+06`, `1.5e-05`, `123456`), `+Inf`, `-Inf` and `NaN`.
 pub(crate) fn go_float(f: f64) -> String {
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_string();
+    }
+    if f.is_nan() {
+        return "NaN".to_string();
+    }
     let (mantissa, exp) = scientific(f);
     if !(-4..6).contains(&exp) {
         let sign = if exp < 0 { '-' } else { '+' };
@@ -200,6 +209,15 @@ mod tests {
         assert_eq!(go_float(123456.0), "123456");
         assert_eq!(go_float(1e6), "1e+06");
         assert_eq!(go_float(0.00001), "1e-05");
+        assert_eq!(go_float(0.0001), "0.0001");
+        assert_eq!(go_float(1.5e-7), "1.5e-07");
+        assert_eq!(go_float(-2.5e22), "-2.5e+22");
+        assert_eq!(go_float(0.0), "0");
+        assert_eq!(go_float(-0.0), "-0");
+        assert_eq!(go_float(999999.0), "999999");
+        assert_eq!(go_float(f64::INFINITY), "+Inf");
+        assert_eq!(go_float(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(go_float(f64::NAN), "NaN");
         assert_eq!(json_float(1.5), "1.5");
         assert_eq!(json_float(1.0), "1");
         assert_eq!(json_float(1e6), "1000000");
