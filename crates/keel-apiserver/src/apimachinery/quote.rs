@@ -17,30 +17,36 @@ pub fn go_quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{7}' => out.push_str("\\a"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{b}' => out.push_str("\\v"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c if is_print(c) => out.push(c),
-            c if (c as u32) < 0x10000 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => {
-                let _ = write!(out, "\\U{:08x}", c as u32);
-            }
+        if let Some(escaped) = backslashed(c) {
+            out.push_str(escaped);
+        } else if (c as u32) < 0x20 || c == '\u{7f}' {
+            let _ = write!(out, "\\x{:02x}", c as u32);
+        } else if is_print(c) {
+            out.push(c);
+        } else if (c as u32) < 0x10000 {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            let _ = write!(out, "\\U{:08x}", c as u32);
         }
     }
     out.push('"');
     out
+}
+
+/// The characters Go writes as a backslash and one letter (or the character itself).
+fn backslashed(c: char) -> Option<&'static str> {
+    Some(match c {
+        '"' => "\\\"",
+        '\\' => "\\\\",
+        '\u{7}' => "\\a",
+        '\u{8}' => "\\b",
+        '\u{c}' => "\\f",
+        '\n' => "\\n",
+        '\r' => "\\r",
+        '\t' => "\\t",
+        '\u{b}' => "\\v",
+        _ => return None,
+    })
 }
 
 /// Go's `strconv.IsPrint` (letters, marks, numbers, punctuation, symbols and U+0020), told

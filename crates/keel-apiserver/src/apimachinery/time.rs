@@ -234,65 +234,64 @@ pub fn human_duration(d: Duration) -> String {
 /// apimachinery's `duration.HumanDuration` of a signed number of seconds: more than a
 /// second in the future is `<invalid>`, a second is `0s` (clock skew).
 pub fn human_duration_secs(seconds: i64) -> String {
-    if seconds < -1 {
-        return "<invalid>".to_string();
-    }
-    if seconds < 0 {
-        return "0s".to_string();
+    if let Some(early) = not_yet(seconds) {
+        return early;
     }
     if seconds < 60 * 2 {
         return format!("{seconds}s");
     }
     let minutes = seconds / 60;
     if minutes < 10 {
-        let s = seconds % 60;
-        if s == 0 {
-            return format!("{minutes}m");
-        }
-        return format!("{minutes}m{s}s");
+        return two_units(minutes, "m", seconds % 60, "s");
     }
     if minutes < 60 * 3 {
         return format!("{minutes}m");
     }
     let hours = seconds / 3600;
     if hours < 8 {
-        let m = minutes % 60;
-        if m == 0 {
-            return format!("{hours}h");
-        }
-        return format!("{hours}h{m}m");
+        return two_units(hours, "h", minutes % 60, "m");
     }
     if hours < 48 {
         return format!("{hours}h");
     }
+    let days = hours / 24;
     if hours < 24 * 8 {
-        let h = hours % 24;
-        if h == 0 {
-            return format!("{}d", hours / 24);
-        }
-        return format!("{}d{h}h", hours / 24);
+        return two_units(days, "d", hours % 24, "h");
     }
     if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
+        return format!("{days}d");
     }
+    let years = days / 365;
     if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        if dy == 0 {
-            return format!("{}y", hours / 24 / 365);
-        }
-        return format!("{}y{dy}d", hours / 24 / 365);
+        return two_units(years, "y", days % 365, "d");
     }
-    format!("{}y", hours / 24 / 365)
+    format!("{years}y")
+}
+
+/// `<big><unit>`, then `<small><small_unit>` unless it is zero (`5m`, `5m30s`).
+fn two_units(big: i64, unit: &str, small: i64, small_unit: &str) -> String {
+    if small == 0 {
+        format!("{big}{unit}")
+    } else {
+        format!("{big}{unit}{small}{small_unit}")
+    }
+}
+
+/// How both durations word a negative number of seconds: `<invalid>` from two seconds in
+/// the future, `0s` for one (clock skew); None when it is not negative.
+fn not_yet(seconds: i64) -> Option<String> {
+    match seconds {
+        ..-1 => Some("<invalid>".to_string()),
+        -1 => Some("0s".to_string()),
+        _ => None,
+    }
 }
 
 /// apimachinery's `duration.ShortHumanDuration` (one unit: `45s`, `3m`, `5h`, `12d`,
 /// `2y`) of a signed number of seconds.
 pub fn short_human_duration_secs(seconds: i64) -> String {
-    if seconds < -1 {
-        return "<invalid>".to_string();
-    }
-    if seconds < 0 {
-        return "0s".to_string();
+    if let Some(early) = not_yet(seconds) {
+        return early;
     }
     if seconds < 60 {
         return format!("{seconds}s");

@@ -166,72 +166,68 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
     errs
 }
 
+/// The two checks most of these make: a length of at most `max` bytes, then a regex
+/// (`matches`: whether the value matched it), worded `msg (e.g. ..., regex used ...)`.
+fn length_and_regex(
+    value: &str,
+    max: usize,
+    matches: bool,
+    (msg, re, examples): (&str, &str, &[&str]),
+) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > max {
+        errs.push(max_len_error(max));
+    }
+    if !matches {
+        errs.push(regex_error(msg, re, examples));
+    }
+    errs
+}
+
 /// `IsValidLabelValue`: what is wrong with a label value (empty, or a qualified name's name
 /// part of at most 63 characters).
 pub fn is_valid_label_value(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > LABEL_VALUE_MAX {
-        errs.push(max_len_error(LABEL_VALUE_MAX));
-    }
-    if !(value.is_empty() || is_qualified_name_part(value)) {
-        errs.push(regex_error(
-            LABEL_VALUE_ERR,
-            LABEL_VALUE_FMT,
-            &["MyValue", "my_value", "12345"],
-        ));
-    }
-    errs
+    let matches = value.is_empty() || is_qualified_name_part(value);
+    let regex = (
+        LABEL_VALUE_ERR,
+        LABEL_VALUE_FMT,
+        &["MyValue", "my_value", "12345"][..],
+    );
+    length_and_regex(value, LABEL_VALUE_MAX, matches, regex)
 }
 
 /// `IsDNS1123Label`: what is wrong with a DNS label (a namespace's name, a container's).
 pub fn is_dns1123_label(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > DNS1123_LABEL_MAX {
-        errs.push(max_len_error(DNS1123_LABEL_MAX));
-    }
-    if !is_label(value) {
-        errs.push(regex_error(
-            DNS1123_LABEL_ERR,
-            DNS1123_LABEL_FMT,
-            &["my-name", "123-abc"],
-        ));
-    }
-    errs
+    let regex = (
+        DNS1123_LABEL_ERR,
+        DNS1123_LABEL_FMT,
+        &["my-name", "123-abc"][..],
+    );
+    length_and_regex(value, DNS1123_LABEL_MAX, is_label(value), regex)
 }
 
 /// `IsDNS1123Subdomain`: what is wrong with a DNS subdomain (most kinds' names).
 pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > DNS1123_SUBDOMAIN_MAX {
-        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
-    }
-    if !is_subdomain(value) {
-        errs.push(regex_error(
-            DNS1123_SUBDOMAIN_ERR,
-            DNS1123_SUBDOMAIN_FMT,
-            &["example.com"],
-        ));
-    }
-    errs
+    let regex = (
+        DNS1123_SUBDOMAIN_ERR,
+        DNS1123_SUBDOMAIN_FMT,
+        &["example.com"][..],
+    );
+    length_and_regex(value, DNS1123_SUBDOMAIN_MAX, is_subdomain(value), regex)
 }
 
 /// `IsConfigMapKey`: what is wrong with a ConfigMap's or a Secret's data key.
 pub fn is_config_map_key(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if value.len() > DNS1123_SUBDOMAIN_MAX {
-        errs.push(max_len_error(DNS1123_SUBDOMAIN_MAX));
-    }
-    let ok = !value.is_empty()
+    let matches = !value.is_empty()
         && value
             .bytes()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
-    if !ok {
-        errs.push(regex_error(
-            CONFIG_MAP_KEY_ERR,
-            CONFIG_MAP_KEY_FMT,
-            &["key.name", "KEY_NAME", "key-name"],
-        ));
-    }
+    let regex = (
+        CONFIG_MAP_KEY_ERR,
+        CONFIG_MAP_KEY_FMT,
+        &["key.name", "KEY_NAME", "key-name"][..],
+    );
+    let mut errs = length_and_regex(value, DNS1123_SUBDOMAIN_MAX, matches, regex);
     if value == "." {
         errs.push("must not be '.'".to_string());
     } else if value == ".." {

@@ -1,10 +1,7 @@
 //! The label selector parser (`labels.Parse`: its lexer, its parser and their errors, word for
 //! word), which [`LabelSelector::parse`] runs.
 
-use super::invalid;
-#[cfg(test)]
-use super::labels::LabelSelector;
-use super::labels::{Operator, Requirement};
+use super::{Operator, Requirement, invalid};
 use crate::apimachinery::validation::is_qualified_name;
 
 /// The lexer's tokens (`labels.Token`).
@@ -358,7 +355,7 @@ impl Parser {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::registry::selector::LabelSelector;
 
     const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of \
         alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric \
