@@ -7,7 +7,6 @@ use serde_json::Value;
 use crate::storage::FieldError;
 
 use super::data::{MAX_SECRET_SIZE, data_size, immutable_data, validate_data_keys};
-use super::names::NameRule;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
 use crate::apimachinery::time::Time;
 
@@ -15,30 +14,20 @@ use crate::apimachinery::time::Time;
 pub struct ConfigMaps;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "ConfigMap",
-    resource: "configmaps",
-    singular: "configmap",
     short_names: &["cm"],
-    categories: &[],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
-    status: false,
+    ..ResourceInfo::new("", "v1", "ConfigMap", "configmaps", "configmap")
 };
 
 static COLUMNS: [Column; 3] = [
     NAME_COLUMN,
-    Column {
-        name: "Data",
-        kind: "string",
-        format: "",
-        description: "Data contains the configuration data. Each key must consist of \
+    Column::string(
+        "Data",
+        0,
+        "Data contains the configuration data. Each key must consist of \
             alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must \
             use the BinaryData field. The keys stored in Data must not overlap with the keys in \
             the BinaryData field, this is enforced during validation process.",
-        priority: 0,
-    },
+    ),
     AGE_COLUMN,
 ];
 
@@ -73,17 +62,14 @@ impl Strategy for ConfigMaps {
                 .and_then(Value::as_object)
                 .map_or(0, |m| m.len())
         };
-        vec![
-            Value::from(super::meta_str(obj, "name")),
-            Value::from(count("data") + count("binaryData")),
-            super::age(obj, now),
-        ]
+        super::name_age_row(obj, now, [Value::from(count("data") + count("binaryData"))])
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::rules::messages;
     use crate::storage::Status;
     use serde_json::json;
 
@@ -127,11 +113,7 @@ mod tests {
     fn data_keys_are_validated_as_apimachinery_words_it() {
         let cm =
             json!({"data": {"a b": "x", "ok.key": "y", "dup": "z"}, "binaryData": {"dup": "AA=="}});
-        let errors: Vec<String> = ConfigMaps
-            .validate(&cm)
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let errors = messages(&ConfigMaps.validate(&cm));
         assert_eq!(
             errors,
             vec![
@@ -143,11 +125,7 @@ mod tests {
         );
         let old = json!({"immutable": true, "data": {"a": "1"}});
         let new = json!({"data": {"a": "2"}});
-        let errors: Vec<String> = ConfigMaps
-            .validate_update(&new, &old)
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let errors = messages(&ConfigMaps.validate_update(&new, &old));
         assert_eq!(
             errors,
             vec![

@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use super::names::NameRule;
 use super::resource_lists::{
     milli_value, nanos, overcommit_allowed, quantity_text, validate_container_name, validate_name,
     value,
@@ -24,16 +23,8 @@ use crate::storage::FieldError;
 pub struct LimitRanges;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "LimitRange",
-    resource: "limitranges",
-    singular: "limitrange",
     short_names: &["limits"],
-    categories: &[],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
-    status: false,
+    ..ResourceInfo::new("", "v1", "LimitRange", "limitranges", "limitrange")
 };
 
 static COLUMNS: [Column; 2] = [

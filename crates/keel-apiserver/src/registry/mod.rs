@@ -24,6 +24,7 @@ pub mod object_count;
 pub mod pods;
 pub mod resource_lists;
 pub mod resourcequotas;
+pub mod rules;
 pub mod schema;
 pub mod secrets;
 pub mod selector;
@@ -40,6 +41,7 @@ pub use crate::apimachinery::time;
 use serde_json::Value;
 
 use crate::apimachinery::time::Time;
+use crate::json_pointer::At;
 use crate::storage::{FieldError, Target};
 use names::NameRule;
 
@@ -70,6 +72,29 @@ pub struct ResourceInfo {
 }
 
 impl ResourceInfo {
+    /// A namespaced kind whose names are DNS subdomains, without short names, categories or
+    /// a `status` subresource: what most kinds are, and what the others change.
+    pub const fn new(
+        group: &'static str,
+        version: &'static str,
+        kind: &'static str,
+        resource: &'static str,
+        singular: &'static str,
+    ) -> ResourceInfo {
+        ResourceInfo {
+            group,
+            version,
+            kind,
+            resource,
+            singular,
+            short_names: &[],
+            categories: &[],
+            namespaced: true,
+            name_rule: NameRule::Subdomain,
+            status: false,
+        }
+    }
+
     /// `v1` or `coordination.k8s.io/v1`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -111,6 +136,19 @@ pub struct Column {
     pub priority: i32,
 }
 
+impl Column {
+    /// A column of strings without a format (most of a kind's own columns).
+    pub const fn string(name: &'static str, priority: i32, description: &'static str) -> Column {
+        Column {
+            name,
+            kind: "string",
+            format: "",
+            description,
+            priority,
+        }
+    }
+}
+
 /// How one resource kind is created, updated, validated and shown.
 pub trait Strategy: Send + Sync {
     /// What the kind is.
@@ -142,11 +180,16 @@ pub trait Strategy: Send + Sync {
     fn set_defaults(&self, _obj: &mut Value) {}
 
     /// Sets what a new object gets before it is validated and stored (defaults, a status
-    /// a client may not set).
-    fn prepare_for_create(&self, _obj: &mut Value) {}
+    /// a client may not set); by default the kind's defaults.
+    fn prepare_for_create(&self, obj: &mut Value) {
+        self.set_defaults(obj);
+    }
 
-    /// Carries over from the stored object what an update may not change.
-    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
+    /// Carries over from the stored object what an update may not change; by default only
+    /// the kind's defaults are set.
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        self.set_defaults(new);
+    }
 
     /// The kind's own validation of an object about to be stored (names and metadata are
     /// validated for every kind).
@@ -232,6 +275,11 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
         .unwrap_or("")
 }
 
+/// The string at the JSON pointer `pointer` in `obj` ("" when unset or not a string).
+pub fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
 /// The `Name` column every kind starts with.
 pub const NAME_COLUMN: Column = Column {
     name: "Name",
@@ -264,6 +312,15 @@ pub fn age(obj: &Value, now: Time) -> Value {
         Some(created) => Value::from(time::human_duration(now.since(created))),
         None => Value::from("<unknown>"),
     }
+}
+
+/// A Table row that starts with the Name cell and ends with the Age cell, `middle` between
+/// (what most kinds' printers show).
+pub fn name_age_row(obj: &Value, now: Time, middle: impl IntoIterator<Item = Value>) -> Vec<Value> {
+    let mut row = vec![Value::from(meta_str(obj, "name"))];
+    row.extend(middle);
+    row.push(age(obj, now));
+    row
 }
 
 /// Every kind this apiserver serves, in discovery order.

@@ -4,13 +4,13 @@
 //! LimitRanges.
 //!
 //! A map's keys are checked in sorted order, one of the orders Go's map iteration takes.
-//! Quantities are compared by value ([`super::pods::quantity_nanos`]) and shown as they
+//! Quantities are compared by value ([`crate::apimachinery::quantity::quantity_nanos`]) and shown as they
 //! were sent, where upstream shows the canonical form it re-encodes them in (`1000m` is
 //! `1`); for the usual forms (`2`, `500m`, `1Gi`) the two are the same.
 
 use serde_json::{Map, Value};
 
-use super::pods::quantity_nanos;
+use crate::apimachinery::quantity::quantity_nanos;
 use crate::apimachinery::validation::is_qualified_name;
 use crate::storage::FieldError;
 
@@ -253,11 +253,8 @@ pub fn validate_quota_list(list: Option<&Map<String, Value>>, path: &str) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::rules::messages;
     use serde_json::json;
-
-    fn messages(errors: &[FieldError]) -> Vec<String> {
-        errors.iter().map(ToString::to_string).collect()
-    }
 
     #[test]
     fn names_are_classified_as_cores_helpers_classify_them() {

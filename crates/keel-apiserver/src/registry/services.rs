@@ -11,9 +11,11 @@ use serde_json::{Map, Value, json};
 
 use super::endpoints::PROTOCOLS;
 use super::names::NameRule;
+use super::rules::{port_name, port_number, required_one_of};
+use super::text;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
 use crate::apimachinery::time::Time;
-use crate::apimachinery::validation::{PORT_NUM_RANGE, is_valid_port_name};
+use crate::apimachinery::validation::is_valid_port_name;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -21,25 +23,18 @@ use crate::storage::FieldError;
 pub struct Services;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Service",
-    resource: "services",
-    singular: "service",
     short_names: &["svc"],
     categories: &["all"],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
     status: true,
+    ..ResourceInfo::new("", "v1", "Service", "services", "service")
 };
 
 static COLUMNS: [Column; 7] = [
     NAME_COLUMN,
-    Column {
-        name: "Type",
-        kind: "string",
-        format: "",
-        description: "type determines how the Service is exposed. Defaults to ClusterIP. Valid \
+    Column::string(
+        "Type",
+        0,
+        "type determines how the Service is exposed. Defaults to ClusterIP. Valid \
             options are ExternalName, ClusterIP, NodePort, and LoadBalancer. \"ClusterIP\" \
             allocates a cluster-internal IP address for load-balancing to endpoints. Endpoints \
             are determined by the selector or if that is not specified, by manual construction \
@@ -52,13 +47,11 @@ static COLUMNS: [Column; 7] = [
             \"ExternalName\" aliases this service to the specified externalName. Several other \
             fields do not apply to ExternalName services. More info: \
             https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types",
-        priority: 0,
-    },
-    Column {
-        name: "Cluster-IP",
-        kind: "string",
-        format: "",
-        description: "clusterIP is the IP address of the service and is usually assigned \
+    ),
+    Column::string(
+        "Cluster-IP",
+        0,
+        "clusterIP is the IP address of the service and is usually assigned \
             randomly. If an address is specified manually, is in-range (as per system \
             configuration), and is not in use, it will be allocated to the service; otherwise \
             creation of the service will fail. This field may not be changed through updates \
@@ -72,49 +65,38 @@ static COLUMNS: [Column; 7] = [
             Service of type ExternalName, creation will fail. This field will be wiped when \
             updating a Service to type ExternalName. More info: \
             https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
-        priority: 0,
-    },
-    Column {
-        name: "External-IP",
-        kind: "string",
-        format: "",
-        description: "externalIPs is a list of IP addresses for which nodes in the cluster will \
+    ),
+    Column::string(
+        "External-IP",
+        0,
+        "externalIPs is a list of IP addresses for which nodes in the cluster will \
             also accept traffic for this service.  These IPs are not managed by Kubernetes.  The \
             user is responsible for ensuring that traffic arrives at a node with this IP.  A \
             common example is external load-balancers that are not part of the Kubernetes \
             system.",
-        priority: 0,
-    },
-    Column {
-        name: "Port(s)",
-        kind: "string",
-        format: "",
-        description: "The list of ports that are exposed by this service. More info: \
+    ),
+    Column::string(
+        "Port(s)",
+        0,
+        "The list of ports that are exposed by this service. More info: \
             https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
-        priority: 0,
-    },
+    ),
     AGE_COLUMN,
-    Column {
-        name: "Selector",
-        kind: "string",
-        format: "",
-        description: "Route service traffic to pods with label keys and values matching this \
+    Column::string(
+        "Selector",
+        1,
+        "Route service traffic to pods with label keys and values matching this \
             selector. If empty or not present, the service is assumed to have an external \
             process managing its endpoints, which Kubernetes will not modify. Only applies to \
             types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More \
             info: https://kubernetes.io/docs/concepts/services-networking/service/",
-        priority: 1,
-    },
+    ),
 ];
 
 const TYPES: [&str; 4] = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
 const AFFINITIES: [&str; 2] = ["ClientIP", "None"];
 /// `v1.DefaultClientIPServiceAffinitySeconds`.
 const CLIENT_IP_TIMEOUT: i64 = 10800;
-
-fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
-}
 
 fn strings<'a>(obj: &'a Value, pointer: &str) -> Vec<&'a str> {
     let list = obj.at(pointer).and_then(Value::as_array);
@@ -145,15 +127,10 @@ pub fn validate_port_num_or_name(port: Option<&Value>, path: &str) -> Vec<FieldE
             .iter()
             .map(|p| FieldError::invalid(path, name.as_str(), p))
             .collect(),
-        Some(v) => {
-            let n = v.as_i64().unwrap_or(0);
-            if (1..=65535).contains(&n) {
-                Vec::new()
-            } else {
-                vec![FieldError::invalid(path, n, PORT_NUM_RANGE)]
-            }
-        }
-        None => vec![FieldError::invalid(path, 0, PORT_NUM_RANGE)],
+        Some(v) => port_number(path, v.as_i64().unwrap_or(0))
+            .into_iter()
+            .collect(),
+        None => port_number(path, 0).into_iter().collect(),
     }
 }
 
@@ -415,7 +392,7 @@ impl Strategy for Services {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_defaults(obj);
+        self.set_defaults(obj);
         if let Some(o) = obj.as_object_mut() {
             o.insert("status".into(), json!({"loadBalancer": {}}));
         }
@@ -423,7 +400,7 @@ impl Strategy for Services {
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         patch_allocated_values(new, old);
-        set_defaults(new);
+        self.set_defaults(new);
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -468,34 +445,18 @@ impl Strategy for Services {
         for (i, p) in ports.iter().enumerate() {
             let at = format!("spec.ports[{i}]");
             let name = p.get("name").and_then(Value::as_str).unwrap_or("");
-            if ports.len() > 1 && name.is_empty() {
-                errors.push(FieldError::required(&format!("{at}.name"), ""));
-            } else if !name.is_empty() {
-                for problem in NameRule::Label.check(name, false) {
-                    errors.push(FieldError::invalid(&format!("{at}.name"), name, &problem));
-                }
-                if !names.insert(name) {
-                    errors.push(FieldError::duplicate(&format!("{at}.name"), name));
-                }
+            errors.extend(port_name(&format!("{at}.name"), name, ports.len()));
+            if !name.is_empty() && !names.insert(name) {
+                errors.push(FieldError::duplicate(&format!("{at}.name"), name));
             }
             let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
-            if !(1..=65535).contains(&port) {
-                errors.push(FieldError::invalid(
-                    &format!("{at}.port"),
-                    port,
-                    PORT_NUM_RANGE,
-                ));
-            }
+            errors.extend(port_number(&format!("{at}.port"), port));
             let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("");
-            if protocol.is_empty() {
-                errors.push(FieldError::required(&format!("{at}.protocol"), ""));
-            } else if !PROTOCOLS.contains(&protocol) {
-                errors.push(FieldError::not_supported(
-                    &format!("{at}.protocol"),
-                    protocol,
-                    &PROTOCOLS,
-                ));
-            }
+            errors.extend(required_one_of(
+                &format!("{at}.protocol"),
+                protocol,
+                &PROTOCOLS,
+            ));
             errors.extend(validate_port_num_or_name(
                 p.get("targetPort"),
                 &format!("{at}.targetPort"),
@@ -520,8 +481,8 @@ impl Strategy for Services {
                     &at,
                     "may not be used when `type` is 'ClusterIP'",
                 ));
-            } else if node_port != 0 && !(1..=65535).contains(&node_port) {
-                errors.push(FieldError::invalid(&at, node_port, PORT_NUM_RANGE));
+            } else if node_port != 0 {
+                errors.extend(port_number(&at, node_port));
             }
         }
         errors
@@ -586,10 +547,7 @@ impl Strategy for Services {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn messages(errors: &[FieldError]) -> Vec<String> {
-        errors.iter().map(|e| e.to_string()).collect()
-    }
+    use crate::registry::rules::messages;
 
     #[test]
     fn defaults_are_set_as_set_defaults_service_sets_them() {
