@@ -32,6 +32,7 @@ pub mod served;
 pub mod serviceaccounts;
 pub mod services;
 pub mod store;
+pub mod stored;
 pub mod typed;
 pub mod watching;
 

@@ -7,15 +7,23 @@
 //! mod_revision is the resourceVersion, set on every object read), as kube-apiserver stores
 //! them, so the two can share a store.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::metrics::Metrics;
 
+mod delete;
+mod write;
+
+pub use delete::{DeleteOptions, Deleted};
+
+use delete::check_preconditions;
+use write::WriteTo;
+
 use super::selector::{Filter, Selection};
-use super::served::{List, Served, ServedObject, decodes_back, written};
+use super::served::{List, Served, ServedObject};
+use super::stored::decode;
 use super::watching::{KindCodec, Start, WatchQuery, Watching};
 use super::{ResourceInfo, Strategy, meta, meta_str};
 use crate::apimachinery::time::Time;
@@ -24,9 +32,7 @@ use crate::storage::cacher::{self, Cacher};
 use crate::storage::interface::{self, WatchSource};
 use crate::storage::key::is_path_segment;
 use crate::storage::resource_version;
-use crate::storage::{
-    Backends, Existing, FieldError, KeyLayout, Object, Status, Storage, StorageError,
-};
+use crate::storage::{Backends, FieldError, KeyLayout, Status, Storage, StorageError};
 
 /// The update that marks an object for deletion (an internal subresource name no request
 /// path can carry).
@@ -45,31 +51,6 @@ pub struct ListQuery<'a> {
     pub continue_token: Option<&'a str>,
     /// Only the objects this selects.
     pub selection: Option<&'a Selection>,
-}
-
-/// How a delete is asked for (`DeleteOptions`).
-#[derive(Debug, Default, Clone)]
-pub struct DeleteOptions {
-    /// `preconditions.uid`.
-    pub uid: Option<String>,
-    /// `preconditions.resourceVersion`.
-    pub resource_version: Option<String>,
-    /// `gracePeriodSeconds`.
-    pub grace_period_seconds: Option<i64>,
-    /// `dryRun: [All]`.
-    pub dry_run: bool,
-    /// `orphanDependents` (deprecated; only changes the answer's code).
-    pub orphan_dependents: Option<bool>,
-}
-
-/// What a delete did.
-#[derive(Debug)]
-pub struct Deleted {
-    /// The object: as it was when it was removed, or as it now is while it waits for its
-    /// finalizers or its grace period.
-    pub object: Value,
-    /// Whether it is gone from the store.
-    pub finished: bool,
 }
 
 /// The objects of every kind, each in the store that keeps its resource.
@@ -294,67 +275,6 @@ impl Registry {
         Ok(list(metadata, items))
     }
 
-    /// Creates `obj` (already checked to be of this kind and namespace); the object as
-    /// stored, or as it would be with `dry_run`.
-    pub async fn create(
-        &self,
-        kind: &dyn Strategy,
-        namespace: Option<&str>,
-        mut obj: Value,
-        dry_run: bool,
-    ) -> Result<Value, Status> {
-        if kind.read_only() {
-            return Err(Status::method_not_allowed());
-        }
-        let info = kind.info();
-        info.set_type(&mut obj);
-        if let Some(ns) = namespace {
-            meta::metadata(&mut obj).insert("namespace".into(), ns.into());
-        }
-        meta::prepare_create(&mut obj, kind.tracks_generation(), Time::now());
-        kind.prepare_for_create(&mut obj);
-        let name = meta_str(&obj, "name").to_string();
-        let mut errors = meta::validate(&obj, info);
-        errors.extend(kind.validate(&obj));
-        if !errors.is_empty() {
-            return Err(invalid(info, &name, &errors));
-        }
-        if let Some(ns) = namespace {
-            self.check_namespace_open(info, ns, &name).await?;
-        }
-        let key = self.key(info, namespace, &name);
-        let storage = self.storage_of(kind);
-        if dry_run {
-            // A dry run still answers AlreadyExists for a taken name.
-            let found = storage
-                .current(&key)
-                .await
-                .map_err(|e| Status::from_storage(&e, &info.target(&name)))?;
-            if found.is_some() {
-                return Err(Status::from_storage(
-                    &StorageError::KeyExists { key },
-                    &info.target(&name),
-                ));
-            }
-            return Ok(obj);
-        }
-        let (bytes, stored) = encode_owned(kind, obj.clone());
-        // The watch cache is handed the object as stored, so it need not decode the event.
-        let mut handover = storage.handover(&key);
-        if let Some(handover) = handover.as_mut().filter(|_| decodes_back(&stored)) {
-            handover.offer(&bytes, written(info, kind.to_served(stored)));
-        }
-        let revision = storage
-            .create(&key, bytes, self.ttl(info))
-            .await
-            .map_err(|e| Status::from_storage(&e, &info.target(&name)))?;
-        if let Some(handover) = handover {
-            handover.landed(revision);
-        }
-        meta::metadata(&mut obj).insert("resourceVersion".into(), revision.to_string().into());
-        Ok(obj)
-    }
-
     /// Replaces the object `name` (or, for `subresource` `status`, its status) with what
     /// `make` makes of the stored one (None: there is none, and the kind creates on update).
     /// `make` runs again on a newer object when another writer got there first; its result
@@ -371,8 +291,14 @@ impl Registry {
         make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
     ) -> Result<(Value, bool), Status> {
         let create = kind.allow_create_on_update();
-        self.write(kind, namespace, name, subresource, dry_run, create, make)
-            .await
+        let to = WriteTo {
+            namespace,
+            name,
+            subresource,
+            dry_run,
+            allow_create: create,
+        };
+        self.write(kind, to, make).await
     }
 
     /// [`Registry::update`] that creates a missing object whatever the kind (server-side
@@ -386,237 +312,14 @@ impl Registry {
         dry_run: bool,
         make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
     ) -> Result<(Value, bool), Status> {
-        self.write(kind, namespace, name, subresource, dry_run, true, make)
-            .await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn write(
-        &self,
-        kind: &dyn Strategy,
-        namespace: Option<&str>,
-        name: &str,
-        subresource: Option<&str>,
-        dry_run: bool,
-        allow_create: bool,
-        mut make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
-    ) -> Result<(Value, bool), Status> {
-        if kind.read_only() {
-            return Err(Status::method_not_allowed());
-        }
-        let info = kind.info();
-        let key = self.key(info, namespace, name);
-        let target = info.target(name);
-        let storage = self.storage_of(kind);
-        // A create that loses a race to another writer's create goes on as an update of what
-        // that writer stored, as kube-apiserver's GuaranteedUpdate retries it.
-        let mut lost_a_create_race = false;
-        let (existing, cached) = loop {
-            // A real update starts from the watch cache's object, a guess the store checks;
-            // a dry run answers what the store holds.
-            let found = if dry_run {
-                storage.current(&key).await.map(|found| {
-                    found.map(|object| {
-                        let existing = Existing {
-                            object,
-                            current: true,
-                        };
-                        (existing, None)
-                    })
-                })
-            } else {
-                storage.existing(&key).await
-            };
-            if let Some(found) = found.map_err(|e| Status::from_storage(&e, &target))? {
-                break found;
-            }
-            if !allow_create || subresource.is_some() {
-                return Err(Status::from_storage(
-                    &StorageError::NotFound { key },
-                    &target,
-                ));
-            }
-            let obj = make(None)?;
-            match self.create(kind, namespace, obj, dry_run).await {
-                Err(status) if status.reason == "AlreadyExists" && !lost_a_create_race => {
-                    lost_a_create_race = true;
-                }
-                created => return created.map(|created| (created, true)),
-            }
+        let to = WriteTo {
+            namespace,
+            name,
+            subresource,
+            dry_run,
+            allow_create: true,
         };
-        let now = Time::now();
-        let mut delete_after = false;
-        // The last value `step` made, as stored and as served: what the store holds if it
-        // wrote it, so the answer needs no second decode of the bytes just encoded.
-        let mut made: Option<(Vec<u8>, Value)> = None;
-        // The cache's object as served, for the start it was made of (the same revision of
-        // the same key: the same bytes), so the update need not decode them again. It has the
-        // kind's apiVersion and kind where the stored bytes may have others, so a finalize
-        // (which keeps the stored object's) decodes, and so does the judgement of a no-op.
-        let cached_at = existing.object.mod_revision;
-        let cached = cached
-            .and_then(Result::ok)
-            .filter(|_| subresource != Some("finalize"));
-        // What each attempt writes is offered to the watch cache before it is sent (see
-        // `crate::storage::cacher::handoff`), so the cache need not decode its event.
-        let mut handover = if dry_run {
-            None
-        } else {
-            storage.handover(&key)
-        };
-        let mut step = |current: &Object| -> Result<Vec<u8>, StorageError> {
-            let served = cached
-                .as_ref()
-                .filter(|_| current.mod_revision == cached_at)
-                .map(|served| served.value());
-            let old = match served {
-                Some(served) => Cow::Borrowed(served),
-                None => Cow::Owned(decode(kind, current).map_err(rejected)?),
-            };
-            let new = self
-                .updated(kind, &old, subresource, now, &mut make)
-                .map_err(rejected)?;
-            delete_after = meta::should_delete_during_update(&new, &old);
-            // Unchanged as stored: an object stored under another apiVersion or kind is
-            // written again in the kind's (a storage migration's no-op update).
-            let unchanged = same_but_resource_version(&new, &old)
-                && (served.is_none()
-                    || same_but_resource_version(&new, &decode(kind, current).map_err(rejected)?));
-            if unchanged {
-                if let Some(handover) = &mut handover {
-                    handover.withdraw();
-                }
-                made = Some((current.value.clone(), old.into_owned()));
-                return Ok(current.value.clone());
-            }
-            let (bytes, stored) = encode_owned(kind, new);
-            let handed = handover.is_some() && decodes_back(&stored);
-            let served = kind.to_served(stored);
-            match &mut handover {
-                Some(handover) if handed => {
-                    handover.offer(&bytes, written(info, served.clone()));
-                }
-                Some(handover) => handover.withdraw(),
-                None => {}
-            }
-            made = Some((bytes.clone(), served));
-            Ok(bytes)
-        };
-        if dry_run {
-            let found = &existing.object;
-            let value = step(found).map_err(|e| Status::from_storage(&e, &target))?;
-            let mut obj: Value = parse_stored(&value)
-                .map_err(|e| Status::internal(format!("decoding the updated object: {e}")))?;
-            meta::metadata(&mut obj).insert(
-                "resourceVersion".into(),
-                found.mod_revision.to_string().into(),
-            );
-            return Ok((obj, false));
-        }
-        let stored = storage
-            .guaranteed_update(&key, Some(existing), &mut step)
-            .await
-            .map_err(|e| Status::from_storage(&e, &target))?;
-        if let Some(handover) = handover {
-            handover.landed(stored.mod_revision);
-        }
-        if delete_after {
-            // The last finalizer of an object marked for deletion is gone: so is the object.
-            if let Some(gone) = self
-                .delete_if_unchanged(kind, &key, name, stored.mod_revision)
-                .await?
-            {
-                return Ok((gone, false));
-            }
-        }
-        match made {
-            Some((bytes, mut obj)) if bytes == stored.value => {
-                meta::metadata(&mut obj).insert(
-                    "resourceVersion".into(),
-                    stored.mod_revision.to_string().into(),
-                );
-                Ok((obj, false))
-            }
-            _ => Ok((decode(kind, &stored)?, false)),
-        }
-    }
-
-    /// Deletes the object at `key` if it is still at `written`, the revision this request
-    /// wrote it at: the object as deleted, or None when another writer changed or deleted
-    /// it first.
-    async fn delete_if_unchanged(
-        &self,
-        kind: &dyn Strategy,
-        key: &str,
-        name: &str,
-        written: i64,
-    ) -> Result<Option<Value>, Status> {
-        let info = kind.info();
-        let deleted = self
-            .storage_of(kind)
-            .delete(key, None, |now| {
-                if now.mod_revision == written {
-                    Ok(())
-                } else {
-                    Err(StorageError::Conflict {
-                        key: key.to_string(),
-                    })
-                }
-            })
-            .await;
-        match deleted {
-            Ok(gone) => Ok(Some(decode(kind, &gone)?)),
-            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(Status::from_storage(&e, &info.target(name))),
-        }
-    }
-
-    /// The new state of `old` by `make`, with the update rules applied and validated.
-    fn updated(
-        &self,
-        kind: &dyn Strategy,
-        old: &Value,
-        subresource: Option<&str>,
-        _now: Time,
-        make: &mut impl FnMut(Option<&Value>) -> Result<Value, Status>,
-    ) -> Result<Value, Status> {
-        let info = kind.info();
-        let mut new = make(Some(old))?;
-        let name = meta_str(old, "name").to_string();
-        let asked = meta_str(&new, "resourceVersion");
-        if !asked.is_empty() && asked != meta_str(old, "resourceVersion") {
-            return Err(Status::from_storage(
-                &StorageError::Conflict { key: String::new() },
-                &info.target(&name),
-            ));
-        }
-        info.set_type(&mut new);
-        match subresource {
-            // A delete's mark is the server's own change: nothing to carry over.
-            Some(MARK_FOR_DELETION) => {}
-            Some("finalize") => new = finalized(old, &new),
-            _ => {
-                if info.status {
-                    carry_over(&mut new, old, subresource == Some("status"));
-                }
-                meta::prepare_update(&mut new, old);
-                if subresource.is_none() {
-                    kind.prepare_for_update(&mut new, old);
-                }
-            }
-        }
-        if kind.tracks_generation() {
-            meta::bump_generation(&mut new, old);
-        }
-        let mut errors = meta::validate_update(&new, old);
-        if errors.is_empty() {
-            errors.extend(meta::validate(&new, info));
-            errors.extend(kind.validate_update(&new, old));
-        }
-        if !errors.is_empty() {
-            return Err(invalid(info, &name, &errors));
-        }
-        Ok(new)
+        self.write(kind, to, make).await
     }
 
     /// Deletes the object `name`: at once, or (with finalizers, or a pod's grace period)
@@ -824,228 +527,10 @@ impl Registry {
     }
 }
 
-/// Keeps on `new` what its update may not change: with `status_update` everything but the
-/// status (and metadata), otherwise the status.
-fn carry_over(new: &mut Value, old: &Value, status_update: bool) {
-    let (Some(new), Some(old)) = (new.as_object_mut(), old.as_object()) else {
-        return;
-    };
-    if status_update {
-        let status = new.remove("status");
-        let meta = new.remove("metadata");
-        new.clear();
-        for (k, v) in old {
-            if k != "status" && k != "metadata" {
-                new.insert(k.clone(), v.clone());
-            }
-        }
-        if let Some(meta) = meta {
-            new.insert("metadata".into(), meta);
-        }
-        if let Some(status) = status {
-            new.insert("status".into(), status);
-        }
-    } else {
-        match old.get("status") {
-            Some(status) => new.insert("status".into(), status.clone()),
-            None => new.remove("status"),
-        };
-    }
-}
-
-/// A namespace's `finalize` update: the stored namespace with the new `spec.finalizers`.
-fn finalized(old: &Value, new: &Value) -> Value {
-    let mut out = old.clone();
-    let finalizers = new.at("/spec/finalizers").cloned().unwrap_or(json!([]));
-    if !out.get("spec").is_some_and(Value::is_object) {
-        out["spec"] = json!({});
-    }
-    out["spec"]["finalizers"] = finalizers;
-    out
-}
-
-fn check_preconditions(
-    current: &Value,
-    options: &DeleteOptions,
-    info: &ResourceInfo,
-    name: &str,
-) -> Result<(), Status> {
-    let checks = [
-        ("UID", options.uid.as_deref(), meta_str(current, "uid")),
-        (
-            "ResourceVersion",
-            options.resource_version.as_deref(),
-            meta_str(current, "resourceVersion"),
-        ),
-    ];
-    for (what, wanted, actual) in checks {
-        if let Some(wanted) = wanted
-            && wanted != actual
-        {
-            return Err(Status::conflict(
-                &info.target(name),
-                &format!(
-                    "Precondition failed: {what} in precondition: {wanted}, {what} in object meta: {actual}"
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
 fn invalid(info: &ResourceInfo, name: &str, errors: &[FieldError]) -> Status {
     Status::invalid(info.group, info.kind, name, errors)
 }
 
 fn rejected(status: Status) -> StorageError {
     StorageError::Rejected(Box::new(status))
-}
-
-/// `obj` as the store keeps it: its bytes, and the value they encode (the kind's storage
-/// form, without resourceVersion).
-fn encode_owned(kind: &dyn Strategy, obj: Value) -> (Vec<u8>, Value) {
-    let stored = kind.to_storage(with_no_resource_version(obj));
-    let bytes = serde_json::to_vec(&stored).expect("a JSON value encodes");
-    (bytes, stored)
-}
-
-fn with_no_resource_version(mut obj: Value) -> Value {
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("resourceVersion");
-    }
-    obj
-}
-
-/// Whether `a` and `b` are the same object but perhaps for `metadata.resourceVersion`
-/// (compared in place: an update that changes nothing is the common case of a retry).
-fn same_but_resource_version(a: &Value, b: &Value) -> bool {
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return a == b;
-    };
-    a.len() == b.len()
-        && a.iter()
-            .all(|(key, value)| match (key.as_str(), b.get(key)) {
-                (_, None) => false,
-                ("metadata", Some(other)) => match (value.as_object(), other.as_object()) {
-                    (Some(x), Some(y)) => {
-                        let fields = |m: &'_ Map<String, Value>| {
-                            m.len() - usize::from(m.contains_key("resourceVersion"))
-                        };
-                        fields(x) == fields(y)
-                            && x.iter().all(|(k, v)| {
-                                k == "resourceVersion" || y.get(k).is_some_and(|w| v == w)
-                            })
-                    }
-                    _ => value == other,
-                },
-                (_, Some(other)) => value == other,
-            })
-}
-
-/// How deep a stored value may nest. Request parsers each stop at 128 levels and the server
-/// adds a few (managedFields' sets), so whatever keel wrote reads back; a deeper value (written
-/// straight into the store) is answered as a decode error rather than read on a worker
-/// thread's stack until it overflows.
-pub(super) const MAX_STORED_DEPTH: usize = 1000;
-
-/// Parses a stored value without serde_json's recursion limit of 128 (whatever the request
-/// parsers accepted, plus what the server adds, must always read back, or one object would
-/// make its whole resource unreadable), but refuses one nested deeper than
-/// [`MAX_STORED_DEPTH`].
-pub(super) fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    use serde::Deserialize;
-    use serde::de::Error;
-    if crate::nesting::depth(bytes) > MAX_STORED_DEPTH {
-        return Err(serde_json::Error::custom(format!(
-            "nested deeper than {MAX_STORED_DEPTH} levels"
-        )));
-    }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    de.disable_recursion_limit();
-    let value = Value::deserialize(&mut de)?;
-    de.end()?;
-    Ok(value)
-}
-
-/// A stored object in `kind`'s form, with its resourceVersion set.
-pub(super) fn decode(kind: &dyn Strategy, object: &Object) -> Result<Value, Status> {
-    let info = kind.info();
-    let value: Value = parse_stored(&object.value).map_err(|e| {
-        Status::internal(format!(
-            "object at {} is not a JSON {}: {e}",
-            object.key, info.kind
-        ))
-    })?;
-    if !value.is_object() {
-        return Err(Status::internal(format!(
-            "object at {} is not a JSON object",
-            object.key
-        )));
-    }
-    let mut value = kind.to_served(value);
-    meta::metadata(&mut value).insert(
-        "resourceVersion".into(),
-        object.mod_revision.to_string().into(),
-    );
-    Ok(value)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn objects_that_differ_only_in_resource_version_are_the_same() {
-        let at = |rv: Option<&str>, data: &str| {
-            let mut obj =
-                json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": data}});
-            if let Some(rv) = rv {
-                obj["metadata"]["resourceVersion"] = rv.into();
-            }
-            obj
-        };
-        assert!(same_but_resource_version(
-            &at(Some("1"), "x"),
-            &at(Some("2"), "x")
-        ));
-        assert!(same_but_resource_version(
-            &at(None, "x"),
-            &at(Some("2"), "x")
-        ));
-        assert!(same_but_resource_version(
-            &at(Some("1"), "x"),
-            &at(None, "x")
-        ));
-        assert!(!same_but_resource_version(
-            &at(Some("1"), "x"),
-            &at(Some("1"), "y")
-        ));
-        let mut labelled = at(Some("1"), "x");
-        labelled["metadata"]["labels"] = json!({"a": "b"});
-        assert!(!same_but_resource_version(&labelled, &at(Some("1"), "x")));
-        assert!(!same_but_resource_version(&at(Some("1"), "x"), &labelled));
-        let mut extra = at(None, "x");
-        extra["spec"] = json!({});
-        assert!(!same_but_resource_version(&extra, &at(None, "x")));
-        for (a, b) in [(&extra, &at(None, "x")), (&labelled, &labelled)] {
-            assert_eq!(
-                same_but_resource_version(a, b),
-                with_no_resource_version(a.clone()) == with_no_resource_version(b.clone())
-            );
-        }
-    }
-
-    #[test]
-    fn stored_values_read_back_deep_but_not_deeper_than_the_limit() {
-        let nested = |depth: usize| {
-            let mut text = "[".repeat(depth);
-            text.push_str(&"]".repeat(depth));
-            text
-        };
-        assert!(parse_stored(nested(MAX_STORED_DEPTH).as_bytes()).is_ok());
-        let err = parse_stored(nested(MAX_STORED_DEPTH + 1).as_bytes()).unwrap_err();
-        assert!(err.to_string().contains("nested deeper than 1000"), "{err}");
-        // Far past what a worker thread's stack would survive: an error, not a crash.
-        assert!(parse_stored(nested(100_000).as_bytes()).is_err());
-    }
 }
