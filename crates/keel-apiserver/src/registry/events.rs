@@ -290,11 +290,7 @@ impl Strategy for Events {
                     component.into()
                 }
             }
-            "reason" | "reportingComponent" | "type" => text(obj, &format!("/{field}")).into(),
-            _ => match field.strip_prefix("involvedObject.") {
-                Some(f) => text(obj, &format!("/involvedObject/{f}")).into(),
-                None => String::new(),
-            },
+            _ => super::field_text(obj, field),
         }
     }
 

@@ -19,7 +19,6 @@
 use serde_json::{Map, Value};
 
 use super::events::{COLUMNS, event_cells, validate_event, validate_series};
-use super::text;
 use super::{Column, ResourceInfo, Strategy};
 use crate::apimachinery::time::Time;
 use crate::storage::FieldError;
@@ -143,16 +142,6 @@ impl Strategy for EventsK8sIo {
             "reportingController",
             "type",
         ]
-    }
-
-    fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "reason" | "reportingController" | "type" => text(obj, &format!("/{field}")).into(),
-            _ => match field.strip_prefix("regarding.") {
-                Some(f) => text(obj, &format!("/regarding/{f}")).into(),
-                None => String::new(),
-            },
-        }
     }
 
     fn allow_create_on_update(&self) -> bool {

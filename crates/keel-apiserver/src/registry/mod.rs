@@ -214,9 +214,14 @@ pub trait Strategy: Send + Sync {
         &[]
     }
 
-    /// The value of a selectable field of `obj` ("" when unset).
-    fn field(&self, _obj: &Value, _field: &str) -> String {
-        String::new()
+    /// The value of a selectable field of `obj` ("" when unset): by default the string its
+    /// dotted path names ([`field_text`]).
+    fn field(&self, obj: &Value, field: &str) -> String {
+        if self.selectable_fields().contains(&field) {
+            field_text(obj, field)
+        } else {
+            String::new()
+        }
     }
 
     /// The selectable fields the watch cache indexes (kube-apiserver's indexers), so a list
@@ -279,6 +284,12 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
 /// The string at the JSON pointer `pointer` in `obj` ("" when unset or not a string).
 pub fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
     obj.at(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The string a selectable field names in `obj`, its dots read as a JSON pointer's slashes
+/// (`spec.nodeName` is `/spec/nodeName`); "" when unset.
+pub fn field_text(obj: &Value, field: &str) -> String {
+    text(obj, &format!("/{}", field.replace('.', "/"))).to_string()
 }
 
 /// The `Name` column every kind starts with.

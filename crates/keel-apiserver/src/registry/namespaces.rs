@@ -132,17 +132,6 @@ impl Strategy for Namespaces {
         &["status.phase"]
     }
 
-    fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "status.phase" => obj
-                .at("/status/phase")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .into(),
-            _ => String::new(),
-        }
-    }
-
     /// A namespace with finalizers (its own `spec.finalizers` or `metadata.finalizers`) is
     /// not removed at once: it gets a deletionTimestamp and the phase `Terminating`, and the
     /// namespace controller empties and finalizes it.

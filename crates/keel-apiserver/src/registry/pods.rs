@@ -248,9 +248,7 @@ impl Strategy for Pods {
             | "spec.schedulerName"
             | "spec.serviceAccountName"
             | "status.phase"
-            | "status.nominatedNodeName" => {
-                text(obj, &format!("/{}", field.replace('.', "/"))).into()
-            }
+            | "status.nominatedNodeName" => super::field_text(obj, field),
             _ => String::new(),
         }
     }

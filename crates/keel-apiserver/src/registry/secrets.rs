@@ -170,13 +170,6 @@ impl Strategy for Secrets {
     fn selectable_fields(&self) -> &'static [&'static str] {
         &["type"]
     }
-
-    fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "type" => obj.get("type").and_then(Value::as_str).unwrap_or("").into(),
-            _ => String::new(),
-        }
-    }
 }
 
 #[cfg(test)]

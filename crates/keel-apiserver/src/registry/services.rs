@@ -530,14 +530,6 @@ impl Strategy for Services {
         &["spec.clusterIP", "spec.type"]
     }
 
-    fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "spec.clusterIP" => text(obj, "/spec/clusterIP").into(),
-            "spec.type" => text(obj, "/spec/type").into(),
-            _ => String::new(),
-        }
-    }
-
     /// `ReturnDeletedObject: true` (pkg/registry/core/service/storage).
     fn returns_deleted_object(&self) -> bool {
         true
