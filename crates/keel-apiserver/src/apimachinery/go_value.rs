@@ -11,19 +11,26 @@ use super::quote::go_quote;
 
 /// The Go type a decoded JSON value has (`reflect.TypeOf`), for type comparisons.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GoType {
+pub enum GoType {
+    /// `nil` (JSON null).
     Nil,
+    /// `bool`.
     Bool,
+    /// `int64` (an integer where apimachinery's decoders keep integers).
     Int,
+    /// `float64`.
     Float,
+    /// `string`.
     String,
+    /// `[]interface {}` (an array).
     Slice,
+    /// `map[string]interface {}` (an object).
     Map,
 }
 
 impl GoType {
     /// The type of `v` decoded with integers kept (`int64`).
-    pub(crate) fn of(v: &Value) -> Self {
+    pub fn of(v: &Value) -> Self {
         match v {
             Value::Null => GoType::Nil,
             Value::Bool(_) => GoType::Bool,
@@ -36,7 +43,7 @@ impl GoType {
     }
 
     /// The type's name as `%T` prints it (`%!s(<nil>)` for nil, as `%s` of a type prints it).
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             GoType::Nil => "%!s(<nil>)",
             GoType::Bool => "bool",
@@ -49,7 +56,7 @@ impl GoType {
     }
 
     /// The JSON value's kind as `encoding/json`'s errors name it (`number`, `object`, ...).
-    pub(crate) fn json_kind(self) -> &'static str {
+    pub fn json_kind(self) -> &'static str {
         match self {
             GoType::Nil => "null",
             GoType::Bool => "bool",
@@ -61,7 +68,7 @@ impl GoType {
     }
 
     /// The type's kind as `reflect.Kind` prints it (`int64`, `slice`, `map`, ...).
-    pub(crate) fn kind(self) -> &'static str {
+    pub fn kind(self) -> &'static str {
         match self {
             GoType::Nil => "invalid",
             GoType::Slice => "slice",
@@ -72,7 +79,7 @@ impl GoType {
 }
 
 /// A value as Go's `%v` prints the decoded JSON (`map[k:v]` with sorted keys, `[a b]`).
-pub(crate) fn go_fmt(v: &Value) -> String {
+pub fn go_fmt(v: &Value) -> String {
     match v {
         Value::Null => "<nil>".to_string(),
         Value::Bool(b) => b.to_string(),
@@ -88,13 +95,13 @@ pub(crate) fn go_fmt(v: &Value) -> String {
 }
 
 /// A list as `%v` prints it.
-pub(crate) fn go_fmt_list(l: &[Value]) -> String {
+pub fn go_fmt_list(l: &[Value]) -> String {
     let items: Vec<String> = l.iter().map(go_fmt).collect();
     format!("[{}]", items.join(" "))
 }
 
 /// A map as `%v` prints it.
-pub(crate) fn go_fmt_map(m: &Map<String, Value>) -> String {
+pub fn go_fmt_map(m: &Map<String, Value>) -> String {
     let items: Vec<String> = sorted(m)
         .into_iter()
         .map(|(k, v)| format!("{k}:{}", go_fmt(v)))
@@ -103,7 +110,7 @@ pub(crate) fn go_fmt_map(m: &Map<String, Value>) -> String {
 }
 
 /// A scalar as Go's `%s` prints it (`%!s(int64=1)` for a non-string).
-pub(crate) fn go_fmt_s(v: &Value) -> String {
+pub fn go_fmt_s(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "%!s(<nil>)".to_string(),
@@ -115,7 +122,7 @@ pub(crate) fn go_fmt_s(v: &Value) -> String {
 }
 
 /// A value as Go's `%#v` prints the decoded JSON (`map[string]interface {}{"a":"b"}`).
-pub(crate) fn go_sharp_v(v: &Value) -> String {
+pub fn go_sharp_v(v: &Value) -> String {
     match v {
         Value::Null => "interface {}(nil)".to_string(),
         Value::String(s) => go_quote(s),
@@ -142,7 +149,7 @@ fn sorted(m: &Map<String, Value>) -> Vec<(&String, &Value)> {
 
 /// `v` with every number a float, as `sigs.k8s.io/yaml` decodes a document into
 /// `interface{}` (an applied configuration).
-pub(crate) fn as_floats(v: &Value) -> Value {
+pub fn as_floats(v: &Value) -> Value {
     match v {
         Value::Number(n) => n.as_f64().map_or(Value::Null, Value::from),
         Value::Array(l) => Value::Array(l.iter().map(as_floats).collect()),
@@ -156,7 +163,7 @@ pub(crate) fn as_floats(v: &Value) -> Value {
 /// A float64 as Go's `%v` and `%#v` print it (`strconv.FormatFloat(f, 'g', -1, 64)`): the
 /// shortest digits that read back as `f`, with an exponent of at least two digits when it is
 /// below -4 or from 6 up (`1e+06`, `1.5e-05`, `123456`), `+Inf`, `-Inf` and `NaN`.
-pub(crate) fn go_float(f: f64) -> String {
+pub fn go_float(f: f64) -> String {
     if f.is_infinite() {
         return if f > 0.0 { "+Inf" } else { "-Inf" }.to_string();
     }
@@ -174,7 +181,7 @@ pub(crate) fn go_float(f: f64) -> String {
 
 /// A float as `encoding/json` writes it (shortest digits, an exponent from 1e+21 and below
 /// 1e-06, written `1e+21` and `1e-7`).
-pub(crate) fn json_float(f: f64) -> String {
+pub fn json_float(f: f64) -> String {
     let abs = f.abs();
     if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
         let (mantissa, exp) = scientific(f);

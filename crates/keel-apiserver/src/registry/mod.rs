@@ -1,10 +1,13 @@
 //! The registry: what each resource kind is (scope, validation, defaulting, table columns,
 //! field selectors, subresources), one file per kind behind one trait, [`Strategy`] (named
 //! after kube-apiserver's `rest.RESTCreateStrategy` and friends). The rules every kind shares
-//! live beside them: [`names`] (object names), [`schema`]
-//! (what kind of list, map or struct each field is, for both merges), and
-//! [`managed_fields`] (who set which field: `metadata.managedFields` and server-side apply, on
-//! [`fieldpath`]'s field sets and [`typed`]'s walks).
+//! live beside them: [`names`] (object names), [`meta`] (object metadata), [`rules`]
+//! (validation steps several kinds take), [`data`] (the data maps of ConfigMaps and Secrets),
+//! [`selector`] (label and field selectors), [`schema`] (what kind of list, map or struct each
+//! field is, for both merges), and [`managed_fields`] (who set which field:
+//! `metadata.managedFields` and server-side apply, on [`fieldpath`]'s field sets and
+//! [`typed`]'s walks). [`store`] runs every verb through a kind, on objects as [`stored`]
+//! encodes them and as [`served`] and [`watching`] hand them out.
 
 pub mod componentstatuses;
 pub mod configmaps;

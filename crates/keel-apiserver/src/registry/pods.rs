@@ -6,7 +6,7 @@
 //! and its generation 1; the commonest spec rules are validated, and an update may change
 //! only what kube lets a running pod change.
 //!
-//! The kind is here; [`defaults`], [`validation`] and [`printing`] (the table's cells and the
+//! The kind is here; `defaults`, `validation` and `printing` (the table's cells and the
 //! QoS class) are its parts.
 
 mod defaults;

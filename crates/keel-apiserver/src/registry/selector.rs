@@ -21,8 +21,8 @@
 //! more than one `/`, and `x in (a,,)` parses (1.34 rejects it with `found ')', expected:
 //! ',', or identifier`).
 //!
-//! Label selectors and their matching are here, [`parse`] reads them as `labels.Parse` does,
-//! and [`fields`] holds field selectors.
+//! Label selectors and their matching are here, `parse` reads them as `labels.Parse` does,
+//! and `fields` holds field selectors.
 
 mod fields;
 mod parse;

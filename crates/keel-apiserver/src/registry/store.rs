@@ -1,11 +1,14 @@
 //! [`Registry`]: the generic store every kind goes through, as kube-apiserver's
 //! `genericregistry.Store`: it turns API verbs on objects (`serde_json::Value`s) into
-//! [`Etcd3`] calls on their keys, running the kind's [`Strategy`] and the metadata rules of
+//! [`Etcd3`](crate::storage::Etcd3) calls on their keys, running the kind's [`Strategy`] and the metadata rules of
 //! [`super::meta`] on the way, and answers every failure as a Kubernetes [`Status`].
 //!
 //! Objects are stored as JSON with apiVersion and kind and without resourceVersion (the key's
 //! mod_revision is the resourceVersion, set on every object read), as kube-apiserver stores
-//! them, so the two can share a store.
+//! them, so the two can share a store ([`super::stored`]).
+//!
+//! The verbs are here; the write every update goes through is in `write`, and what a delete
+//! is asked and did in `delete`.
 
 use std::sync::Arc;
 
