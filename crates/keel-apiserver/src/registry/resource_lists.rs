@@ -4,9 +4,9 @@
 //! LimitRanges.
 //!
 //! A map's keys are checked in sorted order, one of the orders Go's map iteration takes.
-//! Quantities are compared by value ([`crate::apimachinery::quantity::quantity_nanos`]) and shown as they
-//! were sent, where upstream shows the canonical form it re-encodes them in (`1000m` is
-//! `1`); for the usual forms (`2`, `500m`, `1Gi`) the two are the same.
+//! Quantities are compared by value ([`crate::apimachinery::quantity::quantity_nanos`]) and
+//! shown as they were sent, where upstream shows the canonical form it re-encodes them in
+//! (`1000m` is `1`); for the usual forms (`2`, `500m`, `1Gi`) the two are the same.
 
 use serde_json::{Map, Value};
 

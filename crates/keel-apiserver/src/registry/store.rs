@@ -1,7 +1,8 @@
 //! [`Registry`]: the generic store every kind goes through, as kube-apiserver's
 //! `genericregistry.Store`: it turns API verbs on objects (`serde_json::Value`s) into
-//! [`Etcd3`](crate::storage::Etcd3) calls on their keys, running the kind's [`Strategy`] and the metadata rules of
-//! [`super::meta`] on the way, and answers every failure as a Kubernetes [`Status`].
+//! [`Etcd3`](crate::storage::Etcd3) calls on their keys, running the kind's [`Strategy`] and
+//! the metadata rules of [`super::meta`] on the way, and answers every failure as a
+//! Kubernetes [`Status`].
 //!
 //! Objects are stored as JSON with apiVersion and kind and without resourceVersion (the key's
 //! mod_revision is the resourceVersion, set on every object read), as kube-apiserver stores
