@@ -4,6 +4,8 @@
 //! It depends on the etcd v3 client stubs of `keel-proto` only, never on the store's own
 //! crates: an embedded keel store is reached through the same client code as a remote etcd.
 //!
+//! - [`apimachinery`]: Go's and apimachinery's wording (quoting, value and float printing,
+//!   times, name and label validation), used by every layer below.
 //! - [`storage`]: the etcd3 layer (key layout, create/update/delete by Txn on mod_revision,
 //!   paginated lists with continue tokens, resourceVersion rules, watches, and the one table of
 //!   Kubernetes `Status` errors).
@@ -18,6 +20,7 @@
 //!   [`metrics`] (kube-apiserver's metric names).
 
 pub mod apiextensions;
+pub mod apimachinery;
 pub mod config;
 pub mod controllers;
 pub mod fieldmanager;

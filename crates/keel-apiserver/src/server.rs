@@ -221,6 +221,15 @@ impl ApiServer {
                 registry.backends().main(),
             ),
         });
+        // The CRDs stored are served from the first request, as kube-apiserver's readiness
+        // waits for its CRD informer; a store that does not answer leaves it to the CRD
+        // controller, which runs whatever `--controllers` says (it is the apiserver's own).
+        let crds = controllers::crds::sync_all(&registry);
+        if let Ok(Err(status)) = tokio::time::timeout(std::time::Duration::from_secs(5), crds).await
+        {
+            tracing::warn!(error = %status.message, "serving the stored CRDs: left to the CRD controller");
+        }
+        tokio::spawn(controllers::crds::run(registry.clone()));
         let ready = app.clone();
         tokio::spawn(controllers::system_namespaces::run(
             registry.clone(),

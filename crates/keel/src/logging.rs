@@ -145,15 +145,7 @@ fn component(target: &str) -> &str {
 
 /// The current time as RFC 3339 in UTC with microseconds.
 fn now_rfc3339() -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let whole = keel_apiserver::registry::time::Time(now.as_secs() as i64).rfc3339();
-    format!(
-        "{}.{:06}Z",
-        whole.trim_end_matches('Z'),
-        now.subsec_micros()
-    )
+    keel_apiserver::apimachinery::time::MicroTime::now().rfc3339()
 }
 
 /// An event's fields as JSON values.

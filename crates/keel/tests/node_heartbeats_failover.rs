@@ -35,7 +35,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use keel_apiserver::registry::time::Time;
+use keel_apiserver::apimachinery::time::Time;
 use keel_testkit::kube::Kube;
 use keel_testkit::kv::agreed_leader;
 use keel_testkit::{Cluster, Flavor, keel_bin};

@@ -17,9 +17,9 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use keel_apiserver::registry::time::Time;
+use keel_apiserver::apimachinery::time::{MicroTime, Time};
 use keel_testkit::kube::{Kube, kubectl_bin};
 use keel_testkit::wait::until;
 use keel_testkit::{Server, target_flavor};
@@ -38,9 +38,7 @@ const FLAGS: [&str; 4] = [
 
 /// A MicroTime for now (`2026-12-05T10:00:00.123456Z`).
 fn micro_now() -> String {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    let seconds = Time(now.as_secs() as i64).rfc3339();
-    format!("{}.{:06}Z", &seconds[..19], now.subsec_micros())
+    MicroTime::now().rfc3339()
 }
 
 /// Applies `obj` with kubectl.

@@ -227,8 +227,8 @@ fn check_enum(schema: &Value, value: &Value, path: &str, errors: &mut Vec<FieldE
     let quoted: Vec<String> = allowed
         .iter()
         .map(|v| match v {
-            Value::String(s) => crate::storage::field::go_quote(s),
-            other => crate::storage::field::go_quote(&other.to_string()),
+            Value::String(s) => crate::apimachinery::quote::go_quote(s),
+            other => crate::apimachinery::quote::go_quote(&other.to_string()),
         })
         .collect();
     errors.push(FieldError {

@@ -22,10 +22,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::apiextensions::crd;
+use crate::apimachinery::time::Time;
 use crate::registry::custom_resources;
 use crate::registry::customresourcedefinitions::{CLEANUP_FINALIZER, CustomResourceDefinitions};
 use crate::registry::store::{DeleteOptions, ListQuery, Registry};
-use crate::registry::time::Time;
 use crate::registry::{Strategy, meta_str};
 use crate::storage::Status;
 
@@ -207,7 +207,12 @@ async fn cleanup(registry: &Registry, crd: &Value) -> Result<bool, Status> {
             left += 1;
             let namespace = Some(meta_str(obj, "namespace")).filter(|n| !n.is_empty());
             let deleted = registry
-                .delete(*kind, namespace, meta_str(obj, "name"), &DeleteOptions::default())
+                .delete(
+                    *kind,
+                    namespace,
+                    meta_str(obj, "name"),
+                    &DeleteOptions::default(),
+                )
                 .await;
             if let Err(status) = deleted
                 && status.code != 404

@@ -13,9 +13,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::apimachinery::time::Time;
 use crate::fieldmanager::FieldManager;
 use crate::registry::store::Registry;
-use crate::registry::time::Time;
 
 /// How many events wait to be written before more are dropped.
 pub const MAX_QUEUED_EVENTS: usize = 1000;

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::apimachinery::time::Time;
 use crate::fieldmanager::FieldManager;
 use crate::registry::store::Registry;
-use crate::registry::time::Time;
 use crate::storage::Status;
 
 /// The Service's and the Endpoints' name.

@@ -86,7 +86,7 @@ fn is_terminating(ns: &Value) -> bool {
 /// Deletes what is left in namespace `name`; true once the namespace is finalized (or gone).
 async fn finalize(registry: &Registry, name: &str) -> Result<bool, Status> {
     let mut left = 0;
-    for kind in registry.kinds() {
+    for kind in registry.kinds().iter() {
         let info = kind.info();
         // events.k8s.io events are the core events, seen twice.
         if !info.namespaced || (info.group == "events.k8s.io") {

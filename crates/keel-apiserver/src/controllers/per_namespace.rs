@@ -16,10 +16,10 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::informer::Informer;
+use crate::apimachinery::time::Time;
 use crate::fieldmanager::FieldManager;
 use crate::json_pointer::At;
 use crate::registry::store::Registry;
-use crate::registry::time::Time;
 use crate::registry::{Strategy, meta_str};
 use crate::storage::Status;
 

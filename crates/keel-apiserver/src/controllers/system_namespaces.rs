@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::apimachinery::time::Time;
 use crate::fieldmanager::FieldManager;
 use crate::registry::store::Registry;
-use crate::registry::time::Time;
 
 /// The namespaces every cluster has.
 pub const SYSTEM_NAMESPACES: [&str; 4] =

@@ -12,11 +12,11 @@ use serde_json::Value;
 
 use super::managed::FieldManager;
 use super::options::Options;
+use crate::apimachinery::time::Time;
 use crate::http::field_validation::{self, Directive};
 use crate::http::response::target;
 use crate::http::{negotiate, openapi};
 use crate::registry::store::Registry;
-use crate::registry::time::Time;
 use crate::registry::{Strategy, meta, meta_str};
 use crate::storage::Status;
 
@@ -49,7 +49,7 @@ pub async fn patch(
     // Upstream checks the body once the apply has succeeded, so its conflicts and schema
     // errors come first; the result does not depend on the object.
     let strict = field_validation::check_applied(body, directive);
-    let defs = openapi::documents(registry.kinds()).definitions();
+    let defs = openapi::documents(&registry.kinds()).definitions();
     let manager = FieldManager::new(kind, subresource, Time::now());
     manager.check_applied(&config).map_err(|e| e.status())?;
     let errors = field_validation::apply_errors(kind, defs, &config);

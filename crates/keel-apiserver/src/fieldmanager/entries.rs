@@ -9,10 +9,10 @@ use std::sync::LazyLock;
 use serde_json::{Map, Value};
 
 use super::fieldpath::{PathElement, Set, go_json_string};
+use crate::apimachinery::quote::go_quote;
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
-use crate::registry::time::Time;
 use crate::storage::FieldError;
-use crate::storage::field::go_quote;
 
 /// The longest field manager name (`FieldManagerMaxLength`).
 pub const FIELD_MANAGER_MAX_LENGTH: usize = 128;

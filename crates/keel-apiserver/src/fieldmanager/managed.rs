@@ -42,8 +42,8 @@ use super::conflicts::{ApplyError, Conflict, conflict_message};
 use super::entries::{self, Id, Managed, Operation, Owned};
 use super::fieldpath::{self, PathElement, Set, go_json};
 use super::typed::{self, TypedErrors};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
-use crate::registry::time::Time;
 use crate::registry::{ResourceInfo, Strategy, meta, meta_str};
 use crate::schema::{Schema, schema_of};
 

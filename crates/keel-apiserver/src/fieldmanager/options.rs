@@ -131,7 +131,7 @@ mod tests {
         let e = options(&query(&[("fieldManager", "a\u{7}b")]), &none, Verb::Update).unwrap_err();
         assert_eq!(
             e.message,
-            "UpdateOptions.meta.k8s.io \"\" is invalid: fieldManager: Invalid value: \"a\\x07b\": invalid character U+0007 (at position 1)"
+            "UpdateOptions.meta.k8s.io \"\" is invalid: fieldManager: Invalid value: \"a\\ab\": invalid character U+0007 (at position 1)"
         );
         let e = options(&query(&[("force", "false")]), &none, Verb::Patch).unwrap_err();
         assert_eq!(

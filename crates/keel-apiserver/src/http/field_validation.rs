@@ -40,12 +40,13 @@ use http::HeaderValue;
 use serde_json::{Map, Value};
 
 use super::decode::{prune::prune, strict, yaml_strict};
-use super::go_value::go_fmt;
 use super::negotiate::Body;
 use super::openapi::schemas;
+use crate::apimachinery::go_value::go_fmt;
+use crate::apimachinery::quote::go_quote;
 use crate::fieldmanager::fieldpath::go_json;
 use crate::registry::Strategy;
-use crate::storage::{FieldError, Status, field::go_quote};
+use crate::storage::{FieldError, Status};
 
 /// What the client asked to happen to unknown and duplicate fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,6 @@ pub mod auth;
 pub mod decode;
 pub mod discovery;
 pub mod field_validation;
-pub mod go_value;
 pub mod handlers;
 pub mod health;
 pub mod inflight;
@@ -87,8 +86,10 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
     if faults::is_path(&path) {
         return serve_faults(req).await;
     }
+    let kinds = app.registry.kinds();
     if let Some(response) = openapi::serve(
-        app.registry.kinds(),
+        &kinds,
+        kinds.generation(),
         &path,
         req.uri().query(),
         req.headers(),
@@ -107,15 +108,14 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
         )
             .into_response();
     }
-    let kinds = app.registry.kinds();
     let discovered = match parsed {
         Path::CoreVersions => Some(discovery::core_versions(&app.server_address)),
-        Path::Groups => Some(discovery::group_list(kinds)),
-        Path::Group(group) => match discovery::group(kinds, &group) {
+        Path::Groups => Some(discovery::group_list(&kinds)),
+        Path::Group(group) => match discovery::group(&kinds, &group) {
             Some(group) => Some(group),
             None => return status_response(&not_found()),
         },
-        Path::Resources { group, version } => discovery::resources(kinds, &group, &version),
+        Path::Resources { group, version } => discovery::resources(&kinds, &group, &version),
         Path::Resource(resource) => {
             return match Lane::handler_runtime(lane.as_deref(), event) {
                 Some(runtime) => serve_on(runtime, app, resource, req).await,

@@ -19,7 +19,7 @@ use base64::Engine;
 use prost_reflect::{DescriptorPool, DynamicMessage, MapKey, MessageDescriptor, ReflectMessage};
 use serde_json::{Map, Value};
 
-use crate::registry::time::Time;
+use crate::apimachinery::time::Time;
 use crate::storage::Status;
 
 /// What every Kubernetes protobuf body starts with.

@@ -18,7 +18,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::go_value::GoType;
+use crate::apimachinery::go_value::GoType;
 pub use crate::schema::{Schema, schema_for};
 
 mod errors;

@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use super::metadata::partial_object_in;
 use super::negotiate::MetaVersion;
 
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::registry::Strategy;
-use crate::registry::time::Time;
 use crate::registry::watching::INITIAL_EVENTS_END;
 use crate::storage::Status;
 

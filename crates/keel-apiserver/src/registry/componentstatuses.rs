@@ -19,50 +19,30 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::names::NameRule;
-use super::time::Time;
 use super::{Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
+use crate::apimachinery::time::Time;
 use crate::storage::{Backends, Status};
 
 /// The ComponentStatus strategy.
 pub struct ComponentStatuses;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "ComponentStatus",
-    resource: "componentstatuses",
-    singular: "componentstatus",
     short_names: &["cs"],
-    categories: &[],
     namespaced: false,
-    name_rule: NameRule::Subdomain,
-    status: false,
+    ..ResourceInfo::new(
+        "",
+        "v1",
+        "ComponentStatus",
+        "componentstatuses",
+        "componentstatus",
+    )
 };
 
 static COLUMNS: [Column; 4] = [
     NAME_COLUMN,
-    Column {
-        name: "Status",
-        kind: "string",
-        format: "",
-        description: "Status of the component conditions",
-        priority: 0,
-    },
-    Column {
-        name: "Message",
-        kind: "string",
-        format: "",
-        description: "Message of the component conditions",
-        priority: 0,
-    },
-    Column {
-        name: "Error",
-        kind: "string",
-        format: "",
-        description: "Error of the component conditions",
-        priority: 0,
-    },
+    Column::string("Status", 0, "Status of the component conditions"),
+    Column::string("Message", 0, "Message of the component conditions"),
+    Column::string("Error", 0, "Error of the component conditions"),
 ];
 
 /// How long a component's health check may take (kube-apiserver's `probeTimeOut`).

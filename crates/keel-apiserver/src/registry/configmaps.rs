@@ -6,39 +6,28 @@ use serde_json::Value;
 
 use crate::storage::FieldError;
 
-use super::names::NameRule;
-use super::secrets::MAX_SECRET_SIZE;
-use super::time::Time;
+use super::data::{MAX_SECRET_SIZE, data_size, immutable_data, validate_data_keys};
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 
 /// The ConfigMap strategy.
 pub struct ConfigMaps;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "ConfigMap",
-    resource: "configmaps",
-    singular: "configmap",
     short_names: &["cm"],
-    categories: &[],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
-    status: false,
+    ..ResourceInfo::new("", "v1", "ConfigMap", "configmaps", "configmap")
 };
 
 static COLUMNS: [Column; 3] = [
     NAME_COLUMN,
-    Column {
-        name: "Data",
-        kind: "string",
-        format: "",
-        description: "Data contains the configuration data. Each key must consist of \
+    Column::string(
+        "Data",
+        0,
+        "Data contains the configuration data. Each key must consist of \
             alphanumeric characters, '-', '_' or '.'. Values with non-UTF-8 byte sequences must \
             use the BinaryData field. The keys stored in Data must not overlap with the keys in \
             the BinaryData field, this is enforced during validation process.",
-        priority: 0,
-    },
+    ),
     AGE_COLUMN,
 ];
 
@@ -73,107 +62,14 @@ impl Strategy for ConfigMaps {
                 .and_then(Value::as_object)
                 .map_or(0, |m| m.len())
         };
-        vec![
-            Value::from(super::meta_str(obj, "name")),
-            Value::from(count("data") + count("binaryData")),
-            super::age(obj, now),
-        ]
+        super::name_age_row(obj, now, [Value::from(count("data") + count("binaryData"))])
     }
-}
-
-const CONFIG_KEY_MESSAGE: &str = "a valid config key must consist of alphanumeric characters, \
-    '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for \
-    validation is '[-._a-zA-Z0-9]+')";
-
-/// What is wrong with a ConfigMap or Secret data key (apimachinery's `IsConfigMapKey`).
-pub fn config_key_problems(key: &str) -> Vec<String> {
-    let mut problems = Vec::new();
-    if key.len() > 253 {
-        problems.push("must be no more than 253 characters".to_string());
-    }
-    let ok = !key.is_empty()
-        && key
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
-    if !ok {
-        problems.push(CONFIG_KEY_MESSAGE.to_string());
-    }
-    if key == "." {
-        problems.push("must not be '.'".to_string());
-    } else if key == ".." {
-        problems.push("must not be '..'".to_string());
-    } else if key.starts_with("..") {
-        problems.push("must not start with '..'".to_string());
-    }
-    problems
-}
-
-/// The keys of `obj.<field>` checked as config keys (`data[a b]: Invalid value: "a b": ...`),
-/// and each a duplicate if `obj.<other>` has it too (pass "" for no other field).
-pub fn validate_data_keys(obj: &Value, field: &str, other: &str) -> Vec<FieldError> {
-    let mut errors = Vec::new();
-    let Some(map) = obj.get(field).and_then(Value::as_object) else {
-        return errors;
-    };
-    let others = obj.get(other).and_then(Value::as_object);
-    for key in map.keys() {
-        let path = format!("{field}[{key}]");
-        for problem in config_key_problems(key) {
-            errors.push(FieldError::invalid(&path, key.as_str(), &problem));
-        }
-        if others.is_some_and(|o| o.contains_key(key)) {
-            let detail = format!("duplicate of key present in {other}");
-            errors.push(FieldError::invalid(&path, key.as_str(), &detail));
-        }
-    }
-    errors
-}
-
-/// The bytes the data of a ConfigMap or a Secret holds, as their validation counts them
-/// (Go's `len` of each value: a string's bytes, a `[]byte`'s decoded bytes): the maps at
-/// `text` hold strings, those at `binary` base64 (already read as Go's decoder reads it).
-pub fn data_size(obj: &Value, text: &[&str], binary: &[&str]) -> usize {
-    let strings = |fields: &[&str]| {
-        fields
-            .iter()
-            .filter_map(|f| obj.get(*f).and_then(Value::as_object))
-            .flat_map(|m| m.values().filter_map(Value::as_str))
-            .collect::<Vec<&str>>()
-    };
-    let decoded = |b64: &str| {
-        let chars: Vec<u8> = b64
-            .bytes()
-            .filter(|c| !matches!(c, b'\n' | b'\r'))
-            .collect();
-        let padding = chars.iter().rev().take_while(|c| **c == b'=').count();
-        (chars.len() / 4 * 3).saturating_sub(padding)
-    };
-    strings(text).iter().map(|s| s.len()).sum::<usize>()
-        + strings(binary).iter().map(|s| decoded(s)).sum::<usize>()
-}
-
-/// An update of an object whose stored `immutable` is true: `immutable` may not be unset
-/// and `fields` may not change (as ConfigMaps and Secrets are validated).
-pub fn immutable_data(new: &Value, old: &Value, fields: &[&str]) -> Vec<FieldError> {
-    const DETAIL: &str = "field is immutable when `immutable` is set";
-    let mut errors = Vec::new();
-    if old.get("immutable").and_then(Value::as_bool) != Some(true) {
-        return errors;
-    }
-    if new.get("immutable").and_then(Value::as_bool) != Some(true) {
-        errors.push(FieldError::forbidden("immutable", DETAIL));
-    }
-    for field in fields {
-        if new.get(*field) != old.get(*field) {
-            errors.push(FieldError::forbidden(field, DETAIL));
-        }
-    }
-    errors
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::rules::messages;
     use crate::storage::Status;
     use serde_json::json;
 
@@ -217,11 +113,7 @@ mod tests {
     fn data_keys_are_validated_as_apimachinery_words_it() {
         let cm =
             json!({"data": {"a b": "x", "ok.key": "y", "dup": "z"}, "binaryData": {"dup": "AA=="}});
-        let errors: Vec<String> = ConfigMaps
-            .validate(&cm)
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let errors = messages(&ConfigMaps.validate(&cm));
         assert_eq!(
             errors,
             vec![
@@ -231,15 +123,9 @@ mod tests {
                 "data[dup]: Invalid value: \"dup\": duplicate of key present in binaryData",
             ]
         );
-        assert_eq!(config_key_problems(".."), vec!["must not be '..'"]);
-        assert_eq!(config_key_problems("..a"), vec!["must not start with '..'"]);
         let old = json!({"immutable": true, "data": {"a": "1"}});
         let new = json!({"data": {"a": "2"}});
-        let errors: Vec<String> = ConfigMaps
-            .validate_update(&new, &old)
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let errors = messages(&ConfigMaps.validate_update(&new, &old));
         assert_eq!(
             errors,
             vec![

@@ -270,6 +270,10 @@ impl Strategy for CustomResource {
         intern(&format!("{}/{}", info.group, info.resource))
     }
 
+    fn custom_schema(&self) -> Option<Value> {
+        Some(self.schema())
+    }
+
     fn set_defaults(&self, obj: &mut Value) {
         defaults::apply(&self.version().schema, obj);
     }

@@ -6,50 +6,37 @@ use std::net::IpAddr;
 
 use serde_json::Value;
 
-use super::names::NameRule;
-use super::time::Time;
+use super::rules::{port_name, port_number, required_one_of};
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 use crate::storage::FieldError;
 
 /// The Endpoints strategy.
 pub struct Endpoints;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Endpoints",
-    resource: "endpoints",
-    singular: "endpoints",
     short_names: &["ep"],
-    categories: &[],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
-    status: false,
+    ..ResourceInfo::new("", "v1", "Endpoints", "endpoints", "endpoints")
 };
 
 static COLUMNS: [Column; 3] = [
     NAME_COLUMN,
-    Column {
-        name: "Endpoints",
-        kind: "string",
-        format: "",
-        description: "The set of all endpoints is the union of all subsets. Addresses are \
+    Column::string(
+        "Endpoints",
+        0,
+        "The set of all endpoints is the union of all subsets. Addresses are \
             placed into subsets according to the IPs they share. A single address with multiple \
             ports, some of which are ready and some of which are not (because they come from \
             different containers) will result in the address being displayed in different \
             subsets for the different ports. No address will appear in both Addresses and \
             NotReadyAddresses in the same subset. Sets of addresses and ports that comprise a \
             service.",
-        priority: 0,
-    },
+    ),
     AGE_COLUMN,
 ];
 
 /// The protocols a port may have, as kube lists them in errors.
 pub const PROTOCOLS: [&str; 3] = ["SCTP", "TCP", "UDP"];
-
-/// apimachinery's `IsValidPortNum` message.
-pub const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
 
 /// What is wrong with an IP of an endpoint address (kube's `ValidateEndpointIP` and
 /// `IsValidIP`), empty if nothing.
@@ -172,14 +159,6 @@ impl Strategy for Endpoints {
         default_protocols(obj);
     }
 
-    fn prepare_for_create(&self, obj: &mut Value) {
-        default_protocols(obj);
-    }
-
-    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
-        default_protocols(new);
-    }
-
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errors = Vec::new();
         let subsets = obj.get("subsets").and_then(Value::as_array);
@@ -207,31 +186,15 @@ impl Strategy for Endpoints {
             for (j, p) in ports.iter().enumerate() {
                 let at = format!("{path}.ports[{j}]");
                 let name = p.get("name").and_then(Value::as_str).unwrap_or("");
-                if ports.len() > 1 && name.is_empty() {
-                    errors.push(FieldError::required(&format!("{at}.name"), ""));
-                } else if !name.is_empty() {
-                    for problem in NameRule::Label.check(name, false) {
-                        errors.push(FieldError::invalid(&format!("{at}.name"), name, &problem));
-                    }
-                }
+                errors.extend(port_name(&format!("{at}.name"), name, ports.len()));
                 let number = p.get("port").and_then(Value::as_i64).unwrap_or(0);
-                if !(1..=65535).contains(&number) {
-                    errors.push(FieldError::invalid(
-                        &format!("{at}.port"),
-                        number,
-                        PORT_RANGE,
-                    ));
-                }
+                errors.extend(port_number(&format!("{at}.port"), number));
                 let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("");
-                if protocol.is_empty() {
-                    errors.push(FieldError::required(&format!("{at}.protocol"), ""));
-                } else if !PROTOCOLS.contains(&protocol) {
-                    errors.push(FieldError::not_supported(
-                        &format!("{at}.protocol"),
-                        protocol,
-                        &PROTOCOLS,
-                    ));
-                }
+                errors.extend(required_one_of(
+                    &format!("{at}.protocol"),
+                    protocol,
+                    &PROTOCOLS,
+                ));
             }
         }
         errors
@@ -242,11 +205,7 @@ impl Strategy for Endpoints {
     }
 
     fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        vec![
-            Value::from(super::meta_str(obj, "name")),
-            Value::from(format_endpoints(obj)),
-            super::age(obj, now),
-        ]
+        super::name_age_row(obj, now, [Value::from(format_endpoints(obj))])
     }
 
     fn allow_create_on_update(&self) -> bool {
@@ -257,6 +216,7 @@ impl Strategy for Endpoints {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::rules::messages;
     use serde_json::json;
 
     #[test]
@@ -292,11 +252,7 @@ mod tests {
              "ports": [{"name": "a", "port": 0, "protocol": "ICMP"}, {"port": 80, "protocol": "TCP"}]},
             {"ports": []}
         ]});
-        let errors: Vec<String> = Endpoints
-            .validate(&bad)
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let errors = messages(&Endpoints.validate(&bad));
         assert_eq!(
             errors,
             vec![

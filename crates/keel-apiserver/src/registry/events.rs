@@ -5,9 +5,9 @@
 
 use serde_json::Value;
 
-use super::names::NameRule;
-use super::time::{Time, human_duration_secs};
+use super::text;
 use super::{Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::{Time, human_duration_secs};
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -15,48 +15,30 @@ use crate::storage::FieldError;
 pub struct Events;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Event",
-    resource: "events",
-    singular: "event",
     short_names: &["ev"],
-    categories: &[],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
-    status: false,
+    ..ResourceInfo::new("", "v1", "Event", "events", "event")
 };
-
-const fn column(name: &'static str, priority: i32, description: &'static str) -> Column {
-    Column {
-        name,
-        kind: "string",
-        format: "",
-        description,
-        priority,
-    }
-}
 
 /// The event table's columns (shared with events.k8s.io, which kube prints alike).
 pub static COLUMNS: [Column; 10] = [
-    column(
+    Column::string(
         "Last Seen",
         0,
         "The time at which the most recent occurrence of this event was recorded.",
     ),
-    column(
+    Column::string(
         "Type",
         0,
         "Type of this event (Normal, Warning), new types could be added in the future",
     ),
-    column(
+    Column::string(
         "Reason",
         0,
         "This should be a short, machine understandable string that gives the reason for the \
          transition into the object's current status.",
     ),
-    column("Object", 0, "The object that this event is about."),
-    column(
+    Column::string("Object", 0, "The object that this event is about."),
+    Column::string(
         "Subobject",
         1,
         "If referring to a piece of an object instead of an entire object, this string should \
@@ -68,32 +50,28 @@ pub static COLUMNS: [Column; 10] = [
          pod). This syntax is chosen only to have some well-defined way of referencing a part \
          of an object.",
     ),
-    column(
+    Column::string(
         "Source",
         1,
         "The component reporting this event. Should be a short machine understandable string.",
     ),
-    column(
+    Column::string(
         "Message",
         0,
         "A human-readable description of the status of this operation.",
     ),
-    column(
+    Column::string(
         "First Seen",
         1,
         "The time at which the event was first recorded. (Time of server receipt is in \
          TypeMeta.)",
     ),
-    column("Count", 1, "The number of times this event has occurred."),
+    Column::string("Count", 1, "The number of times this event has occurred."),
     Column {
         priority: 1,
         ..NAME_COLUMN
     },
 ];
-
-fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
-}
 
 fn since(obj: &Value, pointer: &str, now: Time) -> Option<String> {
     Time::parse(text(obj, pointer)).map(|t| human_duration_secs(now.seconds_since(t)))
@@ -312,11 +290,7 @@ impl Strategy for Events {
                     component.into()
                 }
             }
-            "reason" | "reportingComponent" | "type" => text(obj, &format!("/{field}")).into(),
-            _ => match field.strip_prefix("involvedObject.") {
-                Some(f) => text(obj, &format!("/involvedObject/{f}")).into(),
-                None => String::new(),
-            },
+            _ => super::field_text(obj, field),
         }
     }
 
@@ -328,11 +302,8 @@ impl Strategy for Events {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::rules::messages;
     use serde_json::json;
-
-    fn messages(errors: &[FieldError]) -> Vec<String> {
-        errors.iter().map(|e| e.to_string()).collect()
-    }
 
     #[test]
     fn cells_are_printed_as_print_event_prints_them() {

@@ -19,26 +19,16 @@
 use serde_json::{Map, Value};
 
 use super::events::{COLUMNS, event_cells, validate_event, validate_series};
-use super::names::NameRule;
-use super::time::Time;
 use super::{Column, ResourceInfo, Strategy};
-use crate::json_pointer::At;
+use crate::apimachinery::time::Time;
 use crate::storage::FieldError;
 
 /// The events.k8s.io/v1 Event strategy (objects in the events.k8s.io/v1 shape).
 pub struct EventsK8sIo;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "events.k8s.io",
-    version: "v1",
-    kind: "Event",
-    resource: "events",
-    singular: "event",
     short_names: &["ev"],
-    categories: &[],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
-    status: false,
+    ..ResourceInfo::new("events.k8s.io", "v1", "Event", "events", "event")
 };
 
 /// events.k8s.io/v1 field, core/v1 field.
@@ -80,10 +70,6 @@ pub fn to_core(v: &Value) -> Value {
 /// A core/v1 Event as events.k8s.io/v1 writes it (absent and null fields stay absent).
 pub fn from_core(v: &Value) -> Value {
     convert(v, "events.k8s.io/v1", false)
-}
-
-fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 impl Strategy for EventsK8sIo {
@@ -158,16 +144,6 @@ impl Strategy for EventsK8sIo {
         ]
     }
 
-    fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "reason" | "reportingController" | "type" => text(obj, &format!("/{field}")).into(),
-            _ => match field.strip_prefix("regarding.") {
-                Some(f) => text(obj, &format!("/regarding/{f}")).into(),
-                None => String::new(),
-            },
-        }
-    }
-
     fn allow_create_on_update(&self) -> bool {
         true
     }
@@ -176,6 +152,7 @@ impl Strategy for EventsK8sIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::rules::messages;
     use serde_json::json;
 
     fn sample() -> Value {
@@ -218,11 +195,7 @@ mod tests {
         assert_eq!(cells[6], json!("Pulling image \"nginx\""));
         assert_eq!(EventsK8sIo.field(&ev, "regarding.name"), "web");
         assert_eq!(EventsK8sIo.field(&ev, "reportingController"), "kubelet");
-        let errors: Vec<String> = EventsK8sIo
-            .validate(&ev)
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let errors = messages(&EventsK8sIo.validate(&ev));
         assert_eq!(
             errors,
             vec![
@@ -232,11 +205,7 @@ mod tests {
         );
         let mut changed = ev.clone();
         changed["note"] = json!("other");
-        let errors: Vec<String> = EventsK8sIo
-            .validate_update(&changed, &ev)
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let errors = messages(&EventsK8sIo.validate_update(&changed, &ev));
         assert_eq!(
             errors,
             vec!["note: Invalid value: \"other\": field is immutable"]
@@ -245,11 +214,7 @@ mod tests {
         if let Some(o) = no_controller.as_object_mut() {
             o.remove("reportingController");
         }
-        let errors: Vec<String> = EventsK8sIo
-            .validate(&no_controller)
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let errors = messages(&EventsK8sIo.validate(&no_controller));
         assert_eq!(errors[0], "reportingController: Required value");
     }
 }

@@ -3,39 +3,25 @@
 
 use serde_json::Value;
 
-use super::names::NameRule;
-use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
-use crate::json_pointer::At;
+use crate::apimachinery::time::Time;
 use crate::storage::FieldError;
 
 /// The Lease strategy.
 pub struct Leases;
 
-static INFO: ResourceInfo = ResourceInfo {
-    group: "coordination.k8s.io",
-    version: "v1",
-    kind: "Lease",
-    resource: "leases",
-    singular: "lease",
-    short_names: &[],
-    categories: &[],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
-    status: false,
-};
+static INFO: ResourceInfo =
+    ResourceInfo::new("coordination.k8s.io", "v1", "Lease", "leases", "lease");
 
 static COLUMNS: [Column; 3] = [
     NAME_COLUMN,
-    Column {
-        name: "Holder",
-        kind: "string",
-        format: "",
-        description: "holderIdentity contains the identity of the holder of a current lease. If \
+    Column::string(
+        "Holder",
+        0,
+        "holderIdentity contains the identity of the holder of a current lease. If \
             Coordinated Leader Election is used, the holder identity must be equal to the \
             elected LeaseCandidate.metadata.name field.",
-        priority: 0,
-    },
+    ),
     AGE_COLUMN,
 ];
 
@@ -91,15 +77,11 @@ impl Strategy for Leases {
     }
 
     fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        vec![
-            Value::from(super::meta_str(obj, "name")),
-            Value::from(
-                obj.at("/spec/holderIdentity")
-                    .and_then(Value::as_str)
-                    .unwrap_or(""),
-            ),
-            super::age(obj, now),
-        ]
+        super::name_age_row(
+            obj,
+            now,
+            [Value::from(super::text(obj, "/spec/holderIdentity"))],
+        )
     }
 
     fn allow_create_on_update(&self) -> bool {
@@ -110,6 +92,7 @@ impl Strategy for Leases {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::rules::messages;
     use serde_json::json;
 
     #[test]
@@ -123,11 +106,7 @@ mod tests {
         assert!(Leases.validate(&lease).is_empty());
         let bad = json!({"spec": {"leaseDurationSeconds": 0, "leaseTransitions": -1,
             "preferredHolder": "x"}});
-        let errors: Vec<String> = Leases
-            .validate(&bad)
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let errors = messages(&Leases.validate(&bad));
         assert_eq!(
             errors,
             vec![

@@ -9,14 +9,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use super::names::NameRule;
 use super::resource_lists::{
     milli_value, nanos, overcommit_allowed, quantity_text, validate_container_name, validate_name,
     value,
 };
-use super::selector::qualified_name_errors;
-use super::time::Time;
 use super::{Column, NAME_COLUMN, ResourceInfo, Strategy, meta, meta_str};
+use crate::apimachinery::time::Time;
+use crate::apimachinery::validation::is_qualified_name;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -24,16 +23,8 @@ use crate::storage::FieldError;
 pub struct LimitRanges;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "LimitRange",
-    resource: "limitranges",
-    singular: "limitrange",
     short_names: &["limits"],
-    categories: &[],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
-    status: false,
+    ..ResourceInfo::new("", "v1", "LimitRange", "limitranges", "limitrange")
 };
 
 static COLUMNS: [Column; 2] = [
@@ -55,7 +46,7 @@ const MAX_MILLI_VALUE: i128 = (i64::MAX / 1000) as i128;
 
 /// `validateLimitRangeTypeName`.
 fn validate_type(value: &str, path: &str) -> Vec<FieldError> {
-    let errors: Vec<FieldError> = qualified_name_errors(value)
+    let errors: Vec<FieldError> = is_qualified_name(value)
         .iter()
         .map(|msg| FieldError::invalid(path, value, msg))
         .collect();

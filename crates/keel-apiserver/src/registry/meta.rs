@@ -6,8 +6,9 @@
 use serde_json::{Map, Value, json};
 
 use super::names;
-use super::time::Time;
 use super::{ResourceInfo, meta_str};
+use crate::apimachinery::time::Time;
+use crate::apimachinery::validation::{is_qualified_name, is_valid_label_value};
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -226,12 +227,12 @@ pub fn validate(obj: &Value, info: &ResourceInfo) -> Vec<FieldError> {
         };
         for (key, value) in map {
             let path = format!("metadata.{field}");
-            for problem in qualified_name_problems(key) {
+            for problem in is_qualified_name(key) {
                 errors.push(FieldError::invalid(&path, key.as_str(), &problem));
             }
             match value.as_str() {
                 Some(v) if value_rule => {
-                    for problem in label_value_problems(v) {
+                    for problem in is_valid_label_value(v) {
                         errors.push(FieldError::invalid(&path, v, &problem));
                     }
                 }
@@ -262,68 +263,6 @@ pub fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
         }
     }
     errors
-}
-
-const QUALIFIED_NAME_MESSAGE: &str = "name part must consist of alphanumeric characters, '-', \
-    '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or \
-    'my.name',  or '123-abc', regex used for validation is \
-    '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-
-/// apimachinery's `IsQualifiedName` (label and annotation keys: `[prefix/]name`).
-fn qualified_name_problems(key: &str) -> Vec<String> {
-    let (prefix, name) = match key.split_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    let mut problems = Vec::new();
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() {
-            problems.push("prefix part must be non-empty".to_string());
-        } else {
-            for p in names::NameRule::Subdomain.check(prefix, false) {
-                problems.push(format!("prefix part {p}"));
-            }
-        }
-    }
-    if name.is_empty() {
-        problems.push("name part must be non-empty".to_string());
-    } else {
-        if name.len() > 63 {
-            problems.push("name part must be no more than 63 characters".to_string());
-        }
-        if !is_qualified_part(name) {
-            problems.push(QUALIFIED_NAME_MESSAGE.to_string());
-        }
-    }
-    problems
-}
-
-/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
-fn is_qualified_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
-}
-
-/// apimachinery's `IsValidLabelValue`.
-fn label_value_problems(value: &str) -> Vec<String> {
-    let mut problems = Vec::new();
-    if value.len() > 63 {
-        problems.push("must be no more than 63 characters".to_string());
-    }
-    if !value.is_empty() && !is_qualified_part(value) {
-        problems.push(
-            "a valid label must be an empty string or consist of alphanumeric characters, '-', \
-             '_' or '.', and must start and end with an alphanumeric character (e.g. \
-             'MyValue',  or 'my_value',  or '12345', regex used for validation is \
-             '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
-                .to_string(),
-        );
-    }
-    problems
 }
 
 #[cfg(test)]

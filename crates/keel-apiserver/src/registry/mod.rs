@@ -1,14 +1,18 @@
 //! The registry: what each resource kind is (scope, validation, defaulting, table columns,
 //! field selectors, subresources), one file per kind behind one trait, [`Strategy`] (named
 //! after kube-apiserver's `rest.RESTCreateStrategy` and friends). The rules every kind shares
-//! live beside them: [`names`] (object names) and [`time`] (timestamps and ages); what kind
-//! of list, map or struct each field is is [`crate::schema`]'s, and who set which field
+//! live beside them: [`names`] (object names), [`meta`] (object metadata), [`rules`]
+//! (validation steps several kinds take), [`data`] (the data maps of ConfigMaps and Secrets)
+//! and [`selector`] (label and field selectors); [`store`] runs every verb through a kind, on
+//! objects as [`stored`] encodes them and as [`served`] and [`watching`] hand them out. What
+//! kind of list, map or struct each field is is [`crate::schema`]'s, and who set which field
 //! (`metadata.managedFields` and server-side apply) is [`crate::fieldmanager`]'s.
 
 pub mod componentstatuses;
 pub mod configmaps;
 pub mod custom_resources;
 pub mod customresourcedefinitions;
+pub mod data;
 pub mod endpoints;
 pub mod events;
 pub mod events_k8s_io;
@@ -22,20 +26,25 @@ pub mod object_count;
 pub mod pods;
 pub mod resource_lists;
 pub mod resourcequotas;
+pub mod rules;
 pub mod secrets;
 pub mod selector;
 pub mod served;
 pub mod serviceaccounts;
 pub mod services;
 pub mod store;
-pub mod time;
+pub mod stored;
 pub mod watching;
+
+/// The timestamps (apimachinery's), where the kinds have always read them.
+pub use crate::apimachinery::time;
 
 use serde_json::Value;
 
-use crate::storage::FieldError;
+use crate::apimachinery::time::Time;
+use crate::json_pointer::At;
+use crate::storage::{FieldError, Target};
 use names::NameRule;
-use time::Time;
 
 /// What a resource kind is, as discovery and URL paths name it.
 #[derive(Debug)]
@@ -64,6 +73,29 @@ pub struct ResourceInfo {
 }
 
 impl ResourceInfo {
+    /// A namespaced kind whose names are DNS subdomains, without short names, categories or
+    /// a `status` subresource: what most kinds are, and what the others change.
+    pub const fn new(
+        group: &'static str,
+        version: &'static str,
+        kind: &'static str,
+        resource: &'static str,
+        singular: &'static str,
+    ) -> ResourceInfo {
+        ResourceInfo {
+            group,
+            version,
+            kind,
+            resource,
+            singular,
+            short_names: &[],
+            categories: &[],
+            namespaced: true,
+            name_rule: NameRule::Subdomain,
+            status: false,
+        }
+    }
+
     /// `v1` or `coordination.k8s.io/v1`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -77,6 +109,16 @@ impl ResourceInfo {
     pub fn set_type(&self, obj: &mut Value) {
         obj["apiVersion"] = self.api_version().into();
         obj["kind"] = self.kind.into();
+    }
+
+    /// The object `name` of this kind, as a storage error names it (`name` "" for the whole
+    /// resource).
+    pub fn target(&self, name: &str) -> Target {
+        Target {
+            group: self.group.to_string(),
+            resource: self.resource.to_string(),
+            name: name.to_string(),
+        }
     }
 }
 
@@ -93,6 +135,19 @@ pub struct Column {
     pub description: &'static str,
     /// 0: always shown; above 0: only with `-o wide`.
     pub priority: i32,
+}
+
+impl Column {
+    /// A column of strings without a format (most of a kind's own columns).
+    pub const fn string(name: &'static str, priority: i32, description: &'static str) -> Column {
+        Column {
+            name,
+            kind: "string",
+            format: "",
+            description,
+            priority,
+        }
+    }
 }
 
 /// How one resource kind is created, updated, validated and shown.
@@ -114,6 +169,12 @@ pub trait Strategy: Send + Sync {
         self.info().resource
     }
 
+    /// A custom resource's schema (its CRD version's `openAPIV3Schema`); None for a built-in
+    /// kind, whose schema is upstream's definition of it.
+    fn custom_schema(&self) -> Option<Value> {
+        None
+    }
+
     /// The object in the form it is stored in. kube-apiserver stores one version of each
     /// resource (events.k8s.io/v1 Events are stored as core/v1 Events), so every version
     /// reads what the others wrote.
@@ -133,11 +194,16 @@ pub trait Strategy: Send + Sync {
     fn set_defaults(&self, _obj: &mut Value) {}
 
     /// Sets what a new object gets before it is validated and stored (defaults, a status
-    /// a client may not set).
-    fn prepare_for_create(&self, _obj: &mut Value) {}
+    /// a client may not set); by default the kind's defaults.
+    fn prepare_for_create(&self, obj: &mut Value) {
+        self.set_defaults(obj);
+    }
 
-    /// Carries over from the stored object what an update may not change.
-    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
+    /// Carries over from the stored object what an update may not change; by default only
+    /// the kind's defaults are set.
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        self.set_defaults(new);
+    }
 
     /// The kind's own validation of an object about to be stored (names and metadata are
     /// validated for every kind).
@@ -161,9 +227,14 @@ pub trait Strategy: Send + Sync {
         &[]
     }
 
-    /// The value of a selectable field of `obj` ("" when unset).
-    fn field(&self, _obj: &Value, _field: &str) -> String {
-        String::new()
+    /// The value of a selectable field of `obj` ("" when unset): by default the string its
+    /// dotted path names ([`field_text`]).
+    fn field(&self, obj: &Value, field: &str) -> String {
+        if self.selectable_fields().contains(&field) {
+            field_text(obj, field)
+        } else {
+            String::new()
+        }
     }
 
     /// The selectable fields the watch cache indexes (kube-apiserver's indexers), so a list
@@ -223,6 +294,17 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
         .unwrap_or("")
 }
 
+/// The string at the JSON pointer `pointer` in `obj` ("" when unset or not a string).
+pub fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
+    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The string a selectable field names in `obj`, its dots read as a JSON pointer's slashes
+/// (`spec.nodeName` is `/spec/nodeName`); "" when unset.
+pub fn field_text(obj: &Value, field: &str) -> String {
+    text(obj, &format!("/{}", field.replace('.', "/"))).to_string()
+}
+
 /// The `Name` column every kind starts with.
 pub const NAME_COLUMN: Column = Column {
     name: "Name",
@@ -257,6 +339,15 @@ pub fn age(obj: &Value, now: Time) -> Value {
     }
 }
 
+/// A Table row that starts with the Name cell and ends with the Age cell, `middle` between
+/// (what most kinds' printers show).
+pub fn name_age_row(obj: &Value, now: Time, middle: impl IntoIterator<Item = Value>) -> Vec<Value> {
+    let mut row = vec![Value::from(meta_str(obj, "name"))];
+    row.extend(middle);
+    row.push(age(obj, now));
+    row
+}
+
 /// Every kind this apiserver serves, in discovery order.
 pub fn kinds() -> Vec<&'static dyn Strategy> {
     vec![
@@ -274,5 +365,6 @@ pub fn kinds() -> Vec<&'static dyn Strategy> {
         &services::Services,
         &leases::Leases,
         &events_k8s_io::EventsK8sIo,
+        &customresourcedefinitions::CustomResourceDefinitions,
     ]
 }

@@ -2,19 +2,8 @@
 //! kinds' names are DNS subdomains (RFC 1123, at most 253 characters), a namespace's name is a
 //! DNS label (at most 63), and `metadata.name` or `metadata.generateName` must be given.
 
+use crate::apimachinery::validation::{is_dns1123_label, is_dns1123_subdomain};
 use crate::storage::FieldError;
-
-const SUBDOMAIN_MAX: usize = 253;
-const LABEL_MAX: usize = 63;
-
-const SUBDOMAIN_MESSAGE: &str = "a lowercase RFC 1123 subdomain must consist of lower case \
-    alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character \
-    (e.g. 'example.com', regex used for validation is \
-    '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-
-const LABEL_MESSAGE: &str = "a lowercase RFC 1123 label must consist of lower case \
-    alphanumeric characters or '-', and must start and end with an alphanumeric character \
-    (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 
 /// Which rule a kind's names follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,34 +25,11 @@ impl NameRule {
         } else {
             name
         };
-        let mut problems = Vec::new();
-        let (max, ok, message) = match self {
-            NameRule::Subdomain => (SUBDOMAIN_MAX, is_subdomain(name), SUBDOMAIN_MESSAGE),
-            NameRule::Label => (LABEL_MAX, is_label(name), LABEL_MESSAGE),
-        };
-        if name.len() > max {
-            problems.push(format!("must be no more than {max} characters"));
+        match self {
+            NameRule::Subdomain => is_dns1123_subdomain(name),
+            NameRule::Label => is_dns1123_label(name),
         }
-        if !ok {
-            problems.push(message.to_string());
-        }
-        problems
     }
-}
-
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
-fn is_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty()
-        && alnum(&b[0])
-        && alnum(&b[b.len() - 1])
-        && b.iter().all(|c| alnum(c) || *c == b'-')
-}
-
-/// Labels joined by dots.
-fn is_subdomain(s: &str) -> bool {
-    s.split('.').all(is_label)
 }
 
 /// apimachinery's `ValidateObjectMeta` for the name: `metadata.generateName` is checked as a
@@ -97,27 +63,33 @@ mod tests {
     use super::*;
     use crate::storage::Status;
 
+    fn message(rule: NameRule, bad: &str) -> String {
+        rule.check(bad, false).remove(0)
+    }
+
     #[test]
     fn names_are_checked_and_worded_as_apimachinery_does() {
         assert!(validate("my-config.v1", "", NameRule::Subdomain).is_empty());
         assert!(validate("kube-system", "", NameRule::Label).is_empty());
+        let subdomain_message = message(NameRule::Subdomain, "Bad_Name");
+        let label_message = message(NameRule::Label, "a.b");
         let errors = validate("Bad_Name", "", NameRule::Subdomain);
         let status = Status::invalid("", "ConfigMap", "Bad_Name", &errors);
         assert_eq!(
             status.message,
             format!(
-                "ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": {SUBDOMAIN_MESSAGE}"
+                "ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": {subdomain_message}"
             )
         );
         assert!(
-            SUBDOMAIN_MESSAGE.contains(
+            subdomain_message.contains(
                 "regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]"
             )
         );
         let dotted = validate("a.b", "", NameRule::Label);
         assert_eq!(
             dotted[0].to_string(),
-            format!("metadata.name: Invalid value: \"a.b\": {LABEL_MESSAGE}")
+            format!("metadata.name: Invalid value: \"a.b\": {label_message}")
         );
         let long = "a".repeat(64);
         let too_long = validate(&long, "", NameRule::Label);
@@ -134,8 +106,11 @@ mod tests {
         // A generateName may end in '-'; the name generated from it is checked as a name.
         assert!(validate("web-x7k2p", "web-", NameRule::Subdomain).is_empty());
         assert_eq!(validate("", "Web-", NameRule::Subdomain).len(), 2);
-        for bad in ["-a", "a-", ".a", "a..b", "A", "a_b", ""] {
-            assert!(!is_subdomain(bad), "{bad:?}");
+        for bad in ["-a", "a-", ".a", "a..b", "A", "a_b"] {
+            assert!(
+                !validate(bad, "", NameRule::Subdomain).is_empty(),
+                "{bad:?}"
+            );
         }
     }
 }

@@ -6,8 +6,8 @@
 use serde_json::{Map, Value, json};
 
 use super::names::NameRule;
-use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -15,27 +15,16 @@ use crate::storage::FieldError;
 pub struct Namespaces;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Namespace",
-    resource: "namespaces",
-    singular: "namespace",
     short_names: &["ns"],
-    categories: &[],
     namespaced: false,
     name_rule: NameRule::Label,
     status: true,
+    ..ResourceInfo::new("", "v1", "Namespace", "namespaces", "namespace")
 };
 
 static COLUMNS: [Column; 3] = [
     NAME_COLUMN,
-    Column {
-        name: "Status",
-        kind: "string",
-        format: "",
-        description: "The status of the namespace",
-        priority: 0,
-    },
+    Column::string("Status", 0, "The status of the namespace"),
     AGE_COLUMN,
 ];
 
@@ -75,7 +64,7 @@ impl Strategy for Namespaces {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
-        default_label(obj);
+        self.set_defaults(obj);
         let Some(o) = obj.as_object_mut() else {
             return;
         };
@@ -98,7 +87,7 @@ impl Strategy for Namespaces {
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        default_label(new);
+        self.set_defaults(new);
         let finalizers = old.at("/spec/finalizers").cloned();
         let Some(o) = new.as_object_mut() else {
             return;
@@ -136,30 +125,11 @@ impl Strategy for Namespaces {
     }
 
     fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        vec![
-            Value::from(super::meta_str(obj, "name")),
-            Value::from(
-                obj.at("/status/phase")
-                    .and_then(Value::as_str)
-                    .unwrap_or(""),
-            ),
-            super::age(obj, now),
-        ]
+        super::name_age_row(obj, now, [Value::from(super::text(obj, "/status/phase"))])
     }
 
     fn selectable_fields(&self) -> &'static [&'static str] {
         &["status.phase"]
-    }
-
-    fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "status.phase" => obj
-                .at("/status/phase")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .into(),
-            _ => String::new(),
-        }
     }
 
     /// A namespace with finalizers (its own `spec.finalizers` or `metadata.finalizers`) is
@@ -195,6 +165,7 @@ impl Strategy for Namespaces {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::rules::messages;
 
     #[test]
     fn a_new_namespace_is_active_with_the_kubernetes_finalizer_and_name_label() {
@@ -224,11 +195,7 @@ mod tests {
     #[test]
     fn finalizers_must_be_standard_or_qualified() {
         let ns = json!({"spec": {"finalizers": ["kubernetes", "example.com/x", "bad"]}});
-        let errors: Vec<String> = Namespaces
-            .validate(&ns)
-            .iter()
-            .map(|e| e.to_string())
-            .collect();
+        let errors = messages(&Namespaces.validate(&ns));
         assert_eq!(
             errors,
             vec![

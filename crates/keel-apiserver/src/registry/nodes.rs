@@ -7,9 +7,10 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::names::NameRule;
-use super::time::Time;
+use super::rules::required_one_of;
+use super::text;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -17,16 +18,10 @@ use crate::storage::FieldError;
 pub struct Nodes;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Node",
-    resource: "nodes",
-    singular: "node",
     short_names: &["no"],
-    categories: &[],
     namespaced: false,
-    name_rule: NameRule::Subdomain,
     status: true,
+    ..ResourceInfo::new("", "v1", "Node", "nodes", "node")
 };
 
 const ADDRESSES: &str = "List of addresses reachable to the node. Queried from cloud provider, \
@@ -40,66 +35,30 @@ const ADDRESSES: &str = "List of addresses reachable to the node. Queried from c
 
 static COLUMNS: [Column; 10] = [
     NAME_COLUMN,
-    Column {
-        name: "Status",
-        kind: "string",
-        format: "",
-        description: "The status of the node",
-        priority: 0,
-    },
-    Column {
-        name: "Roles",
-        kind: "string",
-        format: "",
-        description: "The roles of the node",
-        priority: 0,
-    },
+    Column::string("Status", 0, "The status of the node"),
+    Column::string("Roles", 0, "The roles of the node"),
     AGE_COLUMN,
-    Column {
-        name: "Version",
-        kind: "string",
-        format: "",
-        description: "Kubelet Version reported by the node.",
-        priority: 0,
-    },
-    Column {
-        name: "Internal-IP",
-        kind: "string",
-        format: "",
-        description: ADDRESSES,
-        priority: 1,
-    },
-    Column {
-        name: "External-IP",
-        kind: "string",
-        format: "",
-        description: ADDRESSES,
-        priority: 1,
-    },
-    Column {
-        name: "OS-Image",
-        kind: "string",
-        format: "",
-        description: "OS Image reported by the node from /etc/os-release (e.g. Debian \
+    Column::string("Version", 0, "Kubelet Version reported by the node."),
+    Column::string("Internal-IP", 1, ADDRESSES),
+    Column::string("External-IP", 1, ADDRESSES),
+    Column::string(
+        "OS-Image",
+        1,
+        "OS Image reported by the node from /etc/os-release (e.g. Debian \
             GNU/Linux 7 (wheezy)).",
-        priority: 1,
-    },
-    Column {
-        name: "Kernel-Version",
-        kind: "string",
-        format: "",
-        description: "Kernel Version reported by the node from 'uname -r' (e.g. \
+    ),
+    Column::string(
+        "Kernel-Version",
+        1,
+        "Kernel Version reported by the node from 'uname -r' (e.g. \
             3.16.0-0.bpo.4-amd64).",
-        priority: 1,
-    },
-    Column {
-        name: "Container-Runtime",
-        kind: "string",
-        format: "",
-        description: "ContainerRuntime Version reported by the node through runtime remote \
+    ),
+    Column::string(
+        "Container-Runtime",
+        1,
+        "ContainerRuntime Version reported by the node through runtime remote \
             API (e.g. containerd://1.4.2).",
-        priority: 1,
-    },
+    ),
 ];
 
 const LABEL_NODE_ROLE_PREFIX: &str = "node-role.kubernetes.io/";
@@ -124,10 +83,6 @@ pub fn roles(obj: &Value) -> Vec<String> {
         }
     }
     roles.into_iter().collect()
-}
-
-fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
 fn address(obj: &Value, kind: &str) -> String {
@@ -166,14 +121,6 @@ impl Strategy for Nodes {
         default_allocatable(obj);
     }
 
-    fn prepare_for_create(&self, obj: &mut Value) {
-        default_allocatable(obj);
-    }
-
-    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
-        default_allocatable(new);
-    }
-
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errors = Vec::new();
         let taints = obj.at("/spec/taints").and_then(Value::as_array);
@@ -183,18 +130,11 @@ impl Strategy for Nodes {
                 errors.push(FieldError::required(&format!("spec.taints[{i}].key"), ""));
             }
             let effect = t.get("effect").and_then(Value::as_str).unwrap_or("");
-            if effect.is_empty() {
-                errors.push(FieldError::required(
-                    &format!("spec.taints[{i}].effect"),
-                    "",
-                ));
-            } else if !TAINT_EFFECTS.contains(&effect) {
-                errors.push(FieldError::not_supported(
-                    &format!("spec.taints[{i}].effect"),
-                    effect,
-                    &TAINT_EFFECTS,
-                ));
-            }
+            errors.extend(required_one_of(
+                &format!("spec.taints[{i}].effect"),
+                effect,
+                &TAINT_EFFECTS,
+            ));
         }
         errors
     }
@@ -255,6 +195,7 @@ impl Strategy for Nodes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::rules::messages;
     use serde_json::json;
 
     fn node(ready: &str, unschedulable: bool) -> Value {
@@ -311,7 +252,7 @@ mod tests {
         Nodes.prepare_for_create(&mut n);
         assert_eq!(n["status"]["allocatable"], json!({"cpu": "4"}));
         let bad = json!({"spec": {"taints": [{"key": "k", "effect": "Sometimes"}, {"effect": "NoSchedule"}]}});
-        let errors: Vec<String> = Nodes.validate(&bad).iter().map(|e| e.to_string()).collect();
+        let errors = messages(&Nodes.validate(&bad));
         assert_eq!(
             errors,
             vec![

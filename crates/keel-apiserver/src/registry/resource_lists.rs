@@ -4,14 +4,14 @@
 //! LimitRanges.
 //!
 //! A map's keys are checked in sorted order, one of the orders Go's map iteration takes.
-//! Quantities are compared by value ([`super::pods::quantity_nanos`]) and shown as they
-//! were sent, where upstream shows the canonical form it re-encodes them in (`1000m` is
-//! `1`); for the usual forms (`2`, `500m`, `1Gi`) the two are the same.
+//! Quantities are compared by value ([`crate::apimachinery::quantity::quantity_nanos`]) and
+//! shown as they were sent, where upstream shows the canonical form it re-encodes them in
+//! (`1000m` is `1`); for the usual forms (`2`, `500m`, `1Gi`) the two are the same.
 
 use serde_json::{Map, Value};
 
-use super::pods::quantity_nanos;
-use super::selector::qualified_name_errors;
+use crate::apimachinery::quantity::quantity_nanos;
+use crate::apimachinery::validation::is_qualified_name;
 use crate::storage::FieldError;
 
 /// `core.ResourceDefaultNamespacePrefix`.
@@ -119,7 +119,7 @@ fn is_extended(name: &str) -> bool {
     if is_native(name) || name.starts_with(REQUESTS_PREFIX) {
         return false;
     }
-    qualified_name_errors(&format!("{REQUESTS_PREFIX}{name}")).is_empty()
+    is_qualified_name(&format!("{REQUESTS_PREFIX}{name}")).is_empty()
 }
 
 /// `IsOvercommitAllowed`: native and not huge pages.
@@ -134,7 +134,7 @@ fn is_integer(name: &str) -> bool {
 
 /// `validateResourceName`: a qualified name, and a standard one unless it has a prefix.
 pub fn validate_name(name: &str, path: &str) -> Vec<FieldError> {
-    let errors: Vec<FieldError> = qualified_name_errors(name)
+    let errors: Vec<FieldError> = is_qualified_name(name)
         .iter()
         .map(|msg| FieldError::invalid(path, name, msg))
         .collect();
@@ -253,11 +253,8 @@ pub fn validate_quota_list(list: Option<&Map<String, Value>>, path: &str) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::rules::messages;
     use serde_json::json;
-
-    fn messages(errors: &[FieldError]) -> Vec<String> {
-        errors.iter().map(ToString::to_string).collect()
-    }
 
     #[test]
     fn names_are_classified_as_cores_helpers_classify_them() {

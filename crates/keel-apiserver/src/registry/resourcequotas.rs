@@ -8,10 +8,9 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use super::names::NameRule;
 use super::resource_lists::{is_standard_quota, validate_quota_list};
-use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -19,37 +18,26 @@ use crate::storage::FieldError;
 pub struct ResourceQuotas;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "ResourceQuota",
-    resource: "resourcequotas",
-    singular: "resourcequota",
     short_names: &["quota"],
-    categories: &[],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
     status: true,
+    ..ResourceInfo::new("", "v1", "ResourceQuota", "resourcequotas", "resourcequota")
 };
 
 static COLUMNS: [Column; 4] = [
     NAME_COLUMN,
     AGE_COLUMN,
-    Column {
-        name: "Request",
-        kind: "string",
-        format: "",
-        description: "Request represents a minimum amount of cpu/memory that a container may \
+    Column::string(
+        "Request",
+        0,
+        "Request represents a minimum amount of cpu/memory that a container may \
             consume.",
-        priority: 0,
-    },
-    Column {
-        name: "Limit",
-        kind: "string",
-        format: "",
-        description: "Limits control the maximum amount of cpu/memory that a container may use \
+    ),
+    Column::string(
+        "Limit",
+        0,
+        "Limits control the maximum amount of cpu/memory that a container may use \
             independent of contention on the node.",
-        priority: 0,
-    },
+    ),
 ];
 
 /// `standardResourceQuotaScopes` and the scopes `IsStandardResourceQuotaScope` adds.
@@ -373,10 +361,7 @@ impl Strategy for ResourceQuotas {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn messages(errors: &[FieldError]) -> Vec<String> {
-        errors.iter().map(ToString::to_string).collect()
-    }
+    use crate::registry::rules::messages;
 
     #[test]
     fn a_new_quota_has_an_empty_status_and_its_usage_is_shown_from_the_status() {

@@ -6,55 +6,35 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
-use super::configmaps::{data_size, immutable_data, validate_data_keys};
-use super::names::NameRule;
-use super::time::Time;
+use super::data::{MAX_SECRET_SIZE, data_size, immutable_data, validate_data_keys};
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
 /// The Secret strategy.
 pub struct Secrets;
 
-static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Secret",
-    resource: "secrets",
-    singular: "secret",
-    short_names: &[],
-    categories: &[],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
-    status: false,
-};
+static INFO: ResourceInfo = ResourceInfo::new("", "v1", "Secret", "secrets", "secret");
 
 static COLUMNS: [Column; 4] = [
     NAME_COLUMN,
-    Column {
-        name: "Type",
-        kind: "string",
-        format: "",
-        description: "Used to facilitate programmatic handling of secret data. More info: \
+    Column::string(
+        "Type",
+        0,
+        "Used to facilitate programmatic handling of secret data. More info: \
             https://kubernetes.io/docs/concepts/configuration/secret/#secret-types",
-        priority: 0,
-    },
-    Column {
-        name: "Data",
-        kind: "string",
-        format: "",
-        description: "Data contains the secret data. Each key must consist of alphanumeric \
+    ),
+    Column::string(
+        "Data",
+        0,
+        "Data contains the secret data. Each key must consist of alphanumeric \
             characters, '-', '_' or '.'. The serialized form of the secret data is a base64 \
             encoded string, representing the arbitrary (possibly non-string) data value here. \
             Described in https://tools.ietf.org/html/rfc4648#section-4",
-        priority: 0,
-    },
+    ),
     AGE_COLUMN,
 ];
-
-/// The most a Secret's data, or a ConfigMap's data and binaryData together, may hold, in
-/// bytes (`core.MaxSecretSize`).
-pub const MAX_SECRET_SIZE: usize = 1024 * 1024;
 
 /// `stringData` merged into `data` (base64-encoded, overwriting) and dropped; `type`
 /// defaulted to `Opaque`.
@@ -177,34 +157,26 @@ impl Strategy for Secrets {
             .get("data")
             .and_then(Value::as_object)
             .map_or(0, |m| m.len());
-        vec![
-            Value::from(super::meta_str(obj, "name")),
-            Value::from(obj.get("type").and_then(Value::as_str).unwrap_or("")),
-            Value::from(data),
-            super::age(obj, now),
-        ]
+        super::name_age_row(
+            obj,
+            now,
+            [
+                Value::from(obj.get("type").and_then(Value::as_str).unwrap_or("")),
+                Value::from(data),
+            ],
+        )
     }
 
     fn selectable_fields(&self) -> &'static [&'static str] {
         &["type"]
-    }
-
-    fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "type" => obj.get("type").and_then(Value::as_str).unwrap_or("").into(),
-            _ => String::new(),
-        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::registry::rules::messages;
     use serde_json::json;
-
-    fn messages(errors: &[FieldError]) -> Vec<String> {
-        errors.iter().map(|e| e.to_string()).collect()
-    }
 
     #[test]
     fn string_data_is_folded_into_data_and_type_defaults_to_opaque() {

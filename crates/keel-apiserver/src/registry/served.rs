@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use super::store::{MAX_STORED_DEPTH, decode, parse_stored};
+use super::stored::{MAX_STORED_DEPTH, decode, parse_stored};
 use super::{ResourceInfo, Strategy, meta};
 use crate::storage::cacher::handoff::Make;
 use crate::storage::{Object, Status};

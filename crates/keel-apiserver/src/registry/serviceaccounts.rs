@@ -3,33 +3,29 @@
 
 use serde_json::{Value, json};
 
-use super::names::NameRule;
-use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
 
 /// The ServiceAccount strategy.
 pub struct ServiceAccounts;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "ServiceAccount",
-    resource: "serviceaccounts",
-    singular: "serviceaccount",
     short_names: &["sa"],
-    categories: &[],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
-    status: false,
+    ..ResourceInfo::new(
+        "",
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        "serviceaccount",
+    )
 };
 
 static COLUMNS: [Column; 3] = [
     NAME_COLUMN,
-    Column {
-        name: "Secrets",
-        kind: "string",
-        format: "",
-        description: "Secrets is a list of the secrets in the same namespace that pods running \
+    Column::string(
+        "Secrets",
+        0,
+        "Secrets is a list of the secrets in the same namespace that pods running \
             using this ServiceAccount are allowed to use. Pods are only limited to this list if \
             this service account has a \"kubernetes.io/enforce-mountable-secrets\" annotation \
             set to \"true\". The \"kubernetes.io/enforce-mountable-secrets\" annotation is \
@@ -38,8 +34,7 @@ static COLUMNS: [Column; 3] = [
             secrets for use outside of pods. Instead, tokens can be requested directly using \
             the TokenRequest API, or service account token secrets can be manually created. \
             More info: https://kubernetes.io/docs/concepts/configuration/secret",
-        priority: 0,
-    },
+    ),
     AGE_COLUMN,
 ];
 
@@ -78,11 +73,7 @@ impl Strategy for ServiceAccounts {
             .get("secrets")
             .and_then(Value::as_array)
             .map_or(0, |l| l.len());
-        vec![
-            Value::from(super::meta_str(obj, "name")),
-            Value::from(secrets),
-            super::age(obj, now),
-        ]
+        super::name_age_row(obj, now, [Value::from(secrets)])
     }
 
     /// `ReturnDeletedObject: true` (pkg/registry/core/serviceaccount/storage).

@@ -4,15 +4,23 @@
 //! `clusterIP`, a new service's status `{loadBalancer: {}}`, and on update the allocated
 //! values a client left out (cluster IPs, IP families, node ports) carried over as kube's
 //! service REST patches them. Allocating cluster IPs and node ports is not done here.
+//!
+//! The kind, its table and its validation are here; `defaults` sets what a service gets
+//! before it is validated.
+
+mod defaults;
 
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use super::endpoints::{PORT_RANGE, PROTOCOLS};
+use super::endpoints::PROTOCOLS;
 use super::names::NameRule;
-use super::time::Time;
+use super::rules::{port_name, port_number, required_one_of};
+use super::text;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::apimachinery::time::Time;
+use crate::apimachinery::validation::is_valid_port_name;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -20,25 +28,18 @@ use crate::storage::FieldError;
 pub struct Services;
 
 static INFO: ResourceInfo = ResourceInfo {
-    group: "",
-    version: "v1",
-    kind: "Service",
-    resource: "services",
-    singular: "service",
     short_names: &["svc"],
     categories: &["all"],
-    namespaced: true,
-    name_rule: NameRule::Subdomain,
     status: true,
+    ..ResourceInfo::new("", "v1", "Service", "services", "service")
 };
 
 static COLUMNS: [Column; 7] = [
     NAME_COLUMN,
-    Column {
-        name: "Type",
-        kind: "string",
-        format: "",
-        description: "type determines how the Service is exposed. Defaults to ClusterIP. Valid \
+    Column::string(
+        "Type",
+        0,
+        "type determines how the Service is exposed. Defaults to ClusterIP. Valid \
             options are ExternalName, ClusterIP, NodePort, and LoadBalancer. \"ClusterIP\" \
             allocates a cluster-internal IP address for load-balancing to endpoints. Endpoints \
             are determined by the selector or if that is not specified, by manual construction \
@@ -51,13 +52,11 @@ static COLUMNS: [Column; 7] = [
             \"ExternalName\" aliases this service to the specified externalName. Several other \
             fields do not apply to ExternalName services. More info: \
             https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types",
-        priority: 0,
-    },
-    Column {
-        name: "Cluster-IP",
-        kind: "string",
-        format: "",
-        description: "clusterIP is the IP address of the service and is usually assigned \
+    ),
+    Column::string(
+        "Cluster-IP",
+        0,
+        "clusterIP is the IP address of the service and is usually assigned \
             randomly. If an address is specified manually, is in-range (as per system \
             configuration), and is not in use, it will be allocated to the service; otherwise \
             creation of the service will fail. This field may not be changed through updates \
@@ -71,50 +70,37 @@ static COLUMNS: [Column; 7] = [
             Service of type ExternalName, creation will fail. This field will be wiped when \
             updating a Service to type ExternalName. More info: \
             https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
-        priority: 0,
-    },
-    Column {
-        name: "External-IP",
-        kind: "string",
-        format: "",
-        description: "externalIPs is a list of IP addresses for which nodes in the cluster will \
+    ),
+    Column::string(
+        "External-IP",
+        0,
+        "externalIPs is a list of IP addresses for which nodes in the cluster will \
             also accept traffic for this service.  These IPs are not managed by Kubernetes.  The \
             user is responsible for ensuring that traffic arrives at a node with this IP.  A \
             common example is external load-balancers that are not part of the Kubernetes \
             system.",
-        priority: 0,
-    },
-    Column {
-        name: "Port(s)",
-        kind: "string",
-        format: "",
-        description: "The list of ports that are exposed by this service. More info: \
+    ),
+    Column::string(
+        "Port(s)",
+        0,
+        "The list of ports that are exposed by this service. More info: \
             https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies",
-        priority: 0,
-    },
+    ),
     AGE_COLUMN,
-    Column {
-        name: "Selector",
-        kind: "string",
-        format: "",
-        description: "Route service traffic to pods with label keys and values matching this \
+    Column::string(
+        "Selector",
+        1,
+        "Route service traffic to pods with label keys and values matching this \
             selector. If empty or not present, the service is assumed to have an external \
             process managing its endpoints, which Kubernetes will not modify. Only applies to \
             types ClusterIP, NodePort, and LoadBalancer. Ignored if type is ExternalName. More \
             info: https://kubernetes.io/docs/concepts/services-networking/service/",
-        priority: 1,
-    },
+    ),
 ];
 
 const TYPES: [&str; 4] = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"];
 const AFFINITIES: [&str; 2] = ["ClientIP", "None"];
-/// `v1.DefaultClientIPServiceAffinitySeconds`.
-const CLIENT_IP_TIMEOUT: i64 = 10800;
-
-fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
-    obj.at(pointer).and_then(Value::as_str).unwrap_or("")
-}
-
+/// The strings of the list at `pointer` in `obj` (its other items left out).
 fn strings<'a>(obj: &'a Value, pointer: &str) -> Vec<&'a str> {
     let list = obj.at(pointer).and_then(Value::as_array);
     list.into_iter()
@@ -137,240 +123,17 @@ pub fn format_labels(map: Option<&Map<String, Value>>) -> String {
     }
 }
 
-/// What is wrong with a named port (apimachinery's `IsValidPortName`).
-pub fn port_name_problems(name: &str) -> Vec<String> {
-    let mut problems = Vec::new();
-    if name.len() > 15 {
-        problems.push("must be no more than 15 characters".to_string());
-    }
-    let b = name.as_bytes();
-    if b.is_empty()
-        || !b
-            .iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-    {
-        problems.push(
-            "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_string(),
-        );
-    }
-    if !b.iter().any(u8::is_ascii_lowercase) {
-        problems.push("must contain at least one letter (a-z)".to_string());
-    }
-    if name.contains("--") {
-        problems.push("must not contain consecutive hyphens".to_string());
-    }
-    if !b.is_empty() && (b[0] == b'-' || b[b.len() - 1] == b'-') {
-        problems.push("must not begin or end with a hyphen".to_string());
-    }
-    problems
-}
-
 /// `ValidatePortNumOrName` of an int-or-string port at `path`.
 pub fn validate_port_num_or_name(port: Option<&Value>, path: &str) -> Vec<FieldError> {
     match port {
-        Some(Value::String(name)) => port_name_problems(name)
+        Some(Value::String(name)) => is_valid_port_name(name)
             .iter()
             .map(|p| FieldError::invalid(path, name.as_str(), p))
             .collect(),
-        Some(v) => {
-            let n = v.as_i64().unwrap_or(0);
-            if (1..=65535).contains(&n) {
-                Vec::new()
-            } else {
-                vec![FieldError::invalid(path, n, PORT_RANGE)]
-            }
-        }
-        None => vec![FieldError::invalid(path, 0, PORT_RANGE)],
-    }
-}
-
-fn spec_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
-    let o = obj.as_object_mut()?;
-    let spec = o.entry("spec").or_insert_with(|| json!({}));
-    if !spec.is_object() {
-        *spec = json!({});
-    }
-    spec.as_object_mut()
-}
-
-/// `SetDefaults_Service`, and `clusterIPs` (and `ipFamilies`, `ipFamilyPolicy`) from
-/// `clusterIP`.
-fn set_defaults(obj: &mut Value) {
-    let Some(spec) = spec_mut(obj) else {
-        return;
-    };
-    let get = |spec: &Map<String, Value>, k: &str| {
-        spec.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    if get(spec, "sessionAffinity").is_empty() {
-        spec.insert("sessionAffinity".into(), json!("None"));
-    }
-    match get(spec, "sessionAffinity").as_str() {
-        "None" => {
-            spec.remove("sessionAffinityConfig");
-        }
-        "ClientIP" => {
-            let has_timeout = spec
-                .get("sessionAffinityConfig")
-                .and_then(|c| c.at("/clientIP/timeoutSeconds"))
-                .is_some_and(|t| !t.is_null());
-            if !has_timeout {
-                spec.insert(
-                    "sessionAffinityConfig".into(),
-                    json!({"clientIP": {"timeoutSeconds": CLIENT_IP_TIMEOUT}}),
-                );
-            }
-        }
-        _ => {}
-    }
-    if get(spec, "type").is_empty() {
-        spec.insert("type".into(), json!("ClusterIP"));
-    }
-    let kind = get(spec, "type");
-    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-            if p.get("protocol")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .is_empty()
-            {
-                p.insert("protocol".into(), json!("TCP"));
-            }
-            let unset = match p.get("targetPort") {
-                None | Some(Value::Null) => true,
-                Some(Value::String(s)) => s.is_empty(),
-                Some(v) => v.as_i64() == Some(0),
-            };
-            if unset {
-                let port = p.get("port").cloned().unwrap_or(json!(0));
-                p.insert("targetPort".into(), port);
-            }
-        }
-    }
-    let external_ips = spec
-        .get("externalIPs")
-        .and_then(Value::as_array)
-        .is_some_and(|l| !l.is_empty());
-    let externally_accessible =
-        kind == "LoadBalancer" || kind == "NodePort" || (kind == "ClusterIP" && external_ips);
-    if externally_accessible && get(spec, "externalTrafficPolicy").is_empty() {
-        spec.insert("externalTrafficPolicy".into(), json!("Cluster"));
-    }
-    let unset = |spec: &Map<String, Value>, k: &str| spec.get(k).is_none_or(Value::is_null);
-    if matches!(kind.as_str(), "NodePort" | "LoadBalancer" | "ClusterIP")
-        && unset(spec, "internalTrafficPolicy")
-    {
-        spec.insert("internalTrafficPolicy".into(), json!("Cluster"));
-    }
-    if kind == "LoadBalancer" && unset(spec, "allocateLoadBalancerNodePorts") {
-        spec.insert("allocateLoadBalancerNodePorts".into(), json!(true));
-    }
-    let cluster_ip = get(spec, "clusterIP");
-    let no_ips = spec
-        .get("clusterIPs")
-        .and_then(Value::as_array)
-        .is_none_or(Vec::is_empty);
-    if no_ips && !cluster_ip.is_empty() {
-        spec.insert("clusterIPs".into(), json!([cluster_ip]));
-    }
-    if kind != "ExternalName" {
-        if unset(spec, "ipFamilyPolicy") {
-            spec.insert("ipFamilyPolicy".into(), json!("SingleStack"));
-        }
-        let no_families = spec
-            .get("ipFamilies")
-            .and_then(Value::as_array)
-            .is_none_or(Vec::is_empty);
-        let families: Vec<&str> = spec
-            .get("clusterIPs")
-            .and_then(Value::as_array)
+        Some(v) => port_number(path, v.as_i64().unwrap_or(0))
             .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .filter_map(|ip| match ip.parse::<std::net::IpAddr>() {
-                Ok(std::net::IpAddr::V4(_)) => Some("IPv4"),
-                Ok(std::net::IpAddr::V6(_)) => Some("IPv6"),
-                Err(_) => None,
-            })
-            .collect();
-        if no_families && !families.is_empty() {
-            spec.insert("ipFamilies".into(), json!(families));
-        }
-    }
-}
-
-/// kube's service REST `patchAllocatedValues`: what the client left out of an update but
-/// was allocated before is carried over.
-fn patch_allocated_values(new: &mut Value, old: &Value) {
-    let old_type = text(old, "/spec/type").to_string();
-    let Some(spec) = spec_mut(new) else {
-        return;
-    };
-    let new_type = spec
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("ClusterIP")
-        .to_string();
-    let empty = |v: Option<&Value>| match v {
-        None | Some(Value::Null) => true,
-        Some(Value::String(s)) => s.is_empty(),
-        Some(Value::Array(a)) => a.is_empty(),
-        _ => false,
-    };
-    if old_type != "ExternalName" && new_type != "ExternalName" {
-        for key in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-            if empty(spec.get(key))
-                && let Some(v) = old.at(&format!("/spec/{key}"))
-            {
-                spec.insert(key.into(), v.clone());
-            }
-        }
-    }
-    let needs_node_port = |t: &str| t == "NodePort" || t == "LoadBalancer";
-    if needs_node_port(&old_type) && needs_node_port(&new_type) {
-        let node_ports = |ports: Option<&Value>| -> BTreeSet<i64> {
-            ports
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|p| p.get("nodePort").and_then(Value::as_i64))
-                .filter(|n| *n != 0)
-                .collect()
-        };
-        let old_ports = old.at("/spec/ports");
-        let used: BTreeSet<i64> = node_ports(old_ports)
-            .intersection(&node_ports(spec.get("ports")))
-            .copied()
-            .collect();
-        let by_name: Map<String, Value> = old_ports
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|p| {
-                let name = p.get("name").and_then(Value::as_str).unwrap_or("");
-                (
-                    name.to_string(),
-                    p.get("nodePort").cloned().unwrap_or(json!(0)),
-                )
-            })
-            .collect();
-        if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
-            for p in ports.iter_mut().filter_map(Value::as_object_mut) {
-                if p.get("nodePort").and_then(Value::as_i64).unwrap_or(0) != 0 {
-                    continue;
-                }
-                let name = p.get("name").and_then(Value::as_str).unwrap_or("");
-                if let Some(old_value) = by_name.get(name).and_then(Value::as_i64)
-                    && old_value != 0
-                    && !used.contains(&old_value)
-                {
-                    p.insert("nodePort".into(), json!(old_value));
-                }
-            }
-        }
+            .collect(),
+        None => port_number(path, 0).into_iter().collect(),
     }
 }
 
@@ -438,19 +201,19 @@ impl Strategy for Services {
     }
 
     fn set_defaults(&self, obj: &mut Value) {
-        set_defaults(obj);
+        defaults::set_defaults(obj);
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_defaults(obj);
+        self.set_defaults(obj);
         if let Some(o) = obj.as_object_mut() {
             o.insert("status".into(), json!({"loadBalancer": {}}));
         }
     }
 
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
-        patch_allocated_values(new, old);
-        set_defaults(new);
+        defaults::patch_allocated_values(new, old);
+        self.set_defaults(new);
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -495,30 +258,18 @@ impl Strategy for Services {
         for (i, p) in ports.iter().enumerate() {
             let at = format!("spec.ports[{i}]");
             let name = p.get("name").and_then(Value::as_str).unwrap_or("");
-            if ports.len() > 1 && name.is_empty() {
-                errors.push(FieldError::required(&format!("{at}.name"), ""));
-            } else if !name.is_empty() {
-                for problem in NameRule::Label.check(name, false) {
-                    errors.push(FieldError::invalid(&format!("{at}.name"), name, &problem));
-                }
-                if !names.insert(name) {
-                    errors.push(FieldError::duplicate(&format!("{at}.name"), name));
-                }
+            errors.extend(port_name(&format!("{at}.name"), name, ports.len()));
+            if !name.is_empty() && !names.insert(name) {
+                errors.push(FieldError::duplicate(&format!("{at}.name"), name));
             }
             let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
-            if !(1..=65535).contains(&port) {
-                errors.push(FieldError::invalid(&format!("{at}.port"), port, PORT_RANGE));
-            }
+            errors.extend(port_number(&format!("{at}.port"), port));
             let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("");
-            if protocol.is_empty() {
-                errors.push(FieldError::required(&format!("{at}.protocol"), ""));
-            } else if !PROTOCOLS.contains(&protocol) {
-                errors.push(FieldError::not_supported(
-                    &format!("{at}.protocol"),
-                    protocol,
-                    &PROTOCOLS,
-                ));
-            }
+            errors.extend(required_one_of(
+                &format!("{at}.protocol"),
+                protocol,
+                &PROTOCOLS,
+            ));
             errors.extend(validate_port_num_or_name(
                 p.get("targetPort"),
                 &format!("{at}.targetPort"),
@@ -543,8 +294,8 @@ impl Strategy for Services {
                     &at,
                     "may not be used when `type` is 'ClusterIP'",
                 ));
-            } else if node_port != 0 && !(1..=65535).contains(&node_port) {
-                errors.push(FieldError::invalid(&at, node_port, PORT_RANGE));
+            } else if node_port != 0 {
+                errors.extend(port_number(&at, node_port));
             }
         }
         errors
@@ -592,14 +343,6 @@ impl Strategy for Services {
         &["spec.clusterIP", "spec.type"]
     }
 
-    fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "spec.clusterIP" => text(obj, "/spec/clusterIP").into(),
-            "spec.type" => text(obj, "/spec/type").into(),
-            _ => String::new(),
-        }
-    }
-
     /// `ReturnDeletedObject: true` (pkg/registry/core/service/storage).
     fn returns_deleted_object(&self) -> bool {
         true
@@ -609,36 +352,7 @@ impl Strategy for Services {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn messages(errors: &[FieldError]) -> Vec<String> {
-        errors.iter().map(|e| e.to_string()).collect()
-    }
-
-    #[test]
-    fn defaults_are_set_as_set_defaults_service_sets_them() {
-        let mut svc = json!({"metadata": {"name": "web"}, "spec": {"clusterIP": "10.96.0.10",
-            "selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 0}, {"port": 53, "targetPort": "dns"}]},
-            "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}});
-        Services.prepare_for_create(&mut svc);
-        assert_eq!(
-            svc["spec"],
-            json!({"clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"], "type": "ClusterIP",
-                "sessionAffinity": "None", "internalTrafficPolicy": "Cluster",
-                "ipFamilyPolicy": "SingleStack", "ipFamilies": ["IPv4"], "selector": {"app": "web"},
-                "ports": [{"port": 80, "targetPort": 80, "protocol": "TCP"},
-                    {"port": 53, "targetPort": "dns", "protocol": "TCP"}]})
-        );
-        assert_eq!(svc["status"], json!({"loadBalancer": {}}));
-        let mut lb = json!({"spec": {"type": "LoadBalancer", "sessionAffinity": "ClientIP",
-            "ports": [{"port": 443}]}});
-        Services.prepare_for_create(&mut lb);
-        assert_eq!(lb["spec"]["externalTrafficPolicy"], json!("Cluster"));
-        assert_eq!(lb["spec"]["allocateLoadBalancerNodePorts"], json!(true));
-        assert_eq!(
-            lb["spec"]["sessionAffinityConfig"],
-            json!({"clientIP": {"timeoutSeconds": 10800}})
-        );
-    }
+    use crate::registry::rules::messages;
 
     #[test]
     fn cells_show_type_ips_ports_and_selector() {
@@ -670,24 +384,6 @@ mod tests {
         let ext = json!({"spec": {"type": "ExternalName", "externalName": "db.example.com"}});
         assert_eq!(Services.cells(&ext, now)[3], json!("db.example.com"));
         assert_eq!(Services.field(&svc, "spec.type"), "NodePort");
-    }
-
-    #[test]
-    fn updates_keep_allocated_values_the_client_left_out() {
-        let old = json!({"spec": {"type": "NodePort", "clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"],
-            "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
-            "ports": [{"name": "http", "port": 80, "nodePort": 30080, "protocol": "TCP"}]}});
-        let mut new =
-            json!({"spec": {"type": "NodePort", "ports": [{"name": "http", "port": 8080}]}});
-        Services.prepare_for_update(&mut new, &old);
-        assert_eq!(new["spec"]["clusterIPs"], json!(["10.96.0.10"]));
-        assert_eq!(new["spec"]["ports"][0]["nodePort"], json!(30080));
-        let mut moved = new.clone();
-        moved["spec"]["clusterIPs"] = json!(["10.96.0.11"]);
-        assert_eq!(
-            messages(&Services.validate_update(&moved, &old)),
-            vec!["spec.clusterIPs[0]: Invalid value: \"10.96.0.11\": may not change once set"]
-        );
     }
 
     #[test]

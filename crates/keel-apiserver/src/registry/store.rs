@@ -1,47 +1,47 @@
 //! [`Registry`]: the generic store every kind goes through, as kube-apiserver's
 //! `genericregistry.Store`: it turns API verbs on objects (`serde_json::Value`s) into
-//! [`Etcd3`] calls on their keys, running the kind's [`Strategy`] and the metadata rules of
-//! [`super::meta`] on the way, and answers every failure as a Kubernetes [`Status`].
+//! [`Etcd3`](crate::storage::Etcd3) calls on their keys, running the kind's [`Strategy`] and
+//! the metadata rules of [`super::meta`] on the way, and answers every failure as a
+//! Kubernetes [`Status`].
 //!
 //! Objects are stored as JSON with apiVersion and kind and without resourceVersion (the key's
 //! mod_revision is the resourceVersion, set on every object read), as kube-apiserver stores
-//! them, so the two can share a store.
+//! them, so the two can share a store ([`super::stored`]).
+//!
+//! The verbs are here; the write every update goes through is in `write`, and what a delete
+//! is asked and did in `delete`.
 
-use std::borrow::Cow;
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::metrics::Metrics;
 
-use super::served::{List, Served, ServedObject, decodes_back, written};
-use super::time::Time;
+mod delete;
+mod write;
+
+pub use delete::{DeleteOptions, Deleted};
+
+use delete::check_preconditions;
+use write::WriteTo;
+
+use super::selector::{Filter, Selection};
+use super::served::{List, Served, ServedObject};
+use super::stored::decode;
 use super::watching::{KindCodec, Start, WatchQuery, Watching};
 use super::{ResourceInfo, Strategy, meta, meta_str};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::storage::cacher::{self, Cacher};
 use crate::storage::interface::{self, WatchSource};
 use crate::storage::key::is_path_segment;
 use crate::storage::resource_version;
-use crate::storage::{
-    Backends, Existing, FieldError, KeyLayout, Object, Status, Storage, StorageError, Target,
-};
+use crate::storage::{Backends, FieldError, KeyLayout, Status, Storage, StorageError};
 
 /// The update that marks an object for deletion (an internal subresource name no request
 /// path can carry).
 const MARK_FOR_DELETION: &str = "(mark for deletion)";
-
-/// Which objects a list or a watch wants (label and field selectors, already parsed).
-pub type Filter = dyn Fn(&Value) -> bool + Send + Sync;
-
-/// A list's or a watch's selection: its label and field selectors as one filter, and the
-/// field values the field selector requires exactly (which a key or an index can serve).
-pub struct Selection {
-    /// Whether an object is selected.
-    pub filter: Box<Filter>,
-    /// The `field=value` requirements.
-    pub exact: Vec<(String, String)>,
-}
 
 /// A list request.
 #[derive(Default)]
@@ -58,41 +58,54 @@ pub struct ListQuery<'a> {
     pub selection: Option<&'a Selection>,
 }
 
-/// How a delete is asked for (`DeleteOptions`).
-#[derive(Debug, Default, Clone)]
-pub struct DeleteOptions {
-    /// `preconditions.uid`.
-    pub uid: Option<String>,
-    /// `preconditions.resourceVersion`.
-    pub resource_version: Option<String>,
-    /// `gracePeriodSeconds`.
-    pub grace_period_seconds: Option<i64>,
-    /// `dryRun: [All]`.
-    pub dry_run: bool,
-    /// `orphanDependents` (deprecated; only changes the answer's code).
-    pub orphan_dependents: Option<bool>,
-}
-
-/// What a delete did.
-#[derive(Debug)]
-pub struct Deleted {
-    /// The object: as it was when it was removed, or as it now is while it waits for its
-    /// finalizers or its grace period.
-    pub object: Value,
-    /// Whether it is gone from the store.
-    pub finished: bool,
-}
-
 /// The objects of every kind, each in the store that keeps its resource.
 pub struct Registry {
     backends: Backends,
     keys: KeyLayout,
-    kinds: Vec<&'static dyn Strategy>,
     /// `--event-ttl`, in seconds: how long events are kept.
     event_ttl: i64,
-    /// Each kind's storage, in the order of `kinds`.
-    storages: Vec<Storage<KindCodec>>,
+    /// Whether kinds get a watch cache (`--watch-cache`).
+    watch_cache: bool,
+    /// The kinds served now, swapped whole when a CRD adds or removes some.
+    served: RwLock<Kinds>,
     metrics: Arc<Metrics>,
+}
+
+/// The kinds served at one moment, each with its storage: the built-in ones for the life of
+/// the process, and the versions each established CRD serves.
+#[derive(Clone)]
+pub struct Kinds(Arc<KindSet>);
+
+#[derive(Clone, Default)]
+struct KindSet {
+    kinds: Vec<&'static dyn Strategy>,
+    /// Each kind's storage, in the order of `kinds`.
+    storages: Vec<Arc<Storage<KindCodec>>>,
+    /// The kinds each CRD serves, by the CRD's name.
+    custom: BTreeMap<String, Vec<&'static dyn Strategy>>,
+    /// Counts the changes of the set, for what is made from it (the OpenAPI documents).
+    generation: u64,
+}
+
+impl std::ops::Deref for Kinds {
+    type Target = [&'static dyn Strategy];
+
+    fn deref(&self) -> &Self::Target {
+        &self.0.kinds
+    }
+}
+
+impl Kinds {
+    /// How many times the set has changed since the process started.
+    pub fn generation(&self) -> u64 {
+        self.0.generation
+    }
+}
+
+/// Whether two kinds serve the same thing (a unit struct's address says nothing).
+fn same_kind(a: &dyn Strategy, b: &dyn Strategy) -> bool {
+    let (a, b) = (a.info(), b.info());
+    a.group == b.group && a.version == b.version && a.resource == b.resource
 }
 
 impl Registry {
@@ -108,39 +121,107 @@ impl Registry {
         watch_cache: bool,
         metrics: Arc<Metrics>,
     ) -> Registry {
-        let storages = kinds
-            .iter()
-            .map(|&kind| {
-                let info = kind.info();
-                let (group, resource) = kind.storage_resource();
-                let storage = &backends.of(group, resource).storage;
-                let codec = Arc::new(KindCodec(kind));
-                let resource = if info.group.is_empty() {
-                    info.resource.to_string()
-                } else {
-                    format!("{}.{}", info.resource, info.group)
-                };
-                if !watch_cache || info.resource == "events" || kind.read_only() {
-                    return Storage::new(storage.clone(), codec, metrics.clone(), resource);
-                }
-                let cache = Cacher::start(
-                    storage.clone(),
-                    keys.collection(info.resource, None),
-                    cacher::LIMITS,
-                    metrics.watch_cache(info.group, info.resource),
-                    codec,
-                );
-                Storage::cached(storage.clone(), cache, metrics.clone(), resource)
-            })
-            .collect();
-        Registry {
+        let mut registry = Registry {
             backends,
             keys,
-            kinds,
             event_ttl: event_ttl.as_secs() as i64,
-            storages,
+            watch_cache,
+            served: RwLock::new(Kinds(Arc::default())),
             metrics,
+        };
+        let storages = kinds
+            .iter()
+            .map(|&kind| registry.storage_for(kind))
+            .collect();
+        registry.served = RwLock::new(Kinds(Arc::new(KindSet {
+            kinds,
+            storages,
+            ..KindSet::default()
+        })));
+        registry
+    }
+
+    /// A new storage for `kind`, with a watch cache following the store unless the kind
+    /// goes without one.
+    fn storage_for(&self, kind: &'static dyn Strategy) -> Arc<Storage<KindCodec>> {
+        let info = kind.info();
+        let (group, resource) = kind.storage_resource();
+        let storage = &self.backends.of(group, resource).storage;
+        let codec = Arc::new(KindCodec(kind));
+        let resource = if info.group.is_empty() {
+            info.resource.to_string()
+        } else {
+            format!("{}.{}", info.resource, info.group)
+        };
+        let metrics = self.metrics.clone();
+        if !self.watch_cache || info.resource == "events" || kind.read_only() {
+            return Arc::new(Storage::new(storage.clone(), codec, metrics, resource));
         }
+        let cache = Cacher::start(
+            storage.clone(),
+            self.keys.collection(kind.key_resource(), None),
+            cacher::LIMITS,
+            self.metrics.watch_cache(info.group, info.resource),
+            codec,
+        );
+        Arc::new(Storage::cached(storage.clone(), cache, metrics, resource))
+    }
+
+    /// Serves `kinds` as the kinds of the CRD `crd` (none: it serves nothing), in place of
+    /// what it served before. A kind it served already keeps its storage and watch cache; a
+    /// kind a built-in kind serves already is left out.
+    pub fn serve_custom(&self, crd: &str, kinds: Vec<&'static dyn Strategy>) {
+        let mut served = self.served.write().unwrap_or_else(|p| p.into_inner());
+        let before = served.0.custom.get(crd).cloned().unwrap_or_default();
+        let unchanged = before.len() == kinds.len()
+            && before
+                .iter()
+                .zip(&kinds)
+                .all(|(a, b)| std::ptr::addr_eq(*a, *b));
+        if unchanged {
+            return;
+        }
+        let mut next = KindSet::clone(&served.0);
+        for old in &before {
+            if let Some(i) = next.kinds.iter().position(|k| same_kind(*k, *old)) {
+                next.kinds.remove(i);
+                next.storages.remove(i);
+            }
+        }
+        let mut added = Vec::new();
+        for kind in kinds {
+            if next.kinds.iter().any(|k| same_kind(*k, kind)) {
+                tracing::warn!(
+                    crd,
+                    resource = kind.info().resource,
+                    "a CRD names a kind served already"
+                );
+                continue;
+            }
+            let storage = served
+                .0
+                .kinds
+                .iter()
+                .position(|k| std::ptr::addr_eq(*k, kind))
+                .map(|i| served.0.storages[i].clone())
+                .unwrap_or_else(|| self.storage_for(kind));
+            next.kinds.push(kind);
+            next.storages.push(storage);
+            added.push(kind);
+        }
+        if added.is_empty() {
+            next.custom.remove(crd);
+        } else {
+            next.custom.insert(crd.to_string(), added);
+        }
+        next.generation += 1;
+        *served = Kinds(Arc::new(next));
+    }
+
+    /// The kinds the CRD `crd` serves.
+    pub fn custom_kinds(&self, crd: &str) -> Vec<&'static dyn Strategy> {
+        let served = self.served.read().unwrap_or_else(|p| p.into_inner());
+        served.0.custom.get(crd).cloned().unwrap_or_default()
     }
 
     /// The apiserver's metrics.
@@ -162,17 +243,23 @@ impl Registry {
     }
 
     /// The storage of `kind`.
-    fn storage_of(&self, kind: &dyn Strategy) -> &Storage<KindCodec> {
-        let info = kind.info();
-        let i = self
-            .position(info.group, info.version, info.resource)
-            .unwrap_or_else(|| panic!("the kind {} is registered", info.resource));
-        &self.storages[i]
+    fn storage_of(&self, kind: &dyn Strategy) -> Arc<Storage<KindCodec>> {
+        let served = self.kinds();
+        let i = served
+            .0
+            .kinds
+            .iter()
+            .position(|k| same_kind(*k, kind))
+            .unwrap_or_else(|| panic!("the kind {} is registered", kind.info().resource));
+        served.0.storages[i].clone()
     }
 
-    /// Every kind served.
-    pub fn kinds(&self) -> &[&'static dyn Strategy] {
-        &self.kinds
+    /// Every kind served now.
+    pub fn kinds(&self) -> Kinds {
+        self.served
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The kind served at `group`/`version` as `resource`.
@@ -182,13 +269,7 @@ impl Registry {
         version: &str,
         resource: &str,
     ) -> Option<&'static dyn Strategy> {
-        Some(self.kinds[self.position(group, version, resource)?])
-    }
-
-    /// Where the kind served at `group`/`version` as `resource` is in `kinds` (kinds are
-    /// told apart by what they serve: a unit struct's address says nothing).
-    fn position(&self, group: &str, version: &str, resource: &str) -> Option<usize> {
-        self.kinds.iter().position(|k| {
+        self.kinds().iter().copied().find(|k| {
             let info = k.info();
             info.group == group && info.version == version && info.resource == resource
         })
@@ -213,8 +294,8 @@ impl Registry {
             return super::componentstatuses::get(&self.backends, name).await;
         }
         let info = kind.info();
-        let key = self.key(info, namespace, name);
-        let target = target(info, name);
+        let key = self.key(kind, namespace, name);
+        let target = info.target(name);
         let (found, _) = self
             .storage_of(kind)
             .get(&key, resource_version)
@@ -269,8 +350,8 @@ impl Registry {
         };
         let single = required("metadata.name").filter(|_| namespace.is_some() || !info.namespaced);
         let key = match single {
-            Some(name) => self.key(info, namespace, name),
-            None => self.keys.collection(info.resource, namespace),
+            Some(name) => self.key(kind, namespace, name),
+            None => self.keys.collection(kind.key_resource(), namespace),
         };
         let selected = |served: &Served| match (query.selection, served) {
             (Some(s), Ok(object)) => (s.filter)(object.value()),
@@ -292,7 +373,7 @@ impl Registry {
             .storage_of(kind)
             .list(&key, storage_query)
             .await
-            .map_err(|e| Status::from_storage(&e, &target(info, "")))?;
+            .map_err(|e| Status::from_storage(&e, &info.target("")))?;
         let items = page.items.into_iter().collect::<Result<_, _>>()?;
         let mut metadata = Map::new();
         metadata.insert("resourceVersion".into(), page.revision.to_string().into());
@@ -303,67 +384,6 @@ impl Registry {
             metadata.insert("remainingItemCount".into(), remaining.into());
         }
         Ok(list(metadata, items))
-    }
-
-    /// Creates `obj` (already checked to be of this kind and namespace); the object as
-    /// stored, or as it would be with `dry_run`.
-    pub async fn create(
-        &self,
-        kind: &dyn Strategy,
-        namespace: Option<&str>,
-        mut obj: Value,
-        dry_run: bool,
-    ) -> Result<Value, Status> {
-        if kind.read_only() {
-            return Err(Status::method_not_allowed());
-        }
-        let info = kind.info();
-        info.set_type(&mut obj);
-        if let Some(ns) = namespace {
-            meta::metadata(&mut obj).insert("namespace".into(), ns.into());
-        }
-        meta::prepare_create(&mut obj, kind.tracks_generation(), Time::now());
-        kind.prepare_for_create(&mut obj);
-        let name = meta_str(&obj, "name").to_string();
-        let mut errors = meta::validate(&obj, info);
-        errors.extend(kind.validate(&obj));
-        if !errors.is_empty() {
-            return Err(invalid(info, &name, &errors));
-        }
-        if let Some(ns) = namespace {
-            self.check_namespace_open(info, ns, &name).await?;
-        }
-        let key = self.key(info, namespace, &name);
-        let storage = self.storage_of(kind);
-        if dry_run {
-            // A dry run still answers AlreadyExists for a taken name.
-            let found = storage
-                .current(&key)
-                .await
-                .map_err(|e| Status::from_storage(&e, &target(info, &name)))?;
-            if found.is_some() {
-                return Err(Status::from_storage(
-                    &StorageError::KeyExists { key },
-                    &target(info, &name),
-                ));
-            }
-            return Ok(obj);
-        }
-        let (bytes, stored) = encode_owned(kind, obj.clone());
-        // The watch cache is handed the object as stored, so it need not decode the event.
-        let mut handover = storage.handover(&key);
-        if let Some(handover) = handover.as_mut().filter(|_| decodes_back(&stored)) {
-            handover.offer(&bytes, written(info, kind.to_served(stored)));
-        }
-        let revision = storage
-            .create(&key, bytes, self.ttl(info))
-            .await
-            .map_err(|e| Status::from_storage(&e, &target(info, &name)))?;
-        if let Some(handover) = handover {
-            handover.landed(revision);
-        }
-        meta::metadata(&mut obj).insert("resourceVersion".into(), revision.to_string().into());
-        Ok(obj)
     }
 
     /// Replaces the object `name` (or, for `subresource` `status`, its status) with what
@@ -382,8 +402,14 @@ impl Registry {
         make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
     ) -> Result<(Value, bool), Status> {
         let create = kind.allow_create_on_update();
-        self.write(kind, namespace, name, subresource, dry_run, create, make)
-            .await
+        let to = WriteTo {
+            namespace,
+            name,
+            subresource,
+            dry_run,
+            allow_create: create,
+        };
+        self.write(kind, to, make).await
     }
 
     /// [`Registry::update`] that creates a missing object whatever the kind (server-side
@@ -397,237 +423,14 @@ impl Registry {
         dry_run: bool,
         make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
     ) -> Result<(Value, bool), Status> {
-        self.write(kind, namespace, name, subresource, dry_run, true, make)
-            .await
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn write(
-        &self,
-        kind: &dyn Strategy,
-        namespace: Option<&str>,
-        name: &str,
-        subresource: Option<&str>,
-        dry_run: bool,
-        allow_create: bool,
-        mut make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
-    ) -> Result<(Value, bool), Status> {
-        if kind.read_only() {
-            return Err(Status::method_not_allowed());
-        }
-        let info = kind.info();
-        let key = self.key(info, namespace, name);
-        let target = target(info, name);
-        let storage = self.storage_of(kind);
-        // A create that loses a race to another writer's create goes on as an update of what
-        // that writer stored, as kube-apiserver's GuaranteedUpdate retries it.
-        let mut lost_a_create_race = false;
-        let (existing, cached) = loop {
-            // A real update starts from the watch cache's object, a guess the store checks;
-            // a dry run answers what the store holds.
-            let found = if dry_run {
-                storage.current(&key).await.map(|found| {
-                    found.map(|object| {
-                        let existing = Existing {
-                            object,
-                            current: true,
-                        };
-                        (existing, None)
-                    })
-                })
-            } else {
-                storage.existing(&key).await
-            };
-            if let Some(found) = found.map_err(|e| Status::from_storage(&e, &target))? {
-                break found;
-            }
-            if !allow_create || subresource.is_some() {
-                return Err(Status::from_storage(
-                    &StorageError::NotFound { key },
-                    &target,
-                ));
-            }
-            let obj = make(None)?;
-            match self.create(kind, namespace, obj, dry_run).await {
-                Err(status) if status.reason == "AlreadyExists" && !lost_a_create_race => {
-                    lost_a_create_race = true;
-                }
-                created => return created.map(|created| (created, true)),
-            }
+        let to = WriteTo {
+            namespace,
+            name,
+            subresource,
+            dry_run,
+            allow_create: true,
         };
-        let now = Time::now();
-        let mut delete_after = false;
-        // The last value `step` made, as stored and as served: what the store holds if it
-        // wrote it, so the answer needs no second decode of the bytes just encoded.
-        let mut made: Option<(Vec<u8>, Value)> = None;
-        // The cache's object as served, for the start it was made of (the same revision of
-        // the same key: the same bytes), so the update need not decode them again. It has the
-        // kind's apiVersion and kind where the stored bytes may have others, so a finalize
-        // (which keeps the stored object's) decodes, and so does the judgement of a no-op.
-        let cached_at = existing.object.mod_revision;
-        let cached = cached
-            .and_then(Result::ok)
-            .filter(|_| subresource != Some("finalize"));
-        // What each attempt writes is offered to the watch cache before it is sent (see
-        // `crate::storage::cacher::handoff`), so the cache need not decode its event.
-        let mut handover = if dry_run {
-            None
-        } else {
-            storage.handover(&key)
-        };
-        let mut step = |current: &Object| -> Result<Vec<u8>, StorageError> {
-            let served = cached
-                .as_ref()
-                .filter(|_| current.mod_revision == cached_at)
-                .map(|served| served.value());
-            let old = match served {
-                Some(served) => Cow::Borrowed(served),
-                None => Cow::Owned(decode(kind, current).map_err(rejected)?),
-            };
-            let new = self
-                .updated(kind, &old, subresource, now, &mut make)
-                .map_err(rejected)?;
-            delete_after = meta::should_delete_during_update(&new, &old);
-            // Unchanged as stored: an object stored under another apiVersion or kind is
-            // written again in the kind's (a storage migration's no-op update).
-            let unchanged = same_but_resource_version(&new, &old)
-                && (served.is_none()
-                    || same_but_resource_version(&new, &decode(kind, current).map_err(rejected)?));
-            if unchanged {
-                if let Some(handover) = &mut handover {
-                    handover.withdraw();
-                }
-                made = Some((current.value.clone(), old.into_owned()));
-                return Ok(current.value.clone());
-            }
-            let (bytes, stored) = encode_owned(kind, new);
-            let handed = handover.is_some() && decodes_back(&stored);
-            let served = kind.to_served(stored);
-            match &mut handover {
-                Some(handover) if handed => {
-                    handover.offer(&bytes, written(info, served.clone()));
-                }
-                Some(handover) => handover.withdraw(),
-                None => {}
-            }
-            made = Some((bytes.clone(), served));
-            Ok(bytes)
-        };
-        if dry_run {
-            let found = &existing.object;
-            let value = step(found).map_err(|e| Status::from_storage(&e, &target))?;
-            let mut obj: Value = parse_stored(&value)
-                .map_err(|e| Status::internal(format!("decoding the updated object: {e}")))?;
-            meta::metadata(&mut obj).insert(
-                "resourceVersion".into(),
-                found.mod_revision.to_string().into(),
-            );
-            return Ok((obj, false));
-        }
-        let stored = storage
-            .guaranteed_update(&key, Some(existing), &mut step)
-            .await
-            .map_err(|e| Status::from_storage(&e, &target))?;
-        if let Some(handover) = handover {
-            handover.landed(stored.mod_revision);
-        }
-        if delete_after {
-            // The last finalizer of an object marked for deletion is gone: so is the object.
-            if let Some(gone) = self
-                .delete_if_unchanged(kind, &key, name, stored.mod_revision)
-                .await?
-            {
-                return Ok((gone, false));
-            }
-        }
-        match made {
-            Some((bytes, mut obj)) if bytes == stored.value => {
-                meta::metadata(&mut obj).insert(
-                    "resourceVersion".into(),
-                    stored.mod_revision.to_string().into(),
-                );
-                Ok((obj, false))
-            }
-            _ => Ok((decode(kind, &stored)?, false)),
-        }
-    }
-
-    /// Deletes the object at `key` if it is still at `written`, the revision this request
-    /// wrote it at: the object as deleted, or None when another writer changed or deleted
-    /// it first.
-    async fn delete_if_unchanged(
-        &self,
-        kind: &dyn Strategy,
-        key: &str,
-        name: &str,
-        written: i64,
-    ) -> Result<Option<Value>, Status> {
-        let info = kind.info();
-        let deleted = self
-            .storage_of(kind)
-            .delete(key, None, |now| {
-                if now.mod_revision == written {
-                    Ok(())
-                } else {
-                    Err(StorageError::Conflict {
-                        key: key.to_string(),
-                    })
-                }
-            })
-            .await;
-        match deleted {
-            Ok(gone) => Ok(Some(decode(kind, &gone)?)),
-            Err(StorageError::Conflict { .. } | StorageError::NotFound { .. }) => Ok(None),
-            Err(e) => Err(Status::from_storage(&e, &target(info, name))),
-        }
-    }
-
-    /// The new state of `old` by `make`, with the update rules applied and validated.
-    fn updated(
-        &self,
-        kind: &dyn Strategy,
-        old: &Value,
-        subresource: Option<&str>,
-        _now: Time,
-        make: &mut impl FnMut(Option<&Value>) -> Result<Value, Status>,
-    ) -> Result<Value, Status> {
-        let info = kind.info();
-        let mut new = make(Some(old))?;
-        let name = meta_str(old, "name").to_string();
-        let asked = meta_str(&new, "resourceVersion");
-        if !asked.is_empty() && asked != meta_str(old, "resourceVersion") {
-            return Err(Status::from_storage(
-                &StorageError::Conflict { key: String::new() },
-                &target(info, &name),
-            ));
-        }
-        info.set_type(&mut new);
-        match subresource {
-            // A delete's mark is the server's own change: nothing to carry over.
-            Some(MARK_FOR_DELETION) => {}
-            Some("finalize") => new = finalized(old, &new),
-            _ => {
-                if info.status {
-                    carry_over(&mut new, old, subresource == Some("status"));
-                }
-                meta::prepare_update(&mut new, old);
-                if subresource.is_none() {
-                    kind.prepare_for_update(&mut new, old);
-                }
-            }
-        }
-        if kind.tracks_generation() {
-            meta::bump_generation(&mut new, old);
-        }
-        let mut errors = meta::validate_update(&new, old);
-        if errors.is_empty() {
-            errors.extend(meta::validate(&new, info));
-            errors.extend(kind.validate_update(&new, old));
-        }
-        if !errors.is_empty() {
-            return Err(invalid(info, &name, &errors));
-        }
-        Ok(new)
+        self.write(kind, to, make).await
     }
 
     /// Deletes the object `name`: at once, or (with finalizers, or a pod's grace period)
@@ -643,8 +446,8 @@ impl Registry {
             return Err(Status::method_not_allowed());
         }
         let info = kind.info();
-        let key = self.key(info, namespace, name);
-        let target = target(info, name);
+        let key = self.key(kind, namespace, name);
+        let target = info.target(name);
         let current = self.get(kind, namespace, name, "").await?;
         check_preconditions(&current, options, info, name)?;
         if let Some(marked) =
@@ -747,8 +550,8 @@ impl Registry {
             return Err(Status::method_not_allowed());
         }
         let info = kind.info();
-        let prefix = self.keys.collection(info.resource, namespace);
-        let failed = |e: StorageError| Status::from_storage(&e, &target(info, ""));
+        let prefix = self.keys.collection(kind.key_resource(), namespace);
+        let failed = |e: StorageError| Status::from_storage(&e, &info.target(""));
         let rv = resource_version::parse(query.resource_version).map_err(failed)?;
         let listed = query.send_initial_events.unwrap_or(rv == 0);
         let storage = self.storage_of(kind);
@@ -782,11 +585,11 @@ impl Registry {
     /// How many objects of `kind` there are (all namespaces).
     pub async fn count(&self, kind: &dyn Strategy) -> Result<i64, Status> {
         let info = kind.info();
-        let prefix = self.keys.collection(info.resource, None);
+        let prefix = self.keys.collection(kind.key_resource(), None);
         self.storage_of(kind)
             .count(&prefix)
             .await
-            .map_err(|e| Status::from_storage(&e, &target(info, "")))
+            .map_err(|e| Status::from_storage(&e, &info.target("")))
     }
 
     /// A namespaced object may be created only in a namespace that exists and is not being
@@ -815,10 +618,7 @@ impl Registry {
         if !meta_str(&ns, "deletionTimestamp").is_empty()
             || ns.at("/status/phase").and_then(Value::as_str) == Some("Terminating")
         {
-            return Err(Status::namespace_terminating(
-                &target(info, name),
-                namespace,
-            ));
+            return Err(Status::namespace_terminating(&info.target(name), namespace));
         }
         Ok(())
     }
@@ -832,86 +632,10 @@ impl Registry {
         }
     }
 
-    fn key(&self, info: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
+    fn key(&self, kind: &dyn Strategy, namespace: Option<&str>, name: &str) -> String {
+        let namespaced = kind.info().namespaced;
         self.keys
-            .object(info.resource, namespace.filter(|_| info.namespaced), name)
-    }
-}
-
-/// Keeps on `new` what its update may not change: with `status_update` everything but the
-/// status (and metadata), otherwise the status.
-fn carry_over(new: &mut Value, old: &Value, status_update: bool) {
-    let (Some(new), Some(old)) = (new.as_object_mut(), old.as_object()) else {
-        return;
-    };
-    if status_update {
-        let status = new.remove("status");
-        let meta = new.remove("metadata");
-        new.clear();
-        for (k, v) in old {
-            if k != "status" && k != "metadata" {
-                new.insert(k.clone(), v.clone());
-            }
-        }
-        if let Some(meta) = meta {
-            new.insert("metadata".into(), meta);
-        }
-        if let Some(status) = status {
-            new.insert("status".into(), status);
-        }
-    } else {
-        match old.get("status") {
-            Some(status) => new.insert("status".into(), status.clone()),
-            None => new.remove("status"),
-        };
-    }
-}
-
-/// A namespace's `finalize` update: the stored namespace with the new `spec.finalizers`.
-fn finalized(old: &Value, new: &Value) -> Value {
-    let mut out = old.clone();
-    let finalizers = new.at("/spec/finalizers").cloned().unwrap_or(json!([]));
-    if !out.get("spec").is_some_and(Value::is_object) {
-        out["spec"] = json!({});
-    }
-    out["spec"]["finalizers"] = finalizers;
-    out
-}
-
-fn check_preconditions(
-    current: &Value,
-    options: &DeleteOptions,
-    info: &ResourceInfo,
-    name: &str,
-) -> Result<(), Status> {
-    let checks = [
-        ("UID", options.uid.as_deref(), meta_str(current, "uid")),
-        (
-            "ResourceVersion",
-            options.resource_version.as_deref(),
-            meta_str(current, "resourceVersion"),
-        ),
-    ];
-    for (what, wanted, actual) in checks {
-        if let Some(wanted) = wanted
-            && wanted != actual
-        {
-            return Err(Status::conflict(
-                &target(info, name),
-                &format!(
-                    "Precondition failed: {what} in precondition: {wanted}, {what} in object meta: {actual}"
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-pub(super) fn target(info: &ResourceInfo, name: &str) -> Target {
-    Target {
-        group: info.group.to_string(),
-        resource: info.resource.to_string(),
-        name: name.to_string(),
+            .object(kind.key_resource(), namespace.filter(|_| namespaced), name)
     }
 }
 
@@ -921,153 +645,4 @@ fn invalid(info: &ResourceInfo, name: &str, errors: &[FieldError]) -> Status {
 
 fn rejected(status: Status) -> StorageError {
     StorageError::Rejected(Box::new(status))
-}
-
-/// `obj` as the store keeps it: its bytes, and the value they encode (the kind's storage
-/// form, without resourceVersion).
-fn encode_owned(kind: &dyn Strategy, obj: Value) -> (Vec<u8>, Value) {
-    let stored = kind.to_storage(with_no_resource_version(obj));
-    let bytes = serde_json::to_vec(&stored).expect("a JSON value encodes");
-    (bytes, stored)
-}
-
-fn with_no_resource_version(mut obj: Value) -> Value {
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("resourceVersion");
-    }
-    obj
-}
-
-/// Whether `a` and `b` are the same object but perhaps for `metadata.resourceVersion`
-/// (compared in place: an update that changes nothing is the common case of a retry).
-fn same_but_resource_version(a: &Value, b: &Value) -> bool {
-    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
-        return a == b;
-    };
-    a.len() == b.len()
-        && a.iter()
-            .all(|(key, value)| match (key.as_str(), b.get(key)) {
-                (_, None) => false,
-                ("metadata", Some(other)) => match (value.as_object(), other.as_object()) {
-                    (Some(x), Some(y)) => {
-                        let fields = |m: &'_ Map<String, Value>| {
-                            m.len() - usize::from(m.contains_key("resourceVersion"))
-                        };
-                        fields(x) == fields(y)
-                            && x.iter().all(|(k, v)| {
-                                k == "resourceVersion" || y.get(k).is_some_and(|w| v == w)
-                            })
-                    }
-                    _ => value == other,
-                },
-                (_, Some(other)) => value == other,
-            })
-}
-
-/// How deep a stored value may nest. Request parsers each stop at 128 levels and the server
-/// adds a few (managedFields' sets), so whatever keel wrote reads back; a deeper value (written
-/// straight into the store) is answered as a decode error rather than read on a worker
-/// thread's stack until it overflows.
-pub(super) const MAX_STORED_DEPTH: usize = 1000;
-
-/// Parses a stored value without serde_json's recursion limit of 128 (whatever the request
-/// parsers accepted, plus what the server adds, must always read back, or one object would
-/// make its whole resource unreadable), but refuses one nested deeper than
-/// [`MAX_STORED_DEPTH`].
-pub(super) fn parse_stored(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    use serde::Deserialize;
-    use serde::de::Error;
-    if crate::nesting::depth(bytes) > MAX_STORED_DEPTH {
-        return Err(serde_json::Error::custom(format!(
-            "nested deeper than {MAX_STORED_DEPTH} levels"
-        )));
-    }
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    de.disable_recursion_limit();
-    let value = Value::deserialize(&mut de)?;
-    de.end()?;
-    Ok(value)
-}
-
-/// A stored object in `kind`'s form, with its resourceVersion set.
-pub(super) fn decode(kind: &dyn Strategy, object: &Object) -> Result<Value, Status> {
-    let info = kind.info();
-    let value: Value = parse_stored(&object.value).map_err(|e| {
-        Status::internal(format!(
-            "object at {} is not a JSON {}: {e}",
-            object.key, info.kind
-        ))
-    })?;
-    if !value.is_object() {
-        return Err(Status::internal(format!(
-            "object at {} is not a JSON object",
-            object.key
-        )));
-    }
-    let mut value = kind.to_served(value);
-    meta::metadata(&mut value).insert(
-        "resourceVersion".into(),
-        object.mod_revision.to_string().into(),
-    );
-    Ok(value)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn objects_that_differ_only_in_resource_version_are_the_same() {
-        let at = |rv: Option<&str>, data: &str| {
-            let mut obj =
-                json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": data}});
-            if let Some(rv) = rv {
-                obj["metadata"]["resourceVersion"] = rv.into();
-            }
-            obj
-        };
-        assert!(same_but_resource_version(
-            &at(Some("1"), "x"),
-            &at(Some("2"), "x")
-        ));
-        assert!(same_but_resource_version(
-            &at(None, "x"),
-            &at(Some("2"), "x")
-        ));
-        assert!(same_but_resource_version(
-            &at(Some("1"), "x"),
-            &at(None, "x")
-        ));
-        assert!(!same_but_resource_version(
-            &at(Some("1"), "x"),
-            &at(Some("1"), "y")
-        ));
-        let mut labelled = at(Some("1"), "x");
-        labelled["metadata"]["labels"] = json!({"a": "b"});
-        assert!(!same_but_resource_version(&labelled, &at(Some("1"), "x")));
-        assert!(!same_but_resource_version(&at(Some("1"), "x"), &labelled));
-        let mut extra = at(None, "x");
-        extra["spec"] = json!({});
-        assert!(!same_but_resource_version(&extra, &at(None, "x")));
-        for (a, b) in [(&extra, &at(None, "x")), (&labelled, &labelled)] {
-            assert_eq!(
-                same_but_resource_version(a, b),
-                with_no_resource_version(a.clone()) == with_no_resource_version(b.clone())
-            );
-        }
-    }
-
-    #[test]
-    fn stored_values_read_back_deep_but_not_deeper_than_the_limit() {
-        let nested = |depth: usize| {
-            let mut text = "[".repeat(depth);
-            text.push_str(&"]".repeat(depth));
-            text
-        };
-        assert!(parse_stored(nested(MAX_STORED_DEPTH).as_bytes()).is_ok());
-        let err = parse_stored(nested(MAX_STORED_DEPTH + 1).as_bytes()).unwrap_err();
-        assert!(err.to_string().contains("nested deeper than 1000"), "{err}");
-        // Far past what a worker thread's stack would survive: an error, not a crash.
-        assert!(parse_stored(nested(100_000).as_bytes()).is_err());
-    }
 }

@@ -21,8 +21,8 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
+use super::selector::Filter;
 use super::served::{Served, ServedObject, served, served_before};
-use super::store::{Filter, target};
 use super::{Strategy, meta_str};
 use crate::schema::schema_of;
 use crate::storage::cacher::{CacheWatch, Cached, Codec};
@@ -370,7 +370,7 @@ impl Watching {
                         return false;
                     }
                     Some(Err(e)) => {
-                        self.failed = Some(Status::from_storage(&e, &target(self.kind.info(), "")));
+                        self.failed = Some(Status::from_storage(&e, &self.kind.info().target("")));
                         return true;
                     }
                     Some(Ok(_)) => {}

@@ -4,7 +4,8 @@
 
 use serde::Serialize;
 
-use super::field::{FieldError, aggregate, go_quote};
+use super::field::{FieldError, aggregate};
+use crate::apimachinery::quote::go_quote;
 
 /// What an error is about: the object's group, resource and name, for the messages.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

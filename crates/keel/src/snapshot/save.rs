@@ -77,7 +77,7 @@ async fn save_one(dir: &Path, store: &StoreEntry) -> anyhow::Result<Entry> {
     let file = format!("{}.db", store.name);
     let path = dir.join(&file);
     let partial = dir.join(format!("{file}.part"));
-    let time = keel_apiserver::registry::time::Time::now().rfc3339();
+    let time = keel_apiserver::apimachinery::time::Time::now().rfc3339();
     let channel = crate::store_client::connect(&store.servers).await?;
     let streamed = stream(channel, &partial, &store.name).await;
     if let Err(e) = streamed {

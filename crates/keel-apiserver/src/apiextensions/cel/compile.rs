@@ -9,8 +9,8 @@ use super::check::{Checker, Sizes, may_be_bool, may_be_string};
 use super::library::ENV;
 use super::schema::{self, child, key};
 use super::{PER_CRD_COST_LIMIT, PER_EXPRESSION_COST_LIMIT};
+use crate::apimachinery::quote::go_quote;
 use crate::storage::FieldError;
-use crate::storage::field::go_quote;
 
 /// One expression of a rule (the rule, or its messageExpression), compiled.
 #[derive(Default)]

@@ -40,11 +40,12 @@ use tokio::sync::mpsc;
 
 use super::events::EventRecorder;
 use super::informer::Informer;
+use crate::apimachinery::time::Time;
 use crate::config::ControllerManagerConfig;
 use crate::fieldmanager::FieldManager;
 use crate::json_pointer::At;
-use crate::registry::store::{ListQuery, Registry, Selection};
-use crate::registry::time::Time;
+use crate::registry::selector::Selection;
+use crate::registry::store::{ListQuery, Registry};
 use crate::registry::{Strategy, meta_str};
 use crate::storage::Status;
 use health::{ConditionStatus, Grace, NodeHealth, now_millis};

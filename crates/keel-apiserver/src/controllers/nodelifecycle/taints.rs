@@ -5,8 +5,8 @@
 
 use serde_json::{Value, json};
 
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
-use crate::registry::time::Time;
 
 /// `node.kubernetes.io/unreachable`: Ready is Unknown.
 pub const UNREACHABLE: &str = "node.kubernetes.io/unreachable";

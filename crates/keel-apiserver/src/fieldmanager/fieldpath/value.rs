@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
-use crate::storage::field::go_quote;
+use crate::apimachinery::go_value::go_float;
+use crate::apimachinery::quote::go_quote;
 
 /// A JSON value ordered as structured-merge-diff orders values: numbers (ints and floats
 /// compared numerically) before strings, bools, lists, maps and null.
@@ -155,30 +156,6 @@ pub(super) fn value_string(v: &Value) -> String {
             .iter()
             .map(|(k, v)| format!("{k}={}", value_string(v)))
             .collect(),
-    }
-}
-
-/// Go's `%v` of a float64: the shortest digits, with an exponent (`1e+22`, `1.5e-07`) when
-/// it is below -4 or from 21 up.
-fn go_float(f: f64) -> String {
-    let exp = if f == 0.0 {
-        0
-    } else {
-        f.abs().log10().floor() as i32
-    };
-    if (-4..21).contains(&exp) {
-        return format!("{f}");
-    }
-    let s = format!("{f:e}");
-    match s.split_once('e') {
-        Some((mantissa, e)) => {
-            let (sign, digits) = match e.strip_prefix('-') {
-                Some(d) => ('-', d),
-                None => ('+', e),
-            };
-            format!("{mantissa}e{sign}{digits:0>2}")
-        }
-        None => s,
     }
 }
 

@@ -114,7 +114,7 @@ impl<'a> Ty<'a> {
                 if key.is_empty() {
                     let quoted: Vec<String> = keys
                         .iter()
-                        .map(|k| crate::storage::field::go_quote(k))
+                        .map(|k| crate::apimachinery::quote::go_quote(k))
                         .collect();
                     return Err(format!(
                         "associative list with keys has an element that omits all key fields \

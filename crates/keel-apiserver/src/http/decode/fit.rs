@@ -22,7 +22,7 @@
 use serde_json::{Map, Value};
 
 use super::{Place, Scalar, Shape};
-use crate::http::go_value::{GoType, as_floats, go_fmt, go_sharp_v, json_float};
+use crate::apimachinery::go_value::{GoType, as_floats, go_fmt, go_sharp_v, json_float};
 
 /// A value of a body as Go's JSON decoder meets it: its kind and, for scalars, its text.
 #[derive(Debug, Clone, Copy)]

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use super::fit::{self, Got, Refusal};
 use super::{Place, Scalar, Shape};
-use crate::storage::field::go_quote;
+use crate::apimachinery::quote::go_quote;
 
 /// What a strict read of a body found.
 #[derive(Debug, Default, PartialEq, Eq)]

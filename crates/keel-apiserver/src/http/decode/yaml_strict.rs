@@ -16,7 +16,8 @@ use std::collections::HashSet;
 
 use granit_parser::{Event, Parser, ScalarStyle, Tag};
 
-use crate::storage::field::go_quote;
+use crate::apimachinery::go_value::go_float;
+use crate::apimachinery::quote::go_quote;
 
 /// A mapping key as yaml.v2 resolves it into `interface{}`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -45,27 +46,6 @@ impl Key {
             Key::Unique(_) => "<unknown>".to_string(),
         }
     }
-}
-
-/// Go's `%#v` of a float64: the shortest representation, exponent from 1e21 (`1e+21`).
-fn go_float(f: f64) -> String {
-    if f.is_infinite() {
-        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_string();
-    }
-    if f.is_nan() {
-        return "NaN".to_string();
-    }
-    if f != 0.0 && (f.abs() >= 1e21 || f.abs() < 1e-4) {
-        let s = format!("{f:e}");
-        let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
-        let exp: i32 = exp.parse().unwrap_or(0);
-        return format!(
-            "{mantissa}e{}{:02}",
-            if exp < 0 { '-' } else { '+' },
-            exp.abs()
-        );
-    }
-    format!("{f}")
 }
 
 /// A plain scalar as yaml.v2's `resolve` reads it.

@@ -10,6 +10,7 @@ use http::header;
 use serde_json::Value;
 
 use super::request::Call;
+use crate::apimachinery::time::Time;
 use crate::fieldmanager::options::{self, Verb};
 use crate::fieldmanager::{FieldManager, apply};
 use crate::http::field_validation::{self, Directive};
@@ -18,7 +19,6 @@ use crate::http::response::not_found_object;
 use crate::http::{openapi, strategic_merge};
 use crate::json_pointer::At;
 use crate::registry::Strategy;
-use crate::registry::time::Time;
 use crate::storage::Status;
 
 /// PATCH of the object `name` (or of its subresource): a server-side apply, or a patch of
@@ -50,7 +50,7 @@ pub async fn patch(call: &Call<'_>, name: &str) -> Result<Response, Status> {
     } else {
         let options = options::options(&req.query, &req.headers, Verb::Patch)?;
         let patch_doc = read_patch(form, &req.body)?;
-        let defs = openapi::documents(registry.kinds()).definitions();
+        let defs = openapi::documents(&registry.kinds()).definitions();
         let fields = FieldManager::new(kind, subresource, Time::now());
         registry
             .update(

@@ -12,9 +12,10 @@ use crate::http::request_info::{Query, ResourcePath};
 use crate::http::response::{respond_list, respond_object, respond_written};
 use crate::http::table::IncludeObject;
 use crate::json_pointer::At;
+use crate::registry::selector::Selection;
 use crate::registry::selector::{FieldSelector, LabelSelector};
 use crate::registry::served::List;
-use crate::registry::store::{Registry, Selection};
+use crate::registry::store::Registry;
 use crate::registry::{Strategy, meta_str};
 use crate::storage::Status;
 

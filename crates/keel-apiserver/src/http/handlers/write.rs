@@ -8,13 +8,13 @@ use http::header;
 use serde_json::Value;
 
 use super::request::{Call, ResourceRequest};
+use crate::apimachinery::go_value::GoType;
+use crate::apimachinery::time::Time;
 use crate::fieldmanager::FieldManager;
 use crate::fieldmanager::options::{self, Verb};
 use crate::http::field_validation::{self, Directive};
-use crate::http::go_value::GoType;
 use crate::http::{negotiate, openapi, protobuf};
 use crate::registry::store::Registry;
-use crate::registry::time::Time;
 use crate::registry::{Strategy, meta, meta_str};
 use crate::storage::Status;
 
@@ -78,7 +78,7 @@ fn read_object(
     let info = kind.info();
     let namespace = req.namespace();
     let form = negotiate::body(req.header(header::CONTENT_TYPE), false)?;
-    let defs = openapi::documents(registry.kinds()).definitions();
+    let defs = openapi::documents(&registry.kinds()).definitions();
     // A JSON body is read strictly and decoded in one pass; what that cannot read is
     // decoded alone, for the decoder's error.
     let read = match form {

@@ -22,7 +22,7 @@ pub mod schemas;
 pub mod v2_proto;
 
 use std::collections::BTreeMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -30,8 +30,8 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha512};
 
+use crate::apimachinery::time::Time;
 use crate::registry::Strategy;
-use crate::registry::time::Time;
 use schemas::Flavor;
 
 /// One document as served.
@@ -75,11 +75,41 @@ pub struct Documents {
     modified: Time,
 }
 
-static DOCUMENTS: OnceLock<Documents> = OnceLock::new();
+static DOCUMENTS: OnceLock<Arc<Documents>> = OnceLock::new();
 
-/// The documents of `kinds` (made on first use; the kinds are the process's registry's).
+/// The documents of the built-in kinds among `kinds` (made on first use; the kinds are the
+/// process's registry's): what the decoders read objects against.
 pub fn documents(kinds: &[&'static dyn Strategy]) -> &'static Documents {
-    DOCUMENTS.get_or_init(|| Documents::new(kinds))
+    builtin(kinds)
+}
+
+fn builtin(kinds: &[&'static dyn Strategy]) -> &'static Arc<Documents> {
+    DOCUMENTS.get_or_init(|| {
+        let builtin: Vec<&'static dyn Strategy> = kinds
+            .iter()
+            .copied()
+            .filter(|k| k.custom_schema().is_none())
+            .collect();
+        Arc::new(Documents::new(&builtin))
+    })
+}
+
+/// The documents of every kind served now: the built-in ones' while no custom resource is
+/// served, else made again each time the kinds change (`generation`).
+pub fn current(kinds: &[&'static dyn Strategy], generation: u64) -> Arc<Documents> {
+    static CURRENT: Mutex<Option<(u64, Arc<Documents>)>> = Mutex::new(None);
+    if kinds.iter().all(|k| k.custom_schema().is_none()) {
+        return builtin(kinds).clone();
+    }
+    let mut current = CURRENT.lock().unwrap_or_else(|p| p.into_inner());
+    match &*current {
+        Some((made_at, docs)) if *made_at == generation => docs.clone(),
+        _ => {
+            let docs = Arc::new(Documents::new(kinds));
+            *current = Some((generation, docs.clone()));
+            docs
+        }
+    }
 }
 
 /// `api/v1` or `apis/<group>/<version>`: a group version's key in the index.
@@ -173,13 +203,14 @@ impl Documents {
 /// Answers the OpenAPI paths (None: `path` is not one of them).
 pub fn serve(
     kinds: &[&'static dyn Strategy],
+    generation: u64,
     path: &str,
     query: Option<&str>,
     headers: &HeaderMap,
 ) -> Option<Response> {
     let docs = match path {
-        "/openapi/v2" | "/openapi/v3" | "/openapi/v3/" => documents(kinds),
-        _ if path.starts_with("/openapi/v3/") => documents(kinds),
+        "/openapi/v2" | "/openapi/v3" | "/openapi/v3/" => current(kinds, generation),
+        _ if path.starts_with("/openapi/v3/") => current(kinds, generation),
         _ => return None,
     };
     let accept = headers
@@ -356,7 +387,7 @@ mod tests {
         if let Some(a) = accept {
             headers.insert(header::ACCEPT, HeaderValue::from_str(a).unwrap());
         }
-        serve(&registry::kinds(), path, query, &headers).expect("an OpenAPI path")
+        serve(&registry::kinds(), 0, path, query, &headers).expect("an OpenAPI path")
     }
 
     async fn body(response: Response) -> Value {
@@ -375,6 +406,7 @@ mod tests {
             keys,
             [
                 "api/v1",
+                "apis/apiextensions.k8s.io/v1",
                 "apis/coordination.k8s.io/v1",
                 "apis/events.k8s.io/v1"
             ]
@@ -411,7 +443,7 @@ mod tests {
             header::IF_NONE_MATCH,
             HeaderValue::from_str(&format!("\"{hash}\"")).unwrap(),
         );
-        let unchanged = serve(&registry::kinds(), "/openapi/v3/api/v1", None, &headers).unwrap();
+        let unchanged = serve(&registry::kinds(), 0, "/openapi/v3/api/v1", None, &headers).unwrap();
         assert_eq!(unchanged.status(), StatusCode::NOT_MODIFIED);
         assert_eq!(
             get("/openapi/v3/apis/apps/v1", None, None).status(),
@@ -460,6 +492,6 @@ mod tests {
                 .iter()
                 .any(|p| p["in"] == "body")
         );
-        assert!(serve(&registry::kinds(), "/openapi", None, &HeaderMap::new()).is_none());
+        assert!(serve(&registry::kinds(), 0, "/openapi", None, &HeaderMap::new()).is_none());
     }
 }

@@ -129,7 +129,7 @@ pub fn group_version(kinds: &[&'static dyn Strategy], group: &str, version: &str
         if info.group != group || info.version != version {
             continue;
         }
-        if let Some(name) = schemas::definition_name(info.group, info.version, info.kind) {
+        if let Some(name) = schemas::kind_definition(*kind) {
             items.extend(kind_paths(*kind, &gv, &name));
         }
     }

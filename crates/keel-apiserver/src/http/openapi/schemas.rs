@@ -46,6 +46,100 @@ pub fn definition_name(group: &str, version: &str, kind: &str) -> Option<String>
     builtin::definition_name(group, version, kind).map(str::to_string)
 }
 
+/// The definition name of a kind served: a built-in kind's upstream name, a custom
+/// resource's as apiextensions-apiserver names it (the group reversed, the version, the
+/// kind: `com.example.v1.Widget`).
+pub fn kind_definition(kind: &dyn Strategy) -> Option<String> {
+    let info = kind.info();
+    if kind.custom_schema().is_some() {
+        let group: Vec<&str> = info.group.split('.').rev().collect();
+        return Some(format!(
+            "{}.{}.{}",
+            group.join("."),
+            info.version,
+            info.kind
+        ));
+    }
+    definition_name(info.group, info.version, info.kind)
+}
+
+/// The definitions of a custom resource and its list, as apiextensions-apiserver's OpenAPI
+/// builder makes them from the CRD's schema: `apiVersion`, `kind` and `metadata`
+/// (`ObjectMeta`) beside the schema's own properties, tagged with the kind.
+fn custom_definitions(kind: &dyn Strategy, schema: Value, into: &mut Map<String, Value>) {
+    let info = kind.info();
+    let Some(name) = kind_definition(kind) else {
+        return;
+    };
+    let type_meta =
+        |field: &str| json!({"type": "string", "description": type_meta_description(field)});
+    let reference = |to: &str| json!({"allOf": [{"$ref": format!("{}{to}", schema::REF_PREFIX)}]});
+    let mut def = match schema {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    let properties = def
+        .entry("properties")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .map(std::mem::take)
+        .unwrap_or_default();
+    let mut all = Map::new();
+    all.insert("apiVersion".into(), type_meta("apiVersion"));
+    all.insert("kind".into(), type_meta("kind"));
+    let mut metadata = reference(OBJECT_META);
+    metadata["description"] = "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata".into();
+    all.insert("metadata".into(), metadata);
+    for (k, v) in properties {
+        if !matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+            all.insert(k, v);
+        }
+    }
+    def.insert("properties".into(), Value::Object(all));
+    def.insert("type".into(), "object".into());
+    let gvk = |kind: &str| json!([{"group": info.group, "kind": kind, "version": info.version}]);
+    def.insert("x-kubernetes-group-version-kind".into(), gvk(info.kind));
+    let list_kind = format!("{}List", info.kind);
+    let list = json!({
+        "description": format!("{list_kind} is a list of {}", info.kind),
+        "type": "object",
+        "properties": {
+            "apiVersion": type_meta("apiVersion"),
+            "items": {
+                "description": format!("List of {}. More info: https://git.k8s.io/community/contributors/devel/api-conventions.md", info.resource),
+                "type": "array",
+                "items": {"$ref": format!("{}{name}", schema::REF_PREFIX)},
+            },
+            "kind": type_meta("kind"),
+            "metadata": reference(LIST_META),
+        },
+        "required": ["items"],
+        "x-kubernetes-group-version-kind": gvk(&list_kind),
+    });
+    into.insert(format!("{name}List"), list);
+    into.insert(name, Value::Object(def));
+}
+
+/// The descriptions of `apiVersion` and `kind`, as upstream's definitions carry them.
+fn type_meta_description(field: &str) -> &'static str {
+    if field == "apiVersion" {
+        "APIVersion defines the versioned schema of this representation of an object. Servers \
+         should convert recognized schemas to the latest internal value, and may reject \
+         unrecognized values. More info: \
+         https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources"
+    } else {
+        "Kind is a string value representing the REST resource this object represents. Servers \
+         may infer this from the endpoint the client submits requests to. Cannot be updated. In \
+         CamelCase. More info: \
+         https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds"
+    }
+}
+
+/// Every object's metadata.
+const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+/// Every list's metadata.
+const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+
 /// The meta types every group version document holds.
 pub const STATUS: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
 /// `DeleteOptions`.
@@ -75,15 +169,20 @@ pub fn definitions(
     ]
     .map(str::to_string)
     .to_vec();
+    let mut defs = Map::new();
     for kind in kinds {
         let info = kind.info();
+        if let Some(schema) = kind.custom_schema() {
+            custom_definitions(*kind, schema, &mut defs);
+            wanted.extend([OBJECT_META.to_string(), LIST_META.to_string()]);
+            continue;
+        }
         let list = format!("{}List", info.kind);
         for kind in [info.kind, list.as_str()] {
             wanted.extend(definition_name(info.group, info.version, kind));
         }
     }
     let mut seen = BTreeSet::new();
-    let mut defs = Map::new();
     while let Some(name) = wanted.pop() {
         if !seen.insert(name.clone()) {
             continue;

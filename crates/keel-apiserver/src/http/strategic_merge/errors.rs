@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 type Object = Map<String, Value>;
 
-use crate::http::go_value::{GoType, go_fmt_list, go_fmt_map, go_fmt_s};
+use crate::apimachinery::go_value::{GoType, go_fmt_list, go_fmt_map, go_fmt_s};
 
 /// Why a strategic merge patch could not be applied; the messages are apimachinery's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::errors::{PatchError, Result, bad_arg_type, no_merge_key};
 use super::{DELETE_DIRECTIVE, DIRECTIVE_MARKER, canonical, find_by_key, merge_key_value_equal};
-use crate::http::go_value::go_fmt_list;
+use crate::apimachinery::go_value::go_fmt_list;
 
 /// `validatePatchWithSetOrderList`: the patch list (deletions aside) must be a subsequence
 /// of the `$setElementOrder` list.

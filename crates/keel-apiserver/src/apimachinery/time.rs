@@ -1,5 +1,6 @@
-//! Timestamps as Kubernetes writes them (RFC 3339 in UTC, whole seconds:
-//! `2026-12-03T20:00:00Z`) and ages as kubectl shows them (`5m`, `2d3h`), worded as
+//! Timestamps as Kubernetes writes them (RFC 3339 in UTC: a `metav1.Time` in whole seconds,
+//! `2026-12-03T20:00:00Z`, a `metav1.MicroTime` with six digits of fraction,
+//! `2026-12-03T20:00:00.123456Z`) and ages as kubectl shows them (`5m`, `2d3h`), worded as
 //! apimachinery's `util/duration` package words them.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -134,6 +135,51 @@ impl Time {
     }
 }
 
+/// A point in time to the microsecond (`metav1.MicroTime`: a Lease's `renewTime`, an
+/// events.k8s.io Event's `eventTime`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct MicroTime {
+    /// Whole seconds since the Unix epoch.
+    pub seconds: i64,
+    /// Microseconds into the second (below 1,000,000).
+    pub micros: u32,
+}
+
+impl MicroTime {
+    /// Now.
+    pub fn now() -> MicroTime {
+        let since = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        MicroTime {
+            seconds: since.as_secs() as i64,
+            micros: since.subsec_micros(),
+        }
+    }
+
+    /// RFC 3339, UTC, six digits of fraction (`1970-01-01T00:00:00.000000Z`), as
+    /// `MicroTime`'s JSON is written.
+    pub fn rfc3339(self) -> String {
+        let whole = Time(self.seconds).rfc3339();
+        format!("{}.{:06}Z", whole.trim_end_matches('Z'), self.micros)
+    }
+
+    /// Parses RFC 3339 as [`Time::parse`] does, keeping the first six digits of the fraction
+    /// (fewer are padded with zeros, nanoseconds cut); None if it is not RFC 3339.
+    pub fn parse(s: &str) -> Option<MicroTime> {
+        let seconds = Time::parse(s)?.0;
+        let micros = s
+            .get(19..)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .map_or(0, |frac| {
+                let digits = frac.bytes().take_while(u8::is_ascii_digit);
+                let padded = digits.chain(std::iter::repeat(b'0')).take(6);
+                padded.fold(0, |n, d| n * 10 + u32::from(d - b'0'))
+            });
+        Some(MicroTime { seconds, micros })
+    }
+}
+
 fn parse_digits(s: &str) -> Option<i64> {
     if s.bytes().all(|c| c.is_ascii_digit()) {
         s.parse().ok()
@@ -188,65 +234,64 @@ pub fn human_duration(d: Duration) -> String {
 /// apimachinery's `duration.HumanDuration` of a signed number of seconds: more than a
 /// second in the future is `<invalid>`, a second is `0s` (clock skew).
 pub fn human_duration_secs(seconds: i64) -> String {
-    if seconds < -1 {
-        return "<invalid>".to_string();
-    }
-    if seconds < 0 {
-        return "0s".to_string();
+    if let Some(early) = not_yet(seconds) {
+        return early;
     }
     if seconds < 60 * 2 {
         return format!("{seconds}s");
     }
     let minutes = seconds / 60;
     if minutes < 10 {
-        let s = seconds % 60;
-        if s == 0 {
-            return format!("{minutes}m");
-        }
-        return format!("{minutes}m{s}s");
+        return two_units(minutes, "m", seconds % 60, "s");
     }
     if minutes < 60 * 3 {
         return format!("{minutes}m");
     }
     let hours = seconds / 3600;
     if hours < 8 {
-        let m = minutes % 60;
-        if m == 0 {
-            return format!("{hours}h");
-        }
-        return format!("{hours}h{m}m");
+        return two_units(hours, "h", minutes % 60, "m");
     }
     if hours < 48 {
         return format!("{hours}h");
     }
+    let days = hours / 24;
     if hours < 24 * 8 {
-        let h = hours % 24;
-        if h == 0 {
-            return format!("{}d", hours / 24);
-        }
-        return format!("{}d{h}h", hours / 24);
+        return two_units(days, "d", hours % 24, "h");
     }
     if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
+        return format!("{days}d");
     }
+    let years = days / 365;
     if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        if dy == 0 {
-            return format!("{}y", hours / 24 / 365);
-        }
-        return format!("{}y{dy}d", hours / 24 / 365);
+        return two_units(years, "y", days % 365, "d");
     }
-    format!("{}y", hours / 24 / 365)
+    format!("{years}y")
+}
+
+/// `<big><unit>`, then `<small><small_unit>` unless it is zero (`5m`, `5m30s`).
+fn two_units(big: i64, unit: &str, small: i64, small_unit: &str) -> String {
+    if small == 0 {
+        format!("{big}{unit}")
+    } else {
+        format!("{big}{unit}{small}{small_unit}")
+    }
+}
+
+/// How both durations word a negative number of seconds: `<invalid>` from two seconds in
+/// the future, `0s` for one (clock skew); None when it is not negative.
+fn not_yet(seconds: i64) -> Option<String> {
+    match seconds {
+        ..-1 => Some("<invalid>".to_string()),
+        -1 => Some("0s".to_string()),
+        _ => None,
+    }
 }
 
 /// apimachinery's `duration.ShortHumanDuration` (one unit: `45s`, `3m`, `5h`, `12d`,
 /// `2y`) of a signed number of seconds.
 pub fn short_human_duration_secs(seconds: i64) -> String {
-    if seconds < -1 {
-        return "<invalid>".to_string();
-    }
-    if seconds < 0 {
-        return "0s".to_string();
+    if let Some(early) = not_yet(seconds) {
+        return early;
     }
     if seconds < 60 {
         return format!("{seconds}s");
@@ -276,6 +321,31 @@ pub fn since_text(timestamp: Option<&str>, now: Time) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn micro_times_format_parse_and_order_within_a_second() {
+        let t = MicroTime {
+            seconds: 1_780_000_000,
+            micros: 42,
+        };
+        assert_eq!(t.rfc3339(), "2026-05-28T20:26:40.000042Z");
+        assert_eq!(MicroTime::parse(&t.rfc3339()), Some(t));
+        let parse = |s: &str| MicroTime::parse(s);
+        assert!(parse("2026-01-01T00:00:00.1Z") > parse("2026-01-01T00:00:00.099999Z"));
+        assert_eq!(parse("2026-01-01T00:00:00Z").unwrap().micros, 0);
+        assert_eq!(parse("2026-01-01T00:00:00.000042Z").unwrap().micros, 42);
+        assert_eq!(
+            parse("2026-01-01T00:00:00.1234567Z").unwrap().micros,
+            123_456,
+            "nanoseconds are cut to microseconds"
+        );
+        assert_eq!(
+            parse("2026-01-01T00:00:00.5+01:00").unwrap().micros,
+            500_000
+        );
+        assert_eq!(parse("not a time"), None);
+        assert_eq!(MicroTime::now().rfc3339().len(), 27);
+    }
 
     #[test]
     fn timestamps_format_and_parse_as_rfc3339() {

@@ -2,27 +2,35 @@
 //! kube-apiserver's: a value decoded into `interface{}` is a `map[string]interface {}`, a
 //! `[]interface {}`, a `string`, a `bool`, a number (`int64` where apimachinery's decoders
 //! keep integers, `float64` otherwise) or `nil`; `fmt`'s `%v` ([`go_fmt`]) and `%#v`
-//! ([`go_sharp_v`]) print them, `encoding/json` writes floats as [`json_float`] does.
+//! ([`go_sharp_v`]) print them (a float as [`go_float`] does), `encoding/json` writes floats
+//! as [`json_float`] does.
 
 use serde_json::{Map, Value};
 
-use crate::storage::field::go_quote;
+use super::quote::go_quote;
 
 /// The Go type a decoded JSON value has (`reflect.TypeOf`), for type comparisons.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum GoType {
+pub enum GoType {
+    /// `nil` (JSON null).
     Nil,
+    /// `bool`.
     Bool,
+    /// `int64` (an integer where apimachinery's decoders keep integers).
     Int,
+    /// `float64`.
     Float,
+    /// `string`.
     String,
+    /// `[]interface {}` (an array).
     Slice,
+    /// `map[string]interface {}` (an object).
     Map,
 }
 
 impl GoType {
     /// The type of `v` decoded with integers kept (`int64`).
-    pub(crate) fn of(v: &Value) -> Self {
+    pub fn of(v: &Value) -> Self {
         match v {
             Value::Null => GoType::Nil,
             Value::Bool(_) => GoType::Bool,
@@ -35,7 +43,7 @@ impl GoType {
     }
 
     /// The type's name as `%T` prints it (`%!s(<nil>)` for nil, as `%s` of a type prints it).
-    pub(crate) fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             GoType::Nil => "%!s(<nil>)",
             GoType::Bool => "bool",
@@ -48,7 +56,7 @@ impl GoType {
     }
 
     /// The JSON value's kind as `encoding/json`'s errors name it (`number`, `object`, ...).
-    pub(crate) fn json_kind(self) -> &'static str {
+    pub fn json_kind(self) -> &'static str {
         match self {
             GoType::Nil => "null",
             GoType::Bool => "bool",
@@ -60,7 +68,7 @@ impl GoType {
     }
 
     /// The type's kind as `reflect.Kind` prints it (`int64`, `slice`, `map`, ...).
-    pub(crate) fn kind(self) -> &'static str {
+    pub fn kind(self) -> &'static str {
         match self {
             GoType::Nil => "invalid",
             GoType::Slice => "slice",
@@ -71,7 +79,7 @@ impl GoType {
 }
 
 /// A value as Go's `%v` prints the decoded JSON (`map[k:v]` with sorted keys, `[a b]`).
-pub(crate) fn go_fmt(v: &Value) -> String {
+pub fn go_fmt(v: &Value) -> String {
     match v {
         Value::Null => "<nil>".to_string(),
         Value::Bool(b) => b.to_string(),
@@ -87,13 +95,13 @@ pub(crate) fn go_fmt(v: &Value) -> String {
 }
 
 /// A list as `%v` prints it.
-pub(crate) fn go_fmt_list(l: &[Value]) -> String {
+pub fn go_fmt_list(l: &[Value]) -> String {
     let items: Vec<String> = l.iter().map(go_fmt).collect();
     format!("[{}]", items.join(" "))
 }
 
 /// A map as `%v` prints it.
-pub(crate) fn go_fmt_map(m: &Map<String, Value>) -> String {
+pub fn go_fmt_map(m: &Map<String, Value>) -> String {
     let items: Vec<String> = sorted(m)
         .into_iter()
         .map(|(k, v)| format!("{k}:{}", go_fmt(v)))
@@ -102,7 +110,7 @@ pub(crate) fn go_fmt_map(m: &Map<String, Value>) -> String {
 }
 
 /// A scalar as Go's `%s` prints it (`%!s(int64=1)` for a non-string).
-pub(crate) fn go_fmt_s(v: &Value) -> String {
+pub fn go_fmt_s(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => "%!s(<nil>)".to_string(),
@@ -114,7 +122,7 @@ pub(crate) fn go_fmt_s(v: &Value) -> String {
 }
 
 /// A value as Go's `%#v` prints the decoded JSON (`map[string]interface {}{"a":"b"}`).
-pub(crate) fn go_sharp_v(v: &Value) -> String {
+pub fn go_sharp_v(v: &Value) -> String {
     match v {
         Value::Null => "interface {}(nil)".to_string(),
         Value::String(s) => go_quote(s),
@@ -141,7 +149,7 @@ fn sorted(m: &Map<String, Value>) -> Vec<(&String, &Value)> {
 
 /// `v` with every number a float, as `sigs.k8s.io/yaml` decodes a document into
 /// `interface{}` (an applied configuration).
-pub(crate) fn as_floats(v: &Value) -> Value {
+pub fn as_floats(v: &Value) -> Value {
     match v {
         Value::Number(n) => n.as_f64().map_or(Value::Null, Value::from),
         Value::Array(l) => Value::Array(l.iter().map(as_floats).collect()),
@@ -152,8 +160,16 @@ pub(crate) fn as_floats(v: &Value) -> Value {
     }
 }
 
-/// A float as Go's `%v` prints it (shortest digits, an exponent from 1e+06 and below 1e-04).
-pub(crate) fn go_float(f: f64) -> String {
+/// A float64 as Go's `%v` and `%#v` print it (`strconv.FormatFloat(f, 'g', -1, 64)`): the
+/// shortest digits that read back as `f`, with an exponent of at least two digits when it is
+/// below -4 or from 6 up (`1e+06`, `1.5e-05`, `123456`), `+Inf`, `-Inf` and `NaN`.
+pub fn go_float(f: f64) -> String {
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_string();
+    }
+    if f.is_nan() {
+        return "NaN".to_string();
+    }
     let (mantissa, exp) = scientific(f);
     if !(-4..6).contains(&exp) {
         let sign = if exp < 0 { '-' } else { '+' };
@@ -165,7 +181,7 @@ pub(crate) fn go_float(f: f64) -> String {
 
 /// A float as `encoding/json` writes it (shortest digits, an exponent from 1e+21 and below
 /// 1e-06, written `1e+21` and `1e-7`).
-pub(crate) fn json_float(f: f64) -> String {
+pub fn json_float(f: f64) -> String {
     let abs = f.abs();
     if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
         let (mantissa, exp) = scientific(f);
@@ -200,6 +216,15 @@ mod tests {
         assert_eq!(go_float(123456.0), "123456");
         assert_eq!(go_float(1e6), "1e+06");
         assert_eq!(go_float(0.00001), "1e-05");
+        assert_eq!(go_float(0.0001), "0.0001");
+        assert_eq!(go_float(1.5e-7), "1.5e-07");
+        assert_eq!(go_float(-2.5e22), "-2.5e+22");
+        assert_eq!(go_float(0.0), "0");
+        assert_eq!(go_float(-0.0), "-0");
+        assert_eq!(go_float(999999.0), "999999");
+        assert_eq!(go_float(f64::INFINITY), "+Inf");
+        assert_eq!(go_float(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(go_float(f64::NAN), "NaN");
         assert_eq!(json_float(1.5), "1.5");
         assert_eq!(json_float(1.0), "1");
         assert_eq!(json_float(1e6), "1000000");

@@ -1,0 +1,157 @@
+//! A pod's defaults, as `SetDefaults_Pod` and its helpers set them: restart and DNS
+//! policies, scheduler, grace period, image pull policy, termination message, probe timings,
+//! host ports, volume sources and modes, and requests from limits.
+
+use serde_json::{Map, Value, json};
+
+use crate::json_pointer::At;
+
+/// `map[key]` as an object, made one if it is missing or is not.
+pub(super) fn object_entry<'a>(
+    map: &'a mut Map<String, Value>,
+    key: &str,
+) -> &'a mut Map<String, Value> {
+    let v = map.entry(key).or_insert_with(|| json!({}));
+    if !v.is_object() {
+        *v = json!({});
+    }
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!("just made an object"),
+    }
+}
+
+/// Sets `map[key]` to `value` if it is missing or an empty string.
+fn default_str(map: &mut Map<String, Value>, key: &str, value: &str) {
+    if map
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        map.insert(key.into(), Value::from(value));
+    }
+}
+
+/// Sets `map[key]` to `value` if it is missing or null.
+fn default_value(map: &mut Map<String, Value>, key: &str, value: Value) {
+    if map.get(key).is_none_or(Value::is_null) {
+        map.insert(key.into(), value);
+    }
+}
+
+/// The tag `parsers.ParseImageName` finds (`latest` when there is neither tag nor digest).
+pub(super) fn image_tag(image: &str) -> &str {
+    if image.contains('@') {
+        return "";
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.rsplit_once(':') {
+        Some((_, tag)) => tag,
+        None => "latest",
+    }
+}
+
+/// A probe's timings and its HTTP GET's path and scheme.
+fn default_probe(probe: &mut Value) {
+    let Some(p) = probe.as_object_mut() else {
+        return;
+    };
+    default_value(p, "timeoutSeconds", json!(1));
+    default_value(p, "periodSeconds", json!(10));
+    default_value(p, "successThreshold", json!(1));
+    default_value(p, "failureThreshold", json!(3));
+    if let Some(get) = p.get_mut("httpGet").and_then(Value::as_object_mut) {
+        default_str(get, "path", "/");
+        default_str(get, "scheme", "HTTP");
+    }
+}
+
+/// `SetDefaults_Container` and what `SetDefaults_Pod` does to each container.
+fn default_container(c: &mut Value, host_network: bool) {
+    let Some(c) = c.as_object_mut() else {
+        return;
+    };
+    if c.get("imagePullPolicy")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        let image = c.get("image").and_then(Value::as_str).unwrap_or("");
+        let policy = if image_tag(image) == "latest" {
+            "Always"
+        } else {
+            "IfNotPresent"
+        };
+        c.insert("imagePullPolicy".into(), Value::from(policy));
+    }
+    default_str(c, "terminationMessagePath", "/dev/termination-log");
+    default_str(c, "terminationMessagePolicy", "File");
+    if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+            default_str(p, "protocol", "TCP");
+            if host_network
+                && p.get("hostPort").and_then(Value::as_i64).unwrap_or(0) == 0
+                && let Some(cp) = p.get("containerPort").cloned()
+            {
+                p.insert("hostPort".into(), cp);
+            }
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(p) = c.get_mut(probe) {
+            default_probe(p);
+        }
+    }
+    if let Some(env) = c.get_mut("env").and_then(Value::as_array_mut) {
+        for e in env {
+            if let Some(f) = e
+                .at_mut("/valueFrom/fieldRef")
+                .and_then(Value::as_object_mut)
+            {
+                default_str(f, "apiVersion", "v1");
+            }
+        }
+    }
+    let resources = object_entry(c, "resources");
+    if let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() {
+        let requests = object_entry(resources, "requests");
+        for (k, v) in limits {
+            requests.entry(k).or_insert(v);
+        }
+    }
+}
+
+/// `SetDefaults_Pod`, `SetDefaults_PodSpec` and the defaults of containers and volumes.
+pub(super) fn set_defaults(obj: &mut Value) {
+    let Some(o) = obj.as_object_mut() else {
+        return;
+    };
+    let spec = object_entry(o, "spec");
+    default_str(spec, "dnsPolicy", "ClusterFirst");
+    default_str(spec, "restartPolicy", "Always");
+    default_str(spec, "schedulerName", "default-scheduler");
+    default_value(spec, "terminationGracePeriodSeconds", json!(30));
+    default_value(spec, "securityContext", json!({}));
+    default_value(spec, "enableServiceLinks", json!(true));
+    let host_network = spec.get("hostNetwork").and_then(Value::as_bool) == Some(true);
+    for field in ["containers", "initContainers"] {
+        if let Some(cs) = spec.get_mut(field).and_then(Value::as_array_mut) {
+            for c in cs {
+                default_container(c, host_network);
+            }
+        }
+    }
+    if let Some(volumes) = spec.get_mut("volumes").and_then(Value::as_array_mut) {
+        for v in volumes.iter_mut().filter_map(Value::as_object_mut) {
+            if v.keys().all(|k| k == "name") {
+                v.insert("emptyDir".into(), json!({}));
+            }
+            for source in ["secret", "configMap", "projected", "downwardAPI"] {
+                if let Some(s) = v.get_mut(source).and_then(Value::as_object_mut) {
+                    default_value(s, "defaultMode", json!(420));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The writes of the [`Registry`]: create, and the one write every update goes through (of an
+//! object, its status, a namespace's finalizers or a delete's mark), with the update rules
+//! it runs before it validates.
+
+use std::borrow::Cow;
+
+use serde_json::{Value, json};
+
+use super::{MARK_FOR_DELETION, Registry, invalid, rejected};
+use crate::apimachinery::time::Time;
+use crate::json_pointer::At;
+use crate::registry::served::{decodes_back, written};
+use crate::registry::stored::{decode, encode_owned, parse_stored, same_but_resource_version};
+use crate::registry::{Strategy, meta, meta_str};
+use crate::storage::{Existing, Object, Status, StorageError};
+
+/// Which object an update writes, and how.
+pub(super) struct WriteTo<'a> {
+    /// Its namespace (None for a cluster-scoped kind).
+    pub namespace: Option<&'a str>,
+    /// Its name.
+    pub name: &'a str,
+    /// `status`, `finalize`, a delete's mark, or None for the object itself.
+    pub subresource: Option<&'a str>,
+    /// Whether nothing is written.
+    pub dry_run: bool,
+    /// Whether a missing object is created.
+    pub allow_create: bool,
+}
+
+impl Registry {
+    /// Creates `obj` (already checked to be of this kind and namespace); the object as
+    /// stored, or as it would be with `dry_run`.
+    pub async fn create(
+        &self,
+        kind: &dyn Strategy,
+        namespace: Option<&str>,
+        mut obj: Value,
+        dry_run: bool,
+    ) -> Result<Value, Status> {
+        if kind.read_only() {
+            return Err(Status::method_not_allowed());
+        }
+        let info = kind.info();
+        info.set_type(&mut obj);
+        if let Some(ns) = namespace {
+            meta::metadata(&mut obj).insert("namespace".into(), ns.into());
+        }
+        meta::prepare_create(&mut obj, kind.tracks_generation(), Time::now());
+        kind.prepare_for_create(&mut obj);
+        let name = meta_str(&obj, "name").to_string();
+        let mut errors = meta::validate(&obj, info);
+        errors.extend(kind.validate(&obj));
+        if !errors.is_empty() {
+            return Err(invalid(info, &name, &errors));
+        }
+        if let Some(ns) = namespace {
+            self.check_namespace_open(info, ns, &name).await?;
+        }
+        let key = self.key(kind, namespace, &name);
+        let storage = self.storage_of(kind);
+        if dry_run {
+            // A dry run still answers AlreadyExists for a taken name.
+            let found = storage
+                .current(&key)
+                .await
+                .map_err(|e| Status::from_storage(&e, &info.target(&name)))?;
+            if found.is_some() {
+                return Err(Status::from_storage(
+                    &StorageError::KeyExists { key },
+                    &info.target(&name),
+                ));
+            }
+            return Ok(obj);
+        }
+        let (bytes, stored) = encode_owned(kind, obj.clone());
+        // The watch cache is handed the object as stored, so it need not decode the event.
+        let mut handover = storage.handover(&key);
+        if let Some(handover) = handover.as_mut().filter(|_| decodes_back(&stored)) {
+            handover.offer(&bytes, written(info, kind.to_served(stored)));
+        }
+        let revision = storage
+            .create(&key, bytes, self.ttl(info))
+            .await
+            .map_err(|e| Status::from_storage(&e, &info.target(&name)))?;
+        if let Some(handover) = handover {
+            handover.landed(revision);
+        }
+        meta::metadata(&mut obj).insert("resourceVersion".into(), revision.to_string().into());
+        Ok(obj)
+    }
+
+    /// The update `to` names, of `kind`, by `make` ([`Registry::update`]).
+    pub(super) async fn write(
+        &self,
+        kind: &dyn Strategy,
+        to: WriteTo<'_>,
+        mut make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
+    ) -> Result<(Value, bool), Status> {
+        let WriteTo {
+            namespace,
+            name,
+            subresource,
+            dry_run,
+            allow_create,
+        } = to;
+        if kind.read_only() {
+            return Err(Status::method_not_allowed());
+        }
+        let info = kind.info();
+        let key = self.key(kind, namespace, name);
+        let target = info.target(name);
+        let storage = self.storage_of(kind);
+        // A create that loses a race to another writer's create goes on as an update of what
+        // that writer stored, as kube-apiserver's GuaranteedUpdate retries it.
+        let mut lost_a_create_race = false;
+        let (existing, cached) = loop {
+            // A real update starts from the watch cache's object, a guess the store checks;
+            // a dry run answers what the store holds.
+            let found = if dry_run {
+                storage.current(&key).await.map(|found| {
+                    found.map(|object| {
+                        let existing = Existing {
+                            object,
+                            current: true,
+                        };
+                        (existing, None)
+                    })
+                })
+            } else {
+                storage.existing(&key).await
+            };
+            if let Some(found) = found.map_err(|e| Status::from_storage(&e, &target))? {
+                break found;
+            }
+            if !allow_create || subresource.is_some() {
+                return Err(Status::from_storage(
+                    &StorageError::NotFound { key },
+                    &target,
+                ));
+            }
+            let obj = make(None)?;
+            match self.create(kind, namespace, obj, dry_run).await {
+                Err(status) if status.reason == "AlreadyExists" && !lost_a_create_race => {
+                    lost_a_create_race = true;
+                }
+                created => return created.map(|created| (created, true)),
+            }
+        };
+        let now = Time::now();
+        let mut delete_after = false;
+        // The last value `step` made, as stored and as served: what the store holds if it
+        // wrote it, so the answer needs no second decode of the bytes just encoded.
+        let mut made: Option<(Vec<u8>, Value)> = None;
+        // The cache's object as served, for the start it was made of (the same revision of
+        // the same key: the same bytes), so the update need not decode them again. It has the
+        // kind's apiVersion and kind where the stored bytes may have others, so a finalize
+        // (which keeps the stored object's) decodes, and so does the judgement of a no-op.
+        let cached_at = existing.object.mod_revision;
+        let cached = cached
+            .and_then(Result::ok)
+            .filter(|_| subresource != Some("finalize"));
+        // What each attempt writes is offered to the watch cache before it is sent (see
+        // `crate::storage::cacher::handoff`), so the cache need not decode its event.
+        let mut handover = if dry_run {
+            None
+        } else {
+            storage.handover(&key)
+        };
+        let mut step = |current: &Object| -> Result<Vec<u8>, StorageError> {
+            let served = cached
+                .as_ref()
+                .filter(|_| current.mod_revision == cached_at)
+                .map(|served| served.value());
+            let old = match served {
+                Some(served) => Cow::Borrowed(served),
+                None => Cow::Owned(decode(kind, current).map_err(rejected)?),
+            };
+            let new = self
+                .updated(kind, &old, subresource, now, &mut make)
+                .map_err(rejected)?;
+            delete_after = meta::should_delete_during_update(&new, &old);
+            // Unchanged as stored: an object stored under another apiVersion or kind is
+            // written again in the kind's (a storage migration's no-op update).
+            let unchanged = same_but_resource_version(&new, &old)
+                && (served.is_none()
+                    || same_but_resource_version(&new, &decode(kind, current).map_err(rejected)?));
+            if unchanged {
+                if let Some(handover) = &mut handover {
+                    handover.withdraw();
+                }
+                made = Some((current.value.clone(), old.into_owned()));
+                return Ok(current.value.clone());
+            }
+            let (bytes, stored) = encode_owned(kind, new);
+            let handed = handover.is_some() && decodes_back(&stored);
+            let served = kind.to_served(stored);
+            match &mut handover {
+                Some(handover) if handed => {
+                    handover.offer(&bytes, written(info, served.clone()));
+                }
+                Some(handover) => handover.withdraw(),
+                None => {}
+            }
+            made = Some((bytes.clone(), served));
+            Ok(bytes)
+        };
+        if dry_run {
+            let found = &existing.object;
+            let value = step(found).map_err(|e| Status::from_storage(&e, &target))?;
+            let mut obj: Value = parse_stored(&value)
+                .map_err(|e| Status::internal(format!("decoding the updated object: {e}")))?;
+            meta::metadata(&mut obj).insert(
+                "resourceVersion".into(),
+                found.mod_revision.to_string().into(),
+            );
+            return Ok((obj, false));
+        }
+        let stored = storage
+            .guaranteed_update(&key, Some(existing), &mut step)
+            .await
+            .map_err(|e| Status::from_storage(&e, &target))?;
+        if let Some(handover) = handover {
+            handover.landed(stored.mod_revision);
+        }
+        if delete_after {
+            // The last finalizer of an object marked for deletion is gone: so is the object.
+            if let Some(gone) = self
+                .delete_if_unchanged(kind, &key, name, stored.mod_revision)
+                .await?
+            {
+                return Ok((gone, false));
+            }
+        }
+        match made {
+            Some((bytes, mut obj)) if bytes == stored.value => {
+                meta::metadata(&mut obj).insert(
+                    "resourceVersion".into(),
+                    stored.mod_revision.to_string().into(),
+                );
+                Ok((obj, false))
+            }
+            _ => Ok((decode(kind, &stored)?, false)),
+        }
+    }
+
+    /// The new state of `old` by `make`, with the update rules applied and validated.
+    fn updated(
+        &self,
+        kind: &dyn Strategy,
+        old: &Value,
+        subresource: Option<&str>,
+        _now: Time,
+        make: &mut impl FnMut(Option<&Value>) -> Result<Value, Status>,
+    ) -> Result<Value, Status> {
+        let info = kind.info();
+        let mut new = make(Some(old))?;
+        let name = meta_str(old, "name").to_string();
+        let asked = meta_str(&new, "resourceVersion");
+        if !asked.is_empty() && asked != meta_str(old, "resourceVersion") {
+            return Err(Status::from_storage(
+                &StorageError::Conflict { key: String::new() },
+                &info.target(&name),
+            ));
+        }
+        info.set_type(&mut new);
+        match subresource {
+            // A delete's mark is the server's own change: nothing to carry over.
+            Some(MARK_FOR_DELETION) => {}
+            Some("finalize") => new = finalized(old, &new),
+            _ => {
+                if info.status {
+                    carry_over(&mut new, old, subresource == Some("status"));
+                }
+                meta::prepare_update(&mut new, old);
+                if subresource.is_none() {
+                    kind.prepare_for_update(&mut new, old);
+                }
+            }
+        }
+        if kind.tracks_generation() {
+            meta::bump_generation(&mut new, old);
+        }
+        let mut errors = meta::validate_update(&new, old);
+        if errors.is_empty() {
+            errors.extend(meta::validate(&new, info));
+            errors.extend(kind.validate_update(&new, old));
+        }
+        if !errors.is_empty() {
+            return Err(invalid(info, &name, &errors));
+        }
+        Ok(new)
+    }
+}
+
+/// Keeps on `new` what its update may not change: with `status_update` everything but the
+/// status (and metadata), otherwise the status.
+fn carry_over(new: &mut Value, old: &Value, status_update: bool) {
+    let (Some(new), Some(old)) = (new.as_object_mut(), old.as_object()) else {
+        return;
+    };
+    if status_update {
+        let status = new.remove("status");
+        let meta = new.remove("metadata");
+        new.clear();
+        for (k, v) in old {
+            if k != "status" && k != "metadata" {
+                new.insert(k.clone(), v.clone());
+            }
+        }
+        if let Some(meta) = meta {
+            new.insert("metadata".into(), meta);
+        }
+        if let Some(status) = status {
+            new.insert("status".into(), status);
+        }
+    } else {
+        match old.get("status") {
+            Some(status) => new.insert("status".into(), status.clone()),
+            None => new.remove("status"),
+        };
+    }
+}
+
+/// A namespace's `finalize` update: the stored namespace with the new `spec.finalizers`.
+fn finalized(old: &Value, new: &Value) -> Value {
+    let mut out = old.clone();
+    let finalizers = new.at("/spec/finalizers").cloned().unwrap_or(json!([]));
+    if !out.get("spec").is_some_and(Value::is_object) {
+        out["spec"] = json!({});
+    }
+    out["spec"]["finalizers"] = finalizers;
+    out
+}
