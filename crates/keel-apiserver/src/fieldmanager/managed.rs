@@ -47,6 +47,24 @@ use crate::json_pointer::At;
 use crate::registry::{ResourceInfo, Strategy, meta, meta_str};
 use crate::schema::{Schema, schema_of};
 
+/// The merge metadata a field manager walks objects with: a built-in kind's, kept for the
+/// life of the process, or a custom resource's, from its CRD.
+enum MergeSchema {
+    Builtin(&'static Schema),
+    Custom(std::sync::Arc<Schema>),
+}
+
+impl std::ops::Deref for MergeSchema {
+    type Target = Schema;
+
+    fn deref(&self) -> &Schema {
+        match self {
+            MergeSchema::Builtin(schema) => schema,
+            MergeSchema::Custom(schema) => schema,
+        }
+    }
+}
+
 /// The manager given the fields of an object first applied to without entries.
 const BEFORE_FIRST_APPLY: &str = "before-first-apply";
 
@@ -60,7 +78,7 @@ pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration
 pub struct FieldManager<'a> {
     kind: &'a dyn Strategy,
     info: &'static ResourceInfo,
-    schema: &'static Schema,
+    schema: MergeSchema,
     api_version: String,
     subresource: &'a str,
     reset: Set,
@@ -94,7 +112,10 @@ impl<'a> FieldManager<'a> {
         FieldManager {
             kind,
             info,
-            schema: schema_of(info.group, info.kind),
+            schema: match kind.merge_schema() {
+                Some(custom) => MergeSchema::Custom(custom),
+                None => MergeSchema::Builtin(schema_of(info.group, info.kind)),
+            },
             api_version: info.api_version(),
             subresource,
             reset: reset_fields(info, subresource),
@@ -191,7 +212,7 @@ impl<'a> FieldManager<'a> {
         };
         let zero = self.schema.zero();
         let mut cmp = typed::compare(
-            self.schema,
+            &self.schema,
             &typed::with_zero(live, zero),
             &typed::with_zero(new, zero),
         )
@@ -315,7 +336,7 @@ impl<'a> FieldManager<'a> {
     ) -> Result<typed::Comparison, Refused> {
         let zero = self.schema.zero();
         let mut cmp = typed::compare(
-            self.schema,
+            &self.schema,
             &typed::with_zero(live, zero),
             &typed::with_zero(new, zero),
         )?;
@@ -395,7 +416,7 @@ impl<'a> FieldManager<'a> {
         force: bool,
     ) -> Result<Value, ApplyError> {
         self.check_applied(config)?;
-        typed::validate(self.schema, config).map_err(|e| {
+        typed::validate(&self.schema, config).map_err(|e| {
             ApplyError::Internal(format!(
                 "failed to create typed patch object ({}): {e}",
                 self.describe(config)
@@ -472,10 +493,10 @@ impl<'a> FieldManager<'a> {
         }
         let id = Id::new(manager, Operation::Apply, "", self.subresource);
         managed.keep_version(&self.api_version);
-        let merged = typed::merge(self.schema, live, config)
+        let merged = typed::merge(&self.schema, live, config)
             .map_err(|e| internal("failed to merge config", e))?;
         let last = managed.0.get(&id).map(|o| o.set.clone());
-        let set = typed::to_field_set(self.schema, config)
+        let set = typed::to_field_set(&self.schema, config)
             .map_err(|e| internal("failed to get field set", e))?
             .recursive_difference(&self.reset);
         let previous_time = managed.0.get(&id).and_then(|o| o.time);
@@ -512,7 +533,7 @@ impl<'a> FieldManager<'a> {
     /// SMD's `prune`: removes what the applier set last time (`last`), does not now, and no
     /// other entry owns.
     fn prune(&self, merged: &Value, managed: &Managed, last: &Set) -> Result<Value, TypedErrors> {
-        let s = self.schema;
+        let s = &*self.schema;
         let named = |set: &Set| typed::ensure_named_fields_are_members(s, set);
         let fields = |v: &Value| typed::to_field_set(s, v).map(|set| named(&set));
         let last = named(last);
@@ -542,9 +563,9 @@ impl<'a> FieldManager<'a> {
         if last.get("apiVersion").and_then(Value::as_str) != Some(self.api_version.as_str()) {
             return None;
         }
-        let set = typed::to_field_set(self.schema, &last).ok()?;
+        let set = typed::to_field_set(&self.schema, &last).ok()?;
         let zero = self.schema.zero();
-        let cmp = typed::compare(self.schema, &last, &typed::with_zero(live, zero)).ok()?;
+        let cmp = typed::compare(&self.schema, &last, &typed::with_zero(live, zero)).ok()?;
         Some(
             set.difference(&cmp.modified)
                 .difference(&cmp.added)

@@ -113,7 +113,8 @@ pub fn check_body(
     read: Option<strict::Read>,
 ) -> Result<Vec<String>, Status> {
     let Some(root) = root(kind) else {
-        return Ok(Vec::new());
+        return custom_unknown_fields(kind, obj, directive)
+            .map_err(|errors| cannot_be_handled(kind, &strict_decoding_error(&errors)));
     };
     let read = match (read, form) {
         (Some(read), _) => read,
@@ -221,7 +222,20 @@ pub fn check_patch(
     directive: Directive,
 ) -> Result<Vec<String>, Status> {
     let Some(root) = root(kind) else {
-        return Ok(Vec::new());
+        let invalid_value = go_json(patched);
+        return custom_unknown_fields(kind, patched, directive).map_err(|errors| {
+            let detail = strict_decoding_error(&errors);
+            Status::invalid(
+                "",
+                "",
+                "",
+                &[FieldError::invalid(
+                    "patch",
+                    invalid_value.as_str(),
+                    &detail,
+                )],
+            )
+        });
     };
     let (invalid_value, read) = match form {
         Body::StrategicMergePatch => (go_fmt(patch), None),
@@ -263,6 +277,30 @@ pub fn check_patch(
         return Err(invalid(&strict_decoding_error(&errors)));
     }
     Ok(errors)
+}
+
+/// A custom resource's object pruned to its schema (as apiextensions-apiserver prunes every
+/// request's object), the fields dropped answered as `directive` says: under `Strict` the
+/// error's parts (`unknown field "spec.x"`), under `Warn` a warning each. Nothing for a kind
+/// without a custom schema.
+fn custom_unknown_fields(
+    kind: &dyn Strategy,
+    obj: &mut Value,
+    directive: Directive,
+) -> Result<Vec<String>, Vec<String>> {
+    let Some(schema) = kind.custom_schema() else {
+        return Ok(Vec::new());
+    };
+    let dropped = crate::apiextensions::prune::prune(&schema, obj);
+    let unknown: Vec<String> = dropped
+        .iter()
+        .map(|path| format!("unknown field {}", go_quote(path)))
+        .collect();
+    match directive {
+        Directive::Ignore => Ok(Vec::new()),
+        Directive::Strict if !unknown.is_empty() => Err(unknown),
+        _ => Ok(unknown),
+    }
 }
 
 /// `strict decoding error: a, b`.

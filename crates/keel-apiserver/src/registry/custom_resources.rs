@@ -209,11 +209,6 @@ impl CustomResource {
             .clone()
     }
 
-    /// The merge metadata of this kind's objects, from its schema.
-    pub fn merge_schema(&self) -> Arc<Schema> {
-        self.version().merge.clone()
-    }
-
     /// Drops what the schema does not declare from `obj`; the paths dropped.
     pub fn prune(&self, obj: &mut Value) -> Vec<String> {
         prune::prune(&self.version().schema, obj)
@@ -268,6 +263,10 @@ impl Strategy for CustomResource {
     fn key_resource(&self) -> &'static str {
         let info = self.info();
         intern(&format!("{}/{}", info.group, info.resource))
+    }
+
+    fn merge_schema(&self) -> Option<Arc<Schema>> {
+        Some(self.version().merge.clone())
     }
 
     fn custom_schema(&self) -> Option<Value> {

@@ -175,6 +175,12 @@ pub trait Strategy: Send + Sync {
         None
     }
 
+    /// A custom resource's merge metadata, from its schema; None for a built-in kind (its
+    /// definition's, [`crate::schema::schema_of`]).
+    fn merge_schema(&self) -> Option<std::sync::Arc<crate::schema::Schema>> {
+        None
+    }
+
     /// The object in the form it is stored in. kube-apiserver stores one version of each
     /// resource (events.k8s.io/v1 Events are stored as core/v1 Events), so every version
     /// reads what the others wrote.

@@ -92,7 +92,7 @@ pub fn delete_options(req: &ResourceRequest) -> Result<DeleteOptions, Status> {
     let propagation = req.param("propagationPolicy").map(str::to_string);
     let mut policy = propagation;
     if !req.body.is_empty() {
-        let body = match negotiate::body(req.header(header::CONTENT_TYPE), false) {
+        let body = match negotiate::body(req.header(header::CONTENT_TYPE), false, false) {
             Ok(form @ negotiate::Body::Protobuf) => {
                 negotiate::decode_object(&req.body, form, "meta.k8s.io/v1", "DeleteOptions")?
             }

@@ -27,7 +27,11 @@ pub async fn patch(call: &Call<'_>, name: &str) -> Result<Response, Status> {
     let (registry, kind, req) = (call.registry, call.kind, call.req);
     let namespace = req.namespace();
     let directive = Directive::parse(req.param("fieldValidation"), "PatchOptions")?;
-    let form = negotiate::body(req.header(header::CONTENT_TYPE), true)?;
+    let form = negotiate::body(
+        req.header(header::CONTENT_TYPE),
+        true,
+        kind.custom_schema().is_some(),
+    )?;
     let subresource = req.subresource();
     let mut warnings = Vec::new();
     let (obj, created) = if form == Body::ApplyPatch {

@@ -77,7 +77,11 @@ fn read_object(
 ) -> Result<(Value, Vec<String>), Status> {
     let info = kind.info();
     let namespace = req.namespace();
-    let form = negotiate::body(req.header(header::CONTENT_TYPE), false)?;
+    let form = negotiate::body(
+        req.header(header::CONTENT_TYPE),
+        false,
+        kind.custom_schema().is_some(),
+    )?;
     let defs = openapi::documents(&registry.kinds()).definitions();
     // A JSON body is read strictly and decoded in one pass; what that cannot read is
     // decoded alone, for the decoder's error.

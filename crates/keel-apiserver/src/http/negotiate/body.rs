@@ -27,8 +27,9 @@ pub enum Body {
     ApplyPatch,
 }
 
-/// The body form named by `content_type` (None or unrecognised: 415).
-pub fn body(content_type: Option<&str>, patch: bool) -> Result<Body, Status> {
+/// The body form named by `content_type` (None or unrecognised: 415). A custom resource
+/// (`custom`) has no protobuf form and takes no strategic merge patch, as upstream.
+pub fn body(content_type: Option<&str>, patch: bool, custom: bool) -> Result<Body, Status> {
     let essence = content_type
         .and_then(|c| c.split(';').next())
         .map(|c| c.trim().to_ascii_lowercase())
@@ -36,19 +37,29 @@ pub fn body(content_type: Option<&str>, patch: bool) -> Result<Body, Status> {
     let found = match essence.as_str() {
         "application/json" | "" if !patch => Some(Body::Json),
         "application/yaml" if !patch => Some(Body::Yaml),
-        "application/vnd.kubernetes.protobuf" if !patch => Some(Body::Protobuf),
+        "application/vnd.kubernetes.protobuf" if !patch && !custom => Some(Body::Protobuf),
         "application/json-patch+json" if patch => Some(Body::JsonPatch),
         "application/merge-patch+json" if patch => Some(Body::MergePatch),
-        "application/strategic-merge-patch+json" if patch => Some(Body::StrategicMergePatch),
+        "application/strategic-merge-patch+json" if patch && !custom => {
+            Some(Body::StrategicMergePatch)
+        }
         "application/apply-patch+yaml" if patch => Some(Body::ApplyPatch),
         _ => None,
     };
     found.ok_or_else(|| {
-        let accepted = if patch {
-            "application/json-patch+json, application/merge-patch+json, \
-             application/strategic-merge-patch+json, application/apply-patch+yaml"
-        } else {
-            "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+        let accepted = match (patch, custom) {
+            (true, false) => {
+                "application/json-patch+json, application/merge-patch+json, \
+                 application/strategic-merge-patch+json, application/apply-patch+yaml"
+            }
+            (true, true) => {
+                "application/json-patch+json, application/merge-patch+json, \
+                 application/apply-patch+yaml"
+            }
+            (false, false) => {
+                "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            }
+            (false, true) => "application/json, application/yaml",
         };
         Status::failure(
             415,
@@ -171,18 +182,23 @@ mod tests {
     #[test]
     fn bodies_are_read_by_content_type() {
         assert_eq!(
-            body(Some("application/json; charset=utf-8"), false),
+            body(Some("application/json; charset=utf-8"), false, false),
             Ok(Body::Json)
         );
         assert_eq!(
-            body(Some("application/strategic-merge-patch+json"), true),
+            body(Some("application/strategic-merge-patch+json"), true, false),
             Ok(Body::StrategicMergePatch)
         );
         assert_eq!(
-            body(Some("application/vnd.kubernetes.protobuf"), false),
+            body(Some("application/vnd.kubernetes.protobuf"), false, false),
             Ok(Body::Protobuf)
         );
-        let refused = body(Some("application/vnd.kubernetes.protobuf"), true).unwrap_err();
+        let custom = body(Some("application/strategic-merge-patch+json"), true, true).unwrap_err();
+        assert_eq!(custom.code, 415);
+        assert!(custom.message.ends_with(
+            "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"
+        ));
+        let refused = body(Some("application/vnd.kubernetes.protobuf"), true, false).unwrap_err();
         assert_eq!(
             (refused.code, refused.reason),
             (415, "UnsupportedMediaType")

@@ -1,0 +1,299 @@
+//! CustomResourceDefinitions with the real `kubectl` (the current one and 1.27) against
+//! `keel up` and against `keel apiserver` on a real etcd 3.5.1: a CRD applied is
+//! established and served at once (discovery, `api-resources`, `explain`); its custom
+//! resources are defaulted, pruned (with kubectl's warning), validated by the schema and by
+//! CEL rules with upstream's words, printed with their printer columns, and updated through
+//! the status subresource; a second CRD whose short name is taken is not established;
+//! deleting the CRD deletes its objects, then the CRD; the CRDs are served again after a
+//! restart, from the first request.
+
+use std::fs;
+
+use keel_testkit::kube::{Kube, Stack};
+use serde_json::Value;
+
+const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names:
+    plural: widgets
+    kind: Widget
+    shortNames: [wd]
+    categories: [all]
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    additionalPrinterColumns:
+    - name: Replicas
+      type: integer
+      jsonPath: .spec.replicas
+    - name: Color
+      type: string
+      jsonPath: .spec.color
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            required: [color]
+            x-kubernetes-validations:
+            - rule: "self.replicas <= self.maxReplicas"
+              message: "replicas must not exceed maxReplicas"
+            properties:
+              color:
+                type: string
+                enum: [red, green, blue]
+              replicas:
+                type: integer
+                minimum: 0
+                default: 1
+              maxReplicas:
+                type: integer
+                default: 10
+          status:
+            type: object
+            properties:
+              ready:
+                type: boolean
+"#;
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn write(kube: &Kube, name: &str, body: &str) -> String {
+    let path = kube.scratch.join(name);
+    fs::write(&path, body).expect("write a manifest");
+    path.display().to_string()
+}
+
+fn widget(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n{spec}"
+    )
+}
+
+fn get_json(kube: &Kube, version: Option<&str>, args: &[&str]) -> Value {
+    let mut all = vec!["get", "-o", "json"];
+    all.extend_from_slice(args);
+    let out = kube.kubectl_version(version, &all);
+    assert!(
+        out.status.success(),
+        "kubectl {all:?}: {}\n{}",
+        text(&out.stderr),
+        kube.log()
+    );
+    serde_json::from_slice(&out.stdout).expect("kubectl prints JSON")
+}
+
+/// Waits until the CRD is established, as `kubectl wait` does.
+fn wait_established(kube: &Kube, version: Option<&str>, crd: &str) {
+    let out = kube.kubectl_version(
+        version,
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=20s",
+            &format!("crd/{crd}"),
+        ],
+    );
+    assert!(out.status.success(), "{} {}", text(&out.stderr), kube.log());
+}
+
+fn crds(kube: &mut Kube, version: Option<&str>) {
+    let run = |args: &[&str]| kube.kubectl_version(version, args);
+    let crd = write(kube, "crd.yaml", CRD);
+    let out = run(&["apply", "-f", &crd]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    wait_established(kube, version, "widgets.example.com");
+    let crd_json = get_json(kube, version, &["crd", "widgets.example.com"]);
+    assert_eq!(
+        crd_json["metadata"]["finalizers"],
+        serde_json::json!(["customresourcecleanup.apiextensions.k8s.io"])
+    );
+    assert_eq!(crd_json["spec"]["names"]["listKind"], "WidgetList");
+    assert_eq!(crd_json["status"]["acceptedNames"]["kind"], "Widget");
+    assert_eq!(
+        crd_json["status"]["storedVersions"],
+        serde_json::json!(["v1"])
+    );
+
+    // Discovery and explain see the new resource.
+    let resources = text(&run(&["api-resources", "--api-group=example.com"]).stdout);
+    assert!(
+        resources.contains("widgets") && resources.contains("wd"),
+        "{resources}"
+    );
+    let explain = run(&["explain", "widgets.spec.color"]);
+    assert!(
+        explain.status.success() && text(&explain.stdout).contains("color"),
+        "explain: {}{}",
+        text(&explain.stdout),
+        text(&explain.stderr)
+    );
+
+    // Defaulted and pruned, with kubectl's warning for what is pruned.
+    let good = write(
+        kube,
+        "good.yaml",
+        &widget("w1", "  color: red\n  extra: 1\n"),
+    );
+    let out = run(&["apply", "-f", &good]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("unknown field \"spec.extra\""),
+        "warning: {}",
+        text(&out.stderr)
+    );
+    let w1 = get_json(kube, version, &["widget", "w1"]);
+    assert_eq!(w1["spec"]["replicas"], 1);
+    assert_eq!(w1["spec"]["maxReplicas"], 10);
+    assert!(w1["spec"].get("extra").is_none(), "{w1}");
+    assert_eq!(w1["metadata"]["generation"], 1);
+
+    // Invalid by schema: the enum, and a missing required field.
+    let bad = write(kube, "bad.yaml", &widget("w2", "  color: pink\n"));
+    let err = text(&run(&["apply", "-f", &bad]).stderr);
+    assert!(
+        err.contains(
+            r#"spec.color: Unsupported value: "pink": supported values: "red", "green", "blue""#
+        ),
+        "{err}"
+    );
+    let missing = write(kube, "missing.yaml", &widget("w3", "  replicas: 2\n"));
+    let err = text(&run(&["apply", "-f", &missing]).stderr);
+    assert!(err.contains("spec.color: Required value"), "{err}");
+    // Invalid by the CEL rule.
+    let cel = write(
+        kube,
+        "cel.yaml",
+        &widget("w4", "  color: blue\n  replicas: 20\n"),
+    );
+    let err = text(&run(&["apply", "-f", &cel]).stderr);
+    assert!(
+        err.contains("replicas must not exceed maxReplicas"),
+        "{err}"
+    );
+    assert!(!run(&["get", "widget", "w2"]).status.success());
+
+    // Printer columns, and the short name.
+    let table = text(&run(&["get", "wd"]).stdout);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "REPLICAS", "COLOR"], "{table}");
+    assert!(table.contains("w1") && table.contains("red"), "{table}");
+
+    // The status subresource: an update of the object keeps the status, and the other way.
+    let status = r#"{"status":{"ready":true}}"#;
+    let out = run(&[
+        "patch",
+        "widget",
+        "w1",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        status,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = run(&[
+        "patch",
+        "widget",
+        "w1",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"color":"green"},"status":{"ready":false}}"#,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let w1 = get_json(kube, version, &["widget", "w1"]);
+    assert_eq!(w1["status"]["ready"], true, "{w1}");
+    assert_eq!(w1["spec"]["color"], "green");
+    assert_eq!(w1["metadata"]["generation"], 2);
+    // Strategic merge patches are not for custom resources.
+    let out = run(&["patch", "widget", "w1", "--type=strategic", "-p", "{}"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("application/merge-patch+json"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    // A second CRD of the group whose short name is taken is not established.
+    let gadgets = CRD
+        .replace("widgets", "gadgets")
+        .replace("Widget", "Gadget");
+    let gadgets = write(kube, "gadgets.yaml", &gadgets);
+    assert!(run(&["apply", "-f", &gadgets]).status.success());
+    let mut reason = String::new();
+    for _ in 0..50 {
+        let g = get_json(kube, version, &["crd", "gadgets.example.com"]);
+        reason = g["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "NamesAccepted")
+            .map(|c| format!("{} {}", c["status"], c["reason"]))
+            .unwrap_or_default();
+        if !reason.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(reason, r#""False" "ShortNamesConflict""#);
+    assert!(run(&["delete", "-f", &gadgets]).status.success());
+
+    // Served again after a restart, from the first request.
+    if kube.stack == Stack::Up {
+        kube.kill_and_restart();
+        let w1 = get_json(kube, version, &["widget", "w1"]);
+        assert_eq!(w1["spec"]["color"], "green");
+    }
+
+    // Deleting the CRD deletes its objects, then the CRD.
+    let out = kube.kubectl_version(
+        version,
+        &["delete", "crd", "widgets.example.com", "--timeout=30s"],
+    );
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stderr),
+        kube.log()
+    );
+    let out = kube.kubectl_version(version, &["get", "crd", "widgets.example.com"]);
+    assert!(!out.status.success());
+    let raw = kube.kubectl_version(version, &["get", "--raw", "/apis/example.com/v1/widgets"]);
+    assert!(!raw.status.success(), "still served: {}", text(&raw.stdout));
+    // Created again, it has no objects left over.
+    assert!(
+        kube.kubectl_version(version, &["apply", "-f", &crd])
+            .status
+            .success()
+    );
+    wait_established(kube, version, "widgets.example.com");
+    let list = get_json(kube, version, &["widgets", "-A"]);
+    assert_eq!(list["items"], serde_json::json!([]), "{list}");
+}
+
+#[test]
+fn crds_on_keel_up() {
+    let mut kube = Kube::start(Stack::Up);
+    crds(&mut kube, None);
+}
+
+#[test]
+fn crds_on_keel_apiserver_on_etcd_with_kubectl_1_27() {
+    let mut kube = Kube::start(Stack::OnEtcd);
+    crds(&mut kube, Some("1.27"));
+}
