@@ -47,6 +47,7 @@ pub(super) enum Ty<'s> {
     Timestamp,
     Duration,
     Url,
+    Quantity,
     Str(u64),
     Bytes(u64),
     List(Box<Ty<'s>>, u64),
@@ -72,6 +73,7 @@ impl Ty<'_> {
             Ty::Timestamp => "google.protobuf.Timestamp",
             Ty::Duration => "google.protobuf.Duration",
             Ty::Url => "kubernetes.URL",
+            Ty::Quantity => "kubernetes.Quantity",
             Ty::Str(_) => "string",
             Ty::Bytes(_) => "bytes",
             Ty::List(..) => "list",
@@ -363,7 +365,15 @@ impl<'s, 'a> Checker<'s, 'a> {
             Ty::List(e, _) => ((**e).clone(), Ty::Dyn(0)),
             Ty::Map(k, v, _) => (Ty::Str(*k), (**v).clone()),
             Ty::Obj(..) => (Ty::Str(UNBOUNDED), Ty::Dyn(UNBOUNDED)),
-            other => (Ty::Dyn(other.elems()), Ty::Dyn(other.elems())),
+            Ty::Dyn(n) => (Ty::Dyn(*n), Ty::Dyn(*n)),
+            other => {
+                let message = format!(
+                    "expression of type '{}' cannot be range of a comprehension (must be list, map, or dynamic)",
+                    other.name()
+                );
+                self.error(c.iter_range.id, message);
+                (Ty::Dyn(0), Ty::Dyn(0))
+            }
         };
         let (init, init_cost) = self.expr(&c.accu_init);
         let init = match init {
@@ -555,6 +565,12 @@ fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
             let values = Ty::List(Box::new(Ty::Str(UNBOUNDED)), UNBOUNDED);
             (Ty::Map(UNBOUNDED, Box::new(values), UNBOUNDED), 1)
         }
+        "quantity" => (Ty::Quantity, 1 + ceil_div(r, 10)),
+        "isQuantity" => (Ty::Bool, 1 + ceil_div(r, 10)),
+        "add" | "sub" => (Ty::Quantity, 1),
+        "isInteger" | "isLessThan" | "isGreaterThan" => (Ty::Bool, 1),
+        "asInteger" | "sign" | "compareTo" => (Ty::Int, 1),
+        "asApproximateFloat" => (Ty::Double, 1),
         "hasValue" => (Ty::Bool, 1),
         "value" | "orValue" => match a0 {
             Ty::Opt(t) => (*t, 1),

@@ -17,7 +17,7 @@ use super::library::{ENV, convert};
 use super::schema::{self, child, key};
 use super::{PER_CALL_LIMIT, RUNTIME_COST_BUDGET};
 use crate::storage::FieldError;
-use crate::storage::field::Kind;
+use crate::storage::field::{Kind, go_quote};
 
 /// The longest message a messageExpression may give (upstream's
 /// `MaxEvaluatedMessageExpressionSizeBytes`).
@@ -98,17 +98,15 @@ impl Validator {
         self.stopped = true;
     }
 
-    /// Charges the bound of one call, or stops the walk when it does not fit.
-    fn charge(&mut self, cost: u64, path: &str, s: &Value, what: &str) -> bool {
+    /// Charges the bound of one call, or stops the walk when it does not fit: past the
+    /// per-call limit with `over_limit`, past what is left of the budget with `out`.
+    fn charge(&mut self, cost: u64, path: &str, s: &Value, over_limit: &str, out: &str) -> bool {
         if cost > PER_CALL_LIMIT {
-            let detail = format!(
-                "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for {what}"
-            );
-            self.stop(path, s, &detail);
+            self.stop(path, s, over_limit);
             return false;
         }
         if cost > self.budget {
-            self.stop(path, s, OUT_OF_BUDGET);
+            self.stop(path, s, out);
             return false;
         }
         self.budget -= cost;
@@ -144,7 +142,10 @@ impl Validator {
                 continue;
             }
             let cost = runtime_cost(program, s, root, c.optional_old_self, &sizes);
-            if !self.charge(cost, path, s, &format!("rule: {described}")) {
+            let over_limit = format!(
+                "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {described}"
+            );
+            if !self.charge(cost, path, s, &over_limit, OUT_OF_BUDGET) {
                 return;
             }
             let mut ctx = Context::with_env(ENV.clone());
@@ -171,12 +172,15 @@ impl Validator {
                 Ok(_) => match c.message.as_ref().and_then(|m| m.program.as_ref()) {
                     Some(m) => {
                         let cost = runtime_cost(m, s, root, c.optional_old_self, &sizes);
-                        if cost > self.budget {
-                            let detail = "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run";
-                            self.stop(path, s, detail);
+                        let source = rule.get("messageExpression").and_then(Value::as_str);
+                        let over_limit = format!(
+                            "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                            go_quote(source.unwrap_or(""))
+                        );
+                        let out = "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run";
+                        if !self.charge(cost, path, s, &over_limit, out) {
                             return;
                         }
-                        self.budget -= cost;
                         message(m, &ctx).unwrap_or_else(|| default_message(rule))
                     }
                     None => default_message(rule),

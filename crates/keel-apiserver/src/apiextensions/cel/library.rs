@@ -3,7 +3,7 @@
 //! lacks: the lists library (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf` on
 //! lists), the sets library (`sets.contains`, `sets.equivalent`, `sets.intersects`) and the
 //! URL library (`url`, `isURL`, `getScheme`, `getHost`, `getHostname`, `getPort`,
-//! `getEscapedPath`, `getQuery`).
+//! `getEscapedPath`, `getQuery`); the quantity library is in `quantity`.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -73,7 +73,7 @@ fn kubernetes(env: &mut Env) -> Result<(), cel::DeclarationError> {
     env.add_member_overload("getPort", "url_get_port", MAP_TYPE, vec![], get_port)?;
     env.add_member_overload("getEscapedPath", "url_get_path", MAP_TYPE, vec![], get_path)?;
     env.add_member_overload("getQuery", "url_get_query", MAP_TYPE, vec![], get_query)?;
-    Ok(())
+    super::quantity::register(env)
 }
 
 /// Calls a one-string-argument function of the environment (`timestamp`, `duration`):
@@ -85,11 +85,11 @@ pub(super) fn convert(function: &str, s: &str) -> Option<Value> {
     Value::try_from(out.as_ref()).ok()
 }
 
-fn values(args: &[CowVal<'_, '_>]) -> Result<Vec<Value>, ExecutionError> {
+pub(super) fn values(args: &[CowVal<'_, '_>]) -> Result<Vec<Value>, ExecutionError> {
     args.iter().map(|a| Value::try_from(a.as_ref())).collect()
 }
 
-fn owned<'b, 'v>(v: Value) -> Result<CowVal<'b, 'v>, ExecutionError> {
+pub(super) fn owned<'b, 'v>(v: Value) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let boxed: Box<dyn Val> = v.try_into()?;
     Ok(CowVal::Owned(boxed))
 }
@@ -103,8 +103,9 @@ macro_rules! overload {
         }
     };
 }
+pub(super) use overload;
 
-fn err(function: &str, message: &str) -> ExecutionError {
+pub(super) fn err(function: &str, message: &str) -> ExecutionError {
     ExecutionError::function_error(function, message)
 }
 

@@ -64,6 +64,7 @@ mod check;
 mod compile;
 mod eval;
 mod library;
+mod quantity;
 mod schema;
 #[cfg(test)]
 mod tests;

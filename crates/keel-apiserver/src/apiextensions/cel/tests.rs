@@ -499,6 +499,22 @@ fn kubernetes_library_functions() {
             true,
         ),
         ("self.port == 8443 || self.port == 'https'", true),
+        (
+            "quantity('1.5Gi').isGreaterThan(quantity('1500M')) && quantity('1') == quantity('1000m')",
+            true,
+        ),
+        (
+            "quantity('100m').add(quantity('900m')).asInteger() == 1 && isQuantity('1e3')",
+            true,
+        ),
+        (
+            "!isQuantity('1.5x') && quantity('-2k').sign() == -1 && quantity('1Ki').compareTo(quantity('1024')) == 0",
+            true,
+        ),
+        (
+            "quantity('1.5').isInteger() == false && quantity('2').sub(1).asApproximateFloat() == 1.0",
+            true,
+        ),
         ("self.nums.isSorted() == false", false),
     ];
     let value = json!({"spec": {
