@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use cel::common::ast::operators::OPT_SELECT;
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 use serde_json::Value;
 
@@ -101,21 +102,15 @@ impl Ty<'_> {
         }
     }
 
-    /// The cost of walking a whole value once (equality, `in`, `indexOf`, `sum`...).
-    fn traverse(&self) -> u64 {
-        match self {
-            Ty::Str(n) | Ty::Bytes(n) => ceil_div(*n, 10),
-            Ty::Dyn(n) => *n,
-            Ty::List(e, n) | Ty::Map(_, e, n) => n.saturating_mul(1 + e.traverse()),
-            Ty::Obj(s, _) => {
-                let props = schema::properties(s).into_iter().flatten();
-                props.fold(3, |acc, (_, p)| {
-                    acc.saturating_add(1 + Checker::static_ty(p).traverse())
-                })
-            }
-            Ty::Opt(t) => 1 + t.traverse(),
-            _ => 1,
-        }
+    /// The cost of comparing the value (as cel-go's estimator: a tenth of its size, the
+    /// characters of a string or the elements of a list or map, at least 1).
+    fn compare(&self) -> u64 {
+        let size = match self {
+            Ty::Str(n) | Ty::Bytes(n) => *n,
+            Ty::Opt(t) => t.compare(),
+            other => other.elems(),
+        };
+        ceil_div(size, 10).max(1)
     }
 
     fn is_known_non(&self, wanted: fn(&Ty) -> bool) -> bool {
@@ -191,18 +186,6 @@ impl<'s, 'a> Checker<'s, 'a> {
         };
         c.self_ty = self_ty;
         c
-    }
-
-    fn static_ty(s: &'s Value) -> Ty<'s> {
-        Checker {
-            sizes: None,
-            self_ty: Ty::Null,
-            old_ty: Ty::Null,
-            scope: Vec::new(),
-            errors: Vec::new(),
-            uses_old_self: false,
-        }
-        .of_schema(s)
     }
 
     fn size(&self, s: &Value, bound: u64) -> u64 {
@@ -406,6 +389,17 @@ impl<'s, 'a> Checker<'s, 'a> {
     }
 
     fn call(&mut self, id: u64, call: &CallExpr) -> (Ty<'s>, u64) {
+        if let (OPT_SELECT, [operand, field]) = (call.func_name.as_str(), call.args.as_slice())
+            && let Expr::Literal(LiteralValue::String(name)) = &field.expr
+        {
+            let (t, c) = self.expr(operand);
+            let t = match t {
+                Ty::Opt(inner) => *inner,
+                t => t,
+            };
+            let field = self.field(id, t, name.inner());
+            return (Ty::Opt(Box::new(field)), c.saturating_add(1));
+        }
         let mut name = call.func_name.clone();
         let mut target = call.target.as_deref();
         if let Some(IdedExpr {
@@ -469,15 +463,15 @@ fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
         Ty::Dyn(n) => Ty::Dyn(*n),
         _ => Ty::Dyn(0),
     };
-    let walk = |t: &Ty<'s>| t.elems().saturating_mul(1 + elem(t).traverse());
+    let walk = |t: &Ty<'s>| t.elems().saturating_mul(elem(t).compare());
     Some(match name {
         "_==_" | "_!=_" | "_<_" | "_<=_" | "_>_" | "_>=_" => {
-            (Ty::Bool, 1 + a0.traverse().min(a1.traverse()))
+            (Ty::Bool, a0.compare().min(a1.compare()))
         }
         "_&&_" | "_||_" | "!_" | "@not_strictly_false" | "not_strictly_false" => (Ty::Bool, 0),
         "@in" => match &a1 {
             Ty::Map(..) | Ty::Obj(..) => (Ty::Bool, 1),
-            other => (Ty::Bool, 1 + walk(other)),
+            other => (Ty::Bool, 1 + other.elems()),
         },
         "_+_" => match (a0, a1) {
             (Ty::Str(x), Ty::Str(y)) => (Ty::Str(x + y), 1 + ceil_div(x + y, 10)),
@@ -494,6 +488,10 @@ fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
         },
         "_*_" | "_/_" | "_%_" | "-_" => (a0, 1),
         "_?_:_" => (unify(a1, args.get(2).cloned().unwrap_or(Ty::Dyn(0))), 0),
+        "_[?_]" => match a0 {
+            Ty::Opt(t) => (Ty::Opt(Box::new(elem(&t))), 1),
+            t => (Ty::Opt(Box::new(elem(&t))), 1),
+        },
         "_[_]" => match a0 {
             Ty::Obj(..) => (Ty::Dyn(UNBOUNDED), 1),
             t => (elem(&t), 1),
@@ -576,7 +574,9 @@ fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
             Ty::Opt(t) => (*t, 1),
             t => (t, 1),
         },
-        "or" | "optional.of" | "optional.ofNonZeroValue" => (Ty::Opt(Box::new(a0)), 1),
+        "or" => (a0, 1),
+        "optional.of" | "optional.ofNonZeroValue" => (Ty::Opt(Box::new(a0)), 1),
+        "format" => (Ty::Str(UNBOUNDED), 1 + ceil_div(r, 10) + walk(&a1)),
         "optional.none" => (Ty::Opt(Box::new(Ty::Dyn(0))), 1),
         "math.isInf" | "math.isNaN" | "math.isFinite" => (Ty::Bool, 1),
         "math.sqrt" => (Ty::Double, 1),

@@ -41,12 +41,13 @@
 //!   `+` adds sizes; `split`, `replace`, `join` derive theirs from their inputs; values of
 //!   unknown type (preserved unknown fields, int-or-string) are unbounded.
 //! - 1 for each identifier and field selection, 0 for literals, 1 for each list or map
-//!   literal, 1 for each operator or function call plus what it walks: string functions
-//!   one tenth of the length they read (`contains` and `indexOf` receiver times argument,
-//!   `matches` one tenth of the string times a quarter of the pattern, as cel-go's factors);
-//!   `==`, `<`... the smaller operand's walk (a tenth of a string's length, each element of
-//!   a list or map and its own walk); `in` on a list, `indexOf`, `sum`, `min`, `max`,
-//!   `isSorted`, `sets.*` the list's walk (`sets.*`, `distinct` the product of both).
+//!   literal, 1 for each operator or function call plus what it walks, with cel-go's
+//!   factors: string functions a tenth of the length they read (`contains` and string
+//!   `indexOf` receiver times argument, `matches` a tenth of the string times a quarter of
+//!   the pattern); `==`, `!=`, `<`, ... a tenth of the smaller operand's size (characters, or
+//!   elements of a list or map), at least 1; `in` on a list its size; `indexOf`, `sum`,
+//!   `min`, `max`, `isSorted` on a list its size times an element's comparison; `sets.*` and
+//!   `distinct` the product of the two walks.
 //! - both branches of `&&`, `||` and `?:` (no short circuit).
 //! - comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`): the range, plus the
 //!   range's size times the loop condition and step, plus the result; nested ones multiply.
