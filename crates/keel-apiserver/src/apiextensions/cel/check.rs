@@ -317,7 +317,10 @@ impl<'s, 'a> Checker<'s, 'a> {
     fn field(&mut self, id: u64, t: Ty<'s>, name: &str) -> Ty<'s> {
         match t {
             Ty::Obj(s, root) => {
-                if let Some(p) = schema::properties(s).and_then(|p| p.get(name)) {
+                let declared = schema::properties(s).into_iter().flatten();
+                let mut declared =
+                    declared.filter(|(k, _)| schema::escape(k).as_deref() == Some(name));
+                if let Some((_, p)) = declared.next() {
                     return self.of_schema(p);
                 }
                 match name {

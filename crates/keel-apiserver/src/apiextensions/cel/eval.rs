@@ -326,9 +326,14 @@ pub(super) fn to_cel(v: &Value, s: Option<&Value>) -> Cel {
             let ap = s.and_then(schema::additional);
             let entries = obj
                 .iter()
-                .map(|(k, x)| {
-                    let sub = props.and_then(|p| p.get(k)).or(ap);
-                    (Key::from(k.as_str()), to_cel(x, sub))
+                .filter_map(|(k, x)| {
+                    let sub = props.and_then(|p| p.get(k));
+                    // A declared property goes by the name rules spell it by.
+                    let name = match sub {
+                        Some(_) => schema::escape(k)?,
+                        None => k.clone(),
+                    };
+                    Some((Key::from(name), to_cel(x, sub.or(ap))))
                 })
                 .collect();
             Cel::Map(Map {

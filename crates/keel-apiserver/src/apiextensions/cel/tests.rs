@@ -117,6 +117,27 @@ fn has_one_of_two_fields() {
 }
 
 #[test]
+fn property_names_are_escaped() {
+    let schema = resource(json!({
+        "type": "object",
+        "properties": {"x-prop": {"type": "string"}, "namespace": {"type": "string"}, "a.b": {"type": "string"}},
+        "x-kubernetes-validations": [rule("self.x__dash__prop == self.__namespace__ && has(self.a__dot__b)")]
+    }));
+    compiles(&schema);
+    let ok = json!({"spec": {"x-prop": "n", "namespace": "n", "a.b": ""}});
+    assert_eq!(run(&schema, ok, None), Vec::<String>::new());
+    assert_eq!(
+        run(
+            &schema,
+            json!({"spec": {"x-prop": "n", "namespace": "m"}}),
+            None
+        )
+        .len(),
+        1
+    );
+}
+
+#[test]
 fn all_keys_of_a_map() {
     let schema = resource(json!({
         "type": "object",
