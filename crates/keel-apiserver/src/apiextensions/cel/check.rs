@@ -422,6 +422,16 @@ impl<'s, 'a> Checker<'s, 'a> {
             cost = cost.saturating_add(c);
             args.push(t);
         }
+        if let [a, b] = args.as_slice()
+            && !operands_match(&name, a, b)
+        {
+            let message = format!(
+                "found no matching overload for '{name}' applied to '({}, {})'",
+                a.name(),
+                b.name()
+            );
+            self.error(id, message);
+        }
         match function(&name, &args) {
             Some((t, own)) => (t, cost.saturating_add(own)),
             None => {
@@ -441,6 +451,41 @@ fn literal<'s>(l: &LiteralValue) -> Ty<'s> {
         LiteralValue::Null => Ty::Null,
         LiteralValue::String(s) => Ty::Str(s.inner().chars().count() as u64),
         LiteralValue::Bytes(b) => Ty::Bytes(b.inner().len() as u64),
+    }
+}
+
+/// A scalar type's kind, for the operator checks; `None` for types they do not judge.
+fn scalar(t: &Ty) -> Option<u8> {
+    Some(match t {
+        Ty::Bool => 0,
+        Ty::Int => 1,
+        Ty::Uint => 2,
+        Ty::Double => 3,
+        Ty::Str(_) => 4,
+        Ty::Bytes(_) => 5,
+        Ty::Timestamp => 6,
+        Ty::Duration => 7,
+        _ => return None,
+    })
+}
+
+/// Whether a binary operator has an overload for two operands (types it does not judge,
+/// `dyn` among them, always match): equality wants one type, ordering one type or two
+/// numbers, arithmetic one numeric type (or strings, bytes and lists for `+`, and the
+/// time arithmetic).
+fn operands_match(op: &str, a: &Ty, b: &Ty) -> bool {
+    let (Some(x), Some(y)) = (scalar(a), scalar(b)) else {
+        return true;
+    };
+    let numeric = |k: u8| (1..=3).contains(&k);
+    match op {
+        "_==_" | "_!=_" => x == y,
+        "_<_" | "_<=_" | "_>_" | "_>=_" => x == y || (numeric(x) && numeric(y)),
+        "_+_" => (x == y && x != 0 && x != 6) || matches!((x, y), (6, 7) | (7, 6)),
+        "_-_" => (x == y && x != 0 && x != 4 && x != 5) || (x, y) == (6, 7),
+        "_*_" | "_/_" => x == y && numeric(x),
+        "_%_" => x == y && (x == 1 || x == 2),
+        _ => true,
     }
 }
 

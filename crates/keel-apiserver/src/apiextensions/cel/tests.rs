@@ -305,7 +305,7 @@ fn compile_errors_read_as_cel_go_writes_them() {
     let schema = replicas(json!([
         rule("self.replicas <"),
         rule("self.nope > 0"),
-        rule("frobnicate(self)"),
+        rule("frobnicate(self) || self.replicas == 'one'"),
         rule("self.replicas"),
         {"rule": "self.replicas > 0", "messageExpression": "self.replicas + 1"}
     ]));
@@ -333,7 +333,10 @@ fn compile_errors_read_as_cel_go_writes_them() {
     );
     assert!(
         errors[2].contains("compilation failed: ERROR: <input>:1:")
-            && errors[2].contains("undeclared reference to 'frobnicate' (in container '')"),
+            && errors[2].contains("undeclared reference to 'frobnicate' (in container '')")
+            && errors[2].contains(
+                "ERROR: <input>:1:35: found no matching overload for '_==_' applied to '(int, string)'"
+            ),
         "{errors:#?}"
     );
     assert_eq!(
