@@ -362,8 +362,10 @@ impl<'s, 'a> Checker<'s, 'a> {
             }
         };
         let (init, init_cost) = self.expr(&c.accu_init);
+        // `map` and `filter` build a list of at most one element per iteration from `[]`.
+        let builds = matches!(&c.accu_init.expr, Expr::List(l) if l.elements.is_empty());
         let init = match init {
-            Ty::List(e, _) => Ty::List(e, n),
+            Ty::List(e, _) if builds => Ty::List(e, n),
             other => other,
         };
         let depth = self.scope.len();
@@ -375,7 +377,7 @@ impl<'s, 'a> Checker<'s, 'a> {
         let (_, cond_cost) = self.expr(&c.loop_cond);
         let (step, step_cost) = self.expr(&c.loop_step);
         let accu = match step {
-            Ty::List(e, _) => Ty::List(e, n),
+            Ty::List(e, _) if builds => Ty::List(e, n),
             _ => init,
         };
         if let Some(last) = self.scope.last_mut() {
@@ -575,7 +577,7 @@ fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
         "isSorted" => (Ty::Bool, 1 + walk(&a0)),
         "sum" | "min" | "max" => (elem(&a0), 1 + walk(&a0)),
         "distinct" => (a0.clone(), 1 + a0.elems().saturating_mul(walk(&a0))),
-        "sort" => {
+        "sort" | "@sortByAssociatedKeys" => {
             let n = a0.elems();
             let log = 64 - u64::from(n.leading_zeros());
             (a0.clone(), 1 + walk(&a0).saturating_mul(log.max(1)))

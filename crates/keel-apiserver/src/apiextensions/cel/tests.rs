@@ -555,6 +555,11 @@ fn kubernetes_library_functions() {
             "'%s has %d'.format([self.names[0], size(self.nums)]) == 'a has 3'",
             true,
         ),
+        ("cel.bind(n, self.nums, n.size() == 3)", true),
+        (
+            "self.nums.sortBy(n, -n) == [3, 2, 1] && self.nums.reverse()[0] == 3",
+            true,
+        ),
         ("self.nums.isSorted() == false", false),
     ];
     let value = json!({"spec": {
