@@ -134,7 +134,10 @@ fn unify<'s>(a: Ty<'s>, b: Ty<'s>) -> Ty<'s> {
 }
 
 /// Namespaces of global functions (`math.abs(x)` parses as a call on the ident `math`).
-const NAMESPACES: &[&str] = &["math", "sets", "strings", "optional"];
+const NAMESPACES: &[&str] = &["math", "sets", "strings", "optional", "lists"];
+
+/// The most elements `lists.range` makes (the crate's limit).
+const MAX_RANGE: u64 = 1_000_000;
 
 /// Type names usable as values (`type(x) == int`).
 const TYPE_NAMES: &[&str] = &[
@@ -434,6 +437,12 @@ impl<'s, 'a> Checker<'s, 'a> {
             );
             self.error(id, message);
         }
+        if name == "lists.range"
+            && let Some(Expr::Literal(LiteralValue::Int(k))) = call.args.first().map(|a| &a.expr)
+        {
+            let k = u64::try_from(*k.inner()).unwrap_or(0).min(MAX_RANGE);
+            return (Ty::List(Box::new(Ty::Int), k), cost.saturating_add(1 + k));
+        }
         match function(&name, &args) {
             Some((t, own)) => (t, cost.saturating_add(own)),
             None => {
@@ -583,6 +592,7 @@ fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
             (a0.clone(), 1 + walk(&a0).saturating_mul(log.max(1)))
         }
         "slice" => (a0.clone(), 1 + a0.elems()),
+        "lists.range" => (Ty::List(Box::new(Ty::Int), MAX_RANGE), 1 + MAX_RANGE),
         "flatten" => {
             let inner = elem(&a0);
             let n = a0.elems().saturating_mul(inner.elems().max(1));

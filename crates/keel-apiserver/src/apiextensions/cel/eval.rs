@@ -17,7 +17,7 @@ use super::library::{ENV, convert};
 use super::schema::{self, child, key};
 use super::{PER_CALL_LIMIT, RUNTIME_COST_BUDGET};
 use crate::storage::FieldError;
-use crate::storage::field::{Kind, go_quote};
+use crate::storage::field::go_quote;
 
 /// The longest message a messageExpression may give (upstream's
 /// `MaxEvaluatedMessageExpressionSizeBytes`).
@@ -160,15 +160,18 @@ impl Validator {
                 ctx.add_variable_from_value("oldSelf", b.clone());
             }
             let result = program.execute(&ctx);
+            // Ratcheting: a rule that does not name oldSelf is not held against a value the
+            // write left as it was.
+            let unchanged = !c.transition && old == Some(v);
             let detail = match result {
                 Ok(Cel::Bool(true)) => continue,
+                _ if unchanged => continue,
                 Err(e) => {
                     let detail = runtime_error(&e, &described);
                     self.errors
                         .push(FieldError::invalid(path, type_name.as_str(), &detail));
                     continue;
                 }
-                Ok(_) if !c.transition && old == Some(v) => continue,
                 Ok(_) => match c.message.as_ref().and_then(|m| m.program.as_ref()) {
                     Some(m) => {
                         let cost = runtime_cost(m, s, root, c.optional_old_self, &sizes);
@@ -199,10 +202,6 @@ impl Validator {
                 Some("FieldValueDuplicate") => FieldError::duplicate(&at, type_name.as_str()),
                 _ => FieldError::invalid(&at, type_name.as_str(), &detail),
             };
-            debug_assert!(matches!(
-                e.kind,
-                Kind::Invalid | Kind::Forbidden | Kind::Required | Kind::Duplicate
-            ));
             self.errors.push(e);
         }
     }

@@ -555,7 +555,10 @@ fn kubernetes_library_functions() {
             "'%s has %d'.format([self.names[0], size(self.nums)]) == 'a has 3'",
             true,
         ),
-        ("cel.bind(n, self.nums, n.size() == 3)", true),
+        (
+            "cel.bind(n, self.nums, n.size() == 3) && lists.range(3) == [0, 1, 2]",
+            true,
+        ),
         (
             "self.nums.sortBy(n, -n) == [3, 2, 1] && self.nums.reverse()[0] == 3",
             true,
