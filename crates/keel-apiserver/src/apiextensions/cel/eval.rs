@@ -93,8 +93,11 @@ impl Validator {
     }
 
     fn stop(&mut self, path: &str, s: &Value, detail: &str) {
-        self.errors
-            .push(FieldError::invalid(path, schema::type_name(s), detail));
+        self.errors.push(FieldError::invalid(
+            shown(path),
+            schema::type_name(s),
+            detail,
+        ));
         self.stopped = true;
     }
 
@@ -134,8 +137,11 @@ impl Validator {
                     "rule compile error: {}",
                     c.rule.error.clone().unwrap_or_default()
                 );
-                self.errors
-                    .push(FieldError::invalid(path, type_name.as_str(), &detail));
+                self.errors.push(FieldError::invalid(
+                    shown(path),
+                    type_name.as_str(),
+                    &detail,
+                ));
                 continue;
             };
             if c.transition && old.is_none() && !c.optional_old_self {
@@ -168,8 +174,11 @@ impl Validator {
                 _ if unchanged => continue,
                 Err(e) => {
                     let detail = runtime_error(&e, &described);
-                    self.errors
-                        .push(FieldError::invalid(path, type_name.as_str(), &detail));
+                    self.errors.push(FieldError::invalid(
+                        shown(path),
+                        type_name.as_str(),
+                        &detail,
+                    ));
                     continue;
                 }
                 Ok(_) => match c.message.as_ref().and_then(|m| m.program.as_ref()) {
@@ -192,9 +201,9 @@ impl Validator {
             let at = match rule.get("fieldPath").and_then(Value::as_str) {
                 Some(fp) if !fp.is_empty() => match field_path(s, fp) {
                     Some(p) => child(path, &p),
-                    None => path.to_string(),
+                    None => shown(path).to_string(),
                 },
-                _ => path.to_string(),
+                _ => shown(path).to_string(),
             };
             let e = match rule.get("reason").and_then(Value::as_str) {
                 Some("FieldValueForbidden") => FieldError::forbidden(&at, &detail),
@@ -205,6 +214,11 @@ impl Validator {
             self.errors.push(e);
         }
     }
+}
+
+/// A path as upstream prints it: the root (no path) as Go prints a nil `*field.Path`.
+fn shown(path: &str) -> &str {
+    if path.is_empty() { "<nil>" } else { path }
 }
 
 /// The old item a new list item is compared with: the one with the same keys, in a list of

@@ -103,7 +103,8 @@ pub fn compile_rules(schema: &Value, path: &str) -> Vec<FieldError> {
 /// failed: at the node's path (and the rule's `fieldPath`), of the rule's `reason`
 /// (Invalid by default), with the node's type name as the value (`Invalid value:
 /// "object": <message>`) and the evaluated messageExpression, the message, or
-/// `failed rule: <rule>` as the detail.
+/// `failed rule: <rule>` as the detail. With an empty `path` the root's own errors are at
+/// `<nil>`, as upstream's (a nil `*field.Path`) print.
 pub fn validate(schema: &Value, new: &Value, old: Option<&Value>, path: &str) -> Vec<FieldError> {
     let mut v = eval::Validator::new();
     v.node(schema, new, old, path, true);

@@ -634,3 +634,27 @@ fn one_object_runs_out_of_budget() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn rules_at_the_root_see_the_object_meta() {
+    let schema = json!({
+        "type": "object",
+        "properties": {"spec": {"type": "object"}},
+        "x-kubernetes-validations": [
+            {"rule": "self.metadata.name.startsWith('a') && self.kind == 'Widget'", "message": "bad name"},
+            {"rule": "has(self.spec)", "fieldPath": ".spec", "reason": "FieldValueRequired", "message": "spec is required"}
+        ]
+    });
+    compiles(&schema);
+    let ok =
+        json!({"apiVersion": "x/v1", "kind": "Widget", "metadata": {"name": "a1"}, "spec": {}});
+    assert_eq!(run(&schema, ok, None), Vec::<String>::new());
+    let bad = json!({"apiVersion": "x/v1", "kind": "Widget", "metadata": {"name": "b1"}});
+    assert_eq!(
+        run(&schema, bad, None),
+        [
+            r#"<nil>: Invalid value: "object": bad name"#,
+            "spec: Required value: spec is required"
+        ]
+    );
+}
