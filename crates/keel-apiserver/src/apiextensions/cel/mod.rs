@@ -18,6 +18,30 @@
 //!   `optionalOldSelf` (then `oldSelf` is an optional). A failed rule that does not name
 //!   `oldSelf`, on a value equal to its old one, is ratcheted (not reported).
 //!
+//! # The environment
+//!
+//! The `cel` crate's standard library (`matches` on the regex crate: RE2 syntax), its
+//! strings extension (`charAt`, `indexOf`, `lastIndexOf`, `join`, `lowerAscii`,
+//! `upperAscii`, `trim`, `replace`, `split`, `substring`, `reverse`, `format`,
+//! `strings.quote`), lists extension (`slice`, `flatten`, `distinct`, `reverse`, `sort`,
+//! `sortBy`, `lists.range`), math extension (`math.*`) and optionals (`a.?b`, `l[?i]`,
+//! `hasValue`, `value`, `orValue`, `or`, `optional.of`, `optional.none`); written here:
+//! `cel.bind`, and Kubernetes' list (`isSorted`, `sum`, `min`, `max`, `indexOf`,
+//! `lastIndexOf`), sets (`sets.contains`, `sets.equivalent`, `sets.intersects`), URL (`url`,
+//! `isURL`, `getScheme`, `getHost`, `getHostname`, `getPort`, `getEscapedPath`,
+//! `getQuery`) and quantity libraries. Not there (a rule using them fails to compile with
+//! `undeclared reference`): the regex library's `find` and `findAll`, `ip` and `cidr`,
+//! `semver`, the `format` library, two-variable comprehensions (`all(i, v, ...)`,
+//! `transformList`, ...). Lists compare in order, `set` and `map` lists too (upstream
+//! compares those as sets).
+//!
+//! Values: integers as int, numbers as double, `date-time` strings as timestamps, `duration`
+//! strings as durations, `byte` strings as bytes, objects as maps whose declared properties
+//! go by the names rules spell them by (`x-prop` is `self.x__dash__prop`, `namespace` is
+//! `self.__namespace__`), int-or-string values and preserved unknown fields as their JSON
+//! is. At the root `apiVersion`, `kind` and `metadata` are there besides the declared
+//! properties.
+//!
 //! # The cost budget
 //!
 //! Upstream estimates each rule's worst-case cost with cel-go's estimator and refuses a rule
@@ -53,7 +77,7 @@
 //!   range's size times the loop condition and step, plus the result; nested ones multiply.
 //! - the rule's cost times its cardinality: the product of the `maxItems` and
 //!   `maxProperties` of the lists and maps above it, or, if one of them is unbounded, 3 MiB
-//!   divided by the node's smallest serialized size plus 1.
+//!   less 2 divided by the node's smallest serialized size plus 1.
 //!
 //! At run time the same estimate is taken with the sizes the object really has (largest
 //! list, map, string and key per schema node, over the new and the old value; a value of
