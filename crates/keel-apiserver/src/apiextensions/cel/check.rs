@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use cel::common::ast::operators::OPT_SELECT;
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 use serde_json::Value;
 
@@ -47,6 +48,7 @@ pub(super) enum Ty<'s> {
     Timestamp,
     Duration,
     Url,
+    Quantity,
     Str(u64),
     Bytes(u64),
     List(Box<Ty<'s>>, u64),
@@ -72,6 +74,7 @@ impl Ty<'_> {
             Ty::Timestamp => "google.protobuf.Timestamp",
             Ty::Duration => "google.protobuf.Duration",
             Ty::Url => "kubernetes.URL",
+            Ty::Quantity => "kubernetes.Quantity",
             Ty::Str(_) => "string",
             Ty::Bytes(_) => "bytes",
             Ty::List(..) => "list",
@@ -99,21 +102,15 @@ impl Ty<'_> {
         }
     }
 
-    /// The cost of walking a whole value once (equality, `in`, `indexOf`, `sum`...).
-    fn traverse(&self) -> u64 {
-        match self {
-            Ty::Str(n) | Ty::Bytes(n) => ceil_div(*n, 10),
-            Ty::Dyn(n) => *n,
-            Ty::List(e, n) | Ty::Map(_, e, n) => n.saturating_mul(1 + e.traverse()),
-            Ty::Obj(s, _) => {
-                let props = schema::properties(s).into_iter().flatten();
-                props.fold(3, |acc, (_, p)| {
-                    acc.saturating_add(1 + Checker::static_ty(p).traverse())
-                })
-            }
-            Ty::Opt(t) => 1 + t.traverse(),
-            _ => 1,
-        }
+    /// The cost of comparing the value (as cel-go's estimator: a tenth of its size, the
+    /// characters of a string or the elements of a list or map, at least 1).
+    fn compare(&self) -> u64 {
+        let size = match self {
+            Ty::Str(n) | Ty::Bytes(n) => *n,
+            Ty::Opt(t) => t.compare(),
+            other => other.elems(),
+        };
+        ceil_div(size, 10).max(1)
     }
 
     fn is_known_non(&self, wanted: fn(&Ty) -> bool) -> bool {
@@ -137,7 +134,10 @@ fn unify<'s>(a: Ty<'s>, b: Ty<'s>) -> Ty<'s> {
 }
 
 /// Namespaces of global functions (`math.abs(x)` parses as a call on the ident `math`).
-const NAMESPACES: &[&str] = &["math", "sets", "strings", "optional"];
+const NAMESPACES: &[&str] = &["math", "sets", "strings", "optional", "lists"];
+
+/// The most elements `lists.range` makes (the crate's limit).
+const MAX_RANGE: u64 = 1_000_000;
 
 /// Type names usable as values (`type(x) == int`).
 const TYPE_NAMES: &[&str] = &[
@@ -189,18 +189,6 @@ impl<'s, 'a> Checker<'s, 'a> {
         };
         c.self_ty = self_ty;
         c
-    }
-
-    fn static_ty(s: &'s Value) -> Ty<'s> {
-        Checker {
-            sizes: None,
-            self_ty: Ty::Null,
-            old_ty: Ty::Null,
-            scope: Vec::new(),
-            errors: Vec::new(),
-            uses_old_self: false,
-        }
-        .of_schema(s)
     }
 
     fn size(&self, s: &Value, bound: u64) -> u64 {
@@ -332,7 +320,10 @@ impl<'s, 'a> Checker<'s, 'a> {
     fn field(&mut self, id: u64, t: Ty<'s>, name: &str) -> Ty<'s> {
         match t {
             Ty::Obj(s, root) => {
-                if let Some(p) = schema::properties(s).and_then(|p| p.get(name)) {
+                let declared = schema::properties(s).into_iter().flatten();
+                let mut declared =
+                    declared.filter(|(k, _)| schema::escape(k).as_deref() == Some(name));
+                if let Some((_, p)) = declared.next() {
                     return self.of_schema(p);
                 }
                 match name {
@@ -363,11 +354,21 @@ impl<'s, 'a> Checker<'s, 'a> {
             Ty::List(e, _) => ((**e).clone(), Ty::Dyn(0)),
             Ty::Map(k, v, _) => (Ty::Str(*k), (**v).clone()),
             Ty::Obj(..) => (Ty::Str(UNBOUNDED), Ty::Dyn(UNBOUNDED)),
-            other => (Ty::Dyn(other.elems()), Ty::Dyn(other.elems())),
+            Ty::Dyn(n) => (Ty::Dyn(*n), Ty::Dyn(*n)),
+            other => {
+                let message = format!(
+                    "expression of type '{}' cannot be range of a comprehension (must be list, map, or dynamic)",
+                    other.name()
+                );
+                self.error(c.iter_range.id, message);
+                (Ty::Dyn(0), Ty::Dyn(0))
+            }
         };
         let (init, init_cost) = self.expr(&c.accu_init);
+        // `map` and `filter` build a list of at most one element per iteration from `[]`.
+        let builds = matches!(&c.accu_init.expr, Expr::List(l) if l.elements.is_empty());
         let init = match init {
-            Ty::List(e, _) => Ty::List(e, n),
+            Ty::List(e, _) if builds => Ty::List(e, n),
             other => other,
         };
         let depth = self.scope.len();
@@ -379,7 +380,7 @@ impl<'s, 'a> Checker<'s, 'a> {
         let (_, cond_cost) = self.expr(&c.loop_cond);
         let (step, step_cost) = self.expr(&c.loop_step);
         let accu = match step {
-            Ty::List(e, _) => Ty::List(e, n),
+            Ty::List(e, _) if builds => Ty::List(e, n),
             _ => init,
         };
         if let Some(last) = self.scope.last_mut() {
@@ -396,6 +397,17 @@ impl<'s, 'a> Checker<'s, 'a> {
     }
 
     fn call(&mut self, id: u64, call: &CallExpr) -> (Ty<'s>, u64) {
+        if let (OPT_SELECT, [operand, field]) = (call.func_name.as_str(), call.args.as_slice())
+            && let Expr::Literal(LiteralValue::String(name)) = &field.expr
+        {
+            let (t, c) = self.expr(operand);
+            let t = match t {
+                Ty::Opt(inner) => *inner,
+                t => t,
+            };
+            let field = self.field(id, t, name.inner());
+            return (Ty::Opt(Box::new(field)), c.saturating_add(1));
+        }
         let mut name = call.func_name.clone();
         let mut target = call.target.as_deref();
         if let Some(IdedExpr {
@@ -414,6 +426,22 @@ impl<'s, 'a> Checker<'s, 'a> {
             let (t, c) = self.expr(e);
             cost = cost.saturating_add(c);
             args.push(t);
+        }
+        if let [a, b] = args.as_slice()
+            && !operands_match(&name, a, b)
+        {
+            let message = format!(
+                "found no matching overload for '{name}' applied to '({}, {})'",
+                a.name(),
+                b.name()
+            );
+            self.error(id, message);
+        }
+        if name == "lists.range"
+            && let Some(Expr::Literal(LiteralValue::Int(k))) = call.args.first().map(|a| &a.expr)
+        {
+            let k = u64::try_from(*k.inner()).unwrap_or(0).min(MAX_RANGE);
+            return (Ty::List(Box::new(Ty::Int), k), cost.saturating_add(1 + k));
         }
         match function(&name, &args) {
             Some((t, own)) => (t, cost.saturating_add(own)),
@@ -434,6 +462,41 @@ fn literal<'s>(l: &LiteralValue) -> Ty<'s> {
         LiteralValue::Null => Ty::Null,
         LiteralValue::String(s) => Ty::Str(s.inner().chars().count() as u64),
         LiteralValue::Bytes(b) => Ty::Bytes(b.inner().len() as u64),
+    }
+}
+
+/// A scalar type's kind, for the operator checks; `None` for types they do not judge.
+fn scalar(t: &Ty) -> Option<u8> {
+    Some(match t {
+        Ty::Bool => 0,
+        Ty::Int => 1,
+        Ty::Uint => 2,
+        Ty::Double => 3,
+        Ty::Str(_) => 4,
+        Ty::Bytes(_) => 5,
+        Ty::Timestamp => 6,
+        Ty::Duration => 7,
+        _ => return None,
+    })
+}
+
+/// Whether a binary operator has an overload for two operands (types it does not judge,
+/// `dyn` among them, always match): equality wants one type, ordering one type or two
+/// numbers, arithmetic one numeric type (or strings, bytes and lists for `+`, and the
+/// time arithmetic).
+fn operands_match(op: &str, a: &Ty, b: &Ty) -> bool {
+    let (Some(x), Some(y)) = (scalar(a), scalar(b)) else {
+        return true;
+    };
+    let numeric = |k: u8| (1..=3).contains(&k);
+    match op {
+        "_==_" | "_!=_" => x == y,
+        "_<_" | "_<=_" | "_>_" | "_>=_" => x == y || (numeric(x) && numeric(y)),
+        "_+_" => (x == y && x != 0 && x != 6) || matches!((x, y), (6, 7) | (7, 6)),
+        "_-_" => (x == y && x != 0 && x != 4 && x != 5) || (x, y) == (6, 7),
+        "_*_" | "_/_" => x == y && numeric(x),
+        "_%_" => x == y && (x == 1 || x == 2),
+        _ => true,
     }
 }
 
@@ -459,15 +522,15 @@ fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
         Ty::Dyn(n) => Ty::Dyn(*n),
         _ => Ty::Dyn(0),
     };
-    let walk = |t: &Ty<'s>| t.elems().saturating_mul(1 + elem(t).traverse());
+    let walk = |t: &Ty<'s>| t.elems().saturating_mul(elem(t).compare());
     Some(match name {
         "_==_" | "_!=_" | "_<_" | "_<=_" | "_>_" | "_>=_" => {
-            (Ty::Bool, 1 + a0.traverse().min(a1.traverse()))
+            (Ty::Bool, a0.compare().min(a1.compare()))
         }
         "_&&_" | "_||_" | "!_" | "@not_strictly_false" | "not_strictly_false" => (Ty::Bool, 0),
         "@in" => match &a1 {
             Ty::Map(..) | Ty::Obj(..) => (Ty::Bool, 1),
-            other => (Ty::Bool, 1 + walk(other)),
+            other => (Ty::Bool, 1 + other.elems()),
         },
         "_+_" => match (a0, a1) {
             (Ty::Str(x), Ty::Str(y)) => (Ty::Str(x + y), 1 + ceil_div(x + y, 10)),
@@ -484,6 +547,10 @@ fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
         },
         "_*_" | "_/_" | "_%_" | "-_" => (a0, 1),
         "_?_:_" => (unify(a1, args.get(2).cloned().unwrap_or(Ty::Dyn(0))), 0),
+        "_[?_]" => match a0 {
+            Ty::Opt(t) => (Ty::Opt(Box::new(elem(&t))), 1),
+            t => (Ty::Opt(Box::new(elem(&t))), 1),
+        },
         "_[_]" => match a0 {
             Ty::Obj(..) => (Ty::Dyn(UNBOUNDED), 1),
             t => (elem(&t), 1),
@@ -519,12 +586,13 @@ fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
         "isSorted" => (Ty::Bool, 1 + walk(&a0)),
         "sum" | "min" | "max" => (elem(&a0), 1 + walk(&a0)),
         "distinct" => (a0.clone(), 1 + a0.elems().saturating_mul(walk(&a0))),
-        "sort" => {
+        "sort" | "@sortByAssociatedKeys" => {
             let n = a0.elems();
             let log = 64 - u64::from(n.leading_zeros());
             (a0.clone(), 1 + walk(&a0).saturating_mul(log.max(1)))
         }
         "slice" => (a0.clone(), 1 + a0.elems()),
+        "lists.range" => (Ty::List(Box::new(Ty::Int), MAX_RANGE), 1 + MAX_RANGE),
         "flatten" => {
             let inner = elem(&a0);
             let n = a0.elems().saturating_mul(inner.elems().max(1));
@@ -555,12 +623,20 @@ fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
             let values = Ty::List(Box::new(Ty::Str(UNBOUNDED)), UNBOUNDED);
             (Ty::Map(UNBOUNDED, Box::new(values), UNBOUNDED), 1)
         }
+        "quantity" => (Ty::Quantity, 1 + ceil_div(r, 10)),
+        "isQuantity" => (Ty::Bool, 1 + ceil_div(r, 10)),
+        "add" | "sub" => (Ty::Quantity, 1),
+        "isInteger" | "isLessThan" | "isGreaterThan" => (Ty::Bool, 1),
+        "asInteger" | "sign" | "compareTo" => (Ty::Int, 1),
+        "asApproximateFloat" => (Ty::Double, 1),
         "hasValue" => (Ty::Bool, 1),
         "value" | "orValue" => match a0 {
             Ty::Opt(t) => (*t, 1),
             t => (t, 1),
         },
-        "or" | "optional.of" | "optional.ofNonZeroValue" => (Ty::Opt(Box::new(a0)), 1),
+        "or" => (a0, 1),
+        "optional.of" | "optional.ofNonZeroValue" => (Ty::Opt(Box::new(a0)), 1),
+        "format" => (Ty::Str(UNBOUNDED), 1 + ceil_div(r, 10) + walk(&a1)),
         "optional.none" => (Ty::Opt(Box::new(Ty::Dyn(0))), 1),
         "math.isInf" | "math.isNaN" | "math.isFinite" => (Ty::Bool, 1),
         "math.sqrt" => (Ty::Double, 1),

@@ -2,7 +2,11 @@
 //! CRD's whole schema into the field errors upstream's CRD validation gives for its
 //! `x-kubernetes-validations`.
 
-use cel::Program;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use cel::{ParseErrors, Program};
 use serde_json::Value;
 
 use super::check::{Checker, Sizes, may_be_bool, may_be_string};
@@ -16,7 +20,7 @@ use crate::storage::FieldError;
 #[derive(Default)]
 pub(super) struct Part {
     /// Its program, when it compiled.
-    pub program: Option<Program>,
+    pub program: Option<Rc<Program>>,
     /// Its estimated cost for one evaluation.
     pub cost: u64,
     /// Why it did not compile (upstream's words).
@@ -37,6 +41,31 @@ pub(super) struct Compiled {
 
 fn text<'a>(rule: &'a Value, name: &str) -> &'a str {
     rule.get(name).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The most parsed programs a thread keeps.
+const PARSED_MAX: usize = 4096;
+
+thread_local! {
+    /// Parsed programs by source, so that a CRD's rules are parsed once per thread rather
+    /// than on every write.
+    static PARSED: RefCell<HashMap<String, Rc<Program>>> = RefCell::new(HashMap::new());
+}
+
+/// Parses (and expands the macros of) `source`, or finds it parsed.
+fn parse(source: &str) -> Result<Rc<Program>, ParseErrors> {
+    if let Some(p) = PARSED.with(|c| c.borrow().get(source).cloned()) {
+        return Ok(p);
+    }
+    let program = Rc::new(ENV.compile(source)?);
+    PARSED.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= PARSED_MAX {
+            c.clear();
+        }
+        c.insert(source.to_string(), program.clone());
+    });
+    Ok(program)
 }
 
 /// cel-go's rendering of one issue: position, words, the line and a caret under the column.
@@ -68,8 +97,8 @@ fn expression(
     root: bool,
     optional_old: bool,
     wants: fn(&super::check::Ty) -> bool,
-) -> Result<(Program, bool, u64, bool), String> {
-    let program = ENV.compile(source).map_err(|e| {
+) -> Result<(Rc<Program>, bool, u64, bool), String> {
+    let program = parse(source).map_err(|e| {
         let issues: Vec<String> = e
             .errors
             .iter()

@@ -17,7 +17,7 @@ use super::library::{ENV, convert};
 use super::schema::{self, child, key};
 use super::{PER_CALL_LIMIT, RUNTIME_COST_BUDGET};
 use crate::storage::FieldError;
-use crate::storage::field::Kind;
+use crate::storage::field::go_quote;
 
 /// The longest message a messageExpression may give (upstream's
 /// `MaxEvaluatedMessageExpressionSizeBytes`).
@@ -93,22 +93,23 @@ impl Validator {
     }
 
     fn stop(&mut self, path: &str, s: &Value, detail: &str) {
-        self.errors
-            .push(FieldError::invalid(path, schema::type_name(s), detail));
+        self.errors.push(FieldError::invalid(
+            shown(path),
+            schema::type_name(s),
+            detail,
+        ));
         self.stopped = true;
     }
 
-    /// Charges the bound of one call, or stops the walk when it does not fit.
-    fn charge(&mut self, cost: u64, path: &str, s: &Value, what: &str) -> bool {
+    /// Charges the bound of one call, or stops the walk when it does not fit: past the
+    /// per-call limit with `over_limit`, past what is left of the budget with `out`.
+    fn charge(&mut self, cost: u64, path: &str, s: &Value, over_limit: &str, out: &str) -> bool {
         if cost > PER_CALL_LIMIT {
-            let detail = format!(
-                "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for {what}"
-            );
-            self.stop(path, s, &detail);
+            self.stop(path, s, over_limit);
             return false;
         }
         if cost > self.budget {
-            self.stop(path, s, OUT_OF_BUDGET);
+            self.stop(path, s, out);
             return false;
         }
         self.budget -= cost;
@@ -136,15 +137,21 @@ impl Validator {
                     "rule compile error: {}",
                     c.rule.error.clone().unwrap_or_default()
                 );
-                self.errors
-                    .push(FieldError::invalid(path, type_name.as_str(), &detail));
+                self.errors.push(FieldError::invalid(
+                    shown(path),
+                    type_name.as_str(),
+                    &detail,
+                ));
                 continue;
             };
             if c.transition && old.is_none() && !c.optional_old_self {
                 continue;
             }
             let cost = runtime_cost(program, s, root, c.optional_old_self, &sizes);
-            if !self.charge(cost, path, s, &format!("rule: {described}")) {
+            let over_limit = format!(
+                "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {described}"
+            );
+            if !self.charge(cost, path, s, &over_limit, OUT_OF_BUDGET) {
                 return;
             }
             let mut ctx = Context::with_env(ENV.clone());
@@ -159,24 +166,33 @@ impl Validator {
                 ctx.add_variable_from_value("oldSelf", b.clone());
             }
             let result = program.execute(&ctx);
+            // Ratcheting: a rule that does not name oldSelf is not held against a value the
+            // write left as it was.
+            let unchanged = !c.transition && old == Some(v);
             let detail = match result {
                 Ok(Cel::Bool(true)) => continue,
+                _ if unchanged => continue,
                 Err(e) => {
                     let detail = runtime_error(&e, &described);
-                    self.errors
-                        .push(FieldError::invalid(path, type_name.as_str(), &detail));
+                    self.errors.push(FieldError::invalid(
+                        shown(path),
+                        type_name.as_str(),
+                        &detail,
+                    ));
                     continue;
                 }
-                Ok(_) if !c.transition && old == Some(v) => continue,
                 Ok(_) => match c.message.as_ref().and_then(|m| m.program.as_ref()) {
                     Some(m) => {
                         let cost = runtime_cost(m, s, root, c.optional_old_self, &sizes);
-                        if cost > self.budget {
-                            let detail = "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run";
-                            self.stop(path, s, detail);
+                        let source = rule.get("messageExpression").and_then(Value::as_str);
+                        let over_limit = format!(
+                            "no further validation rules will be run due to call cost exceeds limit for messageExpression: {}",
+                            go_quote(source.unwrap_or(""))
+                        );
+                        let out = "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run";
+                        if !self.charge(cost, path, s, &over_limit, out) {
                             return;
                         }
-                        self.budget -= cost;
                         message(m, &ctx).unwrap_or_else(|| default_message(rule))
                     }
                     None => default_message(rule),
@@ -185,9 +201,9 @@ impl Validator {
             let at = match rule.get("fieldPath").and_then(Value::as_str) {
                 Some(fp) if !fp.is_empty() => match field_path(s, fp) {
                     Some(p) => child(path, &p),
-                    None => path.to_string(),
+                    None => shown(path).to_string(),
                 },
-                _ => path.to_string(),
+                _ => shown(path).to_string(),
             };
             let e = match rule.get("reason").and_then(Value::as_str) {
                 Some("FieldValueForbidden") => FieldError::forbidden(&at, &detail),
@@ -195,13 +211,14 @@ impl Validator {
                 Some("FieldValueDuplicate") => FieldError::duplicate(&at, type_name.as_str()),
                 _ => FieldError::invalid(&at, type_name.as_str(), &detail),
             };
-            debug_assert!(matches!(
-                e.kind,
-                Kind::Invalid | Kind::Forbidden | Kind::Required | Kind::Duplicate
-            ));
             self.errors.push(e);
         }
     }
+}
+
+/// A path as upstream prints it: the root (no path) as Go prints a nil `*field.Path`.
+fn shown(path: &str) -> &str {
+    if path.is_empty() { "<nil>" } else { path }
 }
 
 /// The old item a new list item is compared with: the one with the same keys, in a list of
@@ -322,9 +339,14 @@ pub(super) fn to_cel(v: &Value, s: Option<&Value>) -> Cel {
             let ap = s.and_then(schema::additional);
             let entries = obj
                 .iter()
-                .map(|(k, x)| {
-                    let sub = props.and_then(|p| p.get(k)).or(ap);
-                    (Key::from(k.as_str()), to_cel(x, sub))
+                .filter_map(|(k, x)| {
+                    let sub = props.and_then(|p| p.get(k));
+                    // A declared property goes by the name rules spell it by.
+                    let name = match sub {
+                        Some(_) => schema::escape(k)?,
+                        None => k.clone(),
+                    };
+                    Some((Key::from(name), to_cel(x, sub.or(ap))))
                 })
                 .collect();
             Cel::Map(Map {

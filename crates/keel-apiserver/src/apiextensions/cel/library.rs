@@ -1,17 +1,19 @@
 //! The CEL environment the rules run in: the `cel` crate's standard library with its
-//! strings, lists and math extensions, plus the parts of Kubernetes' CEL libraries it
-//! lacks: the lists library (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf` on
+//! strings, lists and math extensions, plus the parts of Kubernetes' CEL environment it
+//! lacks: `cel.bind`, the lists library (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf` on
 //! lists), the sets library (`sets.contains`, `sets.equivalent`, `sets.intersects`) and the
 //! URL library (`url`, `isURL`, `getScheme`, `getHost`, `getHostname`, `getPort`,
-//! `getEscapedPath`, `getQuery`).
+//! `getEscapedPath`, `getQuery`); the quantity library is in `quantity`.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 
+use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, ListExpr, LiteralValue};
 use cel::common::types::{CelString, DYN_TYPE, LIST_TYPE, MAP_TYPE, STRING_TYPE};
 use cel::common::value::{CowVal, Val};
 use cel::objects::{Key, Map};
+use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{Env, ExecutionError, Value, extensions};
 
 /// The environment every rule compiles and runs in.
@@ -32,6 +34,7 @@ fn build() -> Env {
 }
 
 fn kubernetes(env: &mut Env) -> Result<(), cel::DeclarationError> {
+    env.add_macro(Macro::receiver("bind", 3, bind))?;
     env.add_member_overload("isSorted", "list_is_sorted", LIST_TYPE, vec![], is_sorted)?;
     env.add_member_overload("sum", "list_sum", LIST_TYPE, vec![], sum)?;
     env.add_member_overload("min", "list_min", LIST_TYPE, vec![], min)?;
@@ -73,7 +76,37 @@ fn kubernetes(env: &mut Env) -> Result<(), cel::DeclarationError> {
     env.add_member_overload("getPort", "url_get_port", MAP_TYPE, vec![], get_port)?;
     env.add_member_overload("getEscapedPath", "url_get_path", MAP_TYPE, vec![], get_path)?;
     env.add_member_overload("getQuery", "url_get_query", MAP_TYPE, vec![], get_query)?;
-    Ok(())
+    super::quantity::register(env)
+}
+
+/// Expands `cel.bind(v, init, body)` into a comprehension over no elements whose
+/// accumulator `v` is `init` and whose result is `body`, as cel-go's bindings do.
+fn bind(
+    helper: &mut MacroExprHelper<'_>,
+    target: &mut Option<IdedExpr>,
+    args: &mut Vec<IdedExpr>,
+) -> Result<Option<IdedExpr>, ParseError> {
+    if !matches!(target.as_ref().map(|t| &t.expr), Some(Expr::Ident(ns)) if ns == "cel") {
+        return Ok(None);
+    }
+    let Some(Expr::Ident(var)) = args.first().map(|a| a.expr.clone()) else {
+        let id = args.first().map_or(0, |a| a.id);
+        return Err(helper.new_error(id, "cel.bind() variable names must be simple identifiers"));
+    };
+    let (Some(body), Some(init)) = (args.pop(), args.pop()) else {
+        return Ok(None);
+    };
+    let bound = ComprehensionExpr {
+        iter_range: helper.next_expr(Expr::List(ListExpr::new(Vec::new()))),
+        iter_var: "#unused".to_owned(),
+        iter_var2: None,
+        accu_var: var.clone(),
+        accu_init: init,
+        loop_cond: helper.next_expr(Expr::Literal(LiteralValue::Boolean(false.into()))),
+        loop_step: helper.next_expr(Expr::Ident(var)),
+        result: body,
+    };
+    Ok(Some(helper.next_expr(Expr::Comprehension(Box::new(bound)))))
 }
 
 /// Calls a one-string-argument function of the environment (`timestamp`, `duration`):
@@ -85,11 +118,11 @@ pub(super) fn convert(function: &str, s: &str) -> Option<Value> {
     Value::try_from(out.as_ref()).ok()
 }
 
-fn values(args: &[CowVal<'_, '_>]) -> Result<Vec<Value>, ExecutionError> {
+pub(super) fn values(args: &[CowVal<'_, '_>]) -> Result<Vec<Value>, ExecutionError> {
     args.iter().map(|a| Value::try_from(a.as_ref())).collect()
 }
 
-fn owned<'b, 'v>(v: Value) -> Result<CowVal<'b, 'v>, ExecutionError> {
+pub(super) fn owned<'b, 'v>(v: Value) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let boxed: Box<dyn Val> = v.try_into()?;
     Ok(CowVal::Owned(boxed))
 }
@@ -103,8 +136,9 @@ macro_rules! overload {
         }
     };
 }
+pub(super) use overload;
 
-fn err(function: &str, message: &str) -> ExecutionError {
+pub(super) fn err(function: &str, message: &str) -> ExecutionError {
     ExecutionError::function_error(function, message)
 }
 

@@ -18,6 +18,30 @@
 //!   `optionalOldSelf` (then `oldSelf` is an optional). A failed rule that does not name
 //!   `oldSelf`, on a value equal to its old one, is ratcheted (not reported).
 //!
+//! # The environment
+//!
+//! The `cel` crate's standard library (`matches` on the regex crate: RE2 syntax), its
+//! strings extension (`charAt`, `indexOf`, `lastIndexOf`, `join`, `lowerAscii`,
+//! `upperAscii`, `trim`, `replace`, `split`, `substring`, `reverse`, `format`,
+//! `strings.quote`), lists extension (`slice`, `flatten`, `distinct`, `reverse`, `sort`,
+//! `sortBy`, `lists.range`), math extension (`math.*`) and optionals (`a.?b`, `l[?i]`,
+//! `hasValue`, `value`, `orValue`, `or`, `optional.of`, `optional.none`); written here:
+//! `cel.bind`, and Kubernetes' list (`isSorted`, `sum`, `min`, `max`, `indexOf`,
+//! `lastIndexOf`), sets (`sets.contains`, `sets.equivalent`, `sets.intersects`), URL (`url`,
+//! `isURL`, `getScheme`, `getHost`, `getHostname`, `getPort`, `getEscapedPath`,
+//! `getQuery`) and quantity libraries. Not there (a rule using them fails to compile with
+//! `undeclared reference`): the regex library's `find` and `findAll`, `ip` and `cidr`,
+//! `semver`, the `format` library, two-variable comprehensions (`all(i, v, ...)`,
+//! `transformList`, ...). Lists compare in order, `set` and `map` lists too (upstream
+//! compares those as sets).
+//!
+//! Values: integers as int, numbers as double, `date-time` strings as timestamps, `duration`
+//! strings as durations, `byte` strings as bytes, objects as maps whose declared properties
+//! go by the names rules spell them by (`x-prop` is `self.x__dash__prop`, `namespace` is
+//! `self.__namespace__`), int-or-string values and preserved unknown fields as their JSON
+//! is. At the root `apiVersion`, `kind` and `metadata` are there besides the declared
+//! properties.
+//!
 //! # The cost budget
 //!
 //! Upstream estimates each rule's worst-case cost with cel-go's estimator and refuses a rule
@@ -41,18 +65,19 @@
 //!   `+` adds sizes; `split`, `replace`, `join` derive theirs from their inputs; values of
 //!   unknown type (preserved unknown fields, int-or-string) are unbounded.
 //! - 1 for each identifier and field selection, 0 for literals, 1 for each list or map
-//!   literal, 1 for each operator or function call plus what it walks: string functions
-//!   one tenth of the length they read (`contains` and `indexOf` receiver times argument,
-//!   `matches` one tenth of the string times a quarter of the pattern, as cel-go's factors);
-//!   `==`, `<`... the smaller operand's walk (a tenth of a string's length, each element of
-//!   a list or map and its own walk); `in` on a list, `indexOf`, `sum`, `min`, `max`,
-//!   `isSorted`, `sets.*` the list's walk (`sets.*`, `distinct` the product of both).
+//!   literal, 1 for each operator or function call plus what it walks, with cel-go's
+//!   factors: string functions a tenth of the length they read (`contains` and string
+//!   `indexOf` receiver times argument, `matches` a tenth of the string times a quarter of
+//!   the pattern); `==`, `!=`, `<`, ... a tenth of the smaller operand's size (characters, or
+//!   elements of a list or map), at least 1; `in` on a list its size; `indexOf`, `sum`,
+//!   `min`, `max`, `isSorted` on a list its size times an element's comparison; `sets.*` and
+//!   `distinct` the product of the two walks.
 //! - both branches of `&&`, `||` and `?:` (no short circuit).
 //! - comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`): the range, plus the
 //!   range's size times the loop condition and step, plus the result; nested ones multiply.
 //! - the rule's cost times its cardinality: the product of the `maxItems` and
 //!   `maxProperties` of the lists and maps above it, or, if one of them is unbounded, 3 MiB
-//!   divided by the node's smallest serialized size plus 1.
+//!   less 2 divided by the node's smallest serialized size plus 1.
 //!
 //! At run time the same estimate is taken with the sizes the object really has (largest
 //! list, map, string and key per schema node, over the new and the old value; a value of
@@ -64,6 +89,7 @@ mod check;
 mod compile;
 mod eval;
 mod library;
+mod quantity;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -101,7 +127,8 @@ pub fn compile_rules(schema: &Value, path: &str) -> Vec<FieldError> {
 /// failed: at the node's path (and the rule's `fieldPath`), of the rule's `reason`
 /// (Invalid by default), with the node's type name as the value (`Invalid value:
 /// "object": <message>`) and the evaluated messageExpression, the message, or
-/// `failed rule: <rule>` as the detail.
+/// `failed rule: <rule>` as the detail. With an empty `path` the root's own errors are at
+/// `<nil>`, as upstream's (a nil `*field.Path`) print.
 pub fn validate(schema: &Value, new: &Value, old: Option<&Value>, path: &str) -> Vec<FieldError> {
     let mut v = eval::Validator::new();
     v.node(schema, new, old, path, true);

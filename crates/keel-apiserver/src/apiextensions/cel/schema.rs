@@ -140,3 +140,58 @@ pub(super) fn child(path: &str, name: &str) -> String {
 pub(super) fn key(path: &str, key: impl std::fmt::Display) -> String {
     format!("{path}[{key}]")
 }
+
+/// CEL's reserved words: a property so named is `__<word>__` in a rule.
+const RESERVED: [&str; 21] = [
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// A property's name as rules spell it (upstream's `Escape`): reserved words as
+/// `__<word>__`, and `__`, `.`, `-`, `/` as `__underscores__`, `__dot__`, `__dash__`,
+/// `__slash__`; `None` for a name no rule can spell (a leading digit, other characters).
+pub(super) fn escape(name: &str) -> Option<String> {
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    if RESERVED.contains(&name) {
+        return Some(format!("__{name}__"));
+    }
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    while let Some(c) = rest.chars().next() {
+        if let Some(r) = rest.strip_prefix("__") {
+            out.push_str("__underscores__");
+            rest = r;
+            continue;
+        }
+        match c {
+            '.' => out.push_str("__dot__"),
+            '-' => out.push_str("__dash__"),
+            '/' => out.push_str("__slash__"),
+            c if c.is_ascii_alphanumeric() || c == '_' => out.push(c),
+            _ => return None,
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    Some(out)
+}
