@@ -140,13 +140,21 @@ fn crds(kube: &mut Kube, version: Option<&str>) {
         text(&explain.stderr)
     );
 
-    // Defaulted and pruned, with kubectl's warning for what is pruned.
+    // An unknown field fails kubectl's default strict validation, as upstream words it; with
+    // `--validate=warn` the object is pruned, defaulted and stored, with the warning.
     let good = write(
         kube,
         "good.yaml",
         &widget("w1", "  color: red\n  extra: 1\n"),
     );
-    let out = run(&["apply", "-f", &good]);
+    let err = text(&run(&["apply", "-f", &good]).stderr);
+    assert!(
+        err.contains(
+            r#"Widget in version "v1" cannot be handled as a Widget: strict decoding error: unknown field "spec.extra""#
+        ),
+        "{err}"
+    );
+    let out = run(&["apply", "--validate=warn", "-f", &good]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("unknown field \"spec.extra\""),

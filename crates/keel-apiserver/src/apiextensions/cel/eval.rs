@@ -16,8 +16,8 @@ use super::compile::{Compiled, compile, field_path, runtime_cost};
 use super::library::{ENV, convert};
 use super::schema::{self, child, key};
 use super::{PER_CALL_LIMIT, RUNTIME_COST_BUDGET};
+use crate::apimachinery::quote::go_quote;
 use crate::storage::FieldError;
-use crate::storage::field::go_quote;
 
 /// The longest message a messageExpression may give (upstream's
 /// `MaxEvaluatedMessageExpressionSizeBytes`).
