@@ -30,6 +30,9 @@ spec:
     storage: true
     subresources:
       status: {}
+      scale:
+        specReplicasPath: .spec.replicas
+        statusReplicasPath: .status.replicas
     additionalPrinterColumns:
     - name: Replicas
       type: integer
@@ -63,6 +66,8 @@ spec:
             properties:
               ready:
                 type: boolean
+              replicas:
+                type: integer
 "#;
 
 fn text(bytes: &[u8]) -> String {
@@ -228,6 +233,26 @@ fn crds(kube: &mut Kube, version: Option<&str>) {
     assert_eq!(w1["status"]["ready"], true, "{w1}");
     assert_eq!(w1["spec"]["color"], "green");
     assert_eq!(w1["metadata"]["generation"], 2);
+    // kubectl scale, through the scale subresource; past maxReplicas the CEL rule refuses it.
+    let out = run(&["scale", "widget", "w1", "--replicas=3"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        get_json(kube, version, &["widget", "w1"])["spec"]["replicas"],
+        3
+    );
+    let raw = run(&[
+        "get",
+        "--raw",
+        "/apis/example.com/v1/namespaces/default/widgets/w1/scale",
+    ]);
+    let scale: Value = serde_json::from_slice(&raw.stdout).expect("a Scale");
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 3);
+    let err = text(&run(&["scale", "widget", "w1", "--replicas=11"]).stderr);
+    assert!(
+        err.contains("replicas must not exceed maxReplicas"),
+        "{err}"
+    );
     // Strategic merge patches are not for custom resources.
     let out = run(&["patch", "widget", "w1", "--type=strategic", "-p", "{}"]);
     assert!(!out.status.success());

@@ -105,6 +105,17 @@ pub fn resources(kinds: &[&'static dyn Strategy], group: &str, version: &str) ->
         if info.status {
             subresource("status", &["get", "patch", "update"]);
         }
+        if kind.scale().is_some() {
+            resources.push(json!({
+                "name": format!("{}/scale", info.resource),
+                "singularName": "",
+                "namespaced": info.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
     }
     if resources.is_empty() {
         return None;

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::names::NameRule;
 use super::time::Time;
-use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy};
 use crate::apiextensions::jsonpath::JsonPath;
 use crate::apiextensions::{cel, defaults, prune, validate};
 use crate::schema::Schema;
@@ -33,6 +33,8 @@ struct Version {
     /// The Table's columns, and each printer column's path and type.
     columns: &'static [Column],
     cells: Vec<(JsonPath, String)>,
+    /// The `scale` subresource's paths, if the version has one.
+    scale: Option<ScalePaths>,
     /// The apiVersion objects are stored in (`<group>/<the storage version>`).
     storage_api_version: String,
     /// The selectable fields (`spec.color`) and their paths.
@@ -190,9 +192,18 @@ fn version_of(crd: &Value, version: &Value) -> Version {
         .flatten()
         .find(|v| v.get("storage") == Some(&Value::Bool(true)))
         .map_or_else(|| text(version, "/name"), |v| text(v, "/name"));
+    let scale = version
+        .pointer("/subresources/scale")
+        .map(|scale| ScalePaths {
+            spec_replicas: text(scale, "/specReplicasPath").to_string(),
+            status_replicas: text(scale, "/statusReplicasPath").to_string(),
+            label_selector: Some(text(scale, "/labelSelectorPath").to_string())
+                .filter(|p| !p.is_empty()),
+        });
     Version {
         schema,
         merge,
+        scale,
         storage_api_version: format!("{}/{storage}", text(crd, "/spec/group")),
         columns: COLUMNS.get(columns).as_slice(),
         cells,
@@ -263,6 +274,10 @@ impl Strategy for CustomResource {
     fn key_resource(&self) -> &'static str {
         let info = self.info();
         intern(&format!("{}/{}", info.group, info.resource))
+    }
+
+    fn scale(&self) -> Option<ScalePaths> {
+        self.version().scale.clone()
     }
 
     fn merge_schema(&self) -> Option<Arc<Schema>> {

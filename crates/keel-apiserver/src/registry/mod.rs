@@ -122,6 +122,18 @@ impl ResourceInfo {
     }
 }
 
+/// Where a kind with a `scale` subresource keeps its replicas and selector: dotted JSON
+/// paths (`.spec.replicas`), as a CRD's `subresources.scale` names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// The desired replicas (`specReplicasPath`).
+    pub spec_replicas: String,
+    /// The observed replicas (`statusReplicasPath`).
+    pub status_replicas: String,
+    /// The label selector, as a string (`labelSelectorPath`), if any.
+    pub label_selector: Option<String>,
+}
+
 /// One column of a kind's Table (`meta.k8s.io/v1` `TableColumnDefinition`).
 #[derive(Debug, Clone, Copy)]
 pub struct Column {
@@ -167,6 +179,11 @@ pub trait Strategy: Send + Sync {
     /// (CustomResourceDefinitions and custom resources).
     fn key_resource(&self) -> &'static str {
         self.info().resource
+    }
+
+    /// Where the kind keeps what its `scale` subresource shows (None: it has none).
+    fn scale(&self) -> Option<ScalePaths> {
+        None
     }
 
     /// A custom resource's schema (its CRD version's `openAPIV3Schema`); None for a built-in

@@ -10,6 +10,7 @@ pub mod delete;
 pub mod patch;
 pub mod read;
 pub mod request;
+pub mod scale;
 pub mod watch;
 pub mod write;
 
@@ -103,7 +104,16 @@ async fn handle(registry: &Registry, req: &ResourceRequest) -> Result<Response, 
         output,
         include,
     };
-    match verb.ok_or_else(method_not_allowed)? {
+    let verb = verb.ok_or_else(method_not_allowed)?;
+    if req.subresource() == Some("scale") {
+        return match verb {
+            Verb::Get(name) => scale::get(&call, name).await,
+            Verb::Update(name) => scale::write(&call, name, false).await,
+            Verb::Patch(name) => scale::write(&call, name, true).await,
+            _ => Err(method_not_allowed()),
+        };
+    }
+    match verb {
         Verb::Get(name) => read::get(&call, name).await,
         Verb::List => read::list(&call).await,
         Verb::Watch => watch::watch(&call).await,
@@ -149,6 +159,7 @@ fn served_kind(
     match path.subresource.as_deref() {
         None => {}
         Some("status") if info.status => {}
+        Some("scale") if kind.scale().is_some() => {}
         Some("finalize") if info.resource == "namespaces" && req.method == Method::PUT => {}
         Some(_) if req.method == Method::POST || path.subresource.as_deref() == Some("binding") => {
             return Err(method_not_allowed());
