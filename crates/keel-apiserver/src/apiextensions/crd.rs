@@ -34,6 +34,16 @@ fn text<'a>(obj: &'a Value, pointer: &str) -> &'a str {
     obj.pointer(pointer).and_then(Value::as_str).unwrap_or("")
 }
 
+/// The name of the version a CRD's objects are stored in (the one with `storage: true`).
+pub fn storage_version(crd: &Value) -> Option<&str> {
+    crd.pointer("/spec/versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v.get("storage") == Some(&Value::Bool(true)))?
+        .get("name")?
+        .as_str()
+}
+
 /// Sets the defaults a CRD gets: `names.singular` the lower-case kind, `names.listKind`
 /// `<kind>List`, `conversion.strategy` `None`.
 pub fn set_defaults(crd: &mut Value) {
@@ -507,15 +517,8 @@ pub fn status(crd: &Value, others: &[Value], now: &str) -> Value {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let storage = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|v| v.get("storage") == Some(&Value::Bool(true)))
-        .map(|v| text(v, "/name").to_string());
-    if let Some(storage) = storage
-        && !stored.iter().any(|v| v == storage.as_str())
+    if let Some(storage) = storage_version(crd)
+        && !stored.iter().any(|v| v == storage)
     {
         stored.push(storage.into());
     }

@@ -195,17 +195,7 @@ impl Parser<'_> {
                 return Err(format!("unclosed filter at {}", self.rest()));
             }
             Step::Filter(Filter { path, op })
-        } else if let Some(quote) = ['\'', '"']
-            .into_iter()
-            .find(|q| self.rest().starts_with(*q))
-        {
-            self.at += 1;
-            let end = self
-                .rest()
-                .find(quote)
-                .ok_or_else(|| "unterminated string".to_string())?;
-            let name = self.rest()[..end].to_string();
-            self.at += end + 1;
+        } else if let Some(name) = self.quoted()? {
             Step::Field(name)
         } else {
             let end = self.rest().find(']').unwrap_or(self.rest().len());
@@ -223,18 +213,26 @@ impl Parser<'_> {
         Ok(step)
     }
 
-    fn literal(&mut self) -> Result<Value, String> {
-        if let Some(quote) = ['\'', '"']
+    /// A string in single or double quotes, if one starts here.
+    fn quoted(&mut self) -> Result<Option<String>, String> {
+        let Some(quote) = ['\'', '"']
             .into_iter()
             .find(|q| self.rest().starts_with(*q))
-        {
-            self.at += 1;
-            let end = self
-                .rest()
-                .find(quote)
-                .ok_or_else(|| "unterminated string".to_string())?;
-            let text = self.rest()[..end].to_string();
-            self.at += end + 1;
+        else {
+            return Ok(None);
+        };
+        self.at += 1;
+        let end = self
+            .rest()
+            .find(quote)
+            .ok_or_else(|| "unterminated string".to_string())?;
+        let text = self.rest()[..end].to_string();
+        self.at += end + 1;
+        Ok(Some(text))
+    }
+
+    fn literal(&mut self) -> Result<Value, String> {
+        if let Some(text) = self.quoted()? {
             return Ok(Value::String(text));
         }
         let end = self

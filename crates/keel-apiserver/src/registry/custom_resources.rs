@@ -20,7 +20,7 @@ use super::names::NameRule;
 use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy};
 use crate::apiextensions::jsonpath::JsonPath;
-use crate::apiextensions::{cel, defaults, prune, validate};
+use crate::apiextensions::{cel, crd, defaults, prune, validate};
 use crate::schema::Schema;
 use crate::storage::FieldError;
 
@@ -185,13 +185,7 @@ fn version_of(crd: &Value, version: &Value) -> Version {
         })
         .collect();
     let selectable: Vec<&'static str> = selectable_paths.iter().map(|(n, _)| intern(n)).collect();
-    let storage = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|v| v.get("storage") == Some(&Value::Bool(true)))
-        .map_or_else(|| text(version, "/name"), |v| text(v, "/name"));
+    let storage = crd::storage_version(crd).unwrap_or_else(|| text(version, "/name"));
     let scale = version
         .pointer("/subresources/scale")
         .map(|scale| ScalePaths {

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::names::NameRule;
 use super::time::Time;
 use super::{Column, NAME_COLUMN, ResourceInfo, Strategy, meta};
+use crate::apiextensions::crd::storage_version;
 use crate::apiextensions::{cel, crd};
 use crate::storage::FieldError;
 
@@ -58,16 +59,6 @@ fn compile_rules(obj: &Value) -> Vec<FieldError> {
         }
     }
     errors
-}
-
-/// The name of the version stored (the one with `storage: true`).
-pub fn storage_version(obj: &Value) -> Option<&str> {
-    obj.pointer("/spec/versions")?
-        .as_array()?
-        .iter()
-        .find(|v| v.get("storage") == Some(&Value::Bool(true)))?
-        .get("name")?
-        .as_str()
 }
 
 impl Strategy for CustomResourceDefinitions {

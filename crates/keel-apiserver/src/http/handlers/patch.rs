@@ -123,13 +123,7 @@ fn apply_patch(
     let unprocessable = |message: String| Status::failure(422, "UnprocessableEntity", message);
     let mut patched = current.clone();
     match form {
-        Body::MergePatch => json_patch::merge(&mut patched, patch),
-        Body::JsonPatch => {
-            let ops: json_patch::Patch = serde_json::from_value(patch.clone()).map_err(|e| {
-                Status::failure(400, "BadRequest", format!("invalid JSON patch: {e}"))
-            })?;
-            apply_json_patch(&mut patched, ops).map_err(|e| unprocessable(e.to_string()))?;
-        }
+        Body::MergePatch | Body::JsonPatch => merge_or_json_patch(form, &mut patched, patch)?,
         Body::StrategicMergePatch => {
             let schema = strategic_merge::schema_for(info.group, info.kind);
             patched = strategic_merge::apply(current, patch, &schema).map_err(|e| {
@@ -164,6 +158,23 @@ fn apply_patch(
 /// Applies an RFC 6902 JSON patch as kube-apiserver's JSON patch library does, where a `test`
 /// of `null` passes on a missing value (clients test that `/metadata/finalizers` is absent
 /// before they add it).
+/// Applies a merge patch or a JSON patch (`form`) to `doc`: 400 for a JSON patch that is not
+/// one, 422 for one that does not apply.
+pub(super) fn merge_or_json_patch(
+    form: Body,
+    doc: &mut Value,
+    patch: &Value,
+) -> Result<(), Status> {
+    if form != Body::JsonPatch {
+        json_patch::merge(doc, patch);
+        return Ok(());
+    }
+    let ops: json_patch::Patch = serde_json::from_value(patch.clone())
+        .map_err(|e| Status::failure(400, "BadRequest", format!("invalid JSON patch: {e}")))?;
+    apply_json_patch(doc, ops)
+        .map_err(|e| Status::failure(422, "UnprocessableEntity", e.to_string()))
+}
+
 fn apply_json_patch(doc: &mut Value, ops: json_patch::Patch) -> Result<(), json_patch::PatchError> {
     for op in ops.0 {
         if let json_patch::PatchOperation::Test(test) = &op

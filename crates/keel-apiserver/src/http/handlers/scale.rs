@@ -114,19 +114,8 @@ pub async fn write(call: &Call<'_>, name: &str, patch: bool) -> Result<Response,
                 };
                 let mut scale = scale_of(current, &paths);
                 match form {
-                    Body::MergePatch => json_patch::merge(&mut scale, &body),
-                    Body::JsonPatch => {
-                        let ops: json_patch::Patch =
-                            serde_json::from_value(body.clone()).map_err(|e| {
-                                Status::failure(
-                                    400,
-                                    "BadRequest",
-                                    format!("invalid JSON patch: {e}"),
-                                )
-                            })?;
-                        json_patch::patch(&mut scale, &ops).map_err(|e| {
-                            Status::failure(422, "UnprocessableEntity", e.to_string())
-                        })?;
+                    Body::MergePatch | Body::JsonPatch => {
+                        super::patch::merge_or_json_patch(form, &mut scale, &body)?
                     }
                     Body::ApplyPatch => {
                         return Err(Status::failure(
