@@ -10,7 +10,7 @@
 #   2. start-to-ready with FILL objects: FILL ConfigMaps written, the stack stopped (SIGTERM),
 #      started again on the same data, timed as in 1;
 #   3. a CRD with one CEL rule (x-kubernetes-validations) created and waited for, then APPLY
-#      custom resources server-side applied (8 clients, HTTP keep-alive), paced to RATE a
+#      custom resources server-side applied (32 clients, HTTP keep-alive), paced to RATE a
 #      second: the rate achieved, p50 and p99 latency, errors, and CPU per apply (utime + stime
 #      of the stack's processes over the run, from /proc, divided by the applies).
 # With --runs N each stack is measured N times, alternating which goes first; medians reported.
