@@ -12,6 +12,7 @@
 use serde_json::{Value, json};
 
 use super::structural;
+use crate::apimachinery::quote::go_quote;
 use crate::registry::names::NameRule;
 use crate::storage::FieldError;
 
@@ -119,6 +120,87 @@ fn label(errors: &mut Vec<FieldError>, field: &str, value: &str, prefix: &str) {
 
 /// The errors of a CRD about to be created (its defaults set).
 pub fn validate(crd: &Value) -> Vec<FieldError> {
+    let mut errors = validate_spec(crd);
+    errors.extend(validate_api_approval(crd, None));
+    errors
+}
+
+/// The annotation a CRD in a protected group (`k8s.io`, `kubernetes.io` and their
+/// subdomains) must have.
+const API_APPROVED: &str = "api-approved.kubernetes.io";
+
+/// Whether `annotation` is a URL with a scheme and a host, as Go's `url.ParseRequestURI`
+/// finds them.
+fn is_url(annotation: &str) -> bool {
+    let Some((scheme, rest)) = annotation.split_once("://") else {
+        return false;
+    };
+    let scheme_ok = scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+        && scheme
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    scheme_ok && !host.is_empty() && !annotation.chars().any(|c| c.is_ascii_control())
+}
+
+/// The approval state of a CRD's annotations, as apiextensions' `GetAPIApprovalState`: 0
+/// missing, 1 bypassed (`unapproved...`), 2 approved (a URL), 3 invalid; and its reason.
+fn api_approval_state(crd: &Value) -> (u8, String) {
+    let annotation = crd
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(API_APPROVED))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if annotation.is_empty() {
+        let reason = format!(
+            "protected groups must have approval annotation \"{API_APPROVED}\", see https://github.com/kubernetes/enhancements/pull/1111"
+        );
+        (0, reason)
+    } else if annotation.starts_with("unapproved") {
+        (1, format!("not approved: {}", go_quote(annotation)))
+    } else if is_url(annotation) {
+        (2, format!("approved in {annotation}"))
+    } else {
+        let reason = format!(
+            "protected groups must have approval annotation \"{API_APPROVED}\" with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111"
+        );
+        (3, reason)
+    }
+}
+
+/// A CRD of a protected group needs the approval annotation (a URL, or a reason starting
+/// with `unapproved`); an update that leaves the annotation's state as it was passes, as
+/// upstream's `validateAPIApproval`.
+fn validate_api_approval(new: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let group = text(new, "/spec/group");
+    let protected = ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|g| group == *g || group.ends_with(&format!(".{g}")));
+    if !protected {
+        return Vec::new();
+    }
+    let (state, reason) = api_approval_state(new);
+    if old.is_some_and(|old| api_approval_state(old).0 == state) {
+        return Vec::new();
+    }
+    let field = format!("metadata.annotations[{API_APPROVED}]");
+    match state {
+        0 => vec![FieldError::required(&field, &reason)],
+        3 => {
+            let value = new
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(API_APPROVED))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            vec![FieldError::invalid(&field, value, &reason)]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// What [`validate`] and [`validate_update`] both check.
+fn validate_spec(crd: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let group = text(crd, "/spec/group");
     let plural = text(crd, "/spec/names/plural");
@@ -379,7 +461,8 @@ fn validate_conversion(crd: &Value, errors: &mut Vec<FieldError>) {
 
 /// The errors of an update of `old` to `new` (both with their defaults set).
 pub fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
-    let mut errors = validate(new);
+    let mut errors = validate_spec(new);
+    errors.extend(validate_api_approval(new, Some(old)));
     for (field, pointer) in [("spec.group", "/spec/group"), ("spec.scope", "/spec/scope")] {
         if text(new, pointer) != text(old, pointer) {
             errors.push(FieldError::invalid(

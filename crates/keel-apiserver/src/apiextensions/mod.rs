@@ -8,6 +8,7 @@ pub mod crd;
 pub mod defaults;
 pub mod formats;
 pub mod jsonpath;
+pub mod listtype;
 pub mod prune;
 pub mod structural;
 pub mod validate;

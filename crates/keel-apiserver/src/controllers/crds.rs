@@ -80,6 +80,7 @@ async fn watch_round(registry: &Registry) -> Result<(), Status> {
             let name = meta_str(&event.object, "name").to_string();
             if event.kind == "DELETED" {
                 registry.serve_custom(&name, Vec::new());
+                custom_resources::release(&event.object);
                 pending.remove(&name);
             } else {
                 pending.insert(name);
@@ -181,12 +182,13 @@ async fn write_status(registry: &Registry, name: &str, status: Value) -> Result<
 /// Deletes a terminating CRD's objects, then lets it go; true when it is gone.
 async fn cleanup(registry: &Registry, crd: &Value) -> Result<bool, Status> {
     let name = meta_str(crd, "name").to_string();
-    let kinds = registry.custom_kinds(&name);
     let terminating = crd
         .pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|c| c.iter().any(|c| c["type"] == "Terminating"));
-    if !terminating {
+    let crd = if terminating {
+        crd.clone()
+    } else {
         let mut status = crd.get("status").cloned().unwrap_or_else(|| json!({}));
         let condition = json!({
             "type": "Terminating", "status": "True",
@@ -198,8 +200,12 @@ async fn cleanup(registry: &Registry, crd: &Value) -> Result<bool, Status> {
             Some(conditions) => conditions.push(condition),
             None => status["conditions"] = json!([condition]),
         }
-        write_status(registry, &name, status).await?;
-    }
+        write_status(registry, &name, status).await?
+    };
+    // Served while its objects go, creates refused (its kinds read the condition); served
+    // again after a restart, so a cleanup cut short deletes the objects it had left.
+    registry.serve_custom(&name, kinds(&crd));
+    let kinds = registry.custom_kinds(&name);
     let mut left = 0;
     if let Some(kind) = kinds.first() {
         let list = registry.list(*kind, None, &ListQuery::default()).await?;
@@ -242,5 +248,6 @@ async fn cleanup(registry: &Registry, crd: &Value) -> Result<bool, Status> {
         Err(status) => return Err(status),
     }
     registry.serve_custom(&name, Vec::new());
+    custom_resources::release(&crd);
     Ok(true)
 }

@@ -14,15 +14,15 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::names::NameRule;
 use super::time::Time;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy};
 use crate::apiextensions::jsonpath::JsonPath;
-use crate::apiextensions::{cel, crd, defaults, prune, validate};
+use crate::apiextensions::{cel, crd, defaults, listtype, prune, validate};
 use crate::schema::Schema;
-use crate::storage::FieldError;
+use crate::storage::{Details, FieldError, Status};
 
 /// What one served version of a CRD says about its objects.
 struct Version {
@@ -40,6 +40,8 @@ struct Version {
     /// The selectable fields (`spec.color`) and their paths.
     selectable: &'static [&'static str],
     selectable_paths: Vec<JsonPath>,
+    /// Whether the CRD is terminating (its `Terminating` condition true): creates refused.
+    terminating: bool,
 }
 
 /// The kind one served version of a CRD defines.
@@ -95,11 +97,42 @@ fn strings(v: &Value, pointer: &str) -> Vec<&'static str> {
         .collect()
 }
 
+type Kinds = HashMap<(String, String, String), &'static CustomResource>;
+
+/// Every custom resource kind made, by group, version and plural.
+static KINDS: Mutex<Option<Kinds>> = Mutex::new(None);
+
+/// Lets go of what the kinds of a deleted CRD held (their schemas, paths and merge
+/// metadata): the kinds themselves stay, small, to be used again if the CRD comes back.
+pub fn release(crd: &Value) {
+    let mut kinds = KINDS.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(kinds) = kinds.as_mut() else {
+        return;
+    };
+    let group = text(crd, "/spec/group");
+    let plural = text(crd, "/spec/names/plural");
+    for version in crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let key = (
+            group.to_string(),
+            text(version, "/name").to_string(),
+            plural.to_string(),
+        );
+        if let Some(kind) = kinds.get(&key) {
+            let empty = json!({"metadata": {}, "spec": {"group": group}});
+            *kind.version.write().unwrap_or_else(|p| p.into_inner()) =
+                Arc::new(version_of(&empty, &json!({"name": key.1})));
+        }
+    }
+}
+
 /// The kind `crd`'s `version` (one of its `spec.versions`) defines, made or brought up to
 /// date.
 pub fn serve(crd: &Value, version: &Value) -> &'static CustomResource {
-    type Kinds = HashMap<(String, String, String), &'static CustomResource>;
-    static KINDS: Mutex<Option<Kinds>> = Mutex::new(None);
     let info = info_of(crd, version);
     let made = Arc::new(version_of(crd, version));
     let mut kinds = KINDS.lock().unwrap_or_else(|p| p.into_inner());
@@ -203,6 +236,13 @@ fn version_of(crd: &Value, version: &Value) -> Version {
         cells,
         selectable: LISTS.get(selectable).as_slice(),
         selectable_paths: selectable_paths.into_iter().map(|(_, p)| p).collect(),
+        terminating: crd
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Terminating" && c["status"] == "True")
+            }),
     }
 }
 
@@ -302,6 +342,7 @@ impl Strategy for CustomResource {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let version = self.version();
         let mut errors = validate::validate(&version.schema, obj);
+        errors.extend(listtype::validate(&version.schema, obj));
         errors.extend(cel::validate(&version.schema, obj, None, ""));
         errors
     }
@@ -309,6 +350,7 @@ impl Strategy for CustomResource {
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let version = self.version();
         let mut errors = validate::validate(&version.schema, new);
+        errors.extend(listtype::validate_update(&version.schema, new, old));
         errors.extend(cel::validate(&version.schema, new, Some(old), ""));
         errors
     }
@@ -344,6 +386,26 @@ impl Strategy for CustomResource {
 
     fn tracks_generation(&self) -> bool {
         true
+    }
+
+    /// As apiextensions-apiserver's handler answers a create while the CRD is terminating.
+    fn refuses_create(&self) -> Option<Status> {
+        if !self.version().terminating {
+            return None;
+        }
+        let info = self.info();
+        Some(Status {
+            details: Some(Box::new(Details {
+                group: info.group.to_string(),
+                kind: info.resource.to_string(),
+                ..Details::default()
+            })),
+            ..Status::failure(
+                405,
+                "MethodNotAllowed",
+                "create not allowed while custom resource definition is terminating".to_string(),
+            )
+        })
     }
 }
 
@@ -414,5 +476,20 @@ mod tests {
         assert!(std::ptr::eq(kind, again));
         let names: Vec<&str> = kind.columns().iter().map(|c| c.name).collect();
         assert_eq!(names, ["Name", "Age"]);
+    }
+
+    #[test]
+    fn a_deleted_crds_kinds_let_go_of_their_schema() {
+        let mut crd = crd();
+        crd["metadata"]["name"] = json!("widgets.released.example.com");
+        crd["spec"]["group"] = json!("released.example.com");
+        let kind = serve(&crd, &crd["spec"]["versions"][0]);
+        assert!(kind.schema().is_object());
+        release(&crd);
+        assert_eq!(kind.schema(), Value::Null);
+        assert!(kind.selectable_fields().is_empty());
+        // Created again, the same kind has its schema again.
+        let again = serve(&crd, &crd["spec"]["versions"][0]);
+        assert!(std::ptr::eq(kind, again) && kind.schema().is_object());
     }
 }

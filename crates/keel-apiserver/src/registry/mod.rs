@@ -296,6 +296,12 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Why a POST of a new object of this kind is refused now, if it is: a custom resource
+    /// whose CRD is terminating.
+    fn refuses_create(&self) -> Option<crate::storage::Status> {
+        None
+    }
+
     /// How a delete of `obj` waits, if it does: the object marked for deletion (with a
     /// deletionTimestamp) while finalizers remain, None to delete it at once. Kinds with a
     /// grace period (pods) or their own finalizers (namespaces) refine this.

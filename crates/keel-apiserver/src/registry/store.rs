@@ -178,10 +178,16 @@ impl Registry {
                 .iter()
                 .zip(&kinds)
                 .all(|(a, b)| std::ptr::addr_eq(*a, *b));
+        let mut next = KindSet::clone(&served.0);
         if unchanged {
+            // The same kinds, whose CRD may have changed (its schema, columns, names: they
+            // are updated in place): what is made from the set is made again.
+            if !before.is_empty() {
+                next.generation += 1;
+                *served = Kinds(Arc::new(next));
+            }
             return;
         }
-        let mut next = KindSet::clone(&served.0);
         for old in &before {
             if let Some(i) = next.kinds.iter().position(|k| same_kind(*k, *old)) {
                 next.kinds.remove(i);

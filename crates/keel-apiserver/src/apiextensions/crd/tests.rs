@@ -149,3 +149,51 @@ fn names_are_accepted_unless_another_crd_of_the_group_has_them() {
     let later = status(&first, &[], "2027-01-01T00:00:00Z");
     assert_eq!(later["conditions"][0]["lastTransitionTime"], now);
 }
+
+#[test]
+fn protected_groups_need_the_api_approval_annotation() {
+    let protected = |group: &str, annotation: Option<&str>| {
+        let mut crd = widget();
+        crd["metadata"]["name"] = json!(format!("widgets.{group}"));
+        crd["spec"]["group"] = json!(group);
+        if let Some(a) = annotation {
+            crd["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": a});
+        }
+        crd
+    };
+    let missing = protected("sigs.k8s.io", None);
+    assert_eq!(
+        messages(validate(&missing)),
+        [
+            "metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111"
+        ]
+    );
+    let invalid = protected("kubernetes.io", Some("invalid"));
+    assert_eq!(
+        messages(validate(&invalid)),
+        [
+            "metadata.annotations[api-approved.kubernetes.io]: Invalid value: \"invalid\": protected groups must have approval annotation \"api-approved.kubernetes.io\" with either a URL or a reason starting with \"unapproved\", see https://github.com/kubernetes/enhancements/pull/1111"
+        ]
+    );
+    for fine in [
+        protected(
+            "x.k8s.io",
+            Some("https://github.com/kubernetes/kubernetes/pull/78458"),
+        ),
+        protected("x.k8s.io", Some("unapproved, experimental")),
+        protected("k8s.io.example.com", None),
+        protected("notk8s.io", None),
+    ] {
+        assert!(validate(&fine).is_empty(), "{fine}");
+    }
+    // An update that leaves the state as it was passes, as upstream lets it.
+    assert!(validate_update(&invalid, &protected("kubernetes.io", Some("bad"))).is_empty());
+    assert_eq!(
+        messages(validate_update(
+            &missing,
+            &protected("sigs.k8s.io", Some("invalid"))
+        ))
+        .len(),
+        1
+    );
+}

@@ -21,6 +21,11 @@ use crate::storage::Status;
 /// POST of a new object to a collection.
 pub async fn create(call: &Call<'_>) -> Result<Response, Status> {
     let (registry, kind, req) = (call.registry, call.kind, call.req);
+    // Before the body is read, as apiextensions-apiserver's handler refuses it (a create by
+    // server-side apply is a patch, which it lets through).
+    if let Some(status) = kind.refuses_create() {
+        return Err(status);
+    }
     let namespace = req.namespace();
     let directive = Directive::parse(req.param("fieldValidation"), "CreateOptions")?;
     let options = options::options(&req.query, &req.headers, Verb::Create)?;
