@@ -6,12 +6,11 @@
 //! store ends equal to a fresh list.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -22,7 +21,7 @@ use kube::{Api, Resource, ResourceExt};
 use keel_testkit::kube::{Kube, Stack};
 
 mod common;
-use common::client;
+use common::{client, eventually};
 
 const NAMESPACE: &str = "kube-rs";
 const SOURCES: &str = "keel.test/role=source";
@@ -130,27 +129,6 @@ fn error_policy(
     Action::requeue(Duration::from_millis(300))
 }
 
-/// Polls `check` until it holds or [`CONVERGE`] passes.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<bool, String>>,
-{
-    let started = Instant::now();
-    loop {
-        let last = match check().await {
-            Ok(true) => return,
-            Ok(false) => "not yet".to_string(),
-            Err(e) => e,
-        };
-        assert!(
-            started.elapsed() < CONVERGE,
-            "{what}: not within {CONVERGE:?} ({last})"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 fn source(name: &str, value: &str) -> ConfigMap {
     ConfigMap {
         metadata: ObjectMeta {
@@ -168,21 +146,25 @@ fn source(name: &str, value: &str) -> ConfigMap {
 
 /// Waits until the mirror of `name` holds `value` and is owned by the source.
 async fn mirrored(api: &Api<ConfigMap>, name: &str, value: &str) {
-    eventually(&format!("{name} mirrored with {value}"), || async {
-        let src = api.get(name).await.map_err(|e| e.to_string())?;
-        let Some(mirror) = api
-            .get_opt(&mirror_name(name))
-            .await
-            .map_err(|e| e.to_string())?
-        else {
-            return Ok(false);
-        };
-        let owned = mirror
-            .owner_references()
-            .iter()
-            .any(|o| Some(&o.uid) == src.meta().uid.as_ref());
-        Ok(owned && data(&mirror).get("value").map(String::as_str) == Some(value))
-    })
+    eventually(
+        &format!("{name} mirrored with {value}"),
+        CONVERGE,
+        || async {
+            let src = api.get(name).await.map_err(|e| e.to_string())?;
+            let Some(mirror) = api
+                .get_opt(&mirror_name(name))
+                .await
+                .map_err(|e| e.to_string())?
+            else {
+                return Ok(false);
+            };
+            let owned = mirror
+                .owner_references()
+                .iter()
+                .any(|o| Some(&o.uid) == src.meta().uid.as_ref());
+            Ok(owned && data(&mirror).get("value").map(String::as_str) == Some(value))
+        },
+    )
     .await;
 }
 
@@ -198,17 +180,7 @@ async fn set_value(api: &Api<ConfigMap>, name: &str, value: &str) {
 async fn a_kube_rs_controller_keeps_mirrors_in_step_with_keel_up() {
     let mut kube = tokio::task::block_in_place(|| Kube::start(Stack::Up));
     let client = client(&kube).await;
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(NAMESPACE.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("create the namespace");
+    common::create_namespace(&client, NAMESPACE).await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
 
     let controller = Controller::new(api.clone(), watcher::Config::default().labels(SOURCES))
@@ -252,7 +224,7 @@ async fn a_kube_rs_controller_keeps_mirrors_in_step_with_keel_up() {
     api.delete("c", &DeleteParams::default())
         .await
         .expect("delete c");
-    eventually("c and its mirror deleted", || async {
+    eventually("c and its mirror deleted", CONVERGE, || async {
         let c = api.get_opt("c").await.map_err(|e| e.to_string())?;
         let mirror = api.get_opt("c-mirror").await.map_err(|e| e.to_string())?;
         Ok(c.is_none() && mirror.is_none())
@@ -274,14 +246,18 @@ async fn a_kube_rs_controller_keeps_mirrors_in_step_with_keel_up() {
         .map(|cm| (cm.name_any(), cm.resource_version()))
         .collect();
     assert_eq!(listed.keys().collect::<Vec<_>>(), ["a", "b"]);
-    eventually("the reflector's store matches a fresh list", || async {
-        let cached: BTreeMap<String, Option<String>> = store
-            .state()
-            .iter()
-            .map(|cm| (cm.name_any(), cm.resource_version()))
-            .collect();
-        Ok(cached == listed)
-    })
+    eventually(
+        "the reflector's store matches a fresh list",
+        CONVERGE,
+        || async {
+            let cached: BTreeMap<String, Option<String>> = store
+                .state()
+                .iter()
+                .map(|cm| (cm.name_any(), cm.resource_version()))
+                .collect();
+            Ok(cached == listed)
+        },
+    )
     .await;
     running.abort();
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use keel_testkit::kube::{Kube, Stack};
 use kube::api::{ObjectMeta, PostParams};
 use kube::runtime::watcher::{self, Event};
@@ -46,17 +46,7 @@ where
 async fn run(stack: Stack) {
     let kube = tokio::task::block_in_place(|| Kube::start(stack));
     let client = common::client(&kube).await;
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(NAMESPACE.into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .expect("create the namespace");
+    common::create_namespace(&client, NAMESPACE).await;
     let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
     for name in ["a", "b"] {
         api.create(&PostParams::default(), &labelled(name))

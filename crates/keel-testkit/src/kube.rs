@@ -266,6 +266,27 @@ impl Kube {
         Watcher::start(cmd)
     }
 
+    /// Runs the Python script `script` with this server's kubeconfig as KUBECONFIG and
+    /// `env`, in the scratch folder, and fails the test unless it prints just `ok`.
+    pub fn python_ok(&self, script: &str, env: &[(&str, &str)]) {
+        let out = Command::new("python3")
+            .arg(script)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .envs(env.iter().copied())
+            .current_dir(&self.scratch)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run python3");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.trim() == "ok",
+            "{script} failed on {:?}:\n{stdout}{}\n{}",
+            self.stack,
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
+    }
+
     /// Runs `kubectl` (None: the current one; Some("1.27"): `kubectl.1.27`).
     pub fn kubectl_version(&self, version: Option<&str>, args: &[&str]) -> Output {
         Command::new(kubectl_bin(version))

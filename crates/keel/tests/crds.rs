@@ -5,11 +5,16 @@
 //! CEL rules with upstream's words, printed with their printer columns, and updated through
 //! the status subresource; a second CRD whose short name is taken is not established;
 //! deleting the CRD deletes its objects, then the CRD; the CRDs are served again after a
-//! restart, from the first request.
+//! restart, from the first request. A CRD of two versions (v1beta1 served, v1 served and
+//! stored, no conversion) serves each object through both with that version's apiVersion
+//! (get, list, watch) and stores it in the storage version, as etcdctl reads it.
 
 use std::fs;
 
+use std::time::Duration;
+
 use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::{CtlVersion, etcdctl};
 use serde_json::Value;
 
 const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
@@ -329,4 +334,122 @@ fn crds_on_keel_up() {
 fn crds_on_keel_apiserver_on_etcd_with_kubectl_1_27() {
     let mut kube = Kube::start(Stack::OnEtcd);
     crds(&mut kube, Some("1.27"));
+}
+
+/// A CRD of two versions, v1beta1 served and v1 served and stored, with no conversion.
+fn gears() -> String {
+    let version = |name: &str, storage: bool| {
+        format!(
+            "  - name: {name}\n    served: true\n    storage: {storage}\n    schema:\n      \
+             openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            \
+             type: object\n            properties: {{teeth: {{type: integer}}}}\n"
+        )
+    };
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  \
+         name: gears.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  \
+         names: {{plural: gears, kind: Gear}}\n  conversion: {{strategy: None}}\n  versions:\n{}{}",
+        version("v1beta1", false),
+        version("v1", true)
+    )
+}
+
+/// A Gear of `version` as JSON.
+fn gear(version: &str, name: &str, teeth: i64) -> String {
+    serde_json::json!({
+        "apiVersion": format!("example.com/{version}"), "kind": "Gear",
+        "metadata": {"name": name, "namespace": "default"}, "spec": {"teeth": teeth},
+    })
+    .to_string()
+}
+
+fn raw_get(kube: &Kube, path: &str) -> Value {
+    serde_json::from_str(&kube.kubectl_ok(&["get", "--raw", path])).expect("JSON")
+}
+
+fn versions(stack: Stack) {
+    let kube = Kube::start(stack);
+    kube.kubectl_ok(&["apply", "-f", &write(&kube, "gears.yaml", &gears())]);
+    wait_established(&kube, None, "gears.example.com");
+    let path = |version: &str, name: &str| {
+        format!("/apis/example.com/{version}/namespaces/default/gears{name}")
+    };
+    let watch = kube.watch(&format!("{}?watch=1", path("v1beta1", "")));
+    // One object created through each version.
+    kube.kubectl_ok(&[
+        "create",
+        "-f",
+        &write(&kube, "g1.json", &gear("v1beta1", "g1", 12)),
+    ]);
+    kube.kubectl_ok(&[
+        "create",
+        "-f",
+        &write(&kube, "g2.json", &gear("v1", "g2", 20)),
+    ]);
+    for version in ["v1beta1", "v1"] {
+        for name in ["g1", "g2"] {
+            let got = raw_get(&kube, &path(version, &format!("/{name}")));
+            assert_eq!(got["apiVersion"], format!("example.com/{version}"), "{got}");
+            assert_eq!(got["kind"], "Gear");
+        }
+        let list = raw_get(&kube, &path(version, ""));
+        assert_eq!(
+            list["apiVersion"],
+            format!("example.com/{version}"),
+            "{list}"
+        );
+        let items: Vec<(&Value, &Value)> = list["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|i| (&i["apiVersion"], &i["spec"]["teeth"]))
+            .collect();
+        let want = Value::from(format!("example.com/{version}"));
+        assert_eq!(
+            items,
+            [(&want, &Value::from(12)), (&want, &Value::from(20))]
+        );
+    }
+    // kubectl's fully qualified resource picks the version.
+    let g2 = get_json(&kube, None, &["gears.v1beta1.example.com", "g2"]);
+    assert_eq!(g2["apiVersion"], "example.com/v1beta1");
+    // A watch through v1beta1 sees the object created through v1 in v1beta1.
+    let mut added = Vec::new();
+    while added.len() < 2 {
+        let event = watch.next(Duration::from_secs(10)).expect("a watch event");
+        assert_eq!(event["type"], "ADDED", "{event}");
+        added.push(event["object"]["apiVersion"].clone());
+    }
+    assert_eq!(added, ["example.com/v1beta1", "example.com/v1beta1"]);
+    // A patch through v1beta1 of the object written through v1.
+    kube.kubectl_ok(&[
+        "patch",
+        "gears.v1beta1.example.com",
+        "g2",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"teeth":21}}"#,
+    ]);
+    // Both are stored in the storage version, v1.
+    for (name, teeth) in [("g1", 12), ("g2", 21)] {
+        let key = format!("/registry/example.com/gears/default/{name}");
+        let args = ["get", key.as_str(), "--print-value-only"].map(String::from);
+        let got = etcdctl(CtlVersion::V35, &kube.store_url, &args, None);
+        assert_eq!(got.code, 0, "etcdctl get {key}: {}", got.stderr);
+        let stored: Value = serde_json::from_str(got.stdout.trim()).expect("stored as JSON");
+        assert_eq!(stored["apiVersion"], "example.com/v1", "{stored}");
+        assert_eq!(stored["spec"]["teeth"], teeth, "{stored}");
+    }
+    let crd = get_json(&kube, None, &["crd", "gears.example.com"]);
+    assert_eq!(crd["status"]["storedVersions"], serde_json::json!(["v1"]));
+}
+
+#[test]
+fn a_crd_of_two_versions_serves_both_and_stores_one_on_keel_up() {
+    versions(Stack::Up);
+}
+
+#[test]
+fn a_crd_of_two_versions_serves_both_and_stores_one_on_etcd() {
+    versions(Stack::OnEtcd);
 }

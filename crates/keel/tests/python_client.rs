@@ -5,8 +5,6 @@
 //! from), a Service's delete read as the deleted Service, an apply of another apiVersion refused
 //! 400, and a 410 after compaction handled by relisting (`tests/python/client.py`).
 
-use std::process::Command;
-
 use keel_testkit::CtlVersion;
 use keel_testkit::kube::{Kube, Stack};
 
@@ -18,19 +16,7 @@ fn run(stack: Stack) {
         CtlVersion::V35.bin().display(),
         kube.store_url
     );
-    let out = Command::new("python3")
-        .arg(script)
-        .env("KUBECONFIG", &kube.kubeconfig)
-        .env("KEEL_ETCDCTL", etcdctl)
-        .output()
-        .expect("run python3");
-    assert!(
-        out.status.success() && String::from_utf8_lossy(&out.stdout).trim() == "ok",
-        "the Python client test failed on {stack:?}:\n{}{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        kube.log()
-    );
+    kube.python_ok(script, &[("KEEL_ETCDCTL", &etcdctl)]);
 }
 
 #[test]

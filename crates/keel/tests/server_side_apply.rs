@@ -473,15 +473,5 @@ fn kubectl_server_side_apply_on_keel_apiserver_on_etcd() {
 fn two_managers_applying_a_new_object_at_once_both_succeed() {
     let kube = Kube::start(Stack::Up);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/apply_race.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .env("KUBECONFIG", &kube.kubeconfig)
-        .output()
-        .expect("run python3");
-    assert!(
-        out.status.success() && text(&out.stdout).trim() == "ok",
-        "racing applies:\n{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    kube.python_ok(script, &[]);
 }

@@ -125,19 +125,19 @@ async fn sync(registry: &Registry, crd: &Value, all: &[Value]) -> Result<bool, S
         .cloned()
         .collect();
     let status = crd::status(crd, &others, &Time::now().rfc3339());
-    let crd = if !same_status(crd.get("status"), &status) {
-        write_status(registry, &name, status).await?
-    } else {
-        crd.clone()
-    };
-    let established = crd
-        .pointer("/status/conditions")
+    let established = status
+        .pointer("/conditions")
         .and_then(Value::as_array)
         .is_some_and(|c| {
             c.iter()
                 .any(|c| c["type"] == "Established" && c["status"] == "True")
         });
-    registry.serve_custom(&name, if established { kinds(&crd) } else { Vec::new() });
+    // Served before the status says Established: a client that waits for the condition
+    // (`kubectl wait`, kube-rs's `is_crd_established`) finds the resource served.
+    registry.serve_custom(&name, if established { kinds(crd) } else { Vec::new() });
+    if !same_status(crd.get("status"), &status) {
+        write_status(registry, &name, status).await?;
+    }
     Ok(true)
 }
 
@@ -168,15 +168,15 @@ fn same_status(old: Option<&Value>, new: &Value) -> bool {
     old.is_some_and(|old| strip(old) == strip(new))
 }
 
-async fn write_status(registry: &Registry, name: &str, status: Value) -> Result<Value, Status> {
-    let (written, _) = registry
+async fn write_status(registry: &Registry, name: &str, status: Value) -> Result<(), Status> {
+    registry
         .update(&CRDS, None, name, Some("status"), false, |current| {
             let mut new = current.cloned().unwrap_or(Value::Null);
             new["status"] = status.clone();
             Ok(new)
         })
         .await?;
-    Ok(written)
+    Ok(())
 }
 
 /// Deletes a terminating CRD's objects, then lets it go; true when it is gone.

@@ -4,7 +4,8 @@
 //! are those objects, shared, not copied.
 //!
 //! A list's items leave out apiVersion and kind (the list names them once), as
-//! kube-apiserver encodes a typed list. An object keeps its encoding as such an item, made
+//! kube-apiserver encodes a typed list; a custom resource's list (unstructured upstream)
+//! keeps them in every item. An object keeps its encoding as such an item, made
 //! by the first list that sends it in JSON, so a list the watch cache serves is a
 //! concatenation of ready bytes: [`List::to_json`] writes the bytes `serde_json` writes for
 //! [`List::to_value`], whose maps are sorted by key: `{"apiVersion":…,"items":[…],"kind":…,
@@ -165,6 +166,8 @@ pub struct List {
     pub metadata: Map<String, Value>,
     /// The objects, with apiVersion and kind (which the list's items leave out).
     pub items: Vec<Arc<ServedObject>>,
+    /// Whether the items keep apiVersion and kind (a custom resource's list).
+    pub unstructured: bool,
 }
 
 impl List {
@@ -181,9 +184,17 @@ impl List {
         self.items.iter().map(|i| i.value())
     }
 
-    /// The list as a JSON value, its items without apiVersion and kind.
+    /// The list as a JSON value, its items without apiVersion and kind unless
+    /// [`List::unstructured`].
     pub fn to_value(&self) -> Value {
-        let items = self.items.iter().map(|i| i.to_item()).collect();
+        let items = self
+            .items
+            .iter()
+            .map(|i| match self.unstructured {
+                true => i.value().clone(),
+                false => i.to_item(),
+            })
+            .collect();
         let mut list = Map::new();
         list.insert("kind".into(), self.kind.clone().into());
         list.insert("apiVersion".into(), self.api_version.clone().into());
@@ -204,7 +215,10 @@ impl List {
             if i > 0 {
                 out.push(b',');
             }
-            out.extend_from_slice(item.item_json());
+            match self.unstructured {
+                true => write_json(&mut out, item.value()),
+                false => out.extend_from_slice(item.item_json()),
+            }
         }
         out.extend_from_slice(b"],\"kind\":");
         write_json(&mut out, &self.kind);
@@ -243,12 +257,13 @@ mod tests {
         metadata.insert("resourceVersion".into(), "9".into());
         metadata.insert("continue".into(), "token\"/".into());
         metadata.insert("remainingItemCount".into(), 3.into());
-        for items in [Vec::new(), items] {
+        for (items, unstructured) in [(Vec::new(), false), (items.clone(), false), (items, true)] {
             let list = List {
                 kind: "ConfigMapList".into(),
                 api_version: "v1".into(),
                 metadata: metadata.clone(),
                 items,
+                unstructured,
             };
             let mut expected = serde_json::to_vec(&list.to_value()).unwrap();
             expected.push(b'\n');
@@ -257,6 +272,9 @@ mod tests {
                 String::from_utf8(expected).unwrap()
             );
             assert_eq!(list.resource_version(), "9");
+            if let Some(first) = list.to_value()["items"].get(0) {
+                assert_eq!(first.get("kind").is_some(), unstructured, "{first}");
+            }
         }
     }
 

@@ -326,6 +326,8 @@ impl Registry {
             api_version: info.api_version(),
             metadata,
             items,
+            // A custom resource (the one kind with its own merge schema) lists unstructured.
+            unstructured: kind.merge_schema().is_some(),
         };
         if kind.read_only() {
             let items = super::componentstatuses::all(&self.backends)
