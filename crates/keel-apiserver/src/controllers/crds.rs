@@ -168,15 +168,16 @@ fn same_status(old: Option<&Value>, new: &Value) -> bool {
     old.is_some_and(|old| strip(old) == strip(new))
 }
 
-async fn write_status(registry: &Registry, name: &str, status: Value) -> Result<(), Status> {
-    registry
+/// Writes `status` as the CRD's; the CRD written.
+async fn write_status(registry: &Registry, name: &str, status: Value) -> Result<Value, Status> {
+    let (written, _) = registry
         .update(&CRDS, None, name, Some("status"), false, |current| {
             let mut new = current.cloned().unwrap_or(Value::Null);
             new["status"] = status.clone();
             Ok(new)
         })
         .await?;
-    Ok(())
+    Ok(written)
 }
 
 /// Deletes a terminating CRD's objects, then lets it go; true when it is gone.
