@@ -37,10 +37,15 @@ static CRDS: CustomResourceDefinitions = CustomResourceDefinitions;
 /// Brings every CRD's status and serving up to date, once.
 pub async fn sync_all(registry: &Registry) -> Result<BTreeSet<String>, Status> {
     let list = registry.list(&CRDS, None, &ListQuery::default()).await?;
-    let all: Vec<Value> = list.objects().cloned().collect();
+    sync_listed(registry, &list.objects().cloned().collect::<Vec<_>>()).await
+}
+
+/// Brings each of the CRDs `all` up to date; the names of those still waiting for their
+/// objects to go.
+async fn sync_listed(registry: &Registry, all: &[Value]) -> Result<BTreeSet<String>, Status> {
     let mut pending = BTreeSet::new();
-    for crd in &all {
-        if !sync(registry, crd, &all).await? {
+    for crd in all {
+        if !sync(registry, crd, all).await? {
             pending.insert(meta_str(crd, "name").to_string());
         }
     }
@@ -60,7 +65,8 @@ pub async fn run(registry: Arc<Registry>) {
 /// Lists the CRDs, then follows them.
 async fn watch_round(registry: &Registry) -> Result<(), Status> {
     let list = registry.list(&CRDS, None, &ListQuery::default()).await?;
-    let mut pending = sync_all(registry).await?;
+    let all: Vec<Value> = list.objects().cloned().collect();
+    let mut pending = sync_listed(registry, &all).await?;
     let mut watching = registry
         .watch(&CRDS, None, list.resource_version(), None)
         .await?;
@@ -79,7 +85,7 @@ async fn watch_round(registry: &Registry) -> Result<(), Status> {
         if let Some(event) = event {
             let name = meta_str(&event.object, "name").to_string();
             if event.kind == "DELETED" {
-                registry.serve_custom(&name, Vec::new());
+                registry.serve_custom(&name, Vec::new(), false);
                 custom_resources::release(&event.object);
                 pending.remove(&name);
             } else {
@@ -96,7 +102,7 @@ async fn watch_round(registry: &Registry) -> Result<(), Status> {
         let names: Vec<String> = pending.iter().cloned().collect();
         for name in names {
             let Some(crd) = all.iter().find(|c| meta_str(c, "name") == name) else {
-                registry.serve_custom(&name, Vec::new());
+                registry.serve_custom(&name, Vec::new(), false);
                 pending.remove(&name);
                 continue;
             };
@@ -134,22 +140,34 @@ async fn sync(registry: &Registry, crd: &Value, all: &[Value]) -> Result<bool, S
         });
     // Served before the status says Established: a client that waits for the condition
     // (`kubectl wait`, kube-rs's `is_crd_established`) finds the resource served.
-    registry.serve_custom(&name, if established { kinds(crd) } else { Vec::new() });
+    let (kinds, changed) = if established {
+        kinds(crd)
+    } else {
+        (Vec::new(), false)
+    };
+    registry.serve_custom(&name, kinds, changed);
     if !same_status(crd.get("status"), &status) {
         write_status(registry, &name, status).await?;
     }
     Ok(true)
 }
 
-/// The kinds of a CRD's served versions.
-fn kinds(crd: &Value) -> Vec<&'static dyn Strategy> {
-    crd.pointer("/spec/versions")
+/// The kinds of a CRD's served versions, and whether any was made or changed.
+fn kinds(crd: &Value) -> (Vec<&'static dyn Strategy>, bool) {
+    let mut changed = false;
+    let kinds = crd
+        .pointer("/spec/versions")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter(|v| v.get("served") == Some(&Value::Bool(true)))
-        .map(|v| custom_resources::serve(crd, v) as &'static dyn Strategy)
-        .collect()
+        .map(|v| {
+            let (kind, made) = custom_resources::serve(crd, v);
+            changed |= made;
+            kind as &'static dyn Strategy
+        })
+        .collect();
+    (kinds, changed)
 }
 
 /// Whether two statuses say the same, their conditions' transition times aside.
@@ -205,7 +223,8 @@ async fn cleanup(registry: &Registry, crd: &Value) -> Result<bool, Status> {
     };
     // Served while its objects go, creates refused (its kinds read the condition); served
     // again after a restart, so a cleanup cut short deletes the objects it had left.
-    registry.serve_custom(&name, kinds(&crd));
+    let (kinds, changed) = kinds(&crd);
+    registry.serve_custom(&name, kinds, changed);
     let kinds = registry.custom_kinds(&name);
     let mut left = 0;
     if let Some(kind) = kinds.first() {
@@ -248,7 +267,7 @@ async fn cleanup(registry: &Registry, crd: &Value) -> Result<bool, Status> {
         Err(status) if status.code == 404 => {}
         Err(status) => return Err(status),
     }
-    registry.serve_custom(&name, Vec::new());
+    registry.serve_custom(&name, Vec::new(), false);
     custom_resources::release(&crd);
     Ok(true)
 }

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::names::NameRule;
 use super::time::Time;
-use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy};
+use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, text};
 use crate::apiextensions::jsonpath::JsonPath;
 use crate::apiextensions::{cel, crd, defaults, listtype, prune, validate};
 use crate::schema::Schema;
@@ -48,6 +48,9 @@ struct Version {
 pub struct CustomResource {
     info: RwLock<&'static ResourceInfo>,
     version: RwLock<Arc<Version>>,
+    /// What the kind was last made from (its CRD's group, names, scope, storage version and
+    /// this version), so a CRD that did not change is not made again.
+    source: Mutex<Value>,
 }
 
 /// `s`, kept for the life of the process (each distinct string once).
@@ -82,10 +85,6 @@ impl<T: std::fmt::Debug> Interner<T> {
 static INFOS: Interner<ResourceInfo> = Interner::new();
 static COLUMNS: Interner<Vec<Column>> = Interner::new();
 static LISTS: Interner<Vec<&'static str>> = Interner::new();
-
-fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
-}
 
 fn strings(v: &Value, pointer: &str) -> Vec<&'static str> {
     v.pointer(pointer)
@@ -126,31 +125,53 @@ pub fn release(crd: &Value) {
             let empty = json!({"metadata": {}, "spec": {"group": group}});
             *kind.version.write().unwrap_or_else(|p| p.into_inner()) =
                 Arc::new(version_of(&empty, &json!({"name": key.1})));
+            *kind.source.lock().unwrap_or_else(|p| p.into_inner()) = Value::Null;
         }
     }
 }
 
+/// What of a CRD a version's kind is made from.
+fn source_of(crd: &Value, version: &Value) -> Value {
+    let spec = &crd["spec"];
+    json!([
+        spec["group"],
+        spec["names"],
+        spec["scope"],
+        crd::storage_version(crd),
+        terminating(crd),
+        version
+    ])
+}
+
 /// The kind `crd`'s `version` (one of its `spec.versions`) defines, made or brought up to
-/// date.
-pub fn serve(crd: &Value, version: &Value) -> &'static CustomResource {
-    let info = info_of(crd, version);
-    let made = Arc::new(version_of(crd, version));
+/// date; true when it was made or changed (false: the CRD says what it said before).
+pub fn serve(crd: &Value, version: &Value) -> (&'static CustomResource, bool) {
+    let source = source_of(crd, version);
+    let key = (
+        text(crd, "/spec/group").to_string(),
+        text(version, "/name").to_string(),
+        text(crd, "/spec/names/plural").to_string(),
+    );
     let mut kinds = KINDS.lock().unwrap_or_else(|p| p.into_inner());
     let kinds = kinds.get_or_insert_with(HashMap::new);
-    let key = (
-        info.group.to_string(),
-        info.version.to_string(),
-        info.resource.to_string(),
-    );
-    let kind = kinds.entry(key).or_insert_with(|| {
-        Box::leak(Box::new(CustomResource {
-            info: RwLock::new(info),
-            version: RwLock::new(made.clone()),
-        }))
-    });
-    *kind.info.write().unwrap_or_else(|p| p.into_inner()) = info;
-    *kind.version.write().unwrap_or_else(|p| p.into_inner()) = made;
-    kind
+    if let Some(kind) = kinds.get(&key) {
+        let mut made_from = kind.source.lock().unwrap_or_else(|p| p.into_inner());
+        if *made_from == source {
+            return (kind, false);
+        }
+        *kind.info.write().unwrap_or_else(|p| p.into_inner()) = info_of(crd, version);
+        *kind.version.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(version_of(crd, version));
+        *made_from = source;
+        return (kind, true);
+    }
+    let kind: &'static CustomResource = Box::leak(Box::new(CustomResource {
+        info: RwLock::new(info_of(crd, version)),
+        version: RwLock::new(Arc::new(version_of(crd, version))),
+        source: Mutex::new(source),
+    }));
+    kinds.insert(key, kind);
+    (kind, true)
 }
 
 fn info_of(crd: &Value, version: &Value) -> &'static ResourceInfo {
@@ -236,14 +257,18 @@ fn version_of(crd: &Value, version: &Value) -> Version {
         cells,
         selectable: LISTS.get(selectable).as_slice(),
         selectable_paths: selectable_paths.into_iter().map(|(_, p)| p).collect(),
-        terminating: crd
-            .pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .is_some_and(|c| {
-                c.iter()
-                    .any(|c| c["type"] == "Terminating" && c["status"] == "True")
-            }),
+        terminating: terminating(crd),
     }
+}
+
+/// Whether the CRD says it is terminating (its `Terminating` condition true).
+fn terminating(crd: &Value) -> bool {
+    crd.pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Terminating" && c["status"] == "True")
+        })
 }
 
 impl CustomResource {
@@ -445,7 +470,8 @@ mod tests {
     #[test]
     fn a_crd_version_is_one_kind_updated_in_place() {
         let crd = crd();
-        let kind = serve(&crd, &crd["spec"]["versions"][0]);
+        let (kind, made) = serve(&crd, &crd["spec"]["versions"][0]);
+        assert!(made);
         let info = kind.info();
         assert_eq!(
             (info.group, info.version, info.kind, info.resource),
@@ -469,11 +495,14 @@ mod tests {
             crate::storage::field::aggregate(&kind.validate(&obj)),
             "spec.replicas: Invalid value: 9: spec.replicas in body should be less than or equal to 5"
         );
+        // The CRD again, unchanged: the same kind, not made again.
+        let (again, changed) = serve(&crd, &crd["spec"]["versions"][0]);
+        assert!(std::ptr::eq(kind, again) && !changed);
         // The CRD changes: the same kind, its new columns.
         let mut changed = crd.clone();
         changed["spec"]["versions"][0]["additionalPrinterColumns"] = json!([]);
-        let again = serve(&changed, &changed["spec"]["versions"][0]);
-        assert!(std::ptr::eq(kind, again));
+        let (again, made) = serve(&changed, &changed["spec"]["versions"][0]);
+        assert!(std::ptr::eq(kind, again) && made);
         let names: Vec<&str> = kind.columns().iter().map(|c| c.name).collect();
         assert_eq!(names, ["Name", "Age"]);
     }
@@ -483,13 +512,13 @@ mod tests {
         let mut crd = crd();
         crd["metadata"]["name"] = json!("widgets.released.example.com");
         crd["spec"]["group"] = json!("released.example.com");
-        let kind = serve(&crd, &crd["spec"]["versions"][0]);
+        let (kind, _) = serve(&crd, &crd["spec"]["versions"][0]);
         assert!(kind.schema().is_object());
         release(&crd);
         assert_eq!(kind.schema(), Value::Null);
         assert!(kind.selectable_fields().is_empty());
         // Created again, the same kind has its schema again.
-        let again = serve(&crd, &crd["spec"]["versions"][0]);
-        assert!(std::ptr::eq(kind, again) && kind.schema().is_object());
+        let (again, made) = serve(&crd, &crd["spec"]["versions"][0]);
+        assert!(std::ptr::eq(kind, again) && made && kind.schema().is_object());
     }
 }

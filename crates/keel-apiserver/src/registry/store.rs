@@ -168,9 +168,10 @@ impl Registry {
     }
 
     /// Serves `kinds` as the kinds of the CRD `crd` (none: it serves nothing), in place of
-    /// what it served before. A kind it served already keeps its storage and watch cache; a
-    /// kind a built-in kind serves already is left out.
-    pub fn serve_custom(&self, crd: &str, kinds: Vec<&'static dyn Strategy>) {
+    /// what it served before; `changed`: some of them changed in place since. A kind it served
+    /// already keeps its storage and watch cache; a kind a built-in kind serves already is
+    /// left out.
+    pub fn serve_custom(&self, crd: &str, kinds: Vec<&'static dyn Strategy>, changed: bool) {
         let mut served = self.served.write().unwrap_or_else(|p| p.into_inner());
         let before = served.0.custom.get(crd).cloned().unwrap_or_default();
         let unchanged = before.len() == kinds.len()
@@ -180,9 +181,9 @@ impl Registry {
                 .all(|(a, b)| std::ptr::addr_eq(*a, *b));
         let mut next = KindSet::clone(&served.0);
         if unchanged {
-            // The same kinds, whose CRD may have changed (its schema, columns, names: they
-            // are updated in place): what is made from the set is made again.
-            if !before.is_empty() {
+            // The same kinds, whose CRD changed (its schema, columns, names: they are updated
+            // in place): what is made from the set is made again.
+            if changed && !before.is_empty() {
                 next.generation += 1;
                 *served = Kinds(Arc::new(next));
             }
