@@ -194,6 +194,44 @@ fn meta_field<'a>(meta: &'a Map<String, Value>, field: &str) -> &'a str {
     meta.get(field).and_then(Value::as_str).unwrap_or("")
 }
 
+/// `ValidateLabels` of the map at `path`: qualified names to valid label values.
+pub fn validate_labels(labels: &Value, path: &str) -> Vec<FieldError> {
+    map_of_strings(labels, path, true)
+}
+
+/// A map of strings whose keys are qualified names (and whose values are label values when
+/// `label_values`).
+fn map_of_strings(map: &Value, path: &str, label_values: bool) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let Some(map) = map.as_object() else {
+        errors.push(FieldError::invalid(
+            path,
+            map.clone(),
+            "must be a map of strings",
+        ));
+        return errors;
+    };
+    for (key, value) in map {
+        for problem in is_qualified_name(key) {
+            errors.push(FieldError::invalid(path, key.as_str(), &problem));
+        }
+        match value.as_str() {
+            Some(v) if label_values => {
+                for problem in is_valid_label_value(v) {
+                    errors.push(FieldError::invalid(path, v, &problem));
+                }
+            }
+            Some(_) => {}
+            None => errors.push(FieldError::invalid(
+                &format!("{path}.{key}"),
+                value.clone(),
+                "must be a string",
+            )),
+        }
+    }
+    errors
+}
+
 /// `ValidateObjectMeta`: the name, the namespace against the kind's scope, labels and
 /// annotations.
 pub fn validate(obj: &Value, info: &ResourceInfo) -> Vec<FieldError> {
@@ -213,37 +251,11 @@ pub fn validate(obj: &Value, info: &ResourceInfo) -> Vec<FieldError> {
             "not allowed on this type",
         ));
     }
-    for (field, value_rule) in [("labels", true), ("annotations", false)] {
-        let Some(map) = obj.at(&format!("/metadata/{field}")) else {
-            continue;
-        };
-        let Some(map) = map.as_object() else {
-            errors.push(FieldError::invalid(
-                &format!("metadata.{field}"),
-                map.clone(),
-                "must be a map of strings",
-            ));
-            continue;
-        };
-        for (key, value) in map {
-            let path = format!("metadata.{field}");
-            for problem in is_qualified_name(key) {
-                errors.push(FieldError::invalid(&path, key.as_str(), &problem));
-            }
-            match value.as_str() {
-                Some(v) if value_rule => {
-                    for problem in is_valid_label_value(v) {
-                        errors.push(FieldError::invalid(&path, v, &problem));
-                    }
-                }
-                Some(_) => {}
-                None => errors.push(FieldError::invalid(
-                    &format!("{path}.{key}"),
-                    value.clone(),
-                    "must be a string",
-                )),
-            }
-        }
+    if let Some(labels) = obj.at("/metadata/labels") {
+        errors.extend(validate_labels(labels, "metadata.labels"));
+    }
+    if let Some(map) = obj.at("/metadata/annotations") {
+        errors.extend(map_of_strings(map, "metadata.annotations", false));
     }
     errors.extend(crate::fieldmanager::entries::validate(obj));
     errors

@@ -8,11 +8,20 @@
 //! kind of list, map or struct each field is is [`crate::schema`]'s, and who set which field
 //! (`metadata.managedFields` and server-side apply) is [`crate::fieldmanager`]'s.
 
+pub mod admissionregistration;
+pub mod apiregistration;
+pub mod apps;
+pub mod authentication;
+pub mod authorization;
+pub mod autoscaling;
+pub mod batch;
+pub mod certificates;
 pub mod componentstatuses;
 pub mod configmaps;
 pub mod custom_resources;
 pub mod customresourcedefinitions;
 pub mod data;
+pub mod discovery;
 pub mod endpoints;
 pub mod events;
 pub mod events_k8s_io;
@@ -21,19 +30,26 @@ pub mod limitranges;
 pub mod meta;
 pub mod names;
 pub mod namespaces;
+pub mod networking;
+pub mod node;
 pub mod nodes;
 pub mod object_count;
 pub mod pods;
+pub mod policy;
+pub mod rbac;
 pub mod resource_lists;
 pub mod resourcequotas;
 pub mod rules;
+pub mod scheduling;
 pub mod secrets;
 pub mod selector;
 pub mod served;
 pub mod serviceaccounts;
 pub mod services;
+pub mod storage_k8s_io;
 pub mod store;
 pub mod stored;
+pub mod template;
 pub mod watching;
 
 /// The timestamps (apimachinery's), where the kinds have always read them.
@@ -377,9 +393,10 @@ pub fn name_age_row(obj: &Value, now: Time, middle: impl IntoIterator<Item = Val
     row
 }
 
-/// Every kind this apiserver serves, in discovery order.
+/// Every kind this apiserver serves, in discovery order (kube-apiserver's: the core group,
+/// then the named groups).
 pub fn kinds() -> Vec<&'static dyn Strategy> {
-    vec![
+    let mut kinds: Vec<&'static dyn Strategy> = vec![
         &componentstatuses::ComponentStatuses,
         &configmaps::ConfigMaps,
         &endpoints::Endpoints,
@@ -392,8 +409,24 @@ pub fn kinds() -> Vec<&'static dyn Strategy> {
         &secrets::Secrets,
         &serviceaccounts::ServiceAccounts,
         &services::Services,
-        &leases::Leases,
-        &events_k8s_io::EventsK8sIo,
-        &customresourcedefinitions::CustomResourceDefinitions,
-    ]
+    ];
+    kinds.extend(apiregistration::kinds());
+    kinds.extend(apps::kinds());
+    kinds.push(&events_k8s_io::EventsK8sIo);
+    kinds.extend(authentication::kinds());
+    kinds.extend(authorization::kinds());
+    kinds.extend(autoscaling::kinds());
+    kinds.extend(batch::kinds());
+    kinds.extend(certificates::kinds());
+    kinds.extend(networking::kinds());
+    kinds.extend(policy::kinds());
+    kinds.extend(rbac::kinds());
+    kinds.extend(storage_k8s_io::kinds());
+    kinds.extend(admissionregistration::kinds());
+    kinds.push(&customresourcedefinitions::CustomResourceDefinitions);
+    kinds.extend(scheduling::kinds());
+    kinds.push(&leases::Leases);
+    kinds.extend(node::kinds());
+    kinds.extend(discovery::kinds());
+    kinds
 }

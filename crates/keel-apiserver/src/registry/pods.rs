@@ -9,9 +9,9 @@
 //! The kind is here; `defaults`, `validation` and `printing` (the table's cells and the
 //! QoS class) are its parts.
 
-mod defaults;
+pub mod defaults;
 mod printing;
-mod validation;
+pub mod validation;
 
 use serde_json::{Value, json};
 

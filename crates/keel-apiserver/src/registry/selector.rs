@@ -25,6 +25,7 @@
 //! and `fields` holds field selectors.
 
 mod fields;
+mod object;
 mod parse;
 
 use std::fmt;
@@ -35,6 +36,7 @@ use crate::apimachinery::quote::go_quote;
 use crate::apimachinery::validation::{is_qualified_name, is_valid_label_value};
 
 pub use fields::FieldSelector;
+pub use object::validate_label_selector;
 
 /// Which objects a list or a watch wants (label and field selectors, already parsed).
 pub type Filter = dyn Fn(&Value) -> bool + Send + Sync;

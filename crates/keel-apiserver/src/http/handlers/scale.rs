@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use super::request::Call;
 use crate::http::negotiate::{self, Body};
 use crate::http::response::{not_found_object, value_response};
+use crate::registry::selector::LabelSelector;
 use crate::registry::{ScalePaths, Strategy, meta_str};
 use crate::storage::{FieldError, Status};
 
@@ -39,13 +40,16 @@ fn set(obj: &mut Value, path: &str, value: Value) {
 fn scale_of(obj: &Value, paths: &ScalePaths) -> Value {
     let replicas = |path: &str| at(obj, path).and_then(Value::as_i64).unwrap_or(0);
     let mut status = json!({"replicas": replicas(&paths.status_replicas)});
-    if let Some(selector) = paths
-        .label_selector
-        .as_deref()
-        .and_then(|p| at(obj, p))
-        .and_then(Value::as_str)
-    {
-        status["selector"] = selector.into();
+    // A custom resource's selector path names a string; a built-in kind's names its
+    // `metav1.LabelSelector`, which the Scale shows as text (`LabelSelectorAsSelector`).
+    match paths.label_selector.as_deref().and_then(|p| at(obj, p)) {
+        Some(Value::String(selector)) => status["selector"] = selector.as_str().into(),
+        Some(selector @ Value::Object(_)) => {
+            if let Ok(selector) = LabelSelector::from_object(selector) {
+                status["selector"] = selector.to_string().into();
+            }
+        }
+        _ => {}
     }
     let meta = &obj["metadata"];
     let mut metadata = json!({});

@@ -67,8 +67,8 @@ fn default_probe(probe: &mut Value) {
     }
 }
 
-/// `SetDefaults_Container` and what `SetDefaults_Pod` does to each container.
-fn default_container(c: &mut Value, host_network: bool) {
+/// `SetDefaults_Container` and the defaults of a container's ports, probes and env.
+fn default_container(c: &mut Value) {
     let Some(c) = c.as_object_mut() else {
         return;
     };
@@ -90,12 +90,6 @@ fn default_container(c: &mut Value, host_network: bool) {
     if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports.iter_mut().filter_map(Value::as_object_mut) {
             default_str(p, "protocol", "TCP");
-            if host_network
-                && p.get("hostPort").and_then(Value::as_i64).unwrap_or(0) == 0
-                && let Some(cp) = p.get("containerPort").cloned()
-            {
-                p.insert("hostPort".into(), cp);
-            }
         }
     }
     for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
@@ -113,32 +107,51 @@ fn default_container(c: &mut Value, host_network: bool) {
             }
         }
     }
-    let resources = object_entry(c, "resources");
-    if let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() {
-        let requests = object_entry(resources, "requests");
-        for (k, v) in limits {
-            requests.entry(k).or_insert(v);
+    object_entry(c, "resources");
+}
+
+/// `SetDefaults_Pod`'s own part, which a pod template does not get (kube applies it to
+/// `v1.Pod` only): service links, host-network ports and requests from limits.
+fn pod_only_defaults(spec: &mut Map<String, Value>) {
+    default_value(spec, "enableServiceLinks", json!(true));
+    let host_network = spec.get("hostNetwork").and_then(Value::as_bool) == Some(true);
+    for field in ["containers", "initContainers"] {
+        let Some(cs) = spec.get_mut(field).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for c in cs.iter_mut().filter_map(Value::as_object_mut) {
+            if host_network && let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    if p.get("hostPort").and_then(Value::as_i64).unwrap_or(0) == 0
+                        && let Some(cp) = p.get("containerPort").cloned()
+                    {
+                        p.insert("hostPort".into(), cp);
+                    }
+                }
+            }
+            let resources = object_entry(c, "resources");
+            if let Some(limits) = resources.get("limits").and_then(Value::as_object).cloned() {
+                let requests = object_entry(resources, "requests");
+                for (k, v) in limits {
+                    requests.entry(k).or_insert(v);
+                }
+            }
         }
     }
 }
 
-/// `SetDefaults_Pod`, `SetDefaults_PodSpec` and the defaults of containers and volumes.
-pub(super) fn set_defaults(obj: &mut Value) {
-    let Some(o) = obj.as_object_mut() else {
-        return;
-    };
-    let spec = object_entry(o, "spec");
+/// `SetDefaults_PodSpec` and the defaults of its containers and volumes: what a pod and a
+/// pod template (a Deployment's, a Job's, ...) alike get.
+pub fn pod_spec_defaults(spec: &mut Map<String, Value>) {
     default_str(spec, "dnsPolicy", "ClusterFirst");
     default_str(spec, "restartPolicy", "Always");
     default_str(spec, "schedulerName", "default-scheduler");
     default_value(spec, "terminationGracePeriodSeconds", json!(30));
     default_value(spec, "securityContext", json!({}));
-    default_value(spec, "enableServiceLinks", json!(true));
-    let host_network = spec.get("hostNetwork").and_then(Value::as_bool) == Some(true);
     for field in ["containers", "initContainers"] {
         if let Some(cs) = spec.get_mut(field).and_then(Value::as_array_mut) {
             for c in cs {
-                default_container(c, host_network);
+                default_container(c);
             }
         }
     }
@@ -154,4 +167,14 @@ pub(super) fn set_defaults(obj: &mut Value) {
             }
         }
     }
+}
+
+/// `SetDefaults_Pod`: a pod spec's defaults and the pod's own.
+pub(super) fn set_defaults(obj: &mut Value) {
+    let Some(o) = obj.as_object_mut() else {
+        return;
+    };
+    let spec = object_entry(o, "spec");
+    pod_spec_defaults(spec);
+    pod_only_defaults(spec);
 }

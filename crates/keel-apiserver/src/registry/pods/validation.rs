@@ -29,20 +29,25 @@ const UPDATABLE: &str = "pod updates may not change fields other than \
     `spec.tolerations` (only additions to existing tolerations),\
     `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 
-/// The containers (or init containers) at `spec.<field>`: names (unique across both, in
-/// `names`), images, ports, volume mounts, policies and resources.
-fn validate_containers(obj: &Value, field: &str, names: &mut BTreeSet<String>) -> Vec<FieldError> {
+/// The containers (or init containers) at `<path>.<field>` of `spec`: names (unique across
+/// both, in `names`), images, ports, volume mounts, policies and resources.
+fn validate_containers(
+    spec: &Value,
+    path: &str,
+    field: &str,
+    names: &mut BTreeSet<String>,
+) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    let containers = list(obj, &format!("/spec/{field}"));
+    let containers = list(spec, &format!("/{field}"));
     if field == "containers" && containers.is_empty() {
-        errors.push(FieldError::required("spec.containers", ""));
+        errors.push(FieldError::required(&format!("{path}.containers"), ""));
     }
-    let volumes: BTreeSet<&str> = list(obj, "/spec/volumes")
+    let volumes: BTreeSet<&str> = list(spec, "/volumes")
         .iter()
         .filter_map(|v| v.get("name").and_then(Value::as_str))
         .collect();
     for (i, c) in containers.iter().enumerate() {
-        let at = format!("spec.{field}[{i}]");
+        let at = format!("{path}.{field}[{i}]");
         let name = c.get("name").and_then(Value::as_str).unwrap_or("");
         if name.is_empty() {
             errors.push(FieldError::required(&format!("{at}.name"), ""));
@@ -169,13 +174,19 @@ fn immutable_part(spec: Option<&Value>) -> Value {
     spec
 }
 
-/// `ValidatePod`'s commonest rules: volumes, containers, restart and DNS policies, the
-/// active deadline.
+/// `ValidatePod`'s commonest rules.
 pub(super) fn validate(obj: &Value) -> Vec<FieldError> {
+    validate_pod_spec(obj.get("spec").unwrap_or(&Value::Null), "spec")
+}
+
+/// `ValidatePodSpec`'s commonest rules for the spec at `path` (`spec`,
+/// `spec.template.spec`): volumes, containers, restart and DNS policies, the active
+/// deadline.
+pub fn validate_pod_spec(spec: &Value, path: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let mut volume_names = BTreeSet::new();
-    for (i, v) in list(obj, "/spec/volumes").into_iter().enumerate() {
-        let at = format!("spec.volumes[{i}].name");
+    for (i, v) in list(spec, "/volumes").into_iter().enumerate() {
+        let at = format!("{path}.volumes[{i}].name");
         let name = text(v, "/name");
         if name.is_empty() {
             errors.push(FieldError::required(&at, ""));
@@ -189,25 +200,28 @@ pub(super) fn validate(obj: &Value) -> Vec<FieldError> {
         }
     }
     let mut names = BTreeSet::new();
-    errors.extend(validate_containers(obj, "containers", &mut names));
-    errors.extend(validate_containers(obj, "initContainers", &mut names));
+    errors.extend(validate_containers(spec, path, "containers", &mut names));
+    errors.extend(validate_containers(
+        spec,
+        path,
+        "initContainers",
+        &mut names,
+    ));
     errors.extend(required_one_of(
-        "spec.restartPolicy",
-        text(obj, "/spec/restartPolicy"),
+        &format!("{path}.restartPolicy"),
+        text(spec, "/restartPolicy"),
         &RESTART_POLICIES,
     ));
     errors.extend(required_one_of(
-        "spec.dnsPolicy",
-        text(obj, "/spec/dnsPolicy"),
+        &format!("{path}.dnsPolicy"),
+        text(spec, "/dnsPolicy"),
         &DNS_POLICIES,
     ));
-    if let Some(d) = obj
-        .at("/spec/activeDeadlineSeconds")
-        .and_then(Value::as_i64)
+    if let Some(d) = spec.at("/activeDeadlineSeconds").and_then(Value::as_i64)
         && !(1..=i64::from(i32::MAX)).contains(&d)
     {
         errors.push(FieldError::invalid(
-            "spec.activeDeadlineSeconds",
+            &format!("{path}.activeDeadlineSeconds"),
             d,
             "must be between 1 and 2147483647, inclusive",
         ));

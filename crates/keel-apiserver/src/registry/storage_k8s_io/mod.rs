@@ -1,0 +1,8 @@
+//! storage.k8s.io/v1: StorageClasses, CSIDrivers, CSINodes and VolumeAttachments.
+
+use super::Strategy;
+
+/// The group's kinds, in discovery order.
+pub fn kinds() -> Vec<&'static dyn Strategy> {
+    Vec::new()
+}
