@@ -310,6 +310,7 @@ fn session(kube: &Kube, version: Option<&str>) {
     if version.is_none() {
         repeated_keys::check(kube, &ns);
         negotiation::check(kube, &ns);
+        negotiation::aggregated_discovery(kube);
     }
 
     // A watch lists what is there as ADDED events.

@@ -32,28 +32,72 @@ pub fn core_versions(server_address: &str) -> Value {
     })
 }
 
-/// The named groups (not the core group), in the order their kinds are registered.
-fn groups(kinds: &[&'static dyn Strategy]) -> Vec<(&'static str, &'static str)> {
-    let mut groups: Vec<(&str, &str)> = Vec::new();
+/// The named groups (not the core group), in the order their kinds are registered, each
+/// with its versions, the preferred first ([`version_order`]).
+pub fn groups(kinds: &[&'static dyn Strategy]) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
     for kind in kinds {
         let info = kind.info();
-        if !info.group.is_empty() && !groups.contains(&(info.group, info.version)) {
-            groups.push((info.group, info.version));
+        if info.group.is_empty() {
+            continue;
         }
+        match groups.iter_mut().find(|(g, _)| *g == info.group) {
+            Some((_, versions)) if versions.contains(&info.version) => {}
+            Some((_, versions)) => versions.push(info.version),
+            None => groups.push((info.group, vec![info.version])),
+        }
+    }
+    for (_, versions) in &mut groups {
+        versions.sort_by(|a, b| version_order(a, b));
     }
     groups
 }
 
-fn group_json(name: &str, version: &str) -> Value {
-    let gv = json!({"groupVersion": format!("{name}/{version}"), "version": version});
-    json!({"name": name, "versions": [gv.clone()], "preferredVersion": gv})
+/// apimachinery's `CompareKubeAwareVersionStrings`, as an ordering that puts the preferred
+/// version first: GA before beta before alpha, a higher major first, then a higher minor;
+/// versions not shaped like `v1beta2` after all of them, alphabetically.
+pub fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
+    /// `(major, stage, minor)` of `v(\d+)((alpha|beta)(\d+))?`: stage 2 for GA, 1 for
+    /// beta, 0 for alpha.
+    fn parse(v: &str) -> Option<(u64, u8, u64)> {
+        let number = |s: &str| {
+            (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| s.parse().ok())
+                .flatten()
+        };
+        let rest = v.strip_prefix('v')?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let major = number(&rest[..digits])?;
+        let rest = &rest[digits..];
+        if rest.is_empty() {
+            return Some((major, 2, 0));
+        }
+        if let Some(minor) = rest.strip_prefix("beta") {
+            return Some((major, 1, number(minor)?));
+        }
+        Some((major, 0, number(rest.strip_prefix("alpha")?)?))
+    }
+    match (parse(a), parse(b)) {
+        (Some((ma, sa, na)), Some((mb, sb, nb))) => (sb, mb, nb).cmp(&(sa, ma, na)),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
+}
+
+fn group_json(name: &str, versions: &[&str]) -> Value {
+    let gv = |v: &str| json!({"groupVersion": format!("{name}/{v}"), "version": v});
+    let listed: Vec<Value> = versions.iter().map(|v| gv(v)).collect();
+    json!({"name": name, "versions": listed, "preferredVersion": gv(versions[0])})
 }
 
 /// `/apis`.
 pub fn group_list(kinds: &[&'static dyn Strategy]) -> Value {
     let groups: Vec<Value> = groups(kinds)
         .into_iter()
-        .map(|(g, v)| group_json(g, v))
+        .map(|(g, v)| group_json(g, &v))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
@@ -61,7 +105,7 @@ pub fn group_list(kinds: &[&'static dyn Strategy]) -> Value {
 /// `/apis/<group>` (None: no such group).
 pub fn group(kinds: &[&'static dyn Strategy], name: &str) -> Option<Value> {
     let (g, v) = groups(kinds).into_iter().find(|(g, _)| *g == name)?;
-    let mut group = group_json(g, v);
+    let mut group = group_json(g, &v);
     group["kind"] = "APIGroup".into();
     group["apiVersion"] = "v1".into();
     Some(group)
@@ -170,6 +214,40 @@ fn go_arch() -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_are_ordered_as_kube_orders_them() {
+        let mut versions = vec![
+            "v1alpha1",
+            "v2beta1",
+            "foo",
+            "v1",
+            "v1beta2",
+            "v2",
+            "v1beta1",
+            "v10",
+            "v11alpha2",
+            "bar",
+            "v1beta",
+        ];
+        versions.sort_by(|a, b| version_order(a, b));
+        assert_eq!(
+            versions,
+            vec![
+                "v10",
+                "v2",
+                "v1",
+                "v2beta1",
+                "v1beta2",
+                "v1beta1",
+                "v11alpha2",
+                "v1alpha1",
+                "bar",
+                "foo",
+                "v1beta"
+            ]
+        );
+    }
 
     #[test]
     fn storage_version_hash_is_kube_apiservers() {

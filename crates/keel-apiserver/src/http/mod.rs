@@ -4,6 +4,7 @@
 //! ([`handlers`], answering through [`response`]); every request is counted in
 //! [`crate::metrics`].
 
+pub mod aggregated_discovery;
 pub mod app;
 pub mod auth;
 pub mod decode;
@@ -107,6 +108,18 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
             app.metrics.encode(),
         )
             .into_response();
+    }
+    if matches!(parsed, Path::CoreVersions | Path::Groups)
+        && req.method() == Method::GET
+        && let Some(version) = negotiate::aggregated_discovery(
+            req.headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok()),
+        )
+    {
+        let core = matches!(parsed, Path::CoreVersions);
+        let document = aggregated_discovery::document(&kinds, core, version);
+        return aggregated_discovery::respond(&document, version, req.headers());
     }
     let discovered = match parsed {
         Path::CoreVersions => Some(discovery::core_versions(&app.server_address)),

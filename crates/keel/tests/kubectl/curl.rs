@@ -16,6 +16,8 @@ pub struct Answer {
     pub warnings: Vec<String>,
     /// The `Content-Type`.
     pub content_type: String,
+    /// The `ETag`, if any.
+    pub etag: String,
     /// The body.
     pub text: String,
 }
@@ -69,11 +71,18 @@ impl<'a> Curl<'a> {
 
     /// `curl` of `path` with `Accept: <accept>`.
     pub fn get(&self, path: &str, accept: &str) -> Answer {
-        self.run(&[
-            "-H",
-            &format!("Accept: {accept}"),
-            &format!("{}{path}", self.server),
-        ])
+        self.get_with(path, &[&format!("Accept: {accept}")])
+    }
+
+    /// `curl` of `path` with these request headers (`Name: value`).
+    pub fn get_with(&self, path: &str, headers: &[&str]) -> Answer {
+        let mut args = Vec::new();
+        for h in headers {
+            args.extend(["-H", h]);
+        }
+        let url = format!("{}{path}", self.server);
+        args.push(&url);
+        self.run(&args)
     }
 
     fn run(&self, args: &[&str]) -> Answer {
@@ -108,6 +117,7 @@ impl<'a> Curl<'a> {
             code,
             warnings: header("warning"),
             content_type: header("content-type").join(", "),
+            etag: header("etag").join(", "),
             text: String::from_utf8_lossy(&out.stdout).into_owned(),
         }
     }

@@ -13,6 +13,67 @@ fn accept(conversion: &str, version: &str, encoding: &str) -> String {
     format!("application/{encoding};as={conversion};g=meta.k8s.io;v={version}")
 }
 
+/// Aggregated discovery: `/api` and `/apis` as one `APIGroupDiscoveryList` each for a
+/// client that asks for it (v2 or v2beta1), with an ETag that makes a repeated request a
+/// 304; the unaggregated documents for a client that does not; and kubectl, which asks,
+/// needs no other discovery request.
+pub fn aggregated_discovery(kube: &Kube) {
+    let curl = Curl::new(kube);
+    let v2 =
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+    let apis = curl.get("/apis", v2);
+    assert_eq!(apis.code, 200, "{}", apis.text);
+    assert_eq!(
+        apis.content_type,
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    );
+    let body = apis.json();
+    assert_eq!(body["kind"], "APIGroupDiscoveryList");
+    let leases = body["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|g| g["metadata"]["name"] == "coordination.k8s.io")
+        .unwrap_or_else(|| panic!("{body}"));
+    assert_eq!(leases["versions"][0]["version"], "v1");
+    assert_eq!(leases["versions"][0]["resources"][0]["resource"], "leases");
+    assert!(!apis.etag.is_empty());
+    let again = curl.get_with(
+        "/apis",
+        &[
+            &format!("Accept: {v2}"),
+            &format!("If-None-Match: {}", apis.etag),
+        ],
+    );
+    assert_eq!(again.code, 304, "{}", again.text);
+    let core = curl.get(
+        "/api",
+        "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList",
+    );
+    assert_eq!(core.json()["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+    let pods = &core.json()["items"][0]["versions"][0]["resources"];
+    assert!(
+        pods.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resource"] == "pods"),
+        "{pods}"
+    );
+    let plain = curl.get("/apis", "application/json");
+    assert_eq!(plain.json()["kind"], "APIGroupList");
+
+    let out = kube.kubectl(&["api-resources", "-v=6"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    let gets: Vec<&str> = log.lines().filter(|l| l.contains(" GET ")).collect();
+    assert!(
+        !gets.is_empty()
+            && gets
+                .iter()
+                .all(|l| l.contains("/api?") || l.contains("/apis?")),
+        "kubectl asked for more than /api and /apis: {gets:#?}"
+    );
+}
+
 /// The ConfigMap `c1` of `ns` and its list, in every form.
 pub fn check(kube: &Kube, ns: &str) {
     let curl = Curl::new(kube);

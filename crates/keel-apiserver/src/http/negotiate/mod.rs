@@ -328,6 +328,40 @@ pub fn output(accept: Option<&str>, answer: Answer) -> Result<Output, Refused> {
     Err(Refused::NotAcceptable)
 }
 
+/// The aggregated discovery version (`v2` or `v2beta1`) `accept` asks for of `/api` or
+/// `/apis`, as kube-apiserver's `WrapAggregatedDiscoveryToHandler` negotiates it: the first
+/// range that fits JSON decides, and it asks when it names `as=APIGroupDiscoveryList` in
+/// `apidiscovery.k8s.io`; None to serve the unaggregated documents.
+pub fn aggregated_discovery(accept: Option<&str>) -> Option<&'static str> {
+    for range in parse_accept(accept?) {
+        let fits = range.kind == "*" && range.subtype == "*"
+            || range.kind == "application" && (range.subtype == "json" || range.subtype == "*");
+        if range.quality <= 0.0 || !fits {
+            continue;
+        }
+        let param = |name: &str| {
+            range
+                .params
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| *v)
+        };
+        if ["as", "g", "v"].iter().all(|p| param(p).is_none()) {
+            return None;
+        }
+        match (param("g"), param("v"), param("as")) {
+            (Some("apidiscovery.k8s.io"), Some("v2"), Some("APIGroupDiscoveryList")) => {
+                return Some("v2");
+            }
+            (Some("apidiscovery.k8s.io"), Some("v2beta1"), Some("APIGroupDiscoveryList")) => {
+                return Some("v2beta1");
+            }
+            _ => continue,
+        }
+    }
+    None
+}
+
 /// Encodes a response value in the negotiated form.
 pub fn encode(value: &impl serde::Serialize, output: Output) -> Vec<u8> {
     match output.encoding {
@@ -351,6 +385,24 @@ mod tests {
             encoding: Encoding::Yaml,
             conversion: Some((conversion, version)),
         }
+    }
+
+    #[test]
+    fn aggregated_discovery_is_served_when_asked_for_first() {
+        let client_go = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,\
+            application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,\
+            application/json";
+        assert_eq!(aggregated_discovery(Some(client_go)), Some("v2"));
+        let beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
+        assert_eq!(aggregated_discovery(Some(beta)), Some("v2beta1"));
+        assert_eq!(aggregated_discovery(Some("application/json")), None);
+        assert_eq!(aggregated_discovery(None), None);
+        // A version it does not serve is passed over for the next range.
+        let v3 =
+            "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(aggregated_discovery(Some(v3)), None);
+        let low = "application/json;q=0.5,application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        assert_eq!(aggregated_discovery(Some(low)), Some("v2"));
     }
 
     #[test]
