@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Writes the protobuf schema keel-apiserver decodes Kubernetes protobuf bodies with.
+"""Writes the protobuf schema keel-apiserver reads and writes Kubernetes protobuf with.
 
 Kubernetes' wire form is defined by the Go API types: each field's `protobuf:"..."` struct
 tag gives its number and wire type, its `json:"..."` tag its JSON name and `omitempty`, its
 Go type whether it is a pointer. This reads those Go types (the `types.go` of a checkout of
 k8s.io/api and of k8s.io/apimachinery, at the tag matching the Kubernetes version keel
-reports) and writes, for every message reachable from the kinds keel serves, a proto2
+reports) and writes, for every message reachable from the kinds keel serves, their lists,
+Status, WatchEvent and the discovery documents, a proto2
 message whose field names are the JSON names, marked with the `keel.json` options for what
 protobuf itself does not carry (see crates/keel-apiserver/proto/keel/json.proto). The
 types with a hand-written protobuf form (Time, MicroTime, Quantity, IntOrString, ...) are
@@ -97,6 +98,15 @@ ROOTS = (
     + [("schedulingv1", "PriorityClass")]
     + [("storagev1", k) for k in ["CSIDriver", "CSINode", "StorageClass", "VolumeAttachment"]]
 )
+# Kinds that are only ever an answer (or a body) of their own, without a list.
+NO_LIST = {"DeleteOptions", "Eviction", "Scale", "SelfSubjectReview", "TokenReview",
+           "LocalSubjectAccessReview", "SelfSubjectAccessReview", "SelfSubjectRulesReview",
+           "SubjectAccessReview"}
+# Every served kind's list, and what responses carry besides objects: Status, the watch
+# stream's events, and the discovery documents.
+ROOTS += [(p, k + "List") for p, k in ROOTS if k not in NO_LIST]
+ROOTS += [("meta", k) for k in ["Status", "WatchEvent", "APIResourceList", "APIGroupList",
+                                "APIVersions"]]
 
 META = "k8s.io.apimachinery.pkg.apis.meta.v1"
 # Types whose protobuf and JSON forms are written by hand in apimachinery: the Go type, the

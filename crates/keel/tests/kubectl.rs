@@ -311,6 +311,7 @@ fn session(kube: &Kube, version: Option<&str>) {
         repeated_keys::check(kube, &ns);
         negotiation::check(kube, &ns);
         negotiation::aggregated_discovery(kube);
+        negotiation::protobuf_answers(kube, &ns);
     }
 
     // A watch lists what is there as ADDED events.

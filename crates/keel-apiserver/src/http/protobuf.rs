@@ -149,12 +149,23 @@ fn message(name: &str) -> Option<MessageDescriptor> {
     SCHEMA.pool.get_message_by_name(name)
 }
 
+/// The kinds every group version shares, whose messages are meta's.
+const META_KINDS: [&str; 6] = [
+    "DeleteOptions",
+    "Status",
+    "WatchEvent",
+    "APIResourceList",
+    "APIGroupList",
+    "APIVersions",
+];
+
 /// The message of a kind: `v1` is package `k8s.io.api.core.v1`, `<group>/<version>` package
 /// `k8s.io.api.<the group's first label>.<version>` (`apps`, `rbac` for
-/// `rbac.authorization.k8s.io`); DeleteOptions is meta's in every version.
+/// `rbac.authorization.k8s.io`); DeleteOptions, Status, WatchEvent and the discovery
+/// documents are meta's in every version.
 fn object_message(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
-    if kind == "DeleteOptions" {
-        return message("k8s.io.apimachinery.pkg.apis.meta.v1.DeleteOptions");
+    if META_KINDS.contains(&kind) {
+        return message(&format!("k8s.io.apimachinery.pkg.apis.meta.v1.{kind}"));
     }
     let package = match api_version.split_once('/') {
         None => format!("core.{api_version}"),
@@ -279,6 +290,10 @@ fn special(message: &DynamicMessage) -> Option<Result<Value, String>> {
     };
     Some(Ok(value))
 }
+
+mod encode;
+
+pub use encode::{encode, has_message, watch_frame};
 
 #[cfg(test)]
 mod tests;

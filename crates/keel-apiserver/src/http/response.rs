@@ -43,12 +43,17 @@ pub fn encoded_response(code: StatusCode, body: Vec<u8>, output: Output) -> Resp
     (code, [(header::CONTENT_TYPE, output.content_type())], body).into_response()
 }
 
-/// A streamed body, for watches.
+/// A streamed body, for watches (a protobuf stream says so in its media type, as
+/// kube-apiserver's does).
 pub fn streamed(output: Output, body: Body) -> Response {
     let mut response = Response::new(body);
+    let content_type = match output.encoding {
+        Encoding::Protobuf => "application/vnd.kubernetes.protobuf;stream=watch",
+        _ => output.content_type(),
+    };
     response.headers_mut().insert(
         header::CONTENT_TYPE,
-        http::HeaderValue::from_static(output.content_type()),
+        http::HeaderValue::from_static(content_type),
     );
     response
 }

@@ -20,6 +20,8 @@ pub struct Answer {
     pub etag: String,
     /// The body.
     pub text: String,
+    /// The body's bytes.
+    pub bytes: Vec<u8>,
 }
 
 impl Answer {
@@ -119,6 +121,7 @@ impl<'a> Curl<'a> {
             content_type: header("content-type").join(", "),
             etag: header("etag").join(", "),
             text: String::from_utf8_lossy(&out.stdout).into_owned(),
+            bytes: out.stdout,
         }
     }
 }

@@ -94,8 +94,11 @@ fn answer(verb: Option<Verb>) -> Answer {
 async fn handle(registry: &Registry, req: &ResourceRequest) -> Result<Response, Status> {
     let kind = served_kind(registry, req)?;
     let verb = Verb::of(req);
-    let output =
-        negotiate::output(req.header(header::ACCEPT), answer(verb)).map_err(|r| r.status())?;
+    let info = kind.info();
+    let protobuf = kind.custom_schema().is_none()
+        && crate::http::protobuf::has_message(&info.api_version(), info.kind);
+    let output = negotiate::output_for(req.header(header::ACCEPT), answer(verb), protobuf)
+        .map_err(|r| r.status(protobuf))?;
     let include = IncludeObject::parse(req.param("includeObject"))?;
     let call = Call {
         registry,

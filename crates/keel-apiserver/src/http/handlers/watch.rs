@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::request::{Call, selection};
 use crate::http::metadata;
-use crate::http::negotiate::{Conversion, Output};
+use crate::http::negotiate::{Conversion, Encoding, Output};
 use crate::http::request_info::{Query, query_bool};
 use crate::http::response::streamed;
 use crate::http::table::{self, IncludeObject};
@@ -229,7 +229,7 @@ pub fn stream(kind: &'static dyn Strategy, watching: Watching, how: Stream) -> R
                     if status.code == 410 {
                         state.metrics.expired.inc();
                     }
-                    let error = state.count(line("ERROR", &status));
+                    let error = state.count(state.event("ERROR", &status));
                     return Some((Ok::<Bytes, std::convert::Infallible>(error), state));
                 }
                 Woken::Ended => return None,
@@ -287,13 +287,15 @@ impl State {
             let Some(event) = self.queue.pop_front() else {
                 break;
             };
+            let json = self.output.encoding == Encoding::Json;
             let line = match (self.output.conversion, event.shared_encoding()) {
-                (None, Some(shared)) => shared
+                (None, Some(shared)) if json => shared
                     .get_or_init(|| line(event.kind, &*event.object))
                     .clone(),
                 _ => {
                     let kind = event.kind;
-                    line(kind, &self.render(Arc::unwrap_or_clone(event.object)))
+                    let object = self.render(Arc::unwrap_or_clone(event.object));
+                    self.event(kind, &object)
                 }
             };
             size += line.len();
@@ -307,6 +309,21 @@ impl State {
             chunk.extend_from_slice(line);
         }
         Bytes::from(chunk)
+    }
+
+    /// One event in the stream's encoding: a JSON line, or a protobuf frame.
+    fn event(&self, kind: &str, object: &impl serde::Serialize) -> Bytes {
+        if self.output.encoding != Encoding::Protobuf {
+            return line(kind, object);
+        }
+        let object = serde_json::to_value(object).expect("a JSON value encodes");
+        match crate::http::protobuf::watch_frame(kind, &object) {
+            Some(frame) => Bytes::from(frame),
+            None => {
+                tracing::error!(kind = %object["kind"], "no protobuf form: event sent in JSON");
+                line(kind, &object)
+            }
+        }
     }
 
     /// An event's object as the client asked for it: whole, as metadata only, or as a

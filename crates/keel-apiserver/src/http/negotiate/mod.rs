@@ -18,9 +18,10 @@
 //! Responses say `application/json` or `application/yaml` whatever the conversion, as
 //! kube-apiserver's do.
 //!
-//! Protobuf bodies are read (see [`super::protobuf`]) but protobuf is not answered: a client
-//! that offers JSON as well gets JSON, one that asks for protobuf only gets 406, so the 406
-//! lists JSON and YAML where kube-apiserver adds protobuf. How a request body is read is
+//! Protobuf (see [`super::protobuf`]) is read and answered for the built-in kinds, as
+//! kube-apiserver does: a range naming `application/vnd.kubernetes.protobuf` chooses it
+//! (never a wildcard, never with a conversion); a custom resource has no protobuf form, so
+//! asking for it only is a 406 that lists JSON and YAML. How a request body is read is
 //! [`body()`]'s and [`decode`]'s.
 
 mod body;
@@ -29,6 +30,9 @@ use crate::registry::ResourceInfo;
 use crate::storage::Status;
 pub use body::{Body, body, decode, decode_object, from_yaml};
 
+/// Kubernetes' protobuf media type.
+pub const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+
 /// How a response is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Encoding {
@@ -36,6 +40,8 @@ pub enum Encoding {
     Json,
     /// `application/yaml`.
     Yaml,
+    /// `application/vnd.kubernetes.protobuf`: built-in kinds only, never converted.
+    Protobuf,
 }
 
 /// What a response is converted into (`as=`).
@@ -113,6 +119,7 @@ impl Output {
         match self.encoding {
             Encoding::Json => "application/json",
             Encoding::Yaml => "application/yaml",
+            Encoding::Protobuf => PROTOBUF,
         }
     }
 
@@ -180,11 +187,18 @@ pub enum Refused {
 }
 
 impl Refused {
-    /// 406 NotAcceptable, worded as kube-apiserver words it, with the forms keel answers.
-    pub fn status(self) -> Status {
-        let accepted = match self {
-            Refused::NotAcceptable => "application/json, application/yaml",
-            Refused::NoStream => "application/json;stream=watch",
+    /// 406 NotAcceptable, worded as kube-apiserver words it, with the forms keel answers
+    /// (protobuf among them when the kind has a protobuf form).
+    pub fn status(self, protobuf: bool) -> Status {
+        let accepted = match (self, protobuf) {
+            (Refused::NotAcceptable, false) => "application/json, application/yaml",
+            (Refused::NotAcceptable, true) => {
+                "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+            }
+            (Refused::NoStream, false) => "application/json;stream=watch",
+            (Refused::NoStream, true) => {
+                "application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+            }
         };
         Status::failure(
             406,
@@ -272,23 +286,43 @@ fn conversion(range: &MediaRange) -> Result<Option<(Conversion, MetaVersion)>, (
     Ok(Some((conversion, version)))
 }
 
-/// The response form for `accept`, for a request that gives `answer`.
+/// The response form for `accept`, for a request that gives `answer`, in JSON or YAML.
 pub fn output(accept: Option<&str>, answer: Answer) -> Result<Output, Refused> {
+    output_for(accept, answer, false)
+}
+
+/// The response form for `accept`, for a request that gives `answer`, in protobuf too
+/// when `protobuf` (the kind has a protobuf form): only a range that names it exactly
+/// chooses it, and never with a conversion.
+pub fn output_for(accept: Option<&str>, answer: Answer, protobuf: bool) -> Result<Output, Refused> {
     let Some(accept) = accept.filter(|a| !a.trim().is_empty()) else {
         return Ok(Output::Json);
+    };
+    let encodings: &[Encoding] = if protobuf {
+        &[Encoding::Json, Encoding::Yaml, Encoding::Protobuf]
+    } else {
+        &[Encoding::Json, Encoding::Yaml]
     };
     for range in parse_accept(accept) {
         if range.quality <= 0.0 {
             continue;
         }
-        for encoding in [Encoding::Json, Encoding::Yaml] {
-            let subtype = match encoding {
-                Encoding::Json => "json",
-                Encoding::Yaml => "yaml",
+        for &encoding in encodings {
+            let fits = match encoding {
+                Encoding::Protobuf => {
+                    range.kind == "application" && range.subtype == "vnd.kubernetes.protobuf"
+                }
+                Encoding::Json | Encoding::Yaml => {
+                    let subtype = if encoding == Encoding::Json {
+                        "json"
+                    } else {
+                        "yaml"
+                    };
+                    range.kind == "*" && range.subtype == "*"
+                        || range.kind == "application"
+                            && (range.subtype == subtype || range.subtype == "*")
+                }
             };
-            let fits = range.kind == "*" && range.subtype == "*"
-                || range.kind == "application"
-                    && (range.subtype == subtype || range.subtype == "*");
             if !fits {
                 continue;
             }
@@ -301,6 +335,12 @@ pub fn output(accept: Option<&str>, answer: Answer) -> Result<Output, Refused> {
             let Ok(conversion) = conversion(&range) else {
                 continue;
             };
+            if encoding == Encoding::Protobuf {
+                if conversion.is_some() {
+                    continue;
+                }
+                return Ok(Output::plain(Encoding::Protobuf));
+            }
             if conversion.is_some() && answer == Answer::Plain {
                 continue;
             }
@@ -362,9 +402,17 @@ pub fn aggregated_discovery(accept: Option<&str>) -> Option<&'static str> {
     None
 }
 
-/// Encodes a response value in the negotiated form.
+/// Encodes a response value in the negotiated form. Protobuf is negotiated only for kinds
+/// that have a protobuf form, so a value without one (which cannot be) is written as JSON.
 pub fn encode(value: &impl serde::Serialize, output: Output) -> Vec<u8> {
     match output.encoding {
+        Encoding::Protobuf => {
+            let value = serde_json::to_value(value).expect("a JSON value encodes");
+            super::protobuf::encode(&value).unwrap_or_else(|| {
+                tracing::error!(kind = %value["kind"], "no protobuf form: answered in JSON");
+                serde_json::to_vec(&value).expect("a JSON value encodes")
+            })
+        }
         Encoding::Yaml => serde_yaml_ng::to_string(value)
             .map(String::into_bytes)
             .unwrap_or_default(),
@@ -531,11 +579,11 @@ mod tests {
             Err(Refused::NoStream)
         );
         assert_eq!(
-            Refused::NoStream.status().message,
+            Refused::NoStream.status(false).message,
             "only the following media types are accepted: application/json;stream=watch"
         );
         assert_eq!(
-            Refused::NotAcceptable.status().message,
+            Refused::NotAcceptable.status(false).message,
             "only the following media types are accepted: application/json, application/yaml"
         );
         let list = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
