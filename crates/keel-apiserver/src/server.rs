@@ -243,6 +243,9 @@ impl ApiServer {
         if selection.enabled("namespace") {
             tokio::spawn(controllers::namespaces::run(registry.clone()));
         }
+        if selection.enabled("garbagecollector") {
+            tokio::spawn(controllers::garbagecollector::run(registry.clone()));
+        }
         if selection.enabled("serviceaccount") {
             tokio::spawn(controllers::per_namespace::run(
                 registry.clone(),

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::json_pointer::At;
 use crate::registry::meta_str;
-use crate::registry::store::{DeleteOptions, ListQuery, Registry};
+use crate::registry::store::{DeleteOptions, ListQuery, Propagation, Registry};
 use crate::storage::Status;
 
 /// The finalizer this controller owns.
@@ -101,8 +101,14 @@ async fn finalize(registry: &Registry, name: &str) -> Result<bool, Status> {
                 continue;
             }
             let item_name = meta_str(item, "name");
+            // As kube's namespaced resources deleter: background deletion whatever the
+            // kind's default, so no object waits for an orphaning in a dying namespace.
+            let background = DeleteOptions {
+                propagation: Some(Propagation::Background),
+                ..DeleteOptions::default()
+            };
             match registry
-                .delete(*kind, Some(name), item_name, &DeleteOptions::default())
+                .delete(*kind, Some(name), item_name, &background)
                 .await
             {
                 Ok(deleted) if deleted.finished => left -= 1,

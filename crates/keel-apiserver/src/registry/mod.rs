@@ -295,6 +295,14 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// What a delete that names no propagation policy does to the objects the deleted one
+    /// owns (kube's `DefaultGarbageCollectionPolicy`): background deletion, but orphaning
+    /// for the kinds that orphaned before the garbage collector existed (core/v1
+    /// ReplicationControllers, batch/v1 Jobs).
+    fn default_propagation(&self) -> store::Propagation {
+        store::Propagation::Background
+    }
+
     /// Whether the kind is computed on each read and never stored (componentstatuses):
     /// served for get and list only, every other verb 405.
     fn read_only(&self) -> bool {

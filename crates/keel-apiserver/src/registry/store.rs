@@ -21,7 +21,9 @@ use crate::metrics::Metrics;
 mod delete;
 mod write;
 
-pub use delete::{DeleteOptions, Deleted};
+pub use delete::{
+    DeleteOptions, Deleted, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Propagation, gc_finalizers,
+};
 
 use delete::check_preconditions;
 use write::WriteTo;
@@ -459,8 +461,10 @@ impl Registry {
         let target = info.target(name);
         let current = self.get(kind, namespace, name, "").await?;
         check_preconditions(&current, options, info, name)?;
+        let policy = kind.default_propagation();
+        let finalized = delete::with_gc_finalizers(&current, options, policy);
         if let Some(marked) =
-            kind.graceful_deletion(&current, options.grace_period_seconds, Time::now())
+            kind.graceful_deletion(&finalized, options.grace_period_seconds, Time::now())
         {
             let pending = marked != current;
             if !pending || options.dry_run {
@@ -479,6 +483,7 @@ impl Registry {
                     |now| {
                         let now = now.cloned().unwrap_or_default();
                         check_preconditions(&now, options, info, name)?;
+                        let now = delete::with_gc_finalizers(&now, options, policy);
                         Ok(kind
                             .graceful_deletion(&now, options.grace_period_seconds, Time::now())
                             .unwrap_or(now))

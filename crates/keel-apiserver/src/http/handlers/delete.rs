@@ -15,7 +15,7 @@ use crate::http::request_info::query_bool;
 use crate::http::response::{target, value_response};
 use crate::registry::meta_str;
 use crate::registry::served::ServedObject;
-use crate::registry::store::DeleteOptions;
+use crate::registry::store::{DeleteOptions, Propagation};
 use crate::storage::{FieldError, Status};
 
 /// DELETE of the object `name`: the object as it went (or, while finalizers or a grace
@@ -123,9 +123,23 @@ pub fn delete_options(req: &ResourceRequest) -> Result<DeleteOptions, Status> {
             options.dry_run = true;
         }
     }
-    if let Some(policy) = policy
-        && !["Orphan", "Background", "Foreground"].contains(&policy.as_str())
-    {
+    if let Some(policy) = policy {
+        options.propagation = Propagation::parse(&policy);
+        if options.propagation.is_some() {
+            if options.orphan_dependents.is_some() {
+                return Err(Status::invalid(
+                    "",
+                    "DeleteOptions",
+                    "",
+                    &[FieldError::invalid(
+                        "propagationPolicy",
+                        policy.as_str(),
+                        "orphanDependents and deletionPropagation cannot be both set",
+                    )],
+                ));
+            }
+            return Ok(options);
+        }
         return Err(Status::invalid(
             "",
             "DeleteOptions",

@@ -1,6 +1,7 @@
 //! What a delete of the [`Registry`] is asked ([`DeleteOptions`]) and what it did
-//! ([`Deleted`]), the preconditions it checks, and the delete of an object a write has
-//! just left with nothing holding it.
+//! ([`Deleted`]), the preconditions it checks, the garbage collector's finalizers it sets
+//! ([`Propagation`]), and the delete of an object a write has just left with nothing
+//! holding it.
 
 use serde_json::Value;
 
@@ -20,8 +21,92 @@ pub struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     /// `dryRun: [All]`.
     pub dry_run: bool,
-    /// `orphanDependents` (deprecated; only changes the answer's code).
+    /// `orphanDependents` (deprecated: `true` is `Orphan`, `false` `Background`).
     pub orphan_dependents: Option<bool>,
+    /// `propagationPolicy`.
+    pub propagation: Option<Propagation>,
+}
+
+/// What becomes of the objects whose ownerReferences name a deleted object
+/// (`propagationPolicy`), as the garbage collector carries it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// Their references to it are removed (the `orphan` finalizer holds the owner until
+    /// then).
+    Orphan,
+    /// The owner goes at once; they are deleted after it.
+    Background,
+    /// They are deleted first (the `foregroundDeletion` finalizer holds the owner until
+    /// those that block it are gone).
+    Foreground,
+}
+
+impl Propagation {
+    /// The policy a `propagationPolicy` names.
+    pub fn parse(policy: &str) -> Option<Propagation> {
+        match policy {
+            "Orphan" => Some(Propagation::Orphan),
+            "Background" => Some(Propagation::Background),
+            "Foreground" => Some(Propagation::Foreground),
+            _ => None,
+        }
+    }
+}
+
+/// The finalizer of an owner whose dependents are being orphaned.
+pub const ORPHAN_FINALIZER: &str = "orphan";
+/// The finalizer of an owner whose dependents are being deleted first.
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
+/// The finalizers a delete with `options` leaves `current` with, as kube-apiserver's
+/// `deletionFinalizersForGarbageCollection` sets them (an explicit policy first, then a
+/// finalizer already set, then the kind's default `default`); None when they do not change.
+pub fn gc_finalizers(
+    current: &Value,
+    options: &DeleteOptions,
+    default: Propagation,
+) -> Option<Vec<Value>> {
+    let existing: Vec<&str> = current
+        .pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|f| f.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let asked = match (options.orphan_dependents, options.propagation) {
+        (Some(true), _) => Some(Propagation::Orphan),
+        (Some(false), _) => Some(Propagation::Background),
+        (None, policy) => policy,
+    };
+    let policy = asked.unwrap_or_else(|| {
+        if existing.contains(&ORPHAN_FINALIZER) {
+            Propagation::Orphan
+        } else if existing.contains(&FOREGROUND_FINALIZER) {
+            Propagation::Foreground
+        } else {
+            default
+        }
+    });
+    let mut finalizers: Vec<&str> = existing
+        .iter()
+        .copied()
+        .filter(|f| *f != ORPHAN_FINALIZER && *f != FOREGROUND_FINALIZER)
+        .collect();
+    match policy {
+        Propagation::Orphan => finalizers.push(ORPHAN_FINALIZER),
+        Propagation::Foreground => finalizers.push(FOREGROUND_FINALIZER),
+        Propagation::Background => {}
+    }
+    let same =
+        finalizers.len() == existing.len() && finalizers.iter().all(|f| existing.contains(f));
+    (!same).then(|| finalizers.into_iter().map(Value::from).collect())
+}
+
+/// `obj` with the garbage collector's finalizers a delete with `options` sets.
+pub fn with_gc_finalizers(obj: &Value, options: &DeleteOptions, default: Propagation) -> Value {
+    let mut obj = obj.clone();
+    if let Some(finalizers) = gc_finalizers(&obj, options, default) {
+        crate::registry::meta::metadata(&mut obj).insert("finalizers".into(), finalizers.into());
+    }
+    obj
 }
 
 /// What a delete did.
@@ -95,4 +180,52 @@ pub(super) fn check_preconditions(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn options(orphan: Option<bool>, policy: Option<Propagation>) -> DeleteOptions {
+        DeleteOptions {
+            orphan_dependents: orphan,
+            propagation: policy,
+            ..DeleteOptions::default()
+        }
+    }
+
+    #[test]
+    fn finalizers_follow_the_policy_then_the_object_then_the_kind() {
+        let bare = json!({"metadata": {"name": "a"}});
+        let set = |obj: &Value, o: &DeleteOptions, d| gc_finalizers(obj, o, d);
+        let bg = Propagation::Background;
+        assert_eq!(set(&bare, &options(None, None), bg), None);
+        assert_eq!(
+            set(&bare, &options(None, Some(Propagation::Orphan)), bg),
+            Some(vec![json!("orphan")])
+        );
+        assert_eq!(
+            set(&bare, &options(None, None), Propagation::Orphan),
+            Some(vec![json!("orphan")])
+        );
+        assert_eq!(
+            set(&bare, &options(Some(false), None), Propagation::Orphan),
+            None
+        );
+        let fg = options(None, Some(Propagation::Foreground));
+        assert_eq!(set(&bare, &fg, bg), Some(vec![json!("foregroundDeletion")]));
+        // A finalizer already there decides when the delete names no policy; other
+        // finalizers stay.
+        let held = json!({"metadata": {"finalizers": ["example.com/x", "orphan"]}});
+        assert_eq!(set(&held, &options(None, None), bg), None);
+        assert_eq!(
+            set(&held, &fg, bg),
+            Some(vec![json!("example.com/x"), json!("foregroundDeletion")])
+        );
+        assert_eq!(
+            set(&held, &options(None, Some(Propagation::Background)), bg),
+            Some(vec![json!("example.com/x")])
+        );
+    }
 }

@@ -1,0 +1,188 @@
+//! The garbage collector with the real kubectl, on `keel up` and on `keel apiserver
+//! --controllers=*` over etcd 3.5.1: a dependent whose owner is deleted (kubectl's default
+//! background cascade) is deleted after it; `--cascade=foreground` keeps the owner (with
+//! the `foregroundDeletion` finalizer) until the dependents that block it are gone, and a
+//! dependent held by a finalizer of its own holds the owner too; `--cascade=orphan` removes
+//! the owner and leaves the dependent without its reference; a dependent created naming an
+//! owner that never existed is deleted; a foreground deletion interrupted by a kill -9
+//! finishes after the restart.
+
+use std::time::{Duration, Instant};
+
+use keel_testkit::kube::{Kube, Stack};
+use serde_json::{Value, json};
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn kubectl(kube: &Kube, args: &[&str]) -> String {
+    let out = kube.kubectl(args);
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}\n{}",
+        text(&out.stderr),
+        kube.log()
+    );
+    text(&out.stdout)
+}
+
+fn get(kube: &Kube, name: &str) -> Option<Value> {
+    let out = kube.kubectl(&["get", "cm", name, "-o", "json", "--ignore-not-found"]);
+    let body = text(&out.stdout);
+    (!body.trim().is_empty()).then(|| serde_json::from_str(&body).expect("JSON"))
+}
+
+/// Creates ConfigMap `name`, owned by the objects `owners` (name, uid, blockOwnerDeletion),
+/// with `finalizers`; its uid.
+fn create(kube: &Kube, name: &str, owners: &[(&str, &str, bool)], finalizers: &[&str]) -> String {
+    let refs: Vec<Value> = owners
+        .iter()
+        .map(|(owner, uid, block)| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "name": owner, "uid": uid,
+                   "blockOwnerDeletion": block})
+        })
+        .collect();
+    let mut metadata = json!({"name": name, "namespace": "default"});
+    if !refs.is_empty() {
+        metadata["ownerReferences"] = refs.into();
+    }
+    if !finalizers.is_empty() {
+        metadata["finalizers"] = json!(finalizers);
+    }
+    let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata});
+    let path = kube.scratch.join(format!("{name}.json"));
+    std::fs::write(&path, manifest.to_string()).expect("write a manifest");
+    // The uid from the create's answer: the collector may take a dependent at once.
+    kubectl(
+        kube,
+        &[
+            "create",
+            "-f",
+            &path.display().to_string(),
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+    )
+}
+
+/// Waits until `check` holds (20 s at most).
+fn eventually(kube: &Kube, what: &str, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}\n{}", kube.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn collects(stack: Stack) {
+    let flags: &[&str] = if stack == Stack::Up {
+        &[]
+    } else {
+        &["--controllers=*"]
+    };
+    let mut kube = Kube::start_with(stack, flags);
+
+    // Background: the owner goes at once, its dependent after it.
+    let owner = create(&kube, "bg-owner", &[], &[]);
+    create(&kube, "bg-dependent", &[("bg-owner", &owner, false)], &[]);
+    kubectl(&kube, &["delete", "cm", "bg-owner"]);
+    eventually(&kube, "the dependent is collected", || {
+        get(&kube, "bg-dependent").is_none()
+    });
+
+    // Foreground: the owner waits for its blocking dependent, which waits for its own
+    // finalizer.
+    let owner = create(&kube, "fg-owner", &[], &[]);
+    create(
+        &kube,
+        "fg-dependent",
+        &[("fg-owner", &owner, true)],
+        &["example.com/hold"],
+    );
+    kubectl(
+        &kube,
+        &[
+            "delete",
+            "cm",
+            "fg-owner",
+            "--cascade=foreground",
+            "--wait=false",
+        ],
+    );
+    eventually(&kube, "the dependent is being deleted", || {
+        get(&kube, "fg-dependent").is_some_and(|d| d["metadata"]["deletionTimestamp"].is_string())
+    });
+    let held = get(&kube, "fg-owner").expect("the owner waits for its dependent");
+    assert_eq!(
+        held["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    assert!(held["metadata"]["deletionTimestamp"].is_string());
+
+    // Killed mid-deletion: the collector picks it up again from the store.
+    kube.kill_and_restart();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(get(&kube, "fg-owner").is_some(), "the owner still waits");
+    kubectl(
+        &kube,
+        &[
+            "patch",
+            "cm",
+            "fg-dependent",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ],
+    );
+    eventually(&kube, "the owner goes after its dependent", || {
+        get(&kube, "fg-owner").is_none() && get(&kube, "fg-dependent").is_none()
+    });
+
+    // Orphan: the owner goes, the dependent stays without its reference.
+    let owner = create(&kube, "or-owner", &[], &[]);
+    create(
+        &kube,
+        "or-dependent",
+        &[("or-owner", &owner, true), ("other", "no-such-uid", false)],
+        &[],
+    );
+    // The reference to an owner that never existed is dropped, the solid one kept.
+    eventually(&kube, "the dangling reference is dropped", || {
+        get(&kube, "or-dependent").is_some_and(|d| {
+            d["metadata"]["ownerReferences"]
+                .as_array()
+                .is_some_and(|r| r.len() == 1)
+        })
+    });
+    kubectl(&kube, &["delete", "cm", "or-owner", "--cascade=orphan"]);
+    eventually(&kube, "the owner is gone", || {
+        get(&kube, "or-owner").is_none()
+    });
+    let orphan = get(&kube, "or-dependent").expect("the dependent stays");
+    assert!(
+        orphan["metadata"].get("ownerReferences").is_none(),
+        "{orphan}"
+    );
+
+    // A dependent of an owner that does not exist is deleted.
+    create(
+        &kube,
+        "stray",
+        &[("nobody", "0000-no-such-uid", false)],
+        &[],
+    );
+    eventually(&kube, "the stray dependent is collected", || {
+        get(&kube, "stray").is_none()
+    });
+}
+
+#[test]
+fn garbage_collector_on_keel_up() {
+    collects(Stack::Up);
+}
+
+#[test]
+fn garbage_collector_on_keel_apiserver_on_etcd() {
+    collects(Stack::OnEtcd);
+}
