@@ -21,6 +21,8 @@ pub mod configmaps;
 pub mod custom_resources;
 pub mod customresourcedefinitions;
 pub mod data;
+#[cfg(test)]
+mod defaulting_tests;
 pub mod discovery;
 pub mod endpoints;
 pub mod events;
