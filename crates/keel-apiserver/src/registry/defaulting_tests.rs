@@ -39,7 +39,7 @@ fn generate(schema: &Value, rng: &mut TestRng, depth: usize) -> Value {
     let pick = |rng: &mut TestRng, n: usize| (rng.next_u32() as usize) % n.max(1);
     let format = schema.get("format").and_then(Value::as_str).unwrap_or("");
     if format == "int-or-string" {
-        return if rng.next_u32() % 2 == 0 {
+        return if rng.next_u32().is_multiple_of(2) {
             json!(pick(rng, 4))
         } else {
             json!(["25%", "1", "50%"][pick(rng, 3)])
@@ -50,7 +50,7 @@ fn generate(schema: &Value, rng: &mut TestRng, depth: usize) -> Value {
     }
     let kind = schema.get("type").and_then(Value::as_str).unwrap_or("");
     match kind {
-        "boolean" => json!(rng.next_u32() % 2 == 0),
+        "boolean" => json!(rng.next_u32().is_multiple_of(2)),
         "integer" => json!(pick(rng, 5)),
         "number" => json!(pick(rng, 5) as f64 / 2.0),
         "string" if format == "date-time" => json!(Time(1_780_000_000).rfc3339()),
@@ -96,7 +96,7 @@ fn generate(schema: &Value, rng: &mut TestRng, depth: usize) -> Value {
                     if ["apiVersion", "kind", "metadata", "status"].contains(&name.as_str()) {
                         continue;
                     }
-                    if rng.next_u32() % 3 == 0 {
+                    if rng.next_u32().is_multiple_of(3) {
                         out.insert(name.clone(), generate(property, rng, depth - 1));
                     }
                 }
