@@ -104,7 +104,7 @@ fn generate(schema: &Value, rng: &mut TestRng, depth: usize) -> Value {
                 for i in 0..pick(rng, 3) {
                     out.insert(format!("k{i}"), generate(values, rng, depth - 1));
                 }
-            } else if format == "" && kind.is_empty() && schema.get("oneOf").is_none() {
+            } else if format.is_empty() && kind.is_empty() && schema.get("oneOf").is_none() {
                 return json!({});
             } else {
                 return json!("1");
