@@ -219,6 +219,10 @@ impl Strategy for CsiDrivers {
         errors
     }
 
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }

@@ -153,6 +153,10 @@ impl Strategy for CsiNodes {
         errors
     }
 
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }

@@ -1,4 +1,5 @@
-//! storage.k8s.io/v1: StorageClasses, CSIDrivers, CSINodes and VolumeAttachments, with the
+//! storage.k8s.io/v1: StorageClasses, CSIDrivers, CSINodes and VolumeAttachments (a delete of
+//! each answers the deleted object, as their upstream REST storage sets `ReturnDeletedObject`), with the
 //! small field helpers ([`fields`]) the other groups' kinds share.
 
 pub mod csi_drivers;

@@ -184,6 +184,10 @@ impl Strategy for StorageClasses {
         errors
     }
 
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }

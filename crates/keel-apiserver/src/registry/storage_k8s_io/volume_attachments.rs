@@ -169,6 +169,10 @@ impl Strategy for VolumeAttachments {
         errors
     }
 
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }
