@@ -1,8 +1,18 @@
-//! admissionregistration.k8s.io/v1: validating and mutating webhook configurations (stored and validated).
+//! admissionregistration.k8s.io/v1: validating and mutating webhook configurations and
+//! validating admission policies and their bindings (stored and validated, not called).
+
+pub mod policies;
+pub mod rules;
+pub mod webhooks;
 
 use super::Strategy;
 
 /// The group's kinds, in discovery order.
 pub fn kinds() -> Vec<&'static dyn Strategy> {
-    Vec::new()
+    vec![
+        &webhooks::MutatingWebhookConfigurations,
+        &policies::ValidatingAdmissionPolicies,
+        &policies::ValidatingAdmissionPolicyBindings,
+        &webhooks::ValidatingWebhookConfigurations,
+    ]
 }

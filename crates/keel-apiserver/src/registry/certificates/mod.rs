@@ -1,8 +1,11 @@
 //! certificates.k8s.io/v1: CertificateSigningRequests.
 
+pub mod csr;
+pub mod pem;
+
 use super::Strategy;
 
 /// The group's kinds, in discovery order.
 pub fn kinds() -> Vec<&'static dyn Strategy> {
-    Vec::new()
+    vec![&csr::CertificateSigningRequests]
 }
