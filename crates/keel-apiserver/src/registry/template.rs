@@ -133,6 +133,35 @@ mod tests {
     }
 
     #[test]
+    fn volume_sources_get_their_defaults() {
+        let mut d = json!({"t": {"spec": {"containers": [], "volumes": [
+            {"name": "h", "hostPath": {"path": "/x"}},
+            {"name": "p", "projected": {"sources": [
+                {"serviceAccountToken": {"path": "token"}},
+                {"downwardAPI": {"items": [{"path": "n", "fieldRef": {"fieldPath": "metadata.name"}}]}}]}},
+            {"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["ReadWriteOnce"]}}}},
+            {"name": "i", "iscsi": {"targetPortal": "t", "iqn": "q", "lun": 0}}]}}});
+        set_defaults(&mut d, "/t");
+        // From SetDefaults_HostPathVolumeSource, _ProjectedVolumeSource,
+        // _ServiceAccountTokenProjection, _ObjectFieldSelector, _PersistentVolumeClaimSpec and
+        // _ISCSIVolumeSource (pkg/apis/core/v1/defaults.go).
+        assert_eq!(
+            d["t"]["spec"]["volumes"],
+            json!([
+                {"name": "h", "hostPath": {"path": "/x", "type": ""}},
+                {"name": "p", "projected": {"defaultMode": 420, "sources": [
+                    {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+                    {"downwardAPI": {"items": [{"path": "n",
+                        "fieldRef": {"fieldPath": "metadata.name", "apiVersion": "v1"}}]}}]}},
+                {"name": "e", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                    "accessModes": ["ReadWriteOnce"], "volumeMode": "Filesystem"}}}},
+                {"name": "i", "iscsi": {"targetPortal": "t", "iqn": "q", "lun": 0,
+                    "iscsiInterface": "default"}},
+            ])
+        );
+    }
+
+    #[test]
     fn replica_templates_are_validated_in_upstream_words() {
         let selector = json!({"matchLabels": {"app": "web"}});
         let mut template = json!({"metadata": {"labels": {"app": "db"}},

@@ -102,7 +102,10 @@ pub async fn get(call: &Call<'_>, name: &str) -> Result<Response, Status> {
 pub async fn write(call: &Call<'_>, name: &str, patch: bool) -> Result<Response, Status> {
     let (registry, kind, req) = (call.registry, call.kind, call.req);
     let paths = paths(kind)?;
-    let form = negotiate::body(req.header(header::CONTENT_TYPE), patch, true)?;
+    // A Scale has no lists, so a strategic merge patch of one (built-in kinds take them,
+    // custom resources do not) merges as a merge patch does.
+    let custom = kind.custom_schema().is_some();
+    let form = negotiate::body(req.header(header::CONTENT_TYPE), patch, custom)?;
     let body = negotiate::decode(&req.body, false)
         .map_err(|e| Status::failure(400, "BadRequest", e.message))?;
     let (obj, _) = registry
@@ -118,7 +121,7 @@ pub async fn write(call: &Call<'_>, name: &str, patch: bool) -> Result<Response,
                 };
                 let mut scale = scale_of(current, &paths);
                 match form {
-                    Body::MergePatch | Body::JsonPatch => {
+                    Body::MergePatch | Body::JsonPatch | Body::StrategicMergePatch => {
                         super::patch::merge_or_json_patch(form, &mut scale, &body)?
                     }
                     Body::ApplyPatch => {

@@ -140,6 +140,62 @@ fn pod_only_defaults(spec: &mut Map<String, Value>) {
     }
 }
 
+/// The defaults of the volume sources that have them (`SetDefaults_HostPathVolumeSource`,
+/// `_ServiceAccountTokenProjection`, `_ObjectFieldSelector` in downward API files,
+/// `_PersistentVolumeClaimSpec` in ephemeral claim templates, `_ISCSIVolumeSource`,
+/// `_RBDVolumeSource`, `_AzureDiskVolumeSource`).
+fn volume_source_defaults(v: &mut Map<String, Value>) {
+    if let Some(h) = v.get_mut("hostPath").and_then(Value::as_object_mut) {
+        default_value(h, "type", json!(""));
+    }
+    let field_refs = |files: Option<&mut Value>| {
+        for file in files.and_then(Value::as_array_mut).into_iter().flatten() {
+            if let Some(f) = file.get_mut("fieldRef").and_then(Value::as_object_mut) {
+                default_str(f, "apiVersion", "v1");
+            }
+        }
+    };
+    if let Some(d) = v.get_mut("downwardAPI") {
+        field_refs(d.get_mut("items"));
+    }
+    let sources = v
+        .get_mut("projected")
+        .and_then(|p| p.get_mut("sources"))
+        .and_then(Value::as_array_mut);
+    for source in sources.into_iter().flatten() {
+        if let Some(t) = source
+            .get_mut("serviceAccountToken")
+            .and_then(Value::as_object_mut)
+        {
+            default_value(t, "expirationSeconds", json!(3600));
+        }
+        if let Some(d) = source.get_mut("downwardAPI") {
+            field_refs(d.get_mut("items"));
+        }
+    }
+    if let Some(spec) = v
+        .get_mut("ephemeral")
+        .and_then(|e| e.at_mut("/volumeClaimTemplate/spec"))
+        .and_then(Value::as_object_mut)
+    {
+        default_value(spec, "volumeMode", json!("Filesystem"));
+    }
+    if let Some(i) = v.get_mut("iscsi").and_then(Value::as_object_mut) {
+        default_str(i, "iscsiInterface", "default");
+    }
+    if let Some(r) = v.get_mut("rbd").and_then(Value::as_object_mut) {
+        default_str(r, "pool", "rbd");
+        default_str(r, "user", "admin");
+        default_str(r, "keyring", "/etc/ceph/keyring");
+    }
+    if let Some(a) = v.get_mut("azureDisk").and_then(Value::as_object_mut) {
+        default_value(a, "cachingMode", json!("ReadWrite"));
+        default_value(a, "fsType", json!("ext4"));
+        default_value(a, "readOnly", json!(false));
+        default_value(a, "kind", json!("Shared"));
+    }
+}
+
 /// `SetDefaults_PodSpec` and the defaults of its containers and volumes: what a pod and a
 /// pod template (a Deployment's, a Job's, ...) alike get.
 pub fn pod_spec_defaults(spec: &mut Map<String, Value>) {
@@ -165,6 +221,7 @@ pub fn pod_spec_defaults(spec: &mut Map<String, Value>) {
                     default_value(s, "defaultMode", json!(420));
                 }
             }
+            volume_source_defaults(v);
         }
     }
 }
