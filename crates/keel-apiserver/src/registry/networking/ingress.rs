@@ -82,17 +82,19 @@ fn validate_backend(backend: &Value, path: &str) -> Vec<FieldError> {
             "",
             "cannot set both resource and service backends",
         )),
-        (Some(r), None) => errors.extend(typed_local_object_reference(
-            r,
-            &format!("{path}.resource"),
-        )),
+        (Some(r), None) => {
+            errors.extend(typed_local_object_reference(r, &format!("{path}.resource")))
+        }
         (None, Some(s)) => {
             let name = text(s, "/name");
             let at = format!("{path}.service.name");
             if name.is_empty() {
                 errors.push(FieldError::required(&at, ""));
             }
-            for problem in (!name.is_empty()).then(|| dns1035_label(name)).unwrap_or_default() {
+            for problem in (!name.is_empty())
+                .then(|| dns1035_label(name))
+                .unwrap_or_default()
+            {
                 errors.push(FieldError::invalid(&at, name, &problem));
             }
             let port_name = text(s, "/port/name");
@@ -141,7 +143,11 @@ fn validate_path(p: &Value, at: &str) -> Vec<FieldError> {
     match path_type {
         "Exact" | "Prefix" => {
             if !path.starts_with('/') {
-                errors.push(FieldError::invalid(&path_at, path, "must be an absolute path"));
+                errors.push(FieldError::invalid(
+                    &path_at,
+                    path,
+                    "must be an absolute path",
+                ));
             }
             for bad in BAD_SEQUENCES.iter().filter(|s| path.contains(**s)) {
                 let detail = format!("must not contain '{bad}'");
@@ -154,7 +160,11 @@ fn validate_path(p: &Value, at: &str) -> Vec<FieldError> {
         }
         "ImplementationSpecific" => {
             if !path.is_empty() && !path.starts_with('/') {
-                errors.push(FieldError::invalid(&path_at, path, "must be an absolute path"));
+                errors.push(FieldError::invalid(
+                    &path_at,
+                    path,
+                    "must be an absolute path",
+                ));
             }
         }
         other => errors.push(FieldError::not_supported(
@@ -247,7 +257,11 @@ fn validate_spec(spec: &Value) -> Vec<FieldError> {
     }
     if let Some(class) = spec.get("ingressClassName").and_then(Value::as_str) {
         for problem in is_dns1123_subdomain(class) {
-            errors.push(FieldError::invalid("spec.ingressClassName", class, &problem));
+            errors.push(FieldError::invalid(
+                "spec.ingressClassName",
+                class,
+                &problem,
+            ));
         }
     }
     errors
@@ -256,7 +270,10 @@ fn validate_spec(spec: &Value) -> Vec<FieldError> {
 /// `validateIngressLoadBalancerStatus`: each ingress point's IP and hostname.
 fn validate_status(obj: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
-    for (i, point) in items(obj, "/status/loadBalancer/ingress").iter().enumerate() {
+    for (i, point) in items(obj, "/status/loadBalancer/ingress")
+        .iter()
+        .enumerate()
+    {
         let at = format!("status.loadBalancer.ingress[{i}]");
         let ip = text(point, "/ip");
         if !ip.is_empty() && ip.parse::<std::net::IpAddr>().is_err() {
@@ -273,7 +290,11 @@ fn validate_status(obj: &Value) -> Vec<FieldError> {
                 errors.push(FieldError::invalid(&host_at, host, &problem));
             }
             if host.parse::<std::net::IpAddr>().is_ok() {
-                errors.push(FieldError::invalid(&host_at, host, "must be a DNS name, not an IP address"));
+                errors.push(FieldError::invalid(
+                    &host_at,
+                    host,
+                    "must be a DNS name, not an IP address",
+                ));
             }
         }
     }
@@ -421,7 +442,14 @@ mod tests {
         let now = Time(1_780_000_000);
         assert_eq!(
             Ingresses.cells(&ing, now),
-            vec![json!("web"), json!("<none>"), json!("foo.com"), json!(""), json!("80"), json!("26m")]
+            vec![
+                json!("web"),
+                json!("<none>"),
+                json!("foo.com"),
+                json!(""),
+                json!("80"),
+                json!("26m")
+            ]
         );
         let wide = json!({"spec": {"ingressClassName": "nginx", "tls": [{}], "rules": [
             {"host": "a.com"}, {}, {"host": "b.com"}, {"host": "c.com"}, {"host": "d.com"}]},
@@ -505,10 +533,15 @@ mod tests {
             "tls": [{"hosts": ["Bad"], "secretName": "a_b"}]}});
         let errors = messages(&Ingresses.validate(&tls));
         assert_eq!(errors.len(), 3, "{errors:#?}");
-        assert!(errors[0].starts_with("spec.defaultBackend.service.port.name: Invalid value: \"Web\""));
+        assert!(
+            errors[0].starts_with("spec.defaultBackend.service.port.name: Invalid value: \"Web\"")
+        );
         assert_eq!(
             errors[1],
-            format!("spec.tls[0].hosts[0]: Invalid value: \"Bad\": {}", subdomain_problem("Bad"))
+            format!(
+                "spec.tls[0].hosts[0]: Invalid value: \"Bad\": {}",
+                subdomain_problem("Bad")
+            )
         );
         assert!(errors[2].starts_with("spec.tls[0].secretName: Invalid value: \"a_b\""));
         let status = json!({"spec": created()["spec"], "status": {"loadBalancer": {"ingress": [

@@ -58,7 +58,9 @@ fn domain_prefixed_path(path: &str, value: &str) -> Vec<FieldError> {
     if value.is_empty() {
         return vec![FieldError::required(path, "")];
     }
-    let Some((host, rest)) = value.split_once('/').filter(|(h, r)| !h.is_empty() && !r.is_empty())
+    let Some((host, rest)) = value
+        .split_once('/')
+        .filter(|(h, r)| !h.is_empty() && !r.is_empty())
     else {
         return vec![FieldError::invalid(
             path,
@@ -100,7 +102,11 @@ fn validate_parameters(params: &Value) -> Vec<FieldError> {
             )),
             Some(ns) => {
                 for problem in is_dns1123_label(ns) {
-                    errors.push(FieldError::invalid(&format!("{path}.namespace"), ns, &problem));
+                    errors.push(FieldError::invalid(
+                        &format!("{path}.namespace"),
+                        ns,
+                        &problem,
+                    ));
                 }
             }
         },
@@ -237,7 +243,8 @@ mod tests {
                 "spec.parameters.namespace: Forbidden: `parameters.scope` is set to 'Cluster'",
             ]
         );
-        let missing = json!({"spec": {"parameters": {"kind": "K", "name": "n", "scope": "Global"}}});
+        let missing =
+            json!({"spec": {"parameters": {"kind": "K", "name": "n", "scope": "Global"}}});
         assert_eq!(
             messages(&IngressClasses.validate(&missing)),
             vec![

@@ -101,7 +101,11 @@ fn validate_ip_block(block: &Value, path: &str) -> Vec<FieldError> {
         let shift = width - len;
         let inside = sub_width == width && (len == 0 || (sub >> shift) == (net >> shift));
         if !inside || len >= sub_len {
-            errors.push(FieldError::invalid(&at, except, "must be a strict subset of `cidr`"));
+            errors.push(FieldError::invalid(
+                &at,
+                except,
+                "must be a strict subset of `cidr`",
+            ));
         }
     }
     errors
@@ -131,7 +135,11 @@ fn validate_port(port: &Value, path: &str) -> Vec<FieldError> {
                 ));
             }
             for problem in is_valid_port_name(name) {
-                errors.push(FieldError::invalid(&format!("{path}.port"), name.as_str(), &problem));
+                errors.push(FieldError::invalid(
+                    &format!("{path}.port"),
+                    name.as_str(),
+                    &problem,
+                ));
             }
         }
         Some(number) => {
@@ -307,12 +315,14 @@ mod tests {
             {"port": 80, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}]}],
             "policyTypes": ["Ingress"]}});
         assert_eq!(ingress_only, expected);
-        let mut egress = json!({"spec": {"podSelector": {}, "egress": [{"ports": [{"port": 443}]}]}});
+        let mut egress =
+            json!({"spec": {"podSelector": {}, "egress": [{"ports": [{"port": 443}]}]}});
         NetworkPolicies.set_defaults(&mut egress);
         let expected = json!({"spec": {"podSelector": {}, "egress": [{"ports": [
             {"port": 443, "protocol": "TCP"}]}], "policyTypes": ["Ingress", "Egress"]}});
         assert_eq!(egress, expected);
-        let mut given = json!({"spec": {"podSelector": {}, "egress": [{}], "policyTypes": ["Egress"]}});
+        let mut given =
+            json!({"spec": {"podSelector": {}, "egress": [{}], "policyTypes": ["Egress"]}});
         NetworkPolicies.set_defaults(&mut given);
         assert_eq!(given["spec"]["policyTypes"], json!(["Egress"]));
         assert!(NetworkPolicies.validate(&egress).is_empty());

@@ -42,7 +42,10 @@ pub fn generation_one(obj: &mut Value) {
 /// (`intstr.IntOrString{Type:1, IntVal:0, StrVal:"50%"}`).
 pub fn int_or_string_go(v: &Value) -> String {
     match v {
-        Value::String(s) => format!("intstr.IntOrString{{Type:1, IntVal:0, StrVal:{}}}", go_quote(s)),
+        Value::String(s) => format!(
+            "intstr.IntOrString{{Type:1, IntVal:0, StrVal:{}}}",
+            go_quote(s)
+        ),
         other => format!(
             "intstr.IntOrString{{Type:0, IntVal:{}, StrVal:\"\"}}",
             other.as_i64().unwrap_or(0)
@@ -52,7 +55,8 @@ pub fn int_or_string_go(v: &Value) -> String {
 
 /// `percentFmt` and `percentErrMsg` of `IsValidPercent`.
 const PERCENT_FMT: &str = "[0-9]+%";
-const PERCENT_ERR: &str = "a valid percent string must be a numeric string followed by an ending '%'";
+const PERCENT_ERR: &str =
+    "a valid percent string must be a numeric string followed by an ending '%'";
 
 /// The number of a percent string (`50%`), if it is one.
 fn percent(s: &str) -> Option<i64> {
@@ -126,7 +130,9 @@ const WILDCARD_ERR: &str = "a wildcard DNS-1123 subdomain must start with '*.', 
 pub fn wildcard_subdomain(value: &str) -> Vec<String> {
     let mut problems = Vec::new();
     if value.len() > DNS1123_SUBDOMAIN_MAX {
-        problems.push(crate::apimachinery::validation::max_len_error(DNS1123_SUBDOMAIN_MAX));
+        problems.push(crate::apimachinery::validation::max_len_error(
+            DNS1123_SUBDOMAIN_MAX,
+        ));
     }
     let ok = value
         .strip_prefix("*.")
@@ -143,7 +149,11 @@ pub fn typed_local_object_reference(r: &Value, path: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();
     if let Some(group) = r.get("apiGroup").and_then(Value::as_str) {
         for problem in is_dns1123_subdomain(group) {
-            errors.push(FieldError::invalid(&format!("{path}.apiGroup"), group, &problem));
+            errors.push(FieldError::invalid(
+                &format!("{path}.apiGroup"),
+                group,
+                &problem,
+            ));
         }
     }
     for (field, words) in [("kind", "kind is required"), ("name", "name is required")] {
@@ -211,7 +221,11 @@ mod tests {
         assert!(wildcard_subdomain("*.example.com").is_empty());
         assert_eq!(wildcard_subdomain("*.Example").len(), 1);
         assert_eq!(
-            messages(&typed_local_object_reference(&json!({"apiGroup": "A_B"}), "r")).len(),
+            messages(&typed_local_object_reference(
+                &json!({"apiGroup": "A_B"}),
+                "r"
+            ))
+            .len(),
             3
         );
         assert_eq!(

@@ -254,12 +254,24 @@ mod tests {
             "spec": {"minAvailable": "50%"}, "status": {"disruptionsAllowed": 2}});
         assert_eq!(
             PodDisruptionBudgets.cells(&pdb, Time(1_780_000_000)),
-            vec![json!("web"), json!("50%"), json!("N/A"), json!(2), json!("26m")]
+            vec![
+                json!("web"),
+                json!("50%"),
+                json!("N/A"),
+                json!(2),
+                json!("26m")
+            ]
         );
         let names: Vec<&str> = COLUMNS.iter().map(|c| c.name).collect();
         assert_eq!(
             names,
-            ["Name", "Min Available", "Max Unavailable", "Allowed Disruptions", "Age"]
+            [
+                "Name",
+                "Min Available",
+                "Max Unavailable",
+                "Allowed Disruptions",
+                "Age"
+            ]
         );
     }
 }
