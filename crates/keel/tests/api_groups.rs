@@ -140,7 +140,10 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
         ["NAME", "VALUE", "GLOBAL-DEFAULT", "AGE", "PREEMPTIONPOLICY"]
     );
     let node = row(&classes, "system-node-critical");
-    assert_eq!((node[1].as_str(), node[2].as_str()), ("2000001000", "false"));
+    assert_eq!(
+        (node[1].as_str(), node[2].as_str()),
+        ("2000001000", "false")
+    );
     assert_eq!(node[4], "PreemptLowerPriority");
     let cluster = row(&classes, "system-cluster-critical");
     assert_eq!(cluster[1], "2000000000");
@@ -154,11 +157,32 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
     assert_eq!(critical["metadata"]["generation"], 1);
 
     // PodDisruptionBudget: the zero status, a bound shown, the other N/A.
-    k(&["create", "pdb", &format!("pdb-{s}"), "-n", &ns, "--selector=app=web", "--min-available=1"]);
+    k(&[
+        "create",
+        "pdb",
+        &format!("pdb-{s}"),
+        "-n",
+        &ns,
+        "--selector=app=web",
+        "--min-available=1",
+    ]);
     let pdbs = k(&["get", "pdb", "-n", &ns]);
     assert_eq!(
-        pdbs.lines().next().unwrap().split_whitespace().collect::<Vec<_>>(),
-        ["NAME", "MIN", "AVAILABLE", "MAX", "UNAVAILABLE", "ALLOWED", "DISRUPTIONS", "AGE"]
+        pdbs.lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        [
+            "NAME",
+            "MIN",
+            "AVAILABLE",
+            "MAX",
+            "UNAVAILABLE",
+            "ALLOWED",
+            "DISRUPTIONS",
+            "AGE"
+        ]
     );
     assert_eq!(row(&pdbs, &format!("pdb-{s}"))[1..4], ["1", "N/A", "0"]);
     let pdb = get_json(kube, version, &["pdb", &format!("pdb-{s}"), "-n", &ns]);
@@ -167,12 +191,31 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
         json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0})
     );
     assert_eq!(pdb["metadata"]["generation"], 1);
-    assert_eq!(pdb["spec"]["selector"], json!({"matchLabels": {"app": "web"}}));
-    k(&["patch", "pdb", &format!("pdb-{s}"), "-n", &ns, "--type=merge", "-p",
-        r#"{"spec":{"minAvailable":2}}"#]);
+    assert_eq!(
+        pdb["spec"]["selector"],
+        json!({"matchLabels": {"app": "web"}})
+    );
+    k(&[
+        "patch",
+        "pdb",
+        &format!("pdb-{s}"),
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"minAvailable":2}}"#,
+    ]);
     let pdb = get_json(kube, version, &["pdb", &format!("pdb-{s}"), "-n", &ns]);
     assert_eq!(pdb["metadata"]["generation"], 2);
-    let err = no(&["create", "pdb", "bad", "-n", &ns, "--selector=app=x", "--min-available=120%"]);
+    let err = no(&[
+        "create",
+        "pdb",
+        "bad",
+        "-n",
+        &ns,
+        "--selector=app=x",
+        "--min-available=120%",
+    ]);
     assert!(
         err.contains(
             r#"PodDisruptionBudget.policy "bad" is invalid: spec.minAvailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:"120%"}: must not be greater than 100%"#
@@ -181,13 +224,27 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
     );
 
     // Ingress: the rule kubectl makes, an empty load balancer status, the table.
-    k(&["create", "ingress", &format!("ing-{s}"), "-n", &ns, "--rule=foo.com/bar=svc1:8080"]);
+    k(&[
+        "create",
+        "ingress",
+        &format!("ing-{s}"),
+        "-n",
+        &ns,
+        "--rule=foo.com/bar=svc1:8080",
+    ]);
     let ings = k(&["get", "ingress", "-n", &ns]);
     assert_eq!(
-        ings.lines().next().unwrap().split_whitespace().collect::<Vec<_>>(),
+        ings.lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>(),
         ["NAME", "CLASS", "HOSTS", "ADDRESS", "PORTS", "AGE"]
     );
-    assert_eq!(row(&ings, &format!("ing-{s}"))[1..4], ["<none>", "foo.com", "80"]);
+    assert_eq!(
+        row(&ings, &format!("ing-{s}"))[1..4],
+        ["<none>", "foo.com", "80"]
+    );
     let ing = get_json(kube, version, &["ingress", &format!("ing-{s}"), "-n", &ns]);
     assert_eq!(ing["status"], json!({"loadBalancer": {}}));
     assert_eq!(ing["metadata"]["generation"], 1);
@@ -215,14 +272,35 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
     );
 
     // PriorityClass: the preemption policy, value immutable, `system-` reserved.
-    k(&["create", "priorityclass", &format!("high-{s}"), "--value=1000", "--description=high"]);
+    k(&[
+        "create",
+        "priorityclass",
+        &format!("high-{s}"),
+        "--value=1000",
+        "--description=high",
+    ]);
     let pc = get_json(kube, version, &["priorityclass", &format!("high-{s}")]);
     assert_eq!(pc["value"], 1000);
     assert_eq!(pc["preemptionPolicy"], "PreemptLowerPriority");
     assert_eq!(pc["metadata"]["generation"], 1);
-    let err = no(&["patch", "priorityclass", &format!("high-{s}"), "--type=merge", "-p", r#"{"value":2}"#]);
-    assert!(err.contains("value: Forbidden: may not be changed in an update."), "{err}");
-    let err = no(&["create", "priorityclass", &format!("system-{s}"), "--value=5"]);
+    let err = no(&[
+        "patch",
+        "priorityclass",
+        &format!("high-{s}"),
+        "--type=merge",
+        "-p",
+        r#"{"value":2}"#,
+    ]);
+    assert!(
+        err.contains("value: Forbidden: may not be changed in an update."),
+        "{err}"
+    );
+    let err = no(&[
+        "create",
+        "priorityclass",
+        &format!("system-{s}"),
+        "--value=5",
+    ]);
     assert!(
         err.contains(&format!(
             "metadata.name: Forbidden: priority class names with 'system-' prefix are reserved \
@@ -236,7 +314,10 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
     k(&["apply", "-f", &applied]);
     let np = get_json(kube, version, &["netpol", &format!("np-{s}"), "-n", &ns]);
     assert_eq!(np["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
-    assert_eq!(np["spec"]["ingress"][0]["ports"], json!([{"port": 80, "protocol": "TCP"}]));
+    assert_eq!(
+        np["spec"]["ingress"][0]["ports"],
+        json!([{"port": 80, "protocol": "TCP"}])
+    );
     assert_eq!(np["metadata"]["generation"], 1);
     let ic = get_json(kube, version, &["ingressclass", &format!("ic-{s}")]);
     assert_eq!(
@@ -247,8 +328,15 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
     let rc = get_json(kube, version, &["runtimeclass", &format!("rc-{s}")]);
     assert_eq!(rc["handler"], "runc");
     assert_eq!(rc["overhead"], json!({"podFixed": {"cpu": "250m"}}));
-    let es = get_json(kube, version, &["endpointslice", &format!("es-{s}"), "-n", &ns]);
-    assert_eq!(es["ports"], json!([{"name": "", "port": 80, "protocol": "TCP"}]));
+    let es = get_json(
+        kube,
+        version,
+        &["endpointslice", &format!("es-{s}"), "-n", &ns],
+    );
+    assert_eq!(
+        es["ports"],
+        json!([{"name": "", "port": 80, "protocol": "TCP"}])
+    );
     assert_eq!(es["metadata"]["generation"], 1);
 
     let table = k(&["get", "netpol", "-n", &ns]);
@@ -256,16 +344,27 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
     let table = k(&["get", "ingressclass"]);
     assert_eq!(
         row(&table, &format!("ic-{s}"))[1..3],
-        ["example.com/ingress-controller", "IngressParameters.k8s.example.com/params"]
+        [
+            "example.com/ingress-controller",
+            "IngressParameters.k8s.example.com/params"
+        ]
     );
     let table = k(&["get", "runtimeclass"]);
     assert_eq!(row(&table, &format!("rc-{s}"))[1], "runc");
     let table = k(&["get", "endpointslices", "-n", &ns]);
     assert_eq!(
-        table.lines().next().unwrap().split_whitespace().collect::<Vec<_>>(),
+        table
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>(),
         ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"]
     );
-    assert_eq!(row(&table, &format!("es-{s}"))[1..4], ["IPv4", "80", "10.1.2.3"]);
+    assert_eq!(
+        row(&table, &format!("es-{s}"))[1..4],
+        ["IPv4", "80", "10.1.2.3"]
+    );
 
     // Invalid ones, and the immutable fields.
     let bad = write(
@@ -283,8 +382,14 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
         ),
         "{err}"
     );
-    let err = no(&["patch", "ingressclass", &format!("ic-{s}"), "--type=merge", "-p",
-        r#"{"spec":{"controller":"example.com/other"}}"#]);
+    let err = no(&[
+        "patch",
+        "ingressclass",
+        &format!("ic-{s}"),
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"controller":"example.com/other"}}"#,
+    ]);
     assert!(
         err.contains(r#"spec.controller: Invalid value: "example.com/other": field is immutable"#),
         "{err}"
@@ -302,9 +407,18 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
         ),
         "{err}"
     );
-    let err = no(&["patch", "runtimeclass", &format!("rc-{s}"), "--type=merge", "-p",
-        r#"{"handler":"kata"}"#]);
-    assert!(err.contains(r#"handler: Invalid value: "kata": field is immutable"#), "{err}");
+    let err = no(&[
+        "patch",
+        "runtimeclass",
+        &format!("rc-{s}"),
+        "--type=merge",
+        "-p",
+        r#"{"handler":"kata"}"#,
+    ]);
+    assert!(
+        err.contains(r#"handler: Invalid value: "kata": field is immutable"#),
+        "{err}"
+    );
     let bad = write(
         kube,
         &format!("bad-rc-{s}.yaml"),
@@ -315,9 +429,20 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
         err.contains(r#"handler: Invalid value: "Run_C": a lowercase RFC 1123 label"#),
         "{err}"
     );
-    let err = no(&["patch", "endpointslice", &format!("es-{s}"), "-n", &ns, "--type=merge", "-p",
-        r#"{"addressType":"FQDN","endpoints":[]}"#]);
-    assert!(err.contains(r#"addressType: Invalid value: "FQDN": field is immutable"#), "{err}");
+    let err = no(&[
+        "patch",
+        "endpointslice",
+        &format!("es-{s}"),
+        "-n",
+        &ns,
+        "--type=merge",
+        "-p",
+        r#"{"addressType":"FQDN","endpoints":[]}"#,
+    ]);
+    assert!(
+        err.contains(r#"addressType: Invalid value: "FQDN": field is immutable"#),
+        "{err}"
+    );
     let bad = write(
         kube,
         &format!("bad-es-{s}.yaml"),
@@ -343,11 +468,23 @@ fn groups(kube: &Kube, version: Option<&str>, s: &str) {
 fn kubernetes_slice(kube: &Kube) {
     let deadline = Instant::now() + Duration::from_secs(15);
     let slice = loop {
-        let out = kube.kubectl(&["get", "endpointslice", "kubernetes", "-n", "default", "-o", "json"]);
+        let out = kube.kubectl(&[
+            "get",
+            "endpointslice",
+            "kubernetes",
+            "-n",
+            "default",
+            "-o",
+            "json",
+        ]);
         if out.status.success() {
             break serde_json::from_slice::<Value>(&out.stdout).unwrap();
         }
-        assert!(Instant::now() < deadline, "no kubernetes EndpointSlice: {}", kube.log());
+        assert!(
+            Instant::now() < deadline,
+            "no kubernetes EndpointSlice: {}",
+            kube.log()
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     assert_eq!(
@@ -359,7 +496,15 @@ fn kubernetes_slice(kube: &Kube) {
     let port = slice["ports"][0]["port"].as_i64().unwrap();
     assert_eq!(slice["ports"][0]["name"], "https");
     assert_eq!(slice["ports"][0]["protocol"], "TCP");
-    let endpoints = kube.kubectl_ok(&["get", "endpoints", "kubernetes", "-n", "default", "-o", "json"]);
+    let endpoints = kube.kubectl_ok(&[
+        "get",
+        "endpoints",
+        "kubernetes",
+        "-n",
+        "default",
+        "-o",
+        "json",
+    ]);
     let endpoints: Value = serde_json::from_str(&endpoints).unwrap();
     assert_eq!(endpoints["subsets"][0]["ports"][0]["port"], port);
     assert_eq!(

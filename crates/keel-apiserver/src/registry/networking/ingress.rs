@@ -90,12 +90,10 @@ fn validate_backend(backend: &Value, path: &str) -> Vec<FieldError> {
             let at = format!("{path}.service.name");
             if name.is_empty() {
                 errors.push(FieldError::required(&at, ""));
-            }
-            for problem in (!name.is_empty())
-                .then(|| dns1035_label(name))
-                .unwrap_or_default()
-            {
-                errors.push(FieldError::invalid(&at, name, &problem));
+            } else {
+                for problem in dns1035_label(name) {
+                    errors.push(FieldError::invalid(&at, name, &problem));
+                }
             }
             let port_name = text(s, "/port/name");
             let number = s.at("/port/number").and_then(Value::as_i64).unwrap_or(0);
