@@ -231,10 +231,14 @@ impl ApiServer {
         }
         tokio::spawn(controllers::crds::run(registry.clone()));
         let ready = app.clone();
+        let bootstrap = registry.clone();
+        // Ready once the system namespaces, then the system priority classes, exist.
         tokio::spawn(controllers::system_namespaces::run(
             registry.clone(),
             move || {
-                ready.started.store(true, Ordering::Release);
+                tokio::spawn(controllers::priority_classes::run(bootstrap, move || {
+                    ready.started.store(true, Ordering::Release);
+                }));
             },
         ));
         let selection =

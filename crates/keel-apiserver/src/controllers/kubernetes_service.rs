@@ -1,9 +1,14 @@
-//! The `default/kubernetes` Service and its Endpoints, as kube-apiserver keeps them
-//! (`kubernetesservice` controller and endpoint reconciler): clients inside the cluster find
-//! the apiserver at the first address of `--service-cluster-ip-range`, port 443, which the
-//! Endpoints map to this apiserver's advertised address and serving port. Checked every ten
-//! seconds (`EndpointInterval`): the Service is made if missing and its ports and type set
-//! back if changed; the Endpoints are made or set to this apiserver's address.
+//! The `default/kubernetes` Service, its Endpoints and its EndpointSlice, as kube-apiserver
+//! keeps them (`kubernetesservice` controller and endpoint reconciler, whose
+//! pkg/controlplane/reconcilers/endpointsadapter.go writes both endpoint kinds): clients
+//! inside the cluster find the apiserver at the first address of `--service-cluster-ip-range`,
+//! port 443, which the Endpoints and the EndpointSlice map to this apiserver's advertised
+//! address and serving port. Checked every ten seconds (`EndpointInterval`): the Service is
+//! made if missing and its ports and type set back if changed; the Endpoints and the
+//! EndpointSlice are made or set to this apiserver's address. The slice is labelled
+//! `kubernetes.io/service-name: kubernetes` (the adapter's only label), of the service IP's
+//! address type (one of another type is deleted and made again, as that field is
+//! immutable), its endpoint ready, its port `https`.
 //!
 //! kube-apiserver's lease reconciler lists every apiserver sharing the store through store
 //! leases of its own; keel's apiservers each write their own address, so with several
@@ -124,6 +129,81 @@ impl KubernetesService {
         Some(endpoints)
     }
 
+    /// The EndpointSlice's address type: the service IP's family's (`NewEndpointsAdapter`).
+    fn address_type(&self) -> &'static str {
+        if self.cluster_ip.is_ipv4() {
+            "IPv4"
+        } else {
+            "IPv6"
+        }
+    }
+
+    /// The EndpointSlice as `updateEndpointSlice` makes it from `stored` (None: missing),
+    /// if it differs from `stored` in its endpoints, ports or labels.
+    fn endpoint_slice(&self, stored: Option<&Value>) -> Option<Value> {
+        let mut slice = stored.cloned().unwrap_or_else(|| {
+            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                "metadata": {"name": NAME, "namespace": "default"}})
+        });
+        let same_family = self.advertise.is_ipv4() == self.cluster_ip.is_ipv4();
+        let endpoints: Vec<Value> = same_family
+            .then(|| json!({"addresses": [self.advertise.to_string()], "conditions": {"ready": true}}))
+            .into_iter()
+            .collect();
+        let ports = json!([{"name": "https", "port": self.port, "protocol": "TCP"}]);
+        let labels = json!({"kubernetes.io/service-name": NAME});
+        let current = |field: &str| slice.get(field).cloned().unwrap_or(json!([]));
+        if stored.is_some()
+            && current("endpoints") == json!(endpoints)
+            && current("ports") == ports
+            && slice["metadata"]["labels"] == labels
+        {
+            return None;
+        }
+        slice["metadata"]["labels"] = labels;
+        slice["addressType"] = self.address_type().into();
+        slice["endpoints"] = json!(endpoints);
+        slice["ports"] = ports;
+        Some(slice)
+    }
+
+    /// Makes the object `name` of `kind` in `default` what `make` says: `make(None)` is the
+    /// object to create when it is missing, `make(Some(stored))` the stored one as it should
+    /// be, None when it already is.
+    async fn sync(
+        &self,
+        registry: &Registry,
+        kind: &dyn crate::registry::Strategy,
+        make: impl Fn(Option<&Value>) -> Option<Value>,
+    ) -> Result<(), Status> {
+        let ns = Some("default");
+        let fields = FieldManager::new(kind, None, Time::now());
+        match registry.get(kind, ns, NAME, "").await {
+            Ok(stored) => {
+                if make(Some(&stored)).is_some() {
+                    registry
+                        .update(kind, ns, NAME, None, false, |current| {
+                            let current = current.cloned().unwrap_or_default();
+                            let mut new = make(Some(&current)).unwrap_or(current.clone());
+                            fields.update(Some(&current), &mut new, MANAGER);
+                            Ok(new)
+                        })
+                        .await?;
+                }
+            }
+            Err(status) if status.code == 404 => {
+                let mut obj = make(None).unwrap_or_default();
+                fields.update(None, &mut obj, MANAGER);
+                match registry.create(kind, ns, obj, false).await {
+                    Ok(_) | Err(Status { code: 409, .. }) => {}
+                    Err(status) => return Err(status),
+                }
+            }
+            Err(status) => return Err(status),
+        }
+        Ok(())
+    }
+
     /// Runs until the process ends: tried again soon until the first check passes (the
     /// `default` namespace may not exist yet), then every ten seconds.
     pub async fn run(self, registry: Arc<Registry>) {
@@ -145,61 +225,42 @@ impl KubernetesService {
         }
     }
 
-    /// One check of the Service and the Endpoints.
+    /// One check of the Service, the Endpoints and the EndpointSlice.
     pub async fn reconcile(&self, registry: &Registry) -> Result<(), Status> {
         let services = registry.core("services");
-        let ns = Some("default");
-        match registry.get(services, ns, NAME, "").await {
-            Ok(stored) => {
-                if self.service_update(&stored).is_some() {
+        self.sync(registry, services, |stored| match stored {
+            None => Some(self.service()),
+            Some(stored) => {
+                let fixed = self.service_update(stored);
+                if fixed.is_some() {
                     tracing::warn!("resetting the kubernetes service's ports and type");
-                    let fields = FieldManager::new(services, None, Time::now());
-                    registry
-                        .update(services, ns, NAME, None, false, |current| {
-                            let current = current.cloned().unwrap_or_default();
-                            let mut new = self.service_update(&current).unwrap_or(current.clone());
-                            fields.update(Some(&current), &mut new, MANAGER);
-                            Ok(new)
-                        })
-                        .await?;
                 }
+                fixed
             }
-            Err(status) if status.code == 404 => {
-                let mut service = self.service();
-                FieldManager::new(services, None, Time::now()).update(None, &mut service, MANAGER);
-                match registry.create(services, ns, service, false).await {
-                    Ok(_) | Err(Status { code: 409, .. }) => {}
+        })
+        .await?;
+        let endpoints = registry.core("endpoints");
+        self.sync(registry, endpoints, |stored| self.endpoints(stored))
+            .await?;
+        let Some(slices) = registry.kind("discovery.k8s.io", "v1", "endpointslices") else {
+            return Ok(());
+        };
+        // The address type is immutable: a slice of another is deleted and made again.
+        match registry.get(slices, Some("default"), NAME, "").await {
+            Ok(stored) if stored["addressType"] != self.address_type() => {
+                let options = crate::registry::store::DeleteOptions::default();
+                match registry
+                    .delete(slices, Some("default"), NAME, &options)
+                    .await
+                {
+                    Ok(_) | Err(Status { code: 404, .. }) => {}
                     Err(status) => return Err(status),
                 }
             }
-            Err(status) => return Err(status),
+            _ => {}
         }
-        let kind = registry.core("endpoints");
-        let fields = FieldManager::new(kind, None, Time::now());
-        match registry.get(kind, ns, NAME, "").await {
-            Ok(stored) => {
-                if self.endpoints(Some(&stored)).is_some() {
-                    registry
-                        .update(kind, ns, NAME, None, false, |current| {
-                            let current = current.cloned().unwrap_or_default();
-                            let mut new = self.endpoints(Some(&current)).unwrap_or(current.clone());
-                            fields.update(Some(&current), &mut new, MANAGER);
-                            Ok(new)
-                        })
-                        .await?;
-                }
-            }
-            Err(status) if status.code == 404 => {
-                let mut endpoints = self.endpoints(None).unwrap_or_default();
-                fields.update(None, &mut endpoints, MANAGER);
-                match registry.create(kind, ns, endpoints, false).await {
-                    Ok(_) | Err(Status { code: 409, .. }) => {}
-                    Err(status) => return Err(status),
-                }
-            }
-            Err(status) => return Err(status),
-        }
-        Ok(())
+        self.sync(registry, slices, |stored| self.endpoint_slice(stored))
+            .await
     }
 }
 
@@ -234,6 +295,27 @@ mod tests {
             "true"
         );
         assert_eq!(SERVICE.endpoints(Some(&made)), None);
+    }
+
+    #[test]
+    fn the_endpoint_slice_is_the_one_the_endpoints_adapter_writes() {
+        // `updateEndpointSlice` of a missing slice: name and namespace, the service-name
+        // label, the service IP's address type, one ready endpoint, the `https` port.
+        let made = SERVICE.endpoint_slice(None).unwrap();
+        let expected = json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes", "namespace": "default",
+                "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": ["192.168.1.5"], "conditions": {"ready": true}}],
+            "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]});
+        assert_eq!(made, expected);
+        assert_eq!(SERVICE.endpoint_slice(Some(&made)), None);
+        let mut moved = made.clone();
+        moved["endpoints"][0]["addresses"][0] = "10.9.9.9".into();
+        moved["metadata"]["labels"]["extra"] = "x".into();
+        let fixed = SERVICE.endpoint_slice(Some(&moved)).unwrap();
+        assert_eq!(fixed["endpoints"], expected["endpoints"]);
+        assert_eq!(fixed["metadata"]["labels"], expected["metadata"]["labels"]);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! kube-controller-manager's controllers do. They work through the registry's API verbs (the
 //! same path as a client request), never on the storage layer.
 //!
-//! kube-apiserver's own ([`system_namespaces`], [`kubernetes_service`]) always run;
+//! kube-apiserver's own ([`system_namespaces`], [`priority_classes`], [`kubernetes_service`])
+//! always run;
 //! kube-controller-manager's are chosen by `--controllers` ([`Selection`]): [`namespaces`],
 //! [`nodelifecycle`], [`serviceaccounts`], [`root_ca`] and [`garbagecollector`].
 
@@ -14,6 +15,7 @@ pub mod kubernetes_service;
 pub mod namespaces;
 pub mod nodelifecycle;
 pub mod per_namespace;
+pub mod priority_classes;
 pub mod root_ca;
 pub mod serviceaccounts;
 pub mod system_namespaces;

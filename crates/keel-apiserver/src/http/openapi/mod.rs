@@ -408,7 +408,12 @@ mod tests {
                 "api/v1",
                 "apis/apiextensions.k8s.io/v1",
                 "apis/coordination.k8s.io/v1",
-                "apis/events.k8s.io/v1"
+                "apis/discovery.k8s.io/v1",
+                "apis/events.k8s.io/v1",
+                "apis/networking.k8s.io/v1",
+                "apis/node.k8s.io/v1",
+                "apis/policy/v1",
+                "apis/scheduling.k8s.io/v1"
             ]
         );
         let url = paths["api/v1"]["serverRelativeURL"].as_str().unwrap();

@@ -1,8 +1,12 @@
 //! node.k8s.io/v1: RuntimeClasses.
 
+mod runtime_class;
+
 use super::Strategy;
+
+pub use runtime_class::RuntimeClasses;
 
 /// The group's kinds, in discovery order.
 pub fn kinds() -> Vec<&'static dyn Strategy> {
-    Vec::new()
+    vec![&RuntimeClasses]
 }
