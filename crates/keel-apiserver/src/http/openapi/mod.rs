@@ -406,14 +406,21 @@ mod tests {
             keys,
             [
                 "api/v1",
+                "apis/admissionregistration.k8s.io/v1",
                 "apis/apiextensions.k8s.io/v1",
+                "apis/apiregistration.k8s.io/v1",
+                "apis/apps/v1",
+                "apis/autoscaling/v1",
+                "apis/autoscaling/v2",
+                "apis/certificates.k8s.io/v1",
                 "apis/coordination.k8s.io/v1",
                 "apis/discovery.k8s.io/v1",
                 "apis/events.k8s.io/v1",
                 "apis/networking.k8s.io/v1",
                 "apis/node.k8s.io/v1",
                 "apis/policy/v1",
-                "apis/scheduling.k8s.io/v1"
+                "apis/scheduling.k8s.io/v1",
+                "apis/storage.k8s.io/v1",
             ]
         );
         let url = paths["api/v1"]["serverRelativeURL"].as_str().unwrap();
