@@ -458,7 +458,7 @@ mod tests {
         let unchanged = serve(&registry::kinds(), 0, "/openapi/v3/api/v1", None, &headers).unwrap();
         assert_eq!(unchanged.status(), StatusCode::NOT_MODIFIED);
         assert_eq!(
-            get("/openapi/v3/apis/apps/v1", None, None).status(),
+            get("/openapi/v3/apis/extensions/v1beta1", None, None).status(),
             StatusCode::NOT_FOUND
         );
         let lease = body(get("/openapi/v3/apis/coordination.k8s.io/v1", None, None)).await;
