@@ -326,10 +326,18 @@ fn apps(kube: &Kube, version: Option<&str>) {
         ]
     );
     assert_eq!(row[..7], ["agent", "0", "0", "0", "0", "0", "disk=ssd"]);
+    // Owned by the StatefulSet itself: on keel up the garbage collector deletes a revision
+    // whose owner does not exist.
+    let uid = ok(
+        kube,
+        version,
+        &["get", "sts", "db", "-o", "jsonpath={.metadata.uid}"],
+    );
+    let revision = REVISION.replace("6d0e4b1c-0000-4000-8000-000000000001", uid.trim());
     ok(
         kube,
         version,
-        &["apply", "-f", &write(kube, "rev.yaml", REVISION)],
+        &["apply", "-f", &write(kube, "rev.yaml", &revision)],
     );
     let (header, row) = table(kube, version, &["get", "controllerrevisions"], "db-1");
     assert_eq!(header, ["NAME", "CONTROLLER", "REVISION", "AGE"]);

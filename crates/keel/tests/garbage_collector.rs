@@ -5,7 +5,8 @@
 //! dependent held by a finalizer of its own holds the owner too; `--cascade=orphan` removes
 //! the owner and leaves the dependent without its reference; a dependent created naming an
 //! owner that never existed is deleted; a foreground deletion interrupted by a kill -9
-//! finishes after the restart.
+//! finishes after the restart; deleting a Deployment removes the ReplicaSet it owns and the
+//! pods that ReplicaSet owns, as kube-controller-manager's collector does.
 
 use std::time::{Duration, Instant};
 
@@ -174,6 +175,47 @@ fn collects(stack: Stack) {
     );
     eventually(&kube, "the stray dependent is collected", || {
         get(&kube, "stray").is_none()
+    });
+
+    cascades_through_workloads(&kube);
+}
+
+/// A Deployment owning a ReplicaSet owning a pod (written as the deployment and replicaset
+/// controllers would write them); deleting the Deployment takes all three.
+fn cascades_through_workloads(kube: &Kube) {
+    kubectl(kube, &["create", "deployment", "web", "--image=nginx"]);
+    let uid = kubectl(kube, &["get", "deploy", "web", "-o", "jsonpath={.metadata.uid}"]);
+    let owned_by = |kind: &str, api: &str, name: &str, uid: &str| {
+        json!([{"apiVersion": api, "kind": kind, "name": name, "uid": uid,
+                "controller": true, "blockOwnerDeletion": true}])
+    };
+    let rs = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": "web-1", "namespace": "default", "labels": {"app": "web"},
+            "ownerReferences": owned_by("Deployment", "apps/v1", "web", &uid)},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}});
+    let path = kube.scratch.join("rs.json");
+    std::fs::write(&path, rs.to_string()).expect("write a manifest");
+    let rs_uid = kubectl(
+        kube,
+        &["create", "-f", &path.display().to_string(), "-o", "jsonpath={.metadata.uid}"],
+    );
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-1-a", "namespace": "default", "labels": {"app": "web"},
+            "ownerReferences": owned_by("ReplicaSet", "apps/v1", "web-1", &rs_uid)},
+        "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}});
+    let path = kube.scratch.join("pod.json");
+    std::fs::write(&path, pod.to_string()).expect("write a manifest");
+    kubectl(kube, &["create", "-f", &path.display().to_string()]);
+    kubectl(kube, &["delete", "deployment", "web"]);
+    let gone = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--ignore-not-found", "-o", "name"]);
+        kubectl(kube, &all).trim().is_empty()
+    };
+    eventually(kube, "the ReplicaSet and its pod are collected", || {
+        gone(&["get", "rs", "web-1"]) && gone(&["get", "pod", "web-1-a"])
     });
 }
 
