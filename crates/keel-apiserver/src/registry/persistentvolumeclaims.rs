@@ -15,8 +15,8 @@ use serde_json::{Map, Value, json};
 
 use super::batch::job_spec::default_value;
 use super::persistentvolumes::{
-    VOLUME_MODES, access_modes_text, diff_lines, positive_quantity, storage_class,
-    validate_access_modes, validate_class,
+    VOLUME_MODES, access_modes_text, positive_quantity, storage_class, validate_access_modes,
+    validate_class,
 };
 use super::resource_lists::{nanos, quantity_text};
 use super::selector::validate_label_selector;
@@ -312,6 +312,27 @@ fn validate_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
     errors
 }
 
+/// The lines of a diff of two maps, one `-`/`+` pair per key that changed (what keel shows
+/// where upstream shows `cmp.Diff` of the Go structs).
+pub fn diff_lines(old: &Map<String, Value>, new: &Map<String, Value>) -> String {
+    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut lines = Vec::new();
+    for key in keys {
+        let (was, now) = (old.get(key), new.get(key));
+        if was != now {
+            if let Some(v) = was {
+                lines.push(format!("-  {key}: {v}"));
+            }
+            if let Some(v) = now {
+                lines.push(format!("+  {key}: {v}"));
+            }
+        }
+    }
+    lines.join("\n")
+}
+
 impl Strategy for PersistentVolumeClaims {
     fn info(&self) -> &'static ResourceInfo {
         &INFO
@@ -359,6 +380,11 @@ impl Strategy for PersistentVolumeClaims {
         normalize_data_sources(&mut old);
         errors.extend(validate_update_rules(new, &old));
         errors
+    }
+
+    /// The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
+    fn returns_deleted_object(&self) -> bool {
+        true
     }
 
     fn columns(&self) -> &'static [Column] {
@@ -560,5 +586,6 @@ mod tests {
             PersistentVolumeClaims.cells(&pvc, now)[1..5],
             [json!("Bound"), json!("pv1"), json!("1Gi"), json!("RWO")]
         );
+        assert!(PersistentVolumeClaims.returns_deleted_object());
     }
 }

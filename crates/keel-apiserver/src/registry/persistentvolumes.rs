@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 
 use super::batch::job_spec::default_value;
 use super::batch::printing::json_text;
+use super::persistentvolumeclaims::diff_lines;
 use super::resource_lists::{nanos, quantity_text};
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
 use crate::apimachinery::time::Time;
@@ -113,32 +114,11 @@ const HOST_PATH_TYPES: [&str; 8] = [
     "FileOrCreate",
     "Socket",
 ];
-/// The volume sources of a PV, in the order `ValidatePersistentVolumeSpec` counts them:
-/// the JSON field and the path its "more than 1" error names.
-const SOURCES: [(&str, &str); 22] = [
-    ("hostPath", "hostPath"),
-    ("gcePersistentDisk", "gcePersistentDisk"),
-    ("awsElasticBlockStore", "awsElasticBlockStore"),
-    ("glusterfs", "glusterfs"),
-    ("flocker", "flocker"),
-    ("nfs", "nfs"),
-    ("rbd", "rbd"),
-    ("quobyte", "quobyte"),
-    ("cephfs", "cephFS"),
-    ("iscsi", "iscsi"),
-    ("cinder", "cinder"),
-    ("fc", "fc"),
-    ("flexVolume", "flexVolume"),
-    ("azureFile", "azureFile"),
-    ("vsphereVolume", "vsphereVolume"),
-    ("photonPersistentDisk", "photonPersistentDisk"),
-    ("portworxVolume", "portworxVolume"),
-    ("azureDisk", "azureDisk"),
-    ("scaleIO", "scaleIO"),
-    ("local", "local"),
-    ("storageos", "storageos"),
-    ("csi", "csi"),
-];
+/// The volume sources of a PV, in the order `ValidatePersistentVolumeSpec` counts them (its
+/// "more than 1" error names `cephfs` as `cephFS`).
+const SOURCES: &str = "hostPath gcePersistentDisk awsElasticBlockStore glusterfs flocker nfs \
+    rbd quobyte cephfs iscsi cinder fc flexVolume azureFile vsphereVolume photonPersistentDisk \
+    portworxVolume azureDisk scaleIO local storageos csi";
 
 /// The beta storage class annotation, which wins over `storageClassName`.
 const CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
@@ -333,7 +313,8 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
         ));
     }
     let mut count = 0;
-    for (field, named) in SOURCES {
+    for field in SOURCES.split_whitespace() {
+        let named = if field == "cephfs" { "cephFS" } else { field };
         let Some(source) = spec.get(field).filter(|s| !s.is_null()) else {
             continue;
         };
@@ -397,7 +378,7 @@ fn source_of(obj: &Value) -> Map<String, Value> {
     let mut source: Map<String, Value> = spec
         .into_iter()
         .flatten()
-        .filter(|(k, v)| !v.is_null() && SOURCES.iter().any(|(f, _)| f == k))
+        .filter(|(k, v)| !v.is_null() && SOURCES.split_whitespace().any(|f| f == k))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     // A controller expand secret may be added to a CSI source that had none.
@@ -405,27 +386,6 @@ fn source_of(obj: &Value) -> Map<String, Value> {
         csi.remove("controllerExpandSecretRef");
     }
     source
-}
-
-/// The lines of a diff of two maps, one `-`/`+` pair per key that changed (what keel shows
-/// where upstream shows `cmp.Diff` of the Go structs).
-pub fn diff_lines(old: &Map<String, Value>, new: &Map<String, Value>) -> String {
-    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let mut lines = Vec::new();
-    for key in keys {
-        let (was, now) = (old.get(key), new.get(key));
-        if was != now {
-            if let Some(v) = was {
-                lines.push(format!("-  {key}: {v}"));
-            }
-            if let Some(v) = now {
-                lines.push(format!("+  {key}: {v}"));
-            }
-        }
-    }
-    lines.join("\n")
 }
 
 impl Strategy for PersistentVolumes {
@@ -522,6 +482,11 @@ impl Strategy for PersistentVolumes {
             ));
         }
         errors
+    }
+
+    /// The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
+    fn returns_deleted_object(&self) -> bool {
+        true
     }
 
     fn columns(&self) -> &'static [Column] {
@@ -705,5 +670,6 @@ mod tests {
             ]
         );
         assert_eq!(PersistentVolumes.field(&pv, "name"), "pv1");
+        assert!(PersistentVolumes.returns_deleted_object());
     }
 }

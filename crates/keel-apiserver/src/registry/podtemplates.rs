@@ -46,6 +46,11 @@ impl Strategy for PodTemplates {
         template::validate(obj.get("template").unwrap_or(&empty), "template")
     }
 
+    /// The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
+    fn returns_deleted_object(&self) -> bool {
+        true
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }
@@ -112,5 +117,6 @@ mod tests {
             vec!["template.spec.containers: Required value"]
         );
         assert_eq!(PodTemplates.cells(&bad, Time(0))[3], json!("<none>"));
+        assert!(PodTemplates.returns_deleted_object());
     }
 }
