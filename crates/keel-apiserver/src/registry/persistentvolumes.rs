@@ -378,7 +378,7 @@ fn source_of(obj: &Value) -> Map<String, Value> {
     let mut source: Map<String, Value> = spec
         .into_iter()
         .flatten()
-        .filter(|(k, v)| !v.is_null() && SOURCES.split_whitespace().any(|f| f == k))
+        .filter(|(k, v)| !v.is_null() && SOURCES.split_whitespace().any(|f| f == k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     // A controller expand secret may be added to a CSI source that had none.
