@@ -36,9 +36,13 @@ pub mod networking;
 pub mod node;
 pub mod nodes;
 pub mod object_count;
+pub mod persistentvolumeclaims;
+pub mod persistentvolumes;
 pub mod pods;
+pub mod podtemplates;
 pub mod policy;
 pub mod rbac;
+pub mod replicationcontrollers;
 pub mod resource_lists;
 pub mod resourcequotas;
 pub mod rules;
@@ -414,7 +418,11 @@ pub fn kinds() -> Vec<&'static dyn Strategy> {
         &limitranges::LimitRanges,
         &namespaces::Namespaces,
         &nodes::Nodes,
+        &persistentvolumeclaims::PersistentVolumeClaims,
+        &persistentvolumes::PersistentVolumes,
         &pods::Pods,
+        &podtemplates::PodTemplates,
+        &replicationcontrollers::ReplicationControllers,
         &resourcequotas::ResourceQuotas,
         &secrets::Secrets,
         &serviceaccounts::ServiceAccounts,

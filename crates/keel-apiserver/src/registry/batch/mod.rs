@@ -1,8 +1,21 @@
-//! batch/v1: Jobs and CronJobs.
+//! batch/v1: Jobs and CronJobs, with upstream's defaults (`pkg/apis/batch/v1/defaults.go`),
+//! strategies (`pkg/registry/batch/job/strategy.go`, `pkg/registry/batch/cronjob/strategy.go`),
+//! validation (`pkg/apis/batch/validation/validation.go`) and printers
+//! (`pkg/printers/internalversion/printers.go`). The kinds are [`jobs`] and [`cronjobs`];
+//! [`job_spec`] is what both validate of a JobSpec, [`cron`] reads schedules, [`zones`]
+//! names the time zones and [`printing`] holds the cells and error values several kinds
+//! print (the core ReplicationController uses them too).
+
+pub mod cron;
+pub mod cronjobs;
+pub mod job_spec;
+pub mod jobs;
+pub mod printing;
+pub mod zones;
 
 use super::Strategy;
 
 /// The group's kinds, in discovery order.
 pub fn kinds() -> Vec<&'static dyn Strategy> {
-    Vec::new()
+    vec![&jobs::Jobs, &cronjobs::CronJobs]
 }
