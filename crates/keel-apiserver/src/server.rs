@@ -205,6 +205,11 @@ impl ApiServer {
         })
         .await
         .map_err(|e| StartError::Config(format!("building the OpenAPI documents: {e}")))?;
+        // The reviews (TokenReview, SelfSubjectReview) judge tokens as the server does.
+        if tokens.is_some() {
+            let (review_tokens, _) = self::tokens(&config)?;
+            registry::authentication::authenticate_with(&registry, review_tokens);
+        }
         let app = Arc::new(App {
             registry: registry.clone(),
             tokens,
@@ -231,17 +236,23 @@ impl ApiServer {
         }
         tokio::spawn(controllers::crds::run(registry.clone()));
         let ready = app.clone();
-        tokio::spawn(controllers::system_namespaces::run(
-            registry.clone(),
-            move || {
+        let bootstrapping = registry.clone();
+        // The `rbac/bootstrap-roles` post-start hook, before the server is ready.
+        tokio::spawn(async move {
+            registry::rbac::bootstrap::run(&bootstrapping).await;
+            controllers::system_namespaces::run(bootstrapping, move || {
                 ready.started.store(true, Ordering::Release);
-            },
-        ));
+            })
+            .await;
+        });
         let selection =
             controllers::Selection::new(config.controller_manager.controllers.as_deref())
                 .map_err(StartError::Config)?;
         if selection.enabled("namespace") {
             tokio::spawn(controllers::namespaces::run(registry.clone()));
+        }
+        if selection.enabled("clusterrole-aggregation") {
+            tokio::spawn(controllers::clusterrole_aggregation::run(registry.clone()));
         }
         if selection.enabled("serviceaccount") {
             tokio::spawn(controllers::per_namespace::run(

@@ -4,8 +4,9 @@
 //!
 //! kube-apiserver's own ([`system_namespaces`], [`kubernetes_service`]) always run;
 //! kube-controller-manager's are chosen by `--controllers` ([`Selection`]): [`namespaces`],
-//! [`nodelifecycle`], [`serviceaccounts`] and [`root_ca`].
+//! [`nodelifecycle`], [`serviceaccounts`], [`root_ca`] and [`clusterrole_aggregation`].
 
+pub mod clusterrole_aggregation;
 pub mod crds;
 pub mod events;
 pub mod informer;
@@ -18,7 +19,8 @@ pub mod serviceaccounts;
 pub mod system_namespaces;
 
 /// kube-controller-manager's names of the controllers keel runs.
-pub const KNOWN: [&str; 4] = [
+pub const KNOWN: [&str; 5] = [
+    "clusterrole-aggregation",
     "namespace",
     "nodelifecycle",
     "root-ca-cert-publisher",

@@ -80,7 +80,11 @@ pub fn resources(kinds: &[&'static dyn Strategy], group: &str, version: &str) ->
             "singularName": info.singular,
             "namespaced": info.namespaced,
             "kind": info.kind,
-            "verbs": if kind.read_only() { &["get", "list"][..] } else { &VERBS[..] },
+            "verbs": match (kind.read_only(), kind.review().is_some()) {
+                (true, _) => &["get", "list"][..],
+                (_, true) => &["create"][..],
+                _ => &VERBS[..],
+            },
             "storageVersionHash": storage_version_hash(info.group, info.version, info.kind),
         });
         if !info.short_names.is_empty() {

@@ -301,6 +301,13 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// What answers a create of this kind when its objects are never stored (the access
+    /// and token reviews: each POST answered at once, every other verb 405); None for a
+    /// stored kind.
+    fn review(&self) -> Option<&dyn authentication::Review> {
+        None
+    }
+
     /// The warning every request for the kind is answered with, if it is deprecated
     /// (`v1 ComponentStatus is deprecated in v1.19+`).
     fn deprecation(&self) -> Option<&'static str> {
