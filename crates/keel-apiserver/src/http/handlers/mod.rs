@@ -2,8 +2,8 @@
 //! `endpoints/handlers` has them: [`read`] (get, list), [`watch`], [`write`](mod@write) (create,
 //! update), [`patch`] (patches and server-side apply), [`delete`] (delete, deletecollection)
 //! and [`review`] (the create of a kind never stored). Query parameters and bodies are read
-//! and checked as kube-apiserver's handlers do, the work done by the [`Registry`], the answer encoded in the negotiated form
-//! ([`crate::http::response`]); every failure a `Status`. This file only dispatches: the
+//! and checked as kube-apiserver's handlers do, the work done by the [`Registry`], the answer
+//! encoded in the negotiated form ([`crate::http::response`]); every failure a `Status`. This file only dispatches: the
 //! path checked against the kind it names, the verb chosen, the answer's form negotiated.
 
 pub mod delete;
