@@ -205,6 +205,11 @@ impl ApiServer {
         })
         .await
         .map_err(|e| StartError::Config(format!("building the OpenAPI documents: {e}")))?;
+        // The reviews (TokenReview, SelfSubjectReview) judge tokens as the server does.
+        if tokens.is_some() {
+            let (review_tokens, _) = self::tokens(&config)?;
+            registry::authentication::authenticate_with(&registry, review_tokens);
+        }
         let app = Arc::new(App {
             registry: registry.clone(),
             tokens,
@@ -231,16 +236,19 @@ impl ApiServer {
         }
         tokio::spawn(controllers::crds::run(registry.clone()));
         let ready = app.clone();
-        let bootstrap = registry.clone();
-        // Ready once the system namespaces, then the system priority classes, exist.
-        tokio::spawn(controllers::system_namespaces::run(
-            registry.clone(),
-            move || {
-                tokio::spawn(controllers::priority_classes::run(bootstrap, move || {
+        let bootstrapping = registry.clone();
+        // The `rbac/bootstrap-roles` post-start hook, then the system namespaces, then the
+        // system priority classes: ready once all exist.
+        tokio::spawn(async move {
+            registry::rbac::bootstrap::run(&bootstrapping).await;
+            let classes = bootstrapping.clone();
+            controllers::system_namespaces::run(bootstrapping, move || {
+                tokio::spawn(controllers::priority_classes::run(classes, move || {
                     ready.started.store(true, Ordering::Release);
                 }));
-            },
-        ));
+            })
+            .await;
+        });
         let selection =
             controllers::Selection::new(config.controller_manager.controllers.as_deref())
                 .map_err(StartError::Config)?;
@@ -249,6 +257,9 @@ impl ApiServer {
         }
         if selection.enabled("garbagecollector") {
             tokio::spawn(controllers::garbagecollector::run(registry.clone()));
+        }
+        if selection.enabled("clusterrole-aggregation") {
+            tokio::spawn(controllers::clusterrole_aggregation::run(registry.clone()));
         }
         if selection.enabled("serviceaccount") {
             tokio::spawn(controllers::per_namespace::run(

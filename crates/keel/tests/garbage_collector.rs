@@ -184,7 +184,10 @@ fn collects(stack: Stack) {
 /// controllers would write them); deleting the Deployment takes all three.
 fn cascades_through_workloads(kube: &Kube) {
     kubectl(kube, &["create", "deployment", "web", "--image=nginx"]);
-    let uid = kubectl(kube, &["get", "deploy", "web", "-o", "jsonpath={.metadata.uid}"]);
+    let uid = kubectl(
+        kube,
+        &["get", "deploy", "web", "-o", "jsonpath={.metadata.uid}"],
+    );
     let owned_by = |kind: &str, api: &str, name: &str, uid: &str| {
         json!([{"apiVersion": api, "kind": kind, "name": name, "uid": uid,
                 "controller": true, "blockOwnerDeletion": true}])
@@ -199,7 +202,13 @@ fn cascades_through_workloads(kube: &Kube) {
     std::fs::write(&path, rs.to_string()).expect("write a manifest");
     let rs_uid = kubectl(
         kube,
-        &["create", "-f", &path.display().to_string(), "-o", "jsonpath={.metadata.uid}"],
+        &[
+            "create",
+            "-f",
+            &path.display().to_string(),
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
     );
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "web-1-a", "namespace": "default", "labels": {"app": "web"},

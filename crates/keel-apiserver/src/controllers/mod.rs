@@ -5,8 +5,10 @@
 //! kube-apiserver's own ([`system_namespaces`], [`priority_classes`], [`kubernetes_service`])
 //! always run;
 //! kube-controller-manager's are chosen by `--controllers` ([`Selection`]): [`namespaces`],
-//! [`nodelifecycle`], [`serviceaccounts`], [`root_ca`] and [`garbagecollector`].
+//! [`nodelifecycle`], [`serviceaccounts`], [`root_ca`], [`garbagecollector`] and
+//! [`clusterrole_aggregation`].
 
+pub mod clusterrole_aggregation;
 pub mod crds;
 pub mod events;
 pub mod garbagecollector;
@@ -21,7 +23,8 @@ pub mod serviceaccounts;
 pub mod system_namespaces;
 
 /// kube-controller-manager's names of the controllers keel runs.
-pub const KNOWN: [&str; 5] = [
+pub const KNOWN: [&str; 6] = [
+    "clusterrole-aggregation",
     "garbagecollector",
     "namespace",
     "nodelifecycle",

@@ -124,9 +124,17 @@ pub fn resources(kinds: &[&'static dyn Strategy], group: &str, version: &str) ->
             "singularName": info.singular,
             "namespaced": info.namespaced,
             "kind": info.kind,
-            "verbs": if kind.read_only() { &["get", "list"][..] } else { &VERBS[..] },
-            "storageVersionHash": storage_version_hash(info.group, info.version, info.kind),
+            "verbs": match (kind.read_only(), kind.review().is_some()) {
+                (true, _) => &["get", "list"][..],
+                (_, true) => &["create"][..],
+                _ => &VERBS[..],
+            },
         });
+        // Only what is stored has a storage version (the reviews, as upstream's, do not).
+        if kind.stored() {
+            resource["storageVersionHash"] =
+                storage_version_hash(info.group, info.version, info.kind).into();
+        }
         if !info.short_names.is_empty() {
             resource["shortNames"] = json!(info.short_names);
         }

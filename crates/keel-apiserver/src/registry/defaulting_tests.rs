@@ -118,7 +118,7 @@ fn generate(schema: &Value, rng: &mut TestRng, depth: usize) -> Value {
 fn builtin_kinds() -> Vec<&'static dyn Strategy> {
     super::kinds()
         .into_iter()
-        .filter(|k| !k.read_only())
+        .filter(|k| k.stored())
         .filter(|k| {
             let info = k.info();
             definition_name(info.group, info.version, info.kind).is_some()

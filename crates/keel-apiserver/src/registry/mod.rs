@@ -315,6 +315,19 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// What answers a create of this kind when its objects are never stored (the access
+    /// and token reviews: each POST answered at once, every other verb 405); None for a
+    /// stored kind.
+    fn review(&self) -> Option<&dyn authentication::Review> {
+        None
+    }
+
+    /// Whether the kind's objects are kept in the store (not computed on each read, not
+    /// answered at once as the reviews are).
+    fn stored(&self) -> bool {
+        !self.read_only() && self.review().is_none()
+    }
+
     /// The warning every request for the kind is answered with, if it is deprecated
     /// (`v1 ComponentStatus is deprecated in v1.19+`).
     fn deprecation(&self) -> Option<&'static str> {

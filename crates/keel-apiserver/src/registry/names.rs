@@ -12,6 +12,9 @@ pub enum NameRule {
     Subdomain,
     /// A DNS label (namespaces).
     Label,
+    /// Anything that can be one segment of a URL path: not `.` or `..`, without `/` or `%`
+    /// (apimachinery's `path.IsValidPathSegmentName`; RBAC roles and bindings).
+    PathSegment,
 }
 
 impl NameRule {
@@ -28,8 +31,21 @@ impl NameRule {
         match self {
             NameRule::Subdomain => is_dns1123_subdomain(name),
             NameRule::Label => is_dns1123_label(name),
+            NameRule::PathSegment => path_segment(name),
         }
     }
+}
+
+/// apimachinery's `path.IsValidPathSegmentName`, worded as it words it.
+pub fn path_segment(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|bad| name.contains(**bad))
+        .map(|bad| format!("may not contain '{bad}'"))
+        .collect()
 }
 
 /// apimachinery's `ValidateObjectMeta` for the name: `metadata.generateName` is checked as a

@@ -45,7 +45,7 @@ pub async fn observe(registry: Arc<Registry>, metrics: Arc<Metrics>, period: Dur
     rounds.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
         rounds.tick().await;
-        for kind in registry.kinds().iter().filter(|k| !k.read_only()) {
+        for kind in registry.kinds().iter().filter(|k| k.stored()) {
             let info = kind.info();
             let count = match tokio::time::timeout(limit, registry.count(*kind)).await {
                 Ok(Ok(count)) => count,

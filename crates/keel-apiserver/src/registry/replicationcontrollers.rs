@@ -292,6 +292,12 @@ impl Strategy for ReplicationControllers {
         }
     }
 
+    /// `DefaultGarbageCollectionPolicy` (pkg/registry/core/replicationcontroller/strategy.go): a delete that names no policy
+    /// orphans what the ReplicationController owns, as before the garbage collector existed.
+    fn default_propagation(&self) -> crate::registry::store::Propagation {
+        crate::registry::store::Propagation::Orphan
+    }
+
     fn tracks_generation(&self) -> bool {
         true
     }

@@ -156,7 +156,7 @@ impl Registry {
             format!("{}.{}", info.resource, info.group)
         };
         let metrics = self.metrics.clone();
-        if !self.watch_cache || info.resource == "events" || kind.read_only() {
+        if !self.watch_cache || info.resource == "events" || !kind.stored() {
             return Arc::new(Storage::new(storage.clone(), codec, metrics, resource));
         }
         let cache = Cacher::start(

@@ -118,7 +118,7 @@ impl Collector {
             }
         }
         for kind in served.iter().copied() {
-            if kind.read_only() {
+            if !kind.stored() {
                 continue;
             }
             let known = self.kinds.iter().position(|m| same_store(m.kind, kind));

@@ -1,15 +1,16 @@
 //! The resource verbs on a [`ResourcePath`], one file per verb as kube-apiserver's
 //! `endpoints/handlers` has them: [`read`] (get, list), [`watch`], [`write`](mod@write) (create,
-//! update), [`patch`] (patches and server-side apply) and [`delete`] (delete,
-//! deletecollection). Query parameters and bodies are read and checked as kube-apiserver's
-//! handlers do, the work done by the [`Registry`], the answer encoded in the negotiated form
-//! ([`crate::http::response`]); every failure a `Status`. This file only dispatches: the
+//! update), [`patch`] (patches and server-side apply), [`delete`] (delete, deletecollection)
+//! and [`review`] (the create of a kind never stored). Query parameters and bodies are read
+//! and checked as kube-apiserver's handlers do, the work done by the [`Registry`], the answer
+//! encoded in the negotiated form ([`crate::http::response`]); every failure a `Status`. This file only dispatches: the
 //! path checked against the kind it names, the verb chosen, the answer's form negotiated.
 
 pub mod delete;
 pub mod patch;
 pub mod read;
 pub mod request;
+pub mod review;
 pub mod scale;
 pub mod watch;
 pub mod write;
@@ -108,6 +109,9 @@ async fn handle(registry: &Registry, req: &ResourceRequest) -> Result<Response, 
         include,
     };
     let verb = verb.ok_or_else(method_not_allowed)?;
+    if let Some(review) = kind.review() {
+        return review::serve(&call, review, verb);
+    }
     if req.subresource() == Some("scale") {
         return match verb {
             Verb::Get(name) => scale::get(&call, name).await,

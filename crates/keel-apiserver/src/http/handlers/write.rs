@@ -73,7 +73,7 @@ pub async fn update(call: &Call<'_>, name: &str) -> Result<Response, Status> {
 /// values of its fields' types, checked for unknown and duplicate fields as `directive`
 /// says and pruned to the kind's schema (as kube-apiserver's decoder does all that), then
 /// in the request's namespace, with this name (for an update); with the warnings to answer.
-fn read_object(
+pub(super) fn read_object(
     registry: &Registry,
     kind: &dyn Strategy,
     req: &ResourceRequest,

@@ -431,6 +431,14 @@ fn kind_paths(kind: &dyn Strategy, gv: &str, definition: &str) -> Vec<PathItem> 
     if info.resource == "namespaces" {
         subresource("finalize", &["put"]);
     }
+    if kind.review().is_some() {
+        // Create alone, on the collection: a review is never stored.
+        paths.retain(|p| !p.path.contains("/watch/") && !p.path.ends_with("{name}"));
+        for p in &mut paths {
+            p.operations.retain(|o| o.method == "post");
+        }
+        paths.retain(|p| !p.operations.is_empty());
+    }
     if kind.read_only() {
         // Get and list alone, as kube-apiserver documents a read-only resource.
         paths.retain(|p| !p.path.contains("/watch/"));

@@ -463,6 +463,12 @@ impl Strategy for Jobs {
         }
     }
 
+    /// `DefaultGarbageCollectionPolicy` (pkg/registry/batch/job/strategy.go): a delete that names no policy
+    /// orphans what the Job owns, as before the garbage collector existed.
+    fn default_propagation(&self) -> crate::registry::store::Propagation {
+        crate::registry::store::Propagation::Orphan
+    }
+
     fn tracks_generation(&self) -> bool {
         true
     }
