@@ -382,7 +382,7 @@ fn apps(kube: &Kube, version: Option<&str>) {
     assert!(
         err.contains(
             "The Deployment \"bad\" is invalid: spec.template.metadata.labels: Invalid value: \
-             map[string]string{\"app\":\"other\"}: `selector` does not match template `labels`"
+             {\"app\":\"other\"}: `selector` does not match template `labels`"
         ),
         "{err}"
     );

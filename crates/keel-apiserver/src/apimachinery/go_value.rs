@@ -141,19 +141,6 @@ pub fn go_sharp_v(v: &Value) -> String {
     }
 }
 
-/// A `map[string]string` as Go's `%#v` prints it (`map[string]string{"a":"b"}`; a
-/// missing map is `map[string]string(nil)`).
-pub fn go_string_map(m: Option<&Map<String, Value>>) -> String {
-    let Some(m) = m else {
-        return "map[string]string(nil)".to_string();
-    };
-    let items: Vec<String> = sorted(m)
-        .into_iter()
-        .map(|(k, v)| format!("{}:{}", go_quote(k), go_quote(v.as_str().unwrap_or(""))))
-        .collect();
-    format!("map[string]string{{{}}}", items.join(", "))
-}
-
 fn sorted(m: &Map<String, Value>) -> Vec<(&String, &Value)> {
     let mut entries: Vec<(&String, &Value)> = m.iter().collect();
     entries.sort_by(|a, b| a.0.cmp(b.0));

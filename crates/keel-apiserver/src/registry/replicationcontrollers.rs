@@ -226,14 +226,13 @@ impl Strategy for ReplicationControllers {
         &INFO
     }
 
-    /// Replicas from `.spec.replicas` and `.status.replicas`. The selector is not shown:
-    /// an RC's is a plain label map, which the scale handler reads only as a
-    /// `metav1.LabelSelector`.
+    /// Replicas from `.spec.replicas` and `.status.replicas`; the selector (a plain label
+    /// map) shown as `labels.SelectorFromSet` prints it.
     fn scale(&self) -> Option<ScalePaths> {
         Some(ScalePaths {
             spec_replicas: ".spec.replicas".into(),
             status_replicas: ".status.replicas".into(),
-            label_selector: None,
+            label_selector: Some(".spec.selector".into()),
         })
     }
 

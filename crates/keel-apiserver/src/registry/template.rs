@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 use super::pods::defaults::pod_spec_defaults;
 use super::pods::validation::validate_pod_spec;
 use super::selector::LabelSelector;
-use crate::apimachinery::go_value::go_string_map;
 use crate::json_pointer::At;
 use crate::registry::meta::validate_labels;
 use crate::storage::FieldError;
@@ -77,9 +76,10 @@ pub fn validate_for_replicas(
     let selects_something = LabelSelector::from_object(selector).is_ok_and(|s| !s.is_empty());
     if selects_something && !selector_matches(selector, template) {
         let labels = template.at("/metadata/labels").and_then(Value::as_object);
-        errors.push(FieldError::invalid_printed(
+        // Kubernetes 1.34 prints a map's value as JSON (`field.Error`'s json.Marshal).
+        errors.push(FieldError::invalid(
             &format!("{path}.metadata.labels"),
-            go_string_map(labels),
+            labels.cloned().map_or(Value::Null, Value::Object),
             "`selector` does not match template `labels`",
         ));
     }
@@ -177,7 +177,7 @@ mod tests {
                 "spec.template"
             )),
             vec![
-                "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"db\"}: \
+                "spec.template.metadata.labels: Invalid value: {\"app\":\"db\"}: \
                  `selector` does not match template `labels`",
                 "spec.template.spec.restartPolicy: Unsupported value: \"OnFailure\": supported \
                  values: \"Always\"",

@@ -119,7 +119,7 @@ except ApiException as e:
     assert e.status == 422 and body["reason"] == "Invalid", e.body
     assert body["message"] == (
         'Deployment.apps "py-bad" is invalid: spec.template.metadata.labels: Invalid value: '
-        'map[string]string{"app":"other"}: `selector` does not match template `labels`'
+        '{"app":"other"}: `selector` does not match template `labels`'
     ), body["message"]
 
 for kind, body in KINDS.items():

@@ -44,8 +44,17 @@ fn scale_of(obj: &Value, paths: &ScalePaths) -> Value {
     // `metav1.LabelSelector`, which the Scale shows as text (`LabelSelectorAsSelector`).
     match paths.label_selector.as_deref().and_then(|p| at(obj, p)) {
         Some(Value::String(selector)) => status["selector"] = selector.as_str().into(),
-        Some(selector @ Value::Object(_)) => {
-            if let Ok(selector) = LabelSelector::from_object(selector) {
+        Some(Value::Object(selector)) => {
+            // A ReplicationController's selector is a plain map of labels
+            // (`labels.SelectorFromSet`), the others' a `metav1.LabelSelector`.
+            let object = if selector.contains_key("matchLabels")
+                || selector.contains_key("matchExpressions")
+            {
+                Value::Object(selector.clone())
+            } else {
+                json!({"matchLabels": selector})
+            };
+            if let Ok(selector) = LabelSelector::from_object(&object) {
                 status["selector"] = selector.to_string().into();
             }
         }

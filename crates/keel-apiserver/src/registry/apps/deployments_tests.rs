@@ -84,7 +84,7 @@ fn deployments_are_validated_in_upstream_words() {
     assert_eq!(
         messages(&Deployments.validate(&d)),
         vec![
-            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"other\"}: \
+            "spec.template.metadata.labels: Invalid value: {\"app\":\"other\"}: \
              `selector` does not match template `labels`",
             "spec.strategy.rollingUpdate.maxUnavailable: Invalid value: 0: may not be 0 when \
              `maxSurge` is 0",
@@ -114,7 +114,7 @@ fn deployments_are_validated_in_upstream_words() {
         messages(&Deployments.validate(&d)),
         vec![
             "spec.selector: Required value",
-            "spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"web\"}: \
+            "spec.template.metadata.labels: Invalid value: {\"app\":\"web\"}: \
              `selector` does not match template `labels`",
             "spec.strategy: Unsupported value: {\"Type\":\"Canary\",\"RollingUpdate\":null}: \
              supported values: \"Recreate\", \"RollingUpdate\"",

@@ -161,9 +161,9 @@ pub fn validate_selector(spec: &Value, kind: &str) -> (Vec<FieldError>, bool) {
 /// of nil selects nothing, so no labels match it).
 pub fn nothing_matches(template: &Value, path: &str) -> FieldError {
     let labels = template.at("/metadata/labels").and_then(Value::as_object);
-    FieldError::invalid_printed(
+    FieldError::invalid(
         &format!("{path}.metadata.labels"),
-        crate::apimachinery::go_value::go_string_map(labels),
+        labels.cloned().map_or(Value::Null, Value::Object),
         "`selector` does not match template `labels`",
     )
 }
