@@ -79,6 +79,13 @@ pub struct Config {
     /// all its watchers. `--watch-cache=false` gives every watch a store watch of its own.
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub watch_cache: bool,
+    /// Whether deletes set the garbage collector's `orphan` and `foregroundDeletion`
+    /// finalizers (kube-apiserver's `--enable-garbage-collector`). Off, an orphaning or
+    /// foreground delete removes the object at once, as when no collector will ever run:
+    /// `keel apiserver` without `--controllers=garbagecollector` and no kube-controller-manager
+    /// beside it.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub enable_garbage_collector: bool,
     /// Serve plain HTTP instead of HTTPS, without authentication: only allowed on a loopback
     /// `--bind-address`, for local experiments.
     #[arg(long)]

@@ -197,6 +197,7 @@ impl ApiServer {
             config.watch_cache,
             metrics.clone(),
         ));
+        registry.set_garbage_collection(config.enable_garbage_collector);
         // The OpenAPI documents (also the schemas every write is pruned by) are made once,
         // before the first request, off the async workers.
         let kinds = registry.kinds().to_vec();

@@ -6,7 +6,9 @@
 //! the owner and leaves the dependent without its reference; a dependent created naming an
 //! owner that never existed is deleted; a foreground deletion interrupted by a kill -9
 //! finishes after the restart; deleting a Deployment removes the ReplicaSet it owns and the
-//! pods that ReplicaSet owns, as kube-controller-manager's collector does.
+//! pods that ReplicaSet owns, as kube-controller-manager's collector does. Without a collector
+//! (`keel apiserver`'s default controllers) a foreground delete waits, as kube-apiserver's
+//! does without kube-controller-manager, unless `--enable-garbage-collector=false`.
 
 use std::time::{Duration, Instant};
 
@@ -236,4 +238,31 @@ fn garbage_collector_on_keel_up() {
 #[test]
 fn garbage_collector_on_keel_apiserver_on_etcd() {
     collects(Stack::OnEtcd);
+}
+
+#[test]
+fn without_a_collector_deletes_wait_unless_it_is_turned_off() {
+    let kube = Kube::start_with(Stack::OnEtcd, &[]);
+    create(&kube, "held", &[], &[]);
+    kubectl(
+        &kube,
+        &[
+            "delete",
+            "cm",
+            "held",
+            "--cascade=foreground",
+            "--wait=false",
+        ],
+    );
+    let held = get(&kube, "held").expect("waits for a collector");
+    assert_eq!(
+        held["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+    drop(kube);
+
+    let kube = Kube::start_with(Stack::OnEtcd, &["--enable-garbage-collector=false"]);
+    create(&kube, "gone", &[], &[]);
+    kubectl(&kube, &["delete", "cm", "gone", "--cascade=foreground"]);
+    assert!(get(&kube, "gone").is_none());
 }

@@ -68,6 +68,8 @@ pub struct Registry {
     event_ttl: i64,
     /// Whether kinds get a watch cache (`--watch-cache`).
     watch_cache: bool,
+    /// Whether deletes set the garbage collector's finalizers (`--enable-garbage-collector`).
+    garbage_collection: std::sync::atomic::AtomicBool,
     /// The kinds served now, swapped whole when a CRD adds or removes some.
     served: RwLock<Kinds>,
     metrics: Arc<Metrics>,
@@ -128,6 +130,7 @@ impl Registry {
             keys,
             event_ttl: event_ttl.as_secs() as i64,
             watch_cache,
+            garbage_collection: std::sync::atomic::AtomicBool::new(true),
             served: RwLock::new(Kinds(Arc::default())),
             metrics,
         };
@@ -141,6 +144,12 @@ impl Registry {
             ..KindSet::default()
         })));
         registry
+    }
+
+    /// Whether deletes set the garbage collector's finalizers (on unless turned off).
+    pub fn set_garbage_collection(&self, on: bool) {
+        self.garbage_collection
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A new storage for `kind`, with a watch cache following the store unless the kind
@@ -462,7 +471,17 @@ impl Registry {
         let current = self.get(kind, namespace, name, "").await?;
         check_preconditions(&current, options, info, name)?;
         let policy = kind.default_propagation();
-        let finalized = delete::with_gc_finalizers(&current, options, policy);
+        let collected = self
+            .garbage_collection
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let finalize = |obj: &Value| {
+            if collected {
+                delete::with_gc_finalizers(obj, options, policy)
+            } else {
+                obj.clone()
+            }
+        };
+        let finalized = finalize(&current);
         if let Some(marked) =
             kind.graceful_deletion(&finalized, options.grace_period_seconds, Time::now())
         {
@@ -483,7 +502,7 @@ impl Registry {
                     |now| {
                         let now = now.cloned().unwrap_or_default();
                         check_preconditions(&now, options, info, name)?;
-                        let now = delete::with_gc_finalizers(&now, options, policy);
+                        let now = finalize(&now);
                         Ok(kind
                             .graceful_deletion(&now, options.grace_period_seconds, Time::now())
                             .unwrap_or(now))

@@ -2,13 +2,16 @@
 Deployments, ReplicaSets, StatefulSets, DaemonSets and ControllerRevisions, create (read back
 as typed models with upstream's defaults), read, patch (the generation follows the spec),
 list, watch (the patch seen as MODIFIED) and delete; a Deployment's scale subresource read
-and patched, its status patched; an invalid Deployment answered 422 with upstream's message.
+and patched, its status patched; an invalid Deployment answered 422 with upstream's message;
+utils.create_from_yaml with a multi-document file of built-in kinds of several groups (apps,
+batch, rbac, networking, core), each read back through its typed API and deleted.
 Run by tests/apps.rs with KUBECONFIG in the environment; prints "ok"."""
 
 import json
 import os
+import tempfile
 
-from kubernetes import client, config, watch
+from kubernetes import client, config, utils, watch
 from kubernetes.client.rest import ApiException
 
 config.load_kube_config(config_file=os.environ["KUBECONFIG"])
@@ -130,5 +133,91 @@ for kind, body in KINDS.items():
         raise AssertionError(f"{kind} {name} still there")
     except ApiException as e:
         assert e.status == 404, e.body
+
+# utils.create_from_yaml with a multi-document file: every kind through its typed API.
+MANIFEST = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: yaml-web}
+spec:
+  selector: {matchLabels: {app: yaml-web}}
+  template:
+    metadata: {labels: {app: yaml-web}}
+    spec: {containers: [{name: web, image: nginx}]}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: yaml-job}
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers: [{name: pi, image: perl, command: [perl, -e, "1"]}]
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata: {name: yaml-cron}
+spec:
+  schedule: "*/5 * * * *"
+  jobTemplate:
+    spec:
+      template:
+        spec:
+          restartPolicy: OnFailure
+          containers: [{name: c, image: busybox}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: yaml-role}
+rules: [{apiGroups: [""], resources: [pods], verbs: [get, list]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: yaml-binding}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: yaml-role}
+subjects: [{kind: ServiceAccount, name: default, namespace: default}]
+---
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: yaml-ing}
+spec:
+  rules:
+  - host: example.com
+    http:
+      paths:
+      - {path: /, pathType: Prefix, backend: {service: {name: web, port: {number: 80}}}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: yaml-cm}
+data: {a: b}
+"""
+with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+    f.write(MANIFEST)
+made = utils.create_from_yaml(client.ApiClient(), yaml_file=f.name, namespace=ns)
+assert len(made) == 7, made
+batch = client.BatchV1Api()
+rbac = client.RbacAuthorizationV1Api()
+networking = client.NetworkingV1Api()
+core = client.CoreV1Api()
+deployment = apps.read_namespaced_deployment("yaml-web", ns)
+assert deployment.spec.replicas == 1 and deployment.spec.strategy.type == "RollingUpdate"
+job = batch.read_namespaced_job("yaml-job", ns)
+assert job.spec.backoff_limit == 6 and job.spec.completions == 1, job.spec
+assert job.spec.selector.match_labels["batch.kubernetes.io/controller-uid"] == job.metadata.uid
+assert batch.read_namespaced_cron_job("yaml-cron", ns).spec.concurrency_policy == "Allow"
+assert rbac.read_namespaced_role_binding("yaml-binding", ns).role_ref.name == "yaml-role"
+assert rbac.read_namespaced_role("yaml-role", ns).rules[0].verbs == ["get", "list"]
+path = networking.read_namespaced_ingress("yaml-ing", ns).spec.rules[0].http.paths[0]
+assert path.path_type == "Prefix", path
+assert core.read_namespaced_config_map("yaml-cm", ns).data == {"a": "b"}
+os.unlink(f.name)
+apps.delete_namespaced_deployment("yaml-web", ns)
+batch.delete_namespaced_job("yaml-job", ns, propagation_policy="Background")
+batch.delete_namespaced_cron_job("yaml-cron", ns)
+rbac.delete_namespaced_role_binding("yaml-binding", ns)
+rbac.delete_namespaced_role("yaml-role", ns)
+networking.delete_namespaced_ingress("yaml-ing", ns)
+core.delete_namespaced_config_map("yaml-cm", ns)
 
 print("ok")

@@ -132,6 +132,11 @@ impl Graph {
         self.nodes.get(uid)
     }
 
+    /// Every object known.
+    pub fn all(&self) -> impl Iterator<Item = &Meta> {
+        self.nodes.values()
+    }
+
     /// The uids of the objects that name `owner` in their ownerReferences.
     pub fn dependents(&self, owner: &str) -> Vec<String> {
         self.dependents

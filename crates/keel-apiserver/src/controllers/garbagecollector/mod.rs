@@ -39,6 +39,8 @@ const RESYNC: Duration = Duration::from_secs(3);
 enum Seen {
     /// A full list of one kind.
     Listed(usize, Vec<Meta>),
+    /// The kind cannot be listed (405): nothing of it is monitored.
+    Unlisted(usize),
     /// An object added or changed.
     Changed(Meta),
     /// An object deleted: its kind, namespace and name.
@@ -58,6 +60,8 @@ enum Work {
 struct Monitored {
     kind: &'static dyn Strategy,
     task: Option<JoinHandle<()>>,
+    /// Whether its first list has been taken in.
+    listed: bool,
 }
 
 struct Collector {
@@ -94,7 +98,12 @@ pub async fn run(registry: Arc<Registry>) {
                 collector.queue.extend(retry);
             }
         }
-        collector.work().await;
+        // As upstream's collector waits for its monitors to sync: an owner judged before
+        // its dependents' kind is listed would seem to have none (an orphaning would then
+        // drop no reference, and the dependents would later be deleted as dangling).
+        if collector.kinds.iter().all(|m| m.listed || m.task.is_none()) {
+            collector.work().await;
+        }
     }
 }
 
@@ -112,8 +121,13 @@ impl Collector {
             let gone = !served.iter().any(|k| same_store(*k, monitored.kind));
             if gone && let Some(task) = monitored.task.take() {
                 task.abort();
+                monitored.listed = false;
                 for (ns, name) in self.graph.names_of(index) {
-                    self.graph.remove(index, &ns, &name);
+                    if let Some(uid) = self.graph.remove(index, &ns, &name) {
+                        for dependent in self.graph.dependents(&uid) {
+                            self.queue.insert(Work::Dependent(dependent));
+                        }
+                    }
                 }
             }
         }
@@ -126,14 +140,34 @@ impl Collector {
                 Some(i) if self.kinds[i].task.is_some() => continue,
                 Some(i) => i,
                 None => {
-                    self.kinds.push(Monitored { kind, task: None });
+                    self.kinds.push(Monitored {
+                        kind,
+                        task: None,
+                        listed: false,
+                    });
                     self.kinds.len() - 1
                 }
             };
+            // Objects whose owners are of a kind served only now (a new CRD's) were left
+            // alone while their owners' kind was unknown: judge them again.
+            let info = kind.info();
+            let named: Vec<String> = self
+                .graph
+                .all()
+                .filter(|m| {
+                    m.owners.iter().any(|o| {
+                        o.kind == info.kind
+                            && o.api_version.split_once('/').map_or("", |(g, _)| g) == info.group
+                    })
+                })
+                .map(|m| m.uid.clone())
+                .collect();
+            self.queue.extend(named.into_iter().map(Work::Dependent));
             let task = tokio::spawn(follow(self.registry.clone(), kind, index, seen.clone()));
             self.kinds[index] = Monitored {
                 kind,
                 task: Some(task),
+                listed: false,
             };
         }
     }
@@ -141,7 +175,9 @@ impl Collector {
     /// Takes in what a monitor saw, queueing the work it calls for.
     fn take(&mut self, seen: Seen) {
         match seen {
+            Seen::Unlisted(kind) => self.kinds[kind].listed = true,
             Seen::Listed(kind, objects) => {
+                self.kinds[kind].listed = true;
                 let listed: BTreeSet<(String, String)> = objects
                     .iter()
                     .map(|m| (m.namespace.clone(), m.name.clone()))
@@ -163,6 +199,11 @@ impl Collector {
                 let owners_changed = before.as_ref().is_none_or(|b| b.owners != meta.owners);
                 if !meta.owners.is_empty() && (owners_changed || meta.deleting) {
                     self.queue.insert(Work::Dependent(meta.uid.clone()));
+                }
+                // The owners it named before too: a reference dropped or no longer blocking
+                // may have been the last that held an owner's foreground deletion.
+                if let Some(before) = &before {
+                    self.owners_waiting(before);
                 }
                 self.owners_waiting(&meta);
                 if let Some(replaced) = self.graph.upsert(meta) {
@@ -217,22 +258,48 @@ impl Collector {
         }
     }
 
-    /// Judges the object `uid` by its owners and acts on it.
+    /// Judges the object `uid` by its owners and acts on it: first from the collector's
+    /// view, then, before anything is changed, again from the object as the store has it
+    /// now (as upstream's `attemptToDeleteItem` reads the latest object), so a reference a
+    /// client has just changed is never acted on from an old view.
     async fn dependent(&mut self, uid: &str) -> Result<(), Status> {
-        let Some(item) = self.graph.get(uid).cloned() else {
+        let Some(cached) = self.graph.get(uid).cloned() else {
             return Ok(());
         };
-        let mut states = Vec::new();
-        for owner in &item.owners {
-            states.push(self.owner_state(&item, owner).await?);
+        if self.judge(&cached).await? == Action::Keep {
+            return Ok(());
         }
-        let has_dependents = !self.graph.dependents(uid).is_empty();
-        match decide(&item, &states, has_dependents) {
+        let ns = (!cached.namespace.is_empty()).then_some(cached.namespace.as_str());
+        let live = match self
+            .registry
+            .get(self.kind_of(&cached), ns, &cached.name, "")
+            .await
+        {
+            Ok(live) => live,
+            Err(status) if status.code == 404 => return Ok(()),
+            Err(status) => return Err(status),
+        };
+        let item = Meta::of(cached.kind, &live);
+        if item.uid != cached.uid {
+            return Ok(());
+        }
+        let resource_version = crate::registry::meta_str(&live, "resourceVersion").to_string();
+        match self.judge(&item).await? {
             Action::Keep => Ok(()),
             Action::Delete(_) if item.deleting => Ok(()),
-            Action::Delete(policy) => self.delete(&item, policy).await,
+            Action::Delete(policy) => self.delete(&item, &resource_version, policy).await,
             Action::DropReferences(uids) => self.drop_references(&item, &uids).await,
         }
+    }
+
+    /// What `attemptToDeleteItem` would do with `item`.
+    async fn judge(&self, item: &Meta) -> Result<Action, Status> {
+        let mut states = Vec::new();
+        for owner in &item.owners {
+            states.push(self.owner_state(item, owner).await?);
+        }
+        let has_dependents = !self.graph.dependents(&item.uid).is_empty();
+        Ok(decide(item, &states, has_dependents))
     }
 
     /// What the owner `owner` of `item` is: from the collector's view, else from the store.
@@ -246,8 +313,11 @@ impl Collector {
         };
         let namespace = if kind.info().namespaced {
             if item.namespace.is_empty() {
-                // A cluster-scoped object cannot be owned by a namespaced one.
-                return Ok(OwnerState::Dangling);
+                // A cluster-scoped object cannot be owned by a namespaced one: the reference
+                // is invalid, and upstream's collector leaves the object alone.
+                tracing::warn!(name = %item.name, owner = %owner.name,
+                    "garbage collector: a cluster-scoped object names a namespaced owner; left alone");
+                return Ok(OwnerState::Unknown);
             }
             Some(item.namespace.as_str())
         } else {
@@ -301,10 +371,16 @@ impl Collector {
         self.kinds[item.kind].kind
     }
 
-    /// Deletes `item` (if it is still that object) with `policy`.
-    async fn delete(&self, item: &Meta, policy: Propagation) -> Result<(), Status> {
+    /// Deletes `item` (if it is still that object, at `resource_version`) with `policy`.
+    async fn delete(
+        &self,
+        item: &Meta,
+        resource_version: &str,
+        policy: Propagation,
+    ) -> Result<(), Status> {
         let options = DeleteOptions {
             uid: Some(item.uid.clone()),
+            resource_version: Some(resource_version.to_string()),
             propagation: Some(policy),
             ..DeleteOptions::default()
         };
@@ -431,7 +507,10 @@ async fn follow(
             Ok::<(), Status>(())
         };
         match round.await {
-            Err(status) if status.code == 405 => return,
+            Err(status) if status.code == 405 => {
+                let _ = seen.send(Seen::Unlisted(index));
+                return;
+            }
             Err(status) => tracing::debug!(resource = kind.info().resource,
                 error = %status.message, "garbage collector: listing again"),
             Ok(()) => {}
