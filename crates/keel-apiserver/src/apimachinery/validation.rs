@@ -55,6 +55,9 @@ const PORT_NAME_MAX: usize = 15;
 /// What `IsValidPortNum` says of a port outside 1 to 65535 (`InclusiveRangeError(1, 65535)`).
 pub const PORT_NUM_RANGE: &str = "must be between 1 and 65535, inclusive";
 
+/// What `ValidateNonnegativeField` says of a negative value.
+pub const NON_NEGATIVE: &str = "must be greater than or equal to 0";
+
 /// `MaxLenError`.
 pub fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")

@@ -23,6 +23,7 @@ pub mod customresourcedefinitions;
 pub mod data;
 #[cfg(test)]
 mod defaulting_tests;
+pub mod defaults;
 pub mod discovery;
 pub mod endpoints;
 pub mod events;
@@ -41,6 +42,7 @@ pub mod persistentvolumes;
 pub mod pods;
 pub mod podtemplates;
 pub mod policy;
+pub mod printing;
 pub mod rbac;
 pub mod replicationcontrollers;
 pub mod resource_lists;

@@ -13,7 +13,6 @@
 
 use serde_json::{Map, Value, json};
 
-use super::batch::job_spec::default_value;
 use super::persistentvolumes::{
     VOLUME_MODES, access_modes_text, positive_quantity, storage_class, validate_access_modes,
     validate_class,
@@ -24,6 +23,8 @@ use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
+use crate::registry::rules::immutable_at;
 use crate::storage::FieldError;
 
 /// The PersistentVolumeClaim strategy.
@@ -301,14 +302,7 @@ fn validate_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
             "field can not be less than status.capacity",
         ));
     }
-    let (mode, old_mode) = (new.at("/spec/volumeMode"), old.at("/spec/volumeMode"));
-    if mode != old_mode {
-        errors.push(FieldError::invalid(
-            "volumeMode",
-            mode.cloned().unwrap_or(Value::Null),
-            "field is immutable",
-        ));
-    }
+    errors.extend(immutable_at(new, old, "/spec/volumeMode", "volumeMode"));
     errors
 }
 

@@ -12,14 +12,15 @@
 
 use serde_json::{Map, Value, json};
 
-use super::batch::job_spec::default_value;
-use super::batch::printing::json_text;
 use super::persistentvolumeclaims::diff_lines;
+use super::printing::json_text;
 use super::resource_lists::{nanos, quantity_text};
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
+use crate::registry::rules::immutable_at;
 use crate::storage::FieldError;
 use crate::storage::field::Kind;
 
@@ -452,14 +453,7 @@ impl Strategy for PersistentVolumes {
                 ),
             ));
         }
-        let (mode, old_mode) = (new.at("/spec/volumeMode"), old.at("/spec/volumeMode"));
-        if mode != old_mode {
-            errors.push(FieldError::invalid(
-                "volumeMode",
-                mode.cloned().unwrap_or(Value::Null),
-                "field is immutable",
-            ));
-        }
+        errors.extend(immutable_at(new, old, "/spec/volumeMode", "volumeMode"));
         let old_affinity = old.at("/spec/nodeAffinity").filter(|a| !a.is_null());
         let affinity = new.at("/spec/nodeAffinity").filter(|a| !a.is_null());
         if old_affinity.is_some() && affinity != old_affinity {

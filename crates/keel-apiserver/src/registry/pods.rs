@@ -108,7 +108,8 @@ impl Strategy for Pods {
         let Some(o) = obj.as_object_mut() else {
             return;
         };
-        defaults::object_entry(o, "metadata").insert("generation".into(), json!(1));
+        crate::registry::defaults::object_entry(o, "metadata")
+            .insert("generation".into(), json!(1));
         let mut status = json!({"phase": "Pending", "qosClass": qos});
         if gated {
             status["conditions"] = json!([{

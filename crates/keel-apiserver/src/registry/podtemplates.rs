@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::batch::job_spec::ensure_object;
-use super::batch::printing::container_cells;
+use super::printing::container_cells;
 use super::services::format_labels;
 use super::{Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str, template};
 use crate::apimachinery::time::Time;

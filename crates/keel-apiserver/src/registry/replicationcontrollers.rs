@@ -10,12 +10,13 @@
 
 use serde_json::{Map, Value, json};
 
-use super::batch::job_spec::{default_value, non_negative};
-use super::batch::printing::{container_cells, json_text};
+use super::batch::job_spec::non_negative;
+use super::printing::{container_cells, json_text};
 use super::services::format_labels;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, meta, meta_str};
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
 use crate::storage::FieldError;
 
 /// The ReplicationController strategy.

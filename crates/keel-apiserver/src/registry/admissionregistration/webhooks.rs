@@ -13,9 +13,10 @@ use serde_json::{Map, Value, json};
 use super::rules::{validate_rule, webhook_service, webhook_url};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
+use crate::registry::defaults::{as_map, default_value};
 use crate::registry::selector::validate_label_selector;
 use crate::registry::storage_k8s_io::fields::{
-    as_map, default_value, go_strings, is_dns1035_label, items, present, str_at,
+    go_strings, is_dns1035_label, items, present, str_at,
 };
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, name_age_row};
 use crate::storage::FieldError;

@@ -10,10 +10,9 @@ use serde_json::{Value, json};
 
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
+use crate::registry::defaults::{as_map, default_value, object_entry};
 use crate::registry::rules::port_number;
-use crate::registry::storage_k8s_io::fields::{
-    as_map, child, default_value, is_dns1035_label, items, present, str_at,
-};
+use crate::registry::storage_k8s_io::fields::{is_dns1035_label, items, present, str_at};
 use crate::registry::{
     AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str, name_age_row,
 };
@@ -164,7 +163,7 @@ impl Strategy for ApiServices {
     }
 
     fn set_defaults(&self, obj: &mut Value) {
-        let spec = child(as_map(obj), "spec");
+        let spec = object_entry(as_map(obj), "spec");
         if let Some(service) = spec.get_mut("service").filter(|s| s.is_object()) {
             default_value(as_map(service), "port", json!(443));
         }

@@ -10,12 +10,11 @@
 
 use serde_json::{Map, Value, json};
 
-use super::workload::{
-    self, CONTAINERS_COLUMN, IMAGES_COLUMN, default_str, default_value, nonnegative, object_entry,
-    str_field,
-};
+use super::workload::{self, CONTAINERS_COLUMN, IMAGES_COLUMN, str_field};
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
+use crate::registry::defaults::{default_str, default_value, object_entry};
+use crate::registry::rules::non_negative;
 use crate::registry::selector::LabelSelector;
 use crate::registry::services::format_labels;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta, template};
@@ -205,13 +204,13 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
     {
         errors.push(FieldError::invalid_printed(
             "spec.selector",
-            workload::selector_json(Some(s)),
+            crate::registry::printing::selector_json(Some(s)),
             "empty selector is invalid for daemonset",
         ));
     }
     errors.extend(template::validate(template, "spec.template"));
     errors.extend(workload::always_restarting(template, "DaemonSet"));
-    errors.extend(nonnegative(
+    errors.extend(non_negative(
         &spec,
         "/minReadySeconds",
         "spec.minReadySeconds",
@@ -220,7 +219,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
         Ok(g) if g < 0 => errors.push(FieldError::invalid(
             "spec.templateGeneration",
             g,
-            workload::NONNEGATIVE,
+            crate::apimachinery::validation::NON_NEGATIVE,
         )),
         Ok(_) => {}
         Err(e) => errors.push(FieldError::invalid(
@@ -230,7 +229,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
         )),
     }
     errors.extend(validate_strategy(&spec));
-    errors.extend(nonnegative(
+    errors.extend(non_negative(
         &spec,
         "/revisionHistoryLimit",
         "spec.revisionHistoryLimit",

@@ -8,9 +8,11 @@
 
 use serde_json::{Value, json};
 
-use super::workload::{self, CONTAINERS_COLUMN, IMAGES_COLUMN, default_value, nonnegative};
+use super::workload::{self, CONTAINERS_COLUMN, IMAGES_COLUMN};
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
+use crate::registry::rules::non_negative;
 use crate::registry::selector::LabelSelector;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy};
 use crate::storage::FieldError;
@@ -66,10 +68,10 @@ static COLUMNS: [Column; 8] = [
 /// `ValidateReplicaSetSpec`.
 fn validate_spec(obj: &Value) -> Vec<FieldError> {
     let spec = obj.get("spec").cloned().unwrap_or(json!({}));
-    let mut errors: Vec<FieldError> = nonnegative(&spec, "/replicas", "spec.replicas")
+    let mut errors: Vec<FieldError> = non_negative(&spec, "/replicas", "spec.replicas")
         .into_iter()
         .collect();
-    errors.extend(nonnegative(
+    errors.extend(non_negative(
         &spec,
         "/minReadySeconds",
         "spec.minReadySeconds",

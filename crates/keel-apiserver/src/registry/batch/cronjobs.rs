@@ -10,11 +10,12 @@
 use serde_json::{Value, json};
 
 use super::cron::parse_standard;
-use super::job_spec::{self, default_value, non_negative};
-use super::printing::{bool_ptr, container_cells, label_selector_json};
+use super::job_spec::{self, non_negative};
 use super::zones::load_location;
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
+use crate::registry::printing::{bool_ptr, container_cells, label_selector_json};
 use crate::registry::selector::LabelSelector;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
 use crate::storage::FieldError;

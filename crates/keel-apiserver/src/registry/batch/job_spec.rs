@@ -6,12 +6,12 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::printing::invalid_without_value;
 use crate::apimachinery::validation::{is_dns1123_subdomain, is_qualified_name, regex_error};
 use crate::json_pointer::At;
-use crate::registry::template;
+use crate::registry::printing::invalid_without_value;
+use crate::registry::{rules, template};
 use crate::storage::FieldError;
 
 /// `maxParallelismForIndexedJob`.
@@ -47,20 +47,7 @@ pub fn int(spec: &Value, field: &str) -> Option<i64> {
 
 /// `ValidateNonnegativeField` of `spec.<field>` at `<path>.<field>`, if it is set.
 pub fn non_negative(spec: &Value, field: &str, path: &str) -> Option<FieldError> {
-    int(spec, field).filter(|v| *v < 0).map(|v| {
-        FieldError::invalid(
-            &format!("{path}.{field}"),
-            v,
-            "must be greater than or equal to 0",
-        )
-    })
-}
-
-/// Sets `map[key]` to `value` when it is missing or null.
-pub fn default_value(map: &mut Map<String, Value>, key: &str, value: Value) {
-    if map.get(key).is_none_or(Value::is_null) {
-        map.insert(key.into(), value);
-    }
+    rules::non_negative(spec, &format!("/{field}"), &format!("{path}.{field}"))
 }
 
 /// Makes the objects on the way to `pointer` (`/spec/template`) in `obj`, as a Go struct

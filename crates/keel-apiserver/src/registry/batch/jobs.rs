@@ -9,11 +9,13 @@
 
 use serde_json::{Map, Value, json};
 
-use super::job_spec::{self, default_value, int, non_negative};
-use super::printing::{container_cells, immutable, json_text, label_selector_json};
+use super::job_spec::{self, int, non_negative};
 use crate::apimachinery::time::{Time, human_duration_secs};
 use crate::apimachinery::validation::is_dns1123_label;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
+use crate::registry::printing::{container_cells, json_text, label_selector_json};
+use crate::registry::rules::immutable_printed;
 use crate::registry::selector::{LabelSelector, validate_label_selector};
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta, meta_str};
 use crate::storage::FieldError;
@@ -283,7 +285,7 @@ fn validate_spec_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let indexed = spec.get("completionMode").and_then(Value::as_str) == Some("Indexed");
     let (completions, old_completions) = (spec.get("completions"), old_spec.get("completions"));
     if !indexed {
-        errors.extend(immutable(
+        errors.extend(immutable_printed(
             "spec.completions",
             completions,
             old_completions,
@@ -299,7 +301,7 @@ fn validate_spec_update(new: &Value, old: &Value) -> Vec<FieldError> {
             "can only be modified in tandem with spec.parallelism",
         ));
     }
-    errors.extend(immutable(
+    errors.extend(immutable_printed(
         "spec.selector",
         spec.get("selector"),
         old_spec.get("selector"),
@@ -317,7 +319,7 @@ fn validate_spec_update(new: &Value, old: &Value) -> Vec<FieldError> {
     } else {
         (template.cloned(), old_spec.get("template").cloned())
     };
-    errors.extend(immutable(
+    errors.extend(immutable_printed(
         "spec.template",
         now.as_ref(),
         was.as_ref(),
@@ -331,7 +333,7 @@ fn validate_spec_update(new: &Value, old: &Value) -> Vec<FieldError> {
         "successPolicy",
     ] {
         let (now, was) = (spec.get(field), old_spec.get(field));
-        errors.extend(immutable(
+        errors.extend(immutable_printed(
             &format!("spec.{field}"),
             now,
             was,

@@ -10,10 +10,11 @@
 
 use serde_json::Value;
 
-use super::shared::{immutable, object_at, typed_local_object_reference};
+use super::shared::{object_at, typed_local_object_reference};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::{is_dns1123_label, is_dns1123_subdomain, regex_error};
 use crate::json_pointer::At;
+use crate::registry::rules::immutable;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, text};
 use crate::storage::FieldError;
 

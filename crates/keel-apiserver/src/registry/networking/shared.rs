@@ -1,35 +1,22 @@
 //! Steps the built-in groups added beside `networking.k8s.io` share (policy, discovery,
-//! scheduling and node use them too): an immutable field (`ValidateImmutableField`), an
-//! int-or-percent (`ValidatePositiveIntOrPercent`, `IsNotMoreThan100Percent`) with the value
-//! as Go's `%#v` prints an `intstr.IntOrString`, a typed local object reference
-//! (`validateIngressTypedLocalObjectReference`), a path segment name
-//! (`IsValidPathSegmentName`), a wildcard DNS subdomain (`IsWildcardDNS1123Subdomain`), the
-//! generation a kind without spec tracking still starts at, and an object's field made an
+//! scheduling and node use them too): an int-or-percent (`ValidatePositiveIntOrPercent`,
+//! `IsNotMoreThan100Percent`) with the value as Go's `%#v` prints an `intstr.IntOrString`, a
+//! typed local object reference (`validateIngressTypedLocalObjectReference`), a path segment
+//! name (`IsValidPathSegmentName`), a wildcard DNS subdomain (`IsWildcardDNS1123Subdomain`),
+//! the generation a kind without spec tracking still starts at, and an object's field made an
 //! object to default into.
 
 use serde_json::{Map, Value, json};
 
 use crate::apimachinery::quote::go_quote;
 use crate::apimachinery::validation::{DNS1123_SUBDOMAIN_MAX, is_dns1123_subdomain, regex_error};
+use crate::registry::defaults::object_entry;
 use crate::registry::meta;
 use crate::storage::FieldError;
 
-/// `ValidateImmutableField`: `<path>: Invalid value: <new>: field is immutable` when `new`
-/// differs from `old` (a missing value reads as null).
-pub fn immutable(path: &str, new: Option<&Value>, old: Option<&Value>) -> Option<FieldError> {
-    let unset = |v: Option<&Value>| v.cloned().unwrap_or(Value::Null);
-    let (new, old) = (unset(new), unset(old));
-    (new != old).then(|| FieldError::invalid(path, new, "field is immutable"))
-}
-
 /// `obj[key]` as an object, made one if it is missing or is not.
 pub fn object_at<'a>(obj: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
-    let o = obj.as_object_mut()?;
-    let v = o.entry(key).or_insert_with(|| json!({}));
-    if !v.is_object() {
-        *v = json!({});
-    }
-    v.as_object_mut()
+    Some(object_entry(obj.as_object_mut()?, key))
 }
 
 /// `metadata.generation = 1`, what a new object of a kind whose strategy sets it on create
@@ -232,10 +219,5 @@ mod tests {
             messages(&typed_local_object_reference(&json!({"kind": "K"}), "r")),
             vec!["r.name: Required value: name is required"]
         );
-        assert_eq!(
-            immutable("x", Some(&json!("b")), Some(&json!("a"))).map(|e| e.to_string()),
-            Some("x: Invalid value: \"b\": field is immutable".to_string())
-        );
-        assert!(immutable("x", None, Some(&Value::Null)).is_none());
     }
 }
