@@ -146,26 +146,11 @@ fn validate_template(spec: &Value) -> Vec<FieldError> {
             }
         }
     }
-    let restart = template
-        .at("/spec/restartPolicy")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if restart != "Always" {
-        errors.push(FieldError::not_supported(
-            &format!("{path}.spec.restartPolicy"),
-            restart,
-            &["Always"],
-        ));
-    }
-    if template
-        .at("/spec/activeDeadlineSeconds")
-        .is_some_and(|d| !d.is_null())
-    {
-        errors.push(FieldError::forbidden(
-            &format!("{path}.spec.activeDeadlineSeconds"),
-            "activeDeadlineSeconds in ReplicationController is not Supported",
-        ));
-    }
+    errors.extend(super::template::always_restarting(
+        template,
+        path,
+        "ReplicationController",
+    ));
     errors
 }
 

@@ -1,11 +1,13 @@
 //! Validation steps many kinds share, worded as kube words them: a value that must be one of
 //! a fixed set, a port number and a port's name, a field that may not change
 //! (`ValidateImmutableField`) and a count that may not be negative
-//! (`ValidateNonnegativeField`).
+//! (`ValidateNonnegativeField`), and a domain-prefixed path (`IsDomainPrefixedPath`).
 
 use serde_json::Value;
 
-use crate::apimachinery::validation::{NON_NEGATIVE, PORT_NUM_RANGE, is_dns1123_label};
+use crate::apimachinery::validation::{
+    NON_NEGATIVE, PORT_NUM_RANGE, is_dns1123_label, is_dns1123_subdomain, regex_error,
+};
 use crate::json_pointer::At;
 use crate::storage::FieldError;
 
@@ -74,6 +76,42 @@ pub fn port_name(path: &str, name: &str, count: usize) -> Vec<FieldError> {
         .iter()
         .map(|problem| FieldError::invalid(path, name, problem))
         .collect()
+}
+
+/// `httpPathFmt`, what `IsDomainPrefixedPath` asks of the path.
+const HTTP_PATH: &str = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+";
+
+/// `apimachineryvalidation.IsDomainPrefixedPath` of `value` at `path` (a Job's `managedBy`,
+/// an IngressClass's controller).
+pub fn domain_prefixed_path(path: &str, value: &str) -> Vec<FieldError> {
+    if value.is_empty() {
+        return vec![FieldError::required(path, "")];
+    }
+    let Some((host, rest)) = value
+        .split_once('/')
+        .filter(|(h, r)| !h.is_empty() && !r.is_empty())
+    else {
+        return vec![FieldError::invalid(
+            path,
+            value,
+            "must be a domain-prefixed path (such as \"acme.io/foo\")",
+        )];
+    };
+    let mut errors: Vec<FieldError> = is_dns1123_subdomain(host)
+        .iter()
+        .map(|e| FieldError::invalid(path, host, e))
+        .collect();
+    let ok = rest
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/-._~%!$&'()*+,;=:".contains(&b));
+    if !ok {
+        errors.push(FieldError::invalid(
+            path,
+            rest,
+            &regex_error("Invalid path", HTTP_PATH, &[]),
+        ));
+    }
+    errors
 }
 
 /// The errors as their messages read (`<field>: <body>`), for tests.

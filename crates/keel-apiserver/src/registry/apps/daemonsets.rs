@@ -197,7 +197,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
         }
     };
     if !matches {
-        errors.push(workload::nothing_matches(template, "spec.template"));
+        errors.push(template::labels_mismatch(template, "spec.template"));
     }
     if let Some(s) = selector
         && LabelSelector::from_object(s).is_ok_and(|s| s.is_empty())
@@ -209,7 +209,11 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
         ));
     }
     errors.extend(template::validate(template, "spec.template"));
-    errors.extend(workload::always_restarting(template, "DaemonSet"));
+    errors.extend(template::always_restarting(
+        template,
+        "spec.template",
+        "DaemonSet",
+    ));
     errors.extend(non_negative(
         &spec,
         "/minReadySeconds",

@@ -202,7 +202,7 @@ pub(super) fn replica_template(spec: &Value, kind: &str) -> Vec<FieldError> {
             "spec.template",
         )),
         None => {
-            errors.push(workload::nothing_matches(template, "spec.template"));
+            errors.push(template::labels_mismatch(template, "spec.template"));
             errors.extend(template::validate_for_replicas(
                 Some(template),
                 &empty,

@@ -180,16 +180,20 @@ fn validate_template(spec: &Value, selector: Option<&Value>) -> Vec<FieldError> 
     let template = spec.get("template").unwrap_or(&empty);
     let mut errors = Vec::new();
     match selector {
-        None => errors.push(workload::nothing_matches(template, "spec.template")),
+        None => errors.push(template::labels_mismatch(template, "spec.template")),
         Some(s) if !template::selector_matches(s, template) => {
-            errors.push(workload::nothing_matches(template, "spec.template"));
+            errors.push(template::labels_mismatch(template, "spec.template"));
         }
         Some(_) => {}
     }
     if let Some(labels) = template.at("/metadata/labels") {
         errors.extend(validate_labels(labels, "spec.template.labels"));
     }
-    errors.extend(workload::always_restarting(template, "StatefulSet"));
+    errors.extend(template::always_restarting(
+        template,
+        "spec.template",
+        "StatefulSet",
+    ));
     errors
 }
 

@@ -87,17 +87,6 @@ pub fn validate_selector(spec: &Value, kind: &str) -> (Vec<FieldError>, bool) {
     (errors, LabelSelector::from_object(selector).is_ok())
 }
 
-/// The error of a template that a missing selector cannot match (`LabelSelectorAsSelector`
-/// of nil selects nothing, so no labels match it).
-pub fn nothing_matches(template: &Value, path: &str) -> FieldError {
-    let labels = template.at("/metadata/labels").and_then(Value::as_object);
-    FieldError::invalid(
-        &format!("{path}.metadata.labels"),
-        labels.cloned().map_or(Value::Null, Value::Object),
-        "`selector` does not match template `labels`",
-    )
-}
-
 /// `ValidateImmutableField` of `spec.selector` (what apps/v1 updates of Deployments,
 /// ReplicaSets and DaemonSets check), compared as `apiequality.Semantic` does.
 pub fn selector_unchanged(new: &Value, old: &Value) -> Option<FieldError> {
@@ -190,33 +179,6 @@ pub fn positive_int_or_percent(v: Option<&Value>, path: &str) -> Vec<FieldError>
 pub fn not_more_than_100_percent(v: Option<&Value>, path: &str) -> Option<FieldError> {
     let value = percent(v?)?;
     (value > 100).then(|| FieldError::invalid(path, v.cloned(), "must not be greater than 100%"))
-}
-
-/// The restart policy and active deadline a StatefulSet's or DaemonSet's template may
-/// have (`Always`, none), with `<kind>` in the deadline's words.
-pub fn always_restarting(template: &Value, kind: &str) -> Vec<FieldError> {
-    let mut errors = Vec::new();
-    let restart = template
-        .at("/spec/restartPolicy")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if restart != "Always" {
-        errors.push(FieldError::not_supported(
-            "spec.template.spec.restartPolicy",
-            restart,
-            &["Always"],
-        ));
-    }
-    if template
-        .at("/spec/activeDeadlineSeconds")
-        .is_some_and(|d| !d.is_null())
-    {
-        errors.push(FieldError::forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            &format!("activeDeadlineSeconds in {kind} is not Supported"),
-        ));
-    }
-    errors
 }
 
 /// `layoutContainerCells` of the pod template: its container names and images,
