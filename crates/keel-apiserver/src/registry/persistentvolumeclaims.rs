@@ -14,8 +14,8 @@
 use serde_json::{Map, Value, json};
 
 use super::persistentvolumes::{
-    VOLUME_MODES, access_modes_text, positive_quantity, storage_class, validate_access_modes,
-    validate_class,
+    access_modes_text, name_field, or_unset, phase_cell, positive_quantity, storage_class,
+    validate_access_modes, validate_class, validate_class_and_mode,
 };
 use super::resource_lists::{nanos, quantity_text};
 use super::selector::validate_label_selector;
@@ -167,16 +167,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
         None => errors.push(FieldError::required("spec.resources[storage]", "")),
         Some(storage) => errors.extend(positive_quantity(storage, "spec.resources[storage]")),
     }
-    errors.extend(validate_class(&spec, "storageClassName", "spec"));
-    if let Some(mode) = spec.get("volumeMode").and_then(Value::as_str)
-        && !VOLUME_MODES.contains(&mode)
-    {
-        errors.push(FieldError::not_supported(
-            "spec.volumeMode",
-            mode,
-            &VOLUME_MODES,
-        ));
-    }
+    errors.extend(validate_class_and_mode(&spec));
     let source = spec.get("dataSource").filter(|s| !s.is_null());
     let reference = spec.get("dataSourceRef").filter(|s| !s.is_null());
     if let Some(s) = source {
@@ -386,14 +377,7 @@ impl Strategy for PersistentVolumeClaims {
     }
 
     fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        let deleting = obj
-            .at("/metadata/deletionTimestamp")
-            .is_some_and(|t| !t.is_null());
-        let phase = if deleting {
-            "Terminating"
-        } else {
-            super::text(obj, "/status/phase")
-        };
+        let phase = phase_cell(obj);
         let volume = super::text(obj, "/spec/volumeName");
         let (capacity, modes) = if volume.is_empty() {
             (String::new(), String::new())
@@ -404,12 +388,6 @@ impl Strategy for PersistentVolumeClaims {
                 access_modes_text(obj.at("/status/accessModes")),
             )
         };
-        let or_unset = |p: &str| {
-            obj.at(p)
-                .and_then(Value::as_str)
-                .unwrap_or("<unset>")
-                .to_string()
-        };
         vec![
             Value::from(meta_str(obj, "name")),
             Value::from(phase),
@@ -417,9 +395,9 @@ impl Strategy for PersistentVolumeClaims {
             Value::from(capacity),
             Value::from(modes),
             Value::from(storage_class(obj)),
-            Value::from(or_unset("/spec/volumeAttributesClassName")),
+            Value::from(or_unset(obj, "/spec/volumeAttributesClassName")),
             super::age(obj, now),
-            Value::from(or_unset("/spec/volumeMode")),
+            Value::from(or_unset(obj, "/spec/volumeMode")),
         ]
     }
 
@@ -428,10 +406,7 @@ impl Strategy for PersistentVolumeClaims {
     }
 
     fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "name" => meta_str(obj, "name").to_string(),
-            _ => String::new(),
-        }
+        name_field(obj, field)
     }
 }
 

@@ -185,6 +185,51 @@ pub fn validate_access_modes(spec: &Value, path: &str) -> Vec<FieldError> {
     errors
 }
 
+/// `ValidatePersistentVolumeSpec`'s and `ValidatePersistentVolumeClaimSpec`'s checks of the
+/// class (`storageClassName`) and the volume mode of `spec`.
+pub fn validate_class_and_mode(spec: &Value) -> Vec<FieldError> {
+    let mut errors = validate_class(spec, "storageClassName", "spec");
+    if let Some(mode) = spec.get("volumeMode").and_then(Value::as_str)
+        && !VOLUME_MODES.contains(&mode)
+    {
+        errors.push(FieldError::not_supported(
+            "spec.volumeMode",
+            mode,
+            &VOLUME_MODES,
+        ));
+    }
+    errors
+}
+
+/// The STATUS cell of a volume or claim: `Terminating` while it is being deleted, else its
+/// phase.
+pub fn phase_cell(obj: &Value) -> &str {
+    let deleting = obj
+        .at("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null());
+    if deleting {
+        "Terminating"
+    } else {
+        super::text(obj, "/status/phase")
+    }
+}
+
+/// The string at `pointer` in `obj`, `<unset>` when it is missing.
+pub fn or_unset(obj: &Value, pointer: &str) -> String {
+    obj.at(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("<unset>")
+        .to_string()
+}
+
+/// The value of the selectable field `name` (the object's name) of a volume or claim.
+pub fn name_field(obj: &Value, field: &str) -> String {
+    match field {
+        "name" => meta_str(obj, "name").to_string(),
+        _ => String::new(),
+    }
+}
+
 /// `ValidateClassName` of the class at `<path>.<field>`, if set and not empty.
 pub fn validate_class(spec: &Value, field: &str, path: &str) -> Vec<FieldError> {
     let class = spec.get(field).and_then(Value::as_str).unwrap_or("");
@@ -341,16 +386,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
             "may not be 'recycle' for a hostPath mount of '/'",
         ));
     }
-    errors.extend(validate_class(&spec, "storageClassName", "spec"));
-    if let Some(mode) = spec.get("volumeMode").and_then(Value::as_str)
-        && !VOLUME_MODES.contains(&mode)
-    {
-        errors.push(FieldError::not_supported(
-            "spec.volumeMode",
-            mode,
-            &VOLUME_MODES,
-        ));
-    }
+    errors.extend(validate_class_and_mode(&spec));
     if let Some(class) = spec
         .get("volumeAttributesClassName")
         .and_then(Value::as_str)
@@ -499,20 +535,7 @@ impl Strategy for PersistentVolumes {
         let capacity = obj
             .at("/spec/capacity/storage")
             .map_or_else(|| "0".into(), quantity_text);
-        let deleting = obj
-            .at("/metadata/deletionTimestamp")
-            .is_some_and(|t| !t.is_null());
-        let phase = if deleting {
-            "Terminating"
-        } else {
-            super::text(obj, "/status/phase")
-        };
-        let or_unset = |p: &str| {
-            obj.at(p)
-                .and_then(Value::as_str)
-                .unwrap_or("<unset>")
-                .to_string()
-        };
+        let phase = phase_cell(obj);
         vec![
             Value::from(meta_str(obj, "name")),
             Value::from(capacity),
@@ -521,10 +544,10 @@ impl Strategy for PersistentVolumes {
             Value::from(phase),
             Value::from(claim),
             Value::from(storage_class(obj)),
-            Value::from(or_unset("/spec/volumeAttributesClassName")),
+            Value::from(or_unset(obj, "/spec/volumeAttributesClassName")),
             Value::from(super::text(obj, "/status/reason")),
             super::age(obj, now),
-            Value::from(or_unset("/spec/volumeMode")),
+            Value::from(or_unset(obj, "/spec/volumeMode")),
         ]
     }
 
@@ -533,10 +556,7 @@ impl Strategy for PersistentVolumes {
     }
 
     fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "name" => meta_str(obj, "name").to_string(),
-            _ => String::new(),
-        }
+        name_field(obj, field)
     }
 }
 

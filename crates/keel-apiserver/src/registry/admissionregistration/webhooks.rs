@@ -246,57 +246,41 @@ fn cells(obj: &Value, now: Time) -> Vec<Value> {
     name_age_row(obj, now, [Value::from(items(obj, "/webhooks").len())])
 }
 
-impl Strategy for ValidatingWebhookConfigurations {
-    fn info(&self) -> &'static ResourceInfo {
-        &VALIDATING
-    }
+/// The Strategy of a webhook configuration kind `$kind`: its info (`$info`), its defaults and
+/// validation (`$mutating`: a MutatingWebhookConfiguration's), generation tracked, and the
+/// WEBHOOKS column.
+macro_rules! webhook_strategy {
+    ($kind:ty, $info:expr, $mutating:expr) => {
+        impl Strategy for $kind {
+            fn info(&self) -> &'static ResourceInfo {
+                &$info
+            }
 
-    fn set_defaults(&self, obj: &mut Value) {
-        defaults(obj, false);
-    }
+            fn set_defaults(&self, obj: &mut Value) {
+                defaults(obj, $mutating);
+            }
 
-    fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_configuration(obj, false)
-    }
+            fn validate(&self, obj: &Value) -> Vec<FieldError> {
+                validate_configuration(obj, $mutating)
+            }
 
-    fn tracks_generation(&self) -> bool {
-        true
-    }
+            fn tracks_generation(&self) -> bool {
+                true
+            }
 
-    fn columns(&self) -> &'static [Column] {
-        &COLUMNS
-    }
+            fn columns(&self) -> &'static [Column] {
+                &COLUMNS
+            }
 
-    fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        cells(obj, now)
-    }
+            fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
+                cells(obj, now)
+            }
+        }
+    };
 }
 
-impl Strategy for MutatingWebhookConfigurations {
-    fn info(&self) -> &'static ResourceInfo {
-        &MUTATING
-    }
-
-    fn set_defaults(&self, obj: &mut Value) {
-        defaults(obj, true);
-    }
-
-    fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_configuration(obj, true)
-    }
-
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-
-    fn columns(&self) -> &'static [Column] {
-        &COLUMNS
-    }
-
-    fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        cells(obj, now)
-    }
-}
+webhook_strategy!(ValidatingWebhookConfigurations, VALIDATING, false);
+webhook_strategy!(MutatingWebhookConfigurations, MUTATING, true);
 
 #[cfg(test)]
 mod tests {
