@@ -2,13 +2,34 @@
 //! `layoutContainerCells` and `printBoolPtr` of `pkg/printers/internalversion/printers.go`,
 //! and bad values as apimachinery's `field.Error` prints them in 1.34 (`json.Marshal` of the
 //! Go value, a `metav1.LabelSelector`'s fields in their declared order, or no value at all
-//! for `field.OmitValueType`). The apps and batch kinds, ReplicationControllers, PodTemplates
-//! and PersistentVolumes use them.
+//! for `field.OmitValueType`), and the wide columns that show them. The apps and batch kinds,
+//! ReplicationControllers, PodTemplates and PersistentVolumes use them.
 
 use serde_json::Value;
 
 use crate::json_pointer::At;
+use crate::registry::Column;
 use crate::storage::FieldError;
+
+/// The `Containers` column (`-o wide`) of a kind with a pod template.
+pub const CONTAINERS_COLUMN: Column =
+    Column::string("Containers", 1, "Names of each container in the template.");
+
+/// The `Images` column (`-o wide`) of a kind with a pod template.
+pub const IMAGES_COLUMN: Column = Column::string(
+    "Images",
+    1,
+    "Images referenced by each container in the template.",
+);
+
+/// The `Selector` column (`-o wide`) of Jobs and CronJobs.
+pub const SELECTOR_COLUMN: Column = Column::string(
+    "Selector",
+    1,
+    "A label query over pods that should match the pod count. Normally, the system sets this \
+     field for you. More info: \
+     https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
+);
 
 /// `layoutContainerCells` of the pod spec at `pointer` in `obj`: the containers' names and
 /// images, each joined with commas.

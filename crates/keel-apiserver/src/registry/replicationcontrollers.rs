@@ -11,7 +11,7 @@
 use serde_json::{Map, Value, json};
 
 use super::batch::job_spec::non_negative;
-use super::printing::{container_cells, json_text};
+use super::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN, container_cells, json_text};
 use super::services::format_labels;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, meta, meta_str};
 use crate::apimachinery::time::Time;
@@ -64,12 +64,8 @@ static COLUMNS: [Column; 8] = [
         "The number of ready replicas for this replication controller.",
     ),
     AGE_COLUMN,
-    Column::string("Containers", 1, "Names of each container in the template."),
-    Column::string(
-        "Images",
-        1,
-        "Images referenced by each container in the template.",
-    ),
+    CONTAINERS_COLUMN,
+    IMAGES_COLUMN,
     Column::string(
         "Selector",
         1,

@@ -8,10 +8,11 @@
 
 use serde_json::{Map, Value, json};
 
-use super::workload::{self, CONTAINERS_COLUMN, IMAGES_COLUMN, str_field};
+use super::workload::{self, str_field};
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::registry::defaults::{default_str, default_value, object_entry};
+use crate::registry::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN};
 use crate::registry::rules::non_negative;
 use crate::registry::selector::LabelSelector;
 use crate::registry::{

@@ -8,10 +8,11 @@
 
 use serde_json::{Value, json};
 
-use super::workload::{self, CONTAINERS_COLUMN, IMAGES_COLUMN};
+use super::workload::{self};
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::registry::defaults::default_value;
+use crate::registry::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN};
 use crate::registry::rules::non_negative;
 use crate::registry::selector::LabelSelector;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy};

@@ -12,13 +12,14 @@
 
 use serde_json::{Map, Value, json};
 
-use super::workload::{self, CONTAINERS_COLUMN, IMAGES_COLUMN, str_field};
+use super::workload::{self, str_field};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_label;
 use crate::json_pointer::At;
 use crate::registry::defaults::{default_str, default_value, object_entry};
 use crate::registry::meta::validate_labels;
 use crate::registry::names::NameRule;
+use crate::registry::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN};
 use crate::registry::rules::non_negative;
 use crate::registry::template;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy};

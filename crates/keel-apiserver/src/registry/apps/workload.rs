@@ -17,19 +17,8 @@ use crate::registry::defaults::object_entry;
 use crate::registry::printing::{self, selector_json};
 use crate::registry::rules::immutable_printed;
 use crate::registry::selector::{LabelSelector, validate_label_selector};
-use crate::registry::{Column, template};
+use crate::registry::template;
 use crate::storage::FieldError;
-
-/// The `Containers` column (`-o wide`).
-pub const CONTAINERS_COLUMN: Column =
-    Column::string("Containers", 1, "Names of each container in the template.");
-
-/// The `Images` column (`-o wide`).
-pub const IMAGES_COLUMN: Column = Column::string(
-    "Images",
-    1,
-    "Images referenced by each container in the template.",
-);
 
 /// The string at `map[key]` ("" when missing), as Go reads a string field.
 pub fn str_field<'a>(map: &'a Map<String, Value>, key: &str) -> &'a str {

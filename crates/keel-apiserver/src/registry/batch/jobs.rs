@@ -14,7 +14,10 @@ use crate::apimachinery::time::{Time, human_duration_secs};
 use crate::apimachinery::validation::is_dns1123_label;
 use crate::json_pointer::At;
 use crate::registry::defaults::default_value;
-use crate::registry::printing::{container_cells, json_text, label_selector_json};
+use crate::registry::printing::{
+    CONTAINERS_COLUMN, IMAGES_COLUMN, SELECTOR_COLUMN, container_cells, json_text,
+    label_selector_json,
+};
 use crate::registry::rules::immutable_printed;
 use crate::registry::selector::{LabelSelector, validate_label_selector};
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta, meta_str};
@@ -50,19 +53,9 @@ static COLUMNS: [Column; 8] = [
     ),
     Column::string("Duration", 0, "Time required to complete the job."),
     AGE_COLUMN,
-    Column::string("Containers", 1, "Names of each container in the template."),
-    Column::string(
-        "Images",
-        1,
-        "Images referenced by each container in the template.",
-    ),
-    Column::string(
-        "Selector",
-        1,
-        "A label query over pods that should match the pod count. Normally, the system sets \
-         this field for you. More info: \
-         https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
-    ),
+    CONTAINERS_COLUMN,
+    IMAGES_COLUMN,
+    SELECTOR_COLUMN,
 ];
 
 /// `obj.spec` as an object, made one if missing.
