@@ -335,26 +335,17 @@ impl Strategy for DaemonSets {
         let node_selector = obj
             .at("/spec/template/spec/nodeSelector")
             .and_then(Value::as_object);
-        let mut row = crate::registry::name_age_row(
-            obj,
-            now,
-            [
-                workload::count(obj, "/status/desiredNumberScheduled").into(),
-                workload::count(obj, "/status/currentNumberScheduled").into(),
-                workload::count(obj, "/status/numberReady").into(),
-                workload::count(obj, "/status/updatedNumberScheduled").into(),
-                workload::count(obj, "/status/numberAvailable").into(),
-                format_labels(node_selector).into(),
-            ],
-        );
-        let [containers, images] = workload::container_cells(obj);
+        let middle = [
+            workload::count(obj, "/status/desiredNumberScheduled").into(),
+            workload::count(obj, "/status/currentNumberScheduled").into(),
+            workload::count(obj, "/status/numberReady").into(),
+            workload::count(obj, "/status/updatedNumberScheduled").into(),
+            workload::count(obj, "/status/numberAvailable").into(),
+            format_labels(node_selector).into(),
+        ];
         let selector = obj.at("/spec/selector").unwrap_or(&Value::Null);
-        row.extend([
-            containers,
-            images,
-            LabelSelector::format_object(selector).into(),
-        ]);
-        row
+        let selector = LabelSelector::format_object(selector).into();
+        workload::wide_row(obj, now, middle, Some(selector))
     }
 
     fn tracks_generation(&self) -> bool {

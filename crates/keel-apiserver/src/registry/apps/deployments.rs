@@ -259,18 +259,12 @@ impl Strategy for Deployments {
             .and_then(|s| LabelSelector::from_object(s).ok())
             .map(|s| s.to_string())
             .unwrap_or_default();
-        let [containers, images] = workload::container_cells(obj);
-        let mut row = crate::registry::name_age_row(
-            obj,
-            now,
-            [
-                workload::ready_of_desired(obj),
-                workload::count(obj, "/status/updatedReplicas").into(),
-                workload::count(obj, "/status/availableReplicas").into(),
-            ],
-        );
-        row.extend([containers, images, selector.into()]);
-        row
+        let counts = [
+            workload::ready_of_desired(obj),
+            workload::count(obj, "/status/updatedReplicas").into(),
+            workload::count(obj, "/status/availableReplicas").into(),
+        ];
+        workload::wide_row(obj, now, counts, Some(selector.into()))
     }
 
     fn tracks_generation(&self) -> bool {

@@ -112,23 +112,14 @@ impl Strategy for ReplicaSets {
     }
 
     fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        let [containers, images] = workload::container_cells(obj);
-        let mut row = crate::registry::name_age_row(
-            obj,
-            now,
-            [
-                workload::count(obj, "/spec/replicas").into(),
-                workload::count(obj, "/status/replicas").into(),
-                workload::count(obj, "/status/readyReplicas").into(),
-            ],
-        );
+        let counts = [
+            workload::count(obj, "/spec/replicas").into(),
+            workload::count(obj, "/status/replicas").into(),
+            workload::count(obj, "/status/readyReplicas").into(),
+        ];
         let selector = obj.at("/spec/selector").unwrap_or(&Value::Null);
-        row.extend([
-            containers,
-            images,
-            LabelSelector::format_object(selector).into(),
-        ]);
-        row
+        let selector = LabelSelector::format_object(selector).into();
+        workload::wide_row(obj, now, counts, Some(selector))
     }
 
     fn tracks_generation(&self) -> bool {

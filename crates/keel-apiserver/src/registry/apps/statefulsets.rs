@@ -324,9 +324,7 @@ impl Strategy for StatefulSets {
     }
 
     fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        let mut row = crate::registry::name_age_row(obj, now, [workload::ready_of_desired(obj)]);
-        row.extend(workload::container_cells(obj));
-        row
+        workload::wide_row(obj, now, [workload::ready_of_desired(obj)], None)
     }
 
     fn tracks_generation(&self) -> bool {

@@ -11,13 +11,14 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::NON_NEGATIVE;
 use crate::json_pointer::At;
 use crate::registry::defaults::object_entry;
 use crate::registry::printing::{self, selector_json};
 use crate::registry::rules::immutable_printed;
 use crate::registry::selector::{LabelSelector, validate_label_selector};
-use crate::registry::template;
+use crate::registry::{name_age_row, template};
 use crate::storage::FieldError;
 
 /// The string at `map[key]` ("" when missing), as Go reads a string field.
@@ -175,6 +176,20 @@ pub fn not_more_than_100_percent(v: Option<&Value>, path: &str) -> Option<FieldE
 pub fn container_cells(obj: &Value) -> [Value; 2] {
     let (names, images) = printing::container_cells(obj, "/spec/template/spec");
     [names.into(), images.into()]
+}
+
+/// A workload's table row: its name, the `middle` cells, its age, and (wide) the template's
+/// containers and images and, if the kind shows one, the `selector` cell.
+pub fn wide_row(
+    obj: &Value,
+    now: Time,
+    middle: impl IntoIterator<Item = Value>,
+    selector: Option<Value>,
+) -> Vec<Value> {
+    let mut row = name_age_row(obj, now, middle);
+    row.extend(container_cells(obj));
+    row.extend(selector);
+    row
 }
 
 /// The integer at `pointer` in `obj` (0 when unset), as an `int64` cell.
