@@ -58,6 +58,19 @@ pub const PORT_NUM_RANGE: &str = "must be between 1 and 65535, inclusive";
 /// What `ValidateNonnegativeField` says of a negative value.
 pub const NON_NEGATIVE: &str = "must be greater than or equal to 0";
 
+/// `path.IsValidPathSegmentName`: what is wrong with a name that goes into a URL path
+/// (`.` and `..` are not, and it may not contain `/` or `%`).
+pub fn path_segment_name(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|bad| name.contains(**bad))
+        .map(|bad| format!("may not contain '{bad}'"))
+        .collect()
+}
+
 /// `MaxLenError`.
 pub fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")

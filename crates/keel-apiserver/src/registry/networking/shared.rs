@@ -1,15 +1,16 @@
 //! Steps the built-in groups added beside `networking.k8s.io` share (policy, discovery,
 //! scheduling and node use them too): an int-or-percent (`ValidatePositiveIntOrPercent`,
 //! `IsNotMoreThan100Percent`) with the value as Go's `%#v` prints an `intstr.IntOrString`, a
-//! typed local object reference (`validateIngressTypedLocalObjectReference`), a path segment
-//! name (`IsValidPathSegmentName`), a wildcard DNS subdomain (`IsWildcardDNS1123Subdomain`),
-//! the generation a kind without spec tracking still starts at, and an object's field made an
+//! typed local object reference (`validateIngressTypedLocalObjectReference`), a wildcard DNS
+//! subdomain (`IsWildcardDNS1123Subdomain`), the generation a kind without spec tracking still starts at, and an object's field made an
 //! object to default into.
 
 use serde_json::{Map, Value, json};
 
 use crate::apimachinery::quote::go_quote;
-use crate::apimachinery::validation::{DNS1123_SUBDOMAIN_MAX, is_dns1123_subdomain, regex_error};
+use crate::apimachinery::validation::{
+    DNS1123_SUBDOMAIN_MAX, is_dns1123_subdomain, path_segment_name, regex_error,
+};
 use crate::registry::defaults::object_entry;
 use crate::registry::meta;
 use crate::storage::FieldError;
@@ -91,20 +92,6 @@ pub fn int_or_string_text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.as_i64().unwrap_or(0).to_string(),
     }
-}
-
-/// `path.IsValidPathSegmentName`: what is wrong with a name that goes into a URL path.
-pub fn path_segment_name(name: &str) -> Vec<String> {
-    if name == "." || name == ".." {
-        return vec![format!("may not be '{name}'")];
-    }
-    let mut problems = Vec::new();
-    for bad in ["/", "%"] {
-        if name.contains(bad) {
-            problems.push(format!("may not contain '{bad}'"));
-        }
-    }
-    problems
 }
 
 /// `wildcardDNS1123SubdomainFmt` and its message.
