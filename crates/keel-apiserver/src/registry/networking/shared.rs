@@ -2,8 +2,8 @@
 //! scheduling and node use them too): an int-or-percent (`ValidatePositiveIntOrPercent`,
 //! `IsNotMoreThan100Percent`) with the value as Go's `%#v` prints an `intstr.IntOrString`, a
 //! typed local object reference (`validateIngressTypedLocalObjectReference`), a wildcard DNS
-//! subdomain (`IsWildcardDNS1123Subdomain`), the generation a kind without spec tracking still starts at, and an object's field made an
-//! object to default into.
+//! subdomain (`IsWildcardDNS1123Subdomain`), the generation a kind without spec tracking
+//! still starts at, and an object's field made an object to default into.
 
 use serde_json::{Map, Value, json};
 
