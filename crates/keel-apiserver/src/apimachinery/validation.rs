@@ -71,6 +71,21 @@ pub fn path_segment_name(name: &str) -> Vec<String> {
         .collect()
 }
 
+/// The digits of `value` if it is a percent string as `IsValidPercent` reads one (`[0-9]+%`).
+pub fn percent_digits(value: &str) -> Option<&str> {
+    let digits = value.strip_suffix('%')?;
+    (!digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())).then_some(digits)
+}
+
+/// What `IsValidPercent` says of a string that is not a percent.
+pub fn percent_error() -> String {
+    regex_error(
+        "a valid percent string must be a numeric string followed by an ending '%'",
+        "[0-9]+%",
+        &["1%", "93%"],
+    )
+}
+
 /// `MaxLenError`.
 pub fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")

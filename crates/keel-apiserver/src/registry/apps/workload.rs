@@ -12,7 +12,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::apimachinery::time::Time;
-use crate::apimachinery::validation::NON_NEGATIVE;
+use crate::apimachinery::validation::{NON_NEGATIVE, percent_digits, percent_error};
 use crate::json_pointer::At;
 use crate::registry::defaults::object_entry;
 use crate::registry::printing::{self, selector_json};
@@ -119,12 +119,7 @@ fn is_zero(v: &Value) -> bool {
 
 /// `getPercentValue`: the number of a valid percent string (`25%`).
 fn percent(v: &Value) -> Option<i64> {
-    let s = v.as_str()?;
-    let digits = s.strip_suffix('%')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    percent_digits(v.as_str()?)?.parse().ok()
 }
 
 /// `getIntOrPercentValue`: a percent's number, an integer, or (as `IntValue` reads a string
@@ -149,15 +144,9 @@ pub fn int_or_string_json(v: Option<&Value>) -> Value {
 /// integer.
 pub fn positive_int_or_percent(v: Option<&Value>, path: &str) -> Vec<FieldError> {
     match v {
-        Some(s @ Value::String(_)) if percent(s).is_none() => vec![FieldError::invalid(
-            path,
-            s.clone(),
-            &crate::apimachinery::validation::regex_error(
-                "a valid percent string must be a numeric string followed by an ending '%'",
-                "[0-9]+%",
-                &["1%", "93%"],
-            ),
-        )],
+        Some(s @ Value::String(_)) if percent(s).is_none() => {
+            vec![FieldError::invalid(path, s.clone(), &percent_error())]
+        }
         Some(Value::Number(n)) if n.as_i64().is_some_and(|n| n < 0) => {
             vec![FieldError::invalid(path, n.clone(), NON_NEGATIVE)]
         }

@@ -9,7 +9,8 @@ use serde_json::{Map, Value, json};
 
 use crate::apimachinery::quote::go_quote;
 use crate::apimachinery::validation::{
-    DNS1123_SUBDOMAIN_MAX, is_dns1123_subdomain, path_segment_name, regex_error,
+    DNS1123_SUBDOMAIN_MAX, is_dns1123_subdomain, path_segment_name, percent_digits, percent_error,
+    regex_error,
 };
 use crate::registry::defaults::object_entry;
 use crate::registry::meta;
@@ -41,16 +42,9 @@ pub fn int_or_string_go(v: &Value) -> String {
     }
 }
 
-/// `percentFmt` and `percentErrMsg` of `IsValidPercent`.
-const PERCENT_FMT: &str = "[0-9]+%";
-const PERCENT_ERR: &str =
-    "a valid percent string must be a numeric string followed by an ending '%'";
-
 /// The number of a percent string (`50%`), if it is one.
 fn percent(s: &str) -> Option<i64> {
-    let digits = s.strip_suffix('%')?;
-    (!digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()))
-        .then(|| digits.parse().unwrap_or(i64::MAX))
+    percent_digits(s).map(|digits| digits.parse().unwrap_or(i64::MAX))
 }
 
 /// `ValidatePositiveIntOrPercent` and `IsNotMoreThan100Percent` of the int-or-string at
@@ -63,7 +57,7 @@ pub fn int_or_percent(v: &Value, path: &str) -> Vec<FieldError> {
             None => errors.push(FieldError::invalid_printed(
                 path,
                 printed(),
-                &regex_error(PERCENT_ERR, PERCENT_FMT, &["1%", "93%"]),
+                &percent_error(),
             )),
             Some(p) if p > 100 => errors.push(FieldError::invalid_printed(
                 path,
