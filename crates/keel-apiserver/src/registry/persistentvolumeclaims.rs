@@ -31,6 +31,8 @@ use crate::storage::FieldError;
 pub struct PersistentVolumeClaims;
 
 static INFO: ResourceInfo = ResourceInfo {
+    // The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
+    returns_deleted_object: true,
     short_names: &["pvc"],
     status: true,
     ..ResourceInfo::new(
@@ -365,11 +367,6 @@ impl Strategy for PersistentVolumeClaims {
         normalize_data_sources(&mut old);
         errors.extend(validate_update_rules(new, &old));
         errors
-    }
-
-    /// The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -28,6 +28,8 @@ use crate::storage::field::Kind;
 pub struct PersistentVolumes;
 
 static INFO: ResourceInfo = ResourceInfo {
+    // The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
+    returns_deleted_object: true,
     short_names: &["pv"],
     namespaced: false,
     status: true,
@@ -512,11 +514,6 @@ impl Strategy for PersistentVolumes {
             ));
         }
         errors
-    }
-
-    /// The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 
     fn columns(&self) -> &'static [Column] {

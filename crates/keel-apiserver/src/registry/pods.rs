@@ -25,6 +25,7 @@ use crate::storage::FieldError;
 pub struct Pods;
 
 static INFO: ResourceInfo = ResourceInfo {
+    returns_deleted_object: true,
     short_names: &["po"],
     categories: &["all"],
     status: true,
@@ -255,10 +256,6 @@ impl Strategy for Pods {
     }
 
     fn tracks_generation(&self) -> bool {
-        true
-    }
-
-    fn returns_deleted_object(&self) -> bool {
         true
     }
 }

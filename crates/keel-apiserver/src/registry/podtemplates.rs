@@ -17,8 +17,11 @@ use crate::storage::FieldError;
 /// The PodTemplate strategy.
 pub struct PodTemplates;
 
-static INFO: ResourceInfo =
-    ResourceInfo::new("", "v1", "PodTemplate", "podtemplates", "podtemplate");
+static INFO: ResourceInfo = ResourceInfo {
+    // The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
+    returns_deleted_object: true,
+    ..ResourceInfo::new("", "v1", "PodTemplate", "podtemplates", "podtemplate")
+};
 
 static COLUMNS: [Column; 4] = [
     NAME_COLUMN,
@@ -44,11 +47,6 @@ impl Strategy for PodTemplates {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let empty = Value::Object(Default::default());
         template::validate(obj.get("template").unwrap_or(&empty), "template")
-    }
-
-    /// The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 
     fn columns(&self) -> &'static [Column] {

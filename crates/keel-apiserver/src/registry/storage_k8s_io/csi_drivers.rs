@@ -19,6 +19,7 @@ use crate::storage::FieldError;
 pub struct CsiDrivers;
 
 static INFO: ResourceInfo = ResourceInfo {
+    returns_deleted_object: true,
     namespaced: false,
     ..ResourceInfo::new(
         "storage.k8s.io",
@@ -219,10 +220,6 @@ impl Strategy for CsiDrivers {
             ));
         }
         errors
-    }
-
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -19,6 +19,7 @@ use crate::storage::FieldError;
 pub struct StorageClasses;
 
 static INFO: ResourceInfo = ResourceInfo {
+    returns_deleted_object: true,
     short_names: &["sc"],
     namespaced: false,
     ..ResourceInfo::new(
@@ -184,10 +185,6 @@ impl Strategy for StorageClasses {
             "volumeBindingMode",
         ));
         errors
-    }
-
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -19,6 +19,7 @@ use crate::storage::FieldError;
 pub struct VolumeAttachments;
 
 static INFO: ResourceInfo = ResourceInfo {
+    returns_deleted_object: true,
     namespaced: false,
     status: true,
     ..ResourceInfo::new(
@@ -168,10 +169,6 @@ impl Strategy for VolumeAttachments {
             ));
         }
         errors
-    }
-
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 
     fn columns(&self) -> &'static [Column] {
