@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::workload::{self};
+use super::workload;
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::registry::defaults::default_value;

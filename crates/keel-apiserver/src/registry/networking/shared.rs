@@ -5,7 +5,7 @@
 //! subdomain (`IsWildcardDNS1123Subdomain`), the generation a kind without spec tracking
 //! still starts at, and an object's field made an object to default into.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::apimachinery::quote::go_quote;
 use crate::apimachinery::validation::{
@@ -151,6 +151,7 @@ pub fn strings_at<'a>(obj: &'a Value, key: &str) -> Vec<&'a str> {
 mod tests {
     use super::*;
     use crate::registry::rules::messages;
+    use serde_json::json;
 
     #[test]
     fn int_or_percent_is_checked_and_printed_as_go_prints_it() {
