@@ -2,6 +2,8 @@
 //! apiserver in one process), `keel apiserver` on a real etcd 3.5.1, or `keel apiserver` on
 //! stores the test runs itself ([`Kube::start_on`]), each in its own scratch folder on free
 //! ports, killed on drop; its watches read through `kubectl get --raw` ([`Watcher`]).
+//! The end-to-end tests' common steps are free functions here: [`ok`], [`fails`],
+//! [`get_json`], [`table`] and [`write`].
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -362,6 +364,72 @@ impl Drop for Watcher {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Bytes (a command's output) as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs `kubectl` (`version`: None for the current one, `Some("1.27")` for `kubectl.1.27`),
+/// which must succeed: its standard output.
+pub fn ok(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
+    let out = kube.kubectl_version(version, args);
+    assert!(
+        out.status.success(),
+        "kubectl {version:?} {args:?} on {:?}: {}\n{}",
+        kube.stack,
+        text(&out.stderr),
+        kube.log()
+    );
+    text(&out.stdout)
+}
+
+/// Runs `kubectl`, which must fail: its error output.
+pub fn fails(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
+    let out = kube.kubectl_version(version, args);
+    assert!(
+        !out.status.success(),
+        "kubectl {version:?} {args:?} succeeded: {}",
+        text(&out.stdout)
+    );
+    text(&out.stderr)
+}
+
+/// `kubectl get -o json` of `args` (e.g. `["deployment/web"]`), which must succeed.
+pub fn get_json(kube: &Kube, version: Option<&str>, args: &[&str]) -> Value {
+    let mut all = vec!["get", "-o", "json"];
+    all.extend_from_slice(args);
+    serde_json::from_str(&ok(kube, version, &all)).expect("kubectl prints JSON")
+}
+
+/// Writes `body` to `name` in the scratch folder: its path.
+pub fn write(kube: &Kube, name: &str, body: &str) -> String {
+    let path = kube.scratch.join(name);
+    fs::write(&path, body).expect("write a manifest");
+    path.display().to_string()
+}
+
+/// The header of the table `kubectl <args>` prints and its first row that starts with
+/// `name` (the first row when `name` is ""), their cells split on runs of two spaces or more.
+pub fn table(
+    kube: &Kube,
+    version: Option<&str>,
+    args: &[&str],
+    name: &str,
+) -> (Vec<String>, Vec<String>) {
+    let out = ok(kube, version, args);
+    let mut lines = out.lines();
+    let header = lines.next().unwrap_or("");
+    let split = |l: &str| -> Vec<String> {
+        l.split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let row = lines.find(|l| l.starts_with(name)).unwrap_or("");
+    (split(header), split(row))
 }
 
 /// A scratch folder for one stack.

@@ -9,53 +9,10 @@
 //! (`tests/python/api_groups.py`) creates, reads, patches, lists, watches and deletes one kind
 //! of each group.
 
-use std::fs;
 use std::time::{Duration, Instant};
 
-use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::kube::{Kube, Stack, fails, get_json, ok, write};
 use serde_json::{Value, json};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// Runs `kubectl` (`version`: None for the current one), which must succeed: its output.
-fn ok(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
-    let out = kube.kubectl_version(version, args);
-    assert!(
-        out.status.success(),
-        "kubectl {version:?} {args:?} on {:?}: {}\n{}",
-        kube.stack,
-        text(&out.stderr),
-        kube.log()
-    );
-    text(&out.stdout)
-}
-
-/// Runs `kubectl`, which must fail: its error output.
-fn refused(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
-    let out = kube.kubectl_version(version, args);
-    assert!(
-        !out.status.success(),
-        "kubectl {version:?} {args:?} succeeded: {}",
-        text(&out.stdout)
-    );
-    text(&out.stderr)
-}
-
-/// `kubectl get -o json` of `args`.
-fn get_json(kube: &Kube, version: Option<&str>, args: &[&str]) -> Value {
-    let mut all = vec!["get", "-o", "json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&ok(kube, version, &all)).expect("kubectl prints JSON")
-}
-
-/// Writes `body` to `name` in the scratch folder: its path.
-fn write(kube: &Kube, name: &str, body: &str) -> String {
-    let path = kube.scratch.join(name);
-    fs::write(&path, body).expect("write a manifest");
-    path.display().to_string()
-}
 
 /// The table row of `name` in `table` (its cells split on whitespace).
 fn row(table: &str, name: &str) -> Vec<String> {
@@ -129,7 +86,7 @@ ports:
 fn groups(kube: &Kube, version: Option<&str>, s: &str) {
     let ns = format!("groups-{s}");
     let k = |args: &[&str]| ok(kube, version, args);
-    let no = |args: &[&str]| refused(kube, version, args);
+    let no = |args: &[&str]| fails(kube, version, args);
     k(&["create", "namespace", &ns]);
 
     // The two system priority classes, made at start with upstream's values.

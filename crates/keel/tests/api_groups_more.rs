@@ -8,9 +8,7 @@
 //! its v2-only fields in the round-trip annotations, one applied as v1 reads as v2, and both
 //! are stored as autoscaling/v2. The Python client's run is `tests/python/api_groups_more.py`.
 
-use std::fs;
-
-use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::kube::{Kube, Stack, get_json, ok, table, text, write};
 use keel_testkit::{CtlVersion, etcdctl};
 use serde_json::{Value, json};
 
@@ -29,10 +27,6 @@ fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// The server and the kubectl a run uses.
 struct Run<'a> {
     kube: &'a Kube,
@@ -40,26 +34,14 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    fn kubectl(&self, args: &[&str]) -> std::process::Output {
-        self.kube.kubectl_version(self.version, args)
-    }
-
     fn ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} ({:?}): {}\n{}",
-            self.version,
-            text(&out.stderr),
-            self.kube.log()
-        );
-        text(&out.stdout)
+        ok(self.kube, self.version, args)
     }
 
     fn apply(&self, name: &str, body: &str) -> std::process::Output {
-        let path = self.kube.scratch.join(name);
-        fs::write(&path, body).expect("write a manifest");
-        self.kubectl(&["apply", "-f", &path.display().to_string()])
+        let path = write(self.kube, name, body);
+        self.kube
+            .kubectl_version(self.version, &["apply", "-f", &path])
     }
 
     fn apply_ok(&self, name: &str, body: &str) {
@@ -83,9 +65,7 @@ impl Run<'_> {
     }
 
     fn json(&self, args: &[&str]) -> Value {
-        let mut all = vec!["get", "-o", "json"];
-        all.extend_from_slice(args);
-        serde_json::from_str(&self.ok(&all)).expect("kubectl -o json")
+        get_json(self.kube, self.version, args)
     }
 
     /// `kubectl get` of `args`: the header's columns and the first row's, split on runs of
@@ -93,17 +73,7 @@ impl Run<'_> {
     fn table(&self, args: &[&str]) -> (Vec<String>, Vec<String>) {
         let mut all = vec!["get"];
         all.extend_from_slice(args);
-        let out = self.ok(&all);
-        let split = |l: &str| -> Vec<String> {
-            l.split("  ")
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .map(String::from)
-                .collect()
-        };
-        let mut lines = out.lines();
-        let header = split(lines.next().unwrap_or(""));
-        (header, split(lines.next().unwrap_or("")))
+        table(self.kube, self.version, &all, "")
     }
 }
 

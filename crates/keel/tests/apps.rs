@@ -8,65 +8,8 @@
 //! are refused in upstream's words. The Python client's `AppsV1Api` is in
 //! `tests/python/apps.py`, run from here.
 
-use std::fs;
-
-use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::kube::{Kube, Stack, fails, get_json, ok, table, write};
 use serde_json::{Value, json};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn write(kube: &Kube, name: &str, body: &str) -> String {
-    let path = kube.scratch.join(name);
-    fs::write(&path, body).expect("write a manifest");
-    path.display().to_string()
-}
-
-/// Runs kubectl, expecting success; its stdout.
-fn ok(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
-    let out = kube.kubectl_version(version, args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}\n{}",
-        text(&out.stderr),
-        kube.log()
-    );
-    text(&out.stdout)
-}
-
-/// Runs kubectl, expecting failure; its stderr.
-fn refused(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
-    let out = kube.kubectl_version(version, args);
-    assert!(!out.status.success(), "kubectl {args:?} succeeded");
-    text(&out.stderr)
-}
-
-fn get_json(kube: &Kube, version: Option<&str>, what: &str) -> Value {
-    let out = ok(kube, version, &["get", "-o", "json", what]);
-    serde_json::from_str(&out).expect("kubectl prints JSON")
-}
-
-/// The header of a `kubectl get` table, and its row for `name`.
-fn table(
-    kube: &Kube,
-    version: Option<&str>,
-    args: &[&str],
-    name: &str,
-) -> (Vec<String>, Vec<String>) {
-    let out = ok(kube, version, args);
-    let mut lines = out.lines();
-    let header = lines.next().unwrap_or("");
-    let split = |l: &str| -> Vec<String> {
-        l.split("  ")
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .map(String::from)
-            .collect()
-    };
-    let row = lines.find(|l| l.starts_with(name)).unwrap_or("");
-    (split(header), split(row))
-}
 
 const STATEFULSET: &str = r#"apiVersion: apps/v1
 kind: StatefulSet
@@ -177,12 +120,12 @@ fn apps(kube: &Kube, version: Option<&str>) {
         version,
         &["create", "deployment", "web", "--image=nginx"],
     );
-    check_created_deployment(&get_json(kube, version, "deployment/web"));
+    check_created_deployment(&get_json(kube, version, &["deployment/web"]));
 
     // A StatefulSet and a DaemonSet applied get their defaults.
     let sts = write(kube, "sts.yaml", STATEFULSET);
     ok(kube, version, &["apply", "-f", &sts]);
-    let db = get_json(kube, version, "statefulset/db");
+    let db = get_json(kube, version, &["statefulset/db"]);
     assert_eq!(db["spec"]["podManagementPolicy"], "OrderedReady", "{db}");
     assert_eq!(
         db["spec"]["updateStrategy"],
@@ -206,7 +149,7 @@ fn apps(kube: &Kube, version: Option<&str>) {
     assert_eq!(db["status"], json!({"replicas": 0, "availableReplicas": 0}));
     let ds = write(kube, "ds.yaml", DAEMONSET);
     ok(kube, version, &["apply", "-f", &ds]);
-    let agent = get_json(kube, version, "daemonset/agent");
+    let agent = get_json(kube, version, &["daemonset/agent"]);
     assert_eq!(
         agent["spec"]["updateStrategy"],
         json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
@@ -227,7 +170,7 @@ fn apps(kube: &Kube, version: Option<&str>) {
             &write(kube, "ds2.yaml", &DAEMONSET.replace("1.36", "1.37")),
         ],
     );
-    let agent = get_json(kube, version, "daemonset/agent");
+    let agent = get_json(kube, version, &["daemonset/agent"]);
     assert_eq!(
         agent["metadata"]["annotations"]["deprecated.daemonset.template.generation"],
         "2"
@@ -240,7 +183,7 @@ fn apps(kube: &Kube, version: Option<&str>) {
         version,
         &["scale", "deployment", "web", "--replicas=3"],
     );
-    let web = get_json(kube, version, "deployment/web");
+    let web = get_json(kube, version, &["deployment/web"]);
     assert_eq!(web["spec"]["replicas"], 3);
     assert_eq!(web["metadata"]["generation"], 2);
     ok(
@@ -249,7 +192,7 @@ fn apps(kube: &Kube, version: Option<&str>) {
         &["scale", "statefulset", "db", "--replicas=2"],
     );
     assert_eq!(
-        get_json(kube, version, "statefulset/db")["spec"]["replicas"],
+        get_json(kube, version, &["statefulset/db"])["spec"]["replicas"],
         2
     );
     let scale: Value = serde_json::from_str(&ok(
@@ -269,7 +212,7 @@ fn apps(kube: &Kube, version: Option<&str>) {
         version,
         &["set", "image", "deployment/web", "nginx=nginx:1.27"],
     );
-    let web = get_json(kube, version, "deployment/web");
+    let web = get_json(kube, version, &["deployment/web"]);
     assert_eq!(
         web["spec"]["template"]["spec"]["containers"][0]["image"],
         "nginx:1.27"
@@ -281,11 +224,11 @@ fn apps(kube: &Kube, version: Option<&str>) {
     assert_eq!(web["metadata"]["generation"], 3);
     ok(kube, version, &["rollout", "pause", "deployment/web"]);
     assert_eq!(
-        get_json(kube, version, "deployment/web")["spec"]["paused"],
+        get_json(kube, version, &["deployment/web"])["spec"]["paused"],
         true
     );
     ok(kube, version, &["rollout", "resume", "deployment/web"]);
-    let web = get_json(kube, version, "deployment/web");
+    let web = get_json(kube, version, &["deployment/web"]);
     assert_ne!(web["spec"]["paused"], true, "{web}");
     assert_eq!(web["metadata"]["generation"], 5);
 
@@ -374,7 +317,7 @@ fn apps(kube: &Kube, version: Option<&str>) {
     );
 
     // Refused in upstream's words.
-    let err = refused(
+    let err = fails(
         kube,
         version,
         &["apply", "-f", &write(kube, "bad.yaml", INVALID)],
@@ -387,7 +330,7 @@ fn apps(kube: &Kube, version: Option<&str>) {
         "{err}"
     );
     let patch = r#"{"spec":{"selector":{"matchLabels":{"app":"web","tier":"x"}},"template":{"metadata":{"labels":{"app":"web","tier":"x"}}}}}"#;
-    let err = refused(
+    let err = fails(
         kube,
         version,
         &["patch", "deployment", "web", "--type=merge", "-p", patch],
@@ -398,7 +341,7 @@ fn apps(kube: &Kube, version: Option<&str>) {
         ),
         "{err}"
     );
-    let err = refused(
+    let err = fails(
         kube,
         version,
         &[

@@ -11,45 +11,8 @@
 //! columns; a PV, a PVC, an RC and a PodTemplate applied get their defaults, and
 //! `kubectl scale rc` changes the RC's replicas through its scale subresource.
 
-use std::fs;
-
-use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::kube::{Kube, Stack, fails, get_json, ok, write};
 use serde_json::{Value, json};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn write(kube: &Kube, name: &str, body: &str) -> String {
-    let path = kube.scratch.join(name);
-    fs::write(&path, body).expect("write a manifest");
-    path.display().to_string()
-}
-
-/// Runs kubectl and returns its stdout, failing the test unless it succeeds.
-fn ok(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
-    let out = kube.kubectl_version(version, args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}\n{}",
-        text(&out.stderr),
-        kube.log()
-    );
-    text(&out.stdout)
-}
-
-/// Runs kubectl, expects it to fail, and returns its stderr.
-fn refused(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
-    let out = kube.kubectl_version(version, args);
-    assert!(!out.status.success(), "kubectl {args:?} succeeded");
-    text(&out.stderr)
-}
-
-fn get_json(kube: &Kube, version: Option<&str>, args: &[&str]) -> Value {
-    let mut all = vec!["get", "-o", "json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&ok(kube, version, &all)).expect("kubectl prints JSON")
-}
 
 /// The pod spec defaults a template gets (`SetDefaults_PodSpec`), with `restart`.
 fn pod_spec_defaults(spec: &Value, restart: &str) {
@@ -188,7 +151,7 @@ fn jobs(kube: &Kube, v: Option<&str>) {
         "job2.yaml",
         &JOB.replace("busybox:1.36", "busybox:1.37"),
     );
-    let err = refused(kube, v, &["apply", "-f", &changed]);
+    let err = fails(kube, v, &["apply", "-f", &changed]);
     assert!(
         err.contains("The Job \"applied\" is invalid: spec.template: Invalid value: ")
             && err.contains("field is immutable"),
@@ -209,7 +172,7 @@ fn jobs(kube: &Kube, v: Option<&str>) {
         "always.yaml",
         &JOB.replace("applied", "always").replace("Never", "Always"),
     );
-    let err = refused(kube, v, &["apply", "-f", &always]);
+    let err = fails(kube, v, &["apply", "-f", &always]);
     assert!(
         err.contains(
             "spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\""
@@ -249,7 +212,7 @@ fn cronjobs(kube: &Kube, v: Option<&str>) {
     );
     assert_eq!(tick["metadata"]["generation"], 1);
 
-    let err = refused(
+    let err = fails(
         kube,
         v,
         &[
@@ -267,7 +230,7 @@ fn cronjobs(kube: &Kube, v: Option<&str>) {
         ),
         "{err}"
     );
-    let err = refused(
+    let err = fails(
         kube,
         v,
         &[
@@ -285,7 +248,7 @@ fn cronjobs(kube: &Kube, v: Option<&str>) {
         ),
         "{err}"
     );
-    let err = refused(
+    let err = fails(
         kube,
         v,
         &[
@@ -481,7 +444,7 @@ fn core_kinds(kube: &Kube, v: Option<&str>) {
         "{pv_table}"
     );
 
-    let err = refused(
+    let err = fails(
         kube,
         v,
         &[

@@ -9,11 +9,9 @@
 //! stored, no conversion) serves each object through both with that version's apiVersion
 //! (get, list, watch) and stores it in the storage version, as etcdctl reads it.
 
-use std::fs;
-
 use std::time::Duration;
 
-use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::kube::{Kube, Stack, get_json, text, write};
 use keel_testkit::{CtlVersion, etcdctl};
 use serde_json::Value;
 
@@ -75,33 +73,10 @@ spec:
                 type: integer
 "#;
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn write(kube: &Kube, name: &str, body: &str) -> String {
-    let path = kube.scratch.join(name);
-    fs::write(&path, body).expect("write a manifest");
-    path.display().to_string()
-}
-
 fn widget(name: &str, spec: &str) -> String {
     format!(
         "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n{spec}"
     )
-}
-
-fn get_json(kube: &Kube, version: Option<&str>, args: &[&str]) -> Value {
-    let mut all = vec!["get", "-o", "json"];
-    all.extend_from_slice(args);
-    let out = kube.kubectl_version(version, &all);
-    assert!(
-        out.status.success(),
-        "kubectl {all:?}: {}\n{}",
-        text(&out.stderr),
-        kube.log()
-    );
-    serde_json::from_slice(&out.stdout).expect("kubectl prints JSON")
 }
 
 /// Waits until the CRD is established, as `kubectl wait` does.

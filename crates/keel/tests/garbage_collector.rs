@@ -12,23 +12,8 @@
 
 use std::time::{Duration, Instant};
 
-use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::kube::{Kube, Stack, ok, text, write};
 use serde_json::{Value, json};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn kubectl(kube: &Kube, args: &[&str]) -> String {
-    let out = kube.kubectl(args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}\n{}",
-        text(&out.stderr),
-        kube.log()
-    );
-    text(&out.stdout)
-}
 
 fn get(kube: &Kube, name: &str) -> Option<Value> {
     let out = kube.kubectl(&["get", "cm", name, "-o", "json", "--ignore-not-found"]);
@@ -54,18 +39,12 @@ fn create(kube: &Kube, name: &str, owners: &[(&str, &str, bool)], finalizers: &[
         metadata["finalizers"] = json!(finalizers);
     }
     let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata});
-    let path = kube.scratch.join(format!("{name}.json"));
-    std::fs::write(&path, manifest.to_string()).expect("write a manifest");
+    let path = write(kube, &format!("{name}.json"), &manifest.to_string());
     // The uid from the create's answer: the collector may take a dependent at once.
-    kubectl(
+    ok(
         kube,
-        &[
-            "create",
-            "-f",
-            &path.display().to_string(),
-            "-o",
-            "jsonpath={.metadata.uid}",
-        ],
+        None,
+        &["create", "-f", &path, "-o", "jsonpath={.metadata.uid}"],
     )
 }
 
@@ -89,7 +68,7 @@ fn collects(stack: Stack) {
     // Background: the owner goes at once, its dependent after it.
     let owner = create(&kube, "bg-owner", &[], &[]);
     create(&kube, "bg-dependent", &[("bg-owner", &owner, false)], &[]);
-    kubectl(&kube, &["delete", "cm", "bg-owner"]);
+    ok(&kube, None, &["delete", "cm", "bg-owner"]);
     eventually(&kube, "the dependent is collected", || {
         get(&kube, "bg-dependent").is_none()
     });
@@ -103,8 +82,9 @@ fn collects(stack: Stack) {
         &[("fg-owner", &owner, true)],
         &["example.com/hold"],
     );
-    kubectl(
+    ok(
         &kube,
+        None,
         &[
             "delete",
             "cm",
@@ -127,8 +107,9 @@ fn collects(stack: Stack) {
     kube.kill_and_restart();
     std::thread::sleep(Duration::from_secs(1));
     assert!(get(&kube, "fg-owner").is_some(), "the owner still waits");
-    kubectl(
+    ok(
         &kube,
+        None,
         &[
             "patch",
             "cm",
@@ -158,7 +139,11 @@ fn collects(stack: Stack) {
                 .is_some_and(|r| r.len() == 1)
         })
     });
-    kubectl(&kube, &["delete", "cm", "or-owner", "--cascade=orphan"]);
+    ok(
+        &kube,
+        None,
+        &["delete", "cm", "or-owner", "--cascade=orphan"],
+    );
     eventually(&kube, "the owner is gone", || {
         get(&kube, "or-owner").is_none()
     });
@@ -185,9 +170,14 @@ fn collects(stack: Stack) {
 /// A Deployment owning a ReplicaSet owning a pod (written as the deployment and replicaset
 /// controllers would write them); deleting the Deployment takes all three.
 fn cascades_through_workloads(kube: &Kube) {
-    kubectl(kube, &["create", "deployment", "web", "--image=nginx"]);
-    let uid = kubectl(
+    ok(
         kube,
+        None,
+        &["create", "deployment", "web", "--image=nginx"],
+    );
+    let uid = ok(
+        kube,
+        None,
         &["get", "deploy", "web", "-o", "jsonpath={.metadata.uid}"],
     );
     let owned_by = |kind: &str, api: &str, name: &str, uid: &str| {
@@ -200,30 +190,23 @@ fn cascades_through_workloads(kube: &Kube) {
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
             "template": {"metadata": {"labels": {"app": "web"}},
                 "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}}});
-    let path = kube.scratch.join("rs.json");
-    std::fs::write(&path, rs.to_string()).expect("write a manifest");
-    let rs_uid = kubectl(
+    let path = write(kube, "rs.json", &rs.to_string());
+    let rs_uid = ok(
         kube,
-        &[
-            "create",
-            "-f",
-            &path.display().to_string(),
-            "-o",
-            "jsonpath={.metadata.uid}",
-        ],
+        None,
+        &["create", "-f", &path, "-o", "jsonpath={.metadata.uid}"],
     );
     let pod = json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "web-1-a", "namespace": "default", "labels": {"app": "web"},
             "ownerReferences": owned_by("ReplicaSet", "apps/v1", "web-1", &rs_uid)},
         "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}});
-    let path = kube.scratch.join("pod.json");
-    std::fs::write(&path, pod.to_string()).expect("write a manifest");
-    kubectl(kube, &["create", "-f", &path.display().to_string()]);
-    kubectl(kube, &["delete", "deployment", "web"]);
+    let path = write(kube, "pod.json", &pod.to_string());
+    ok(kube, None, &["create", "-f", &path]);
+    ok(kube, None, &["delete", "deployment", "web"]);
     let gone = |args: &[&str]| {
         let mut all = args.to_vec();
         all.extend(["--ignore-not-found", "-o", "name"]);
-        kubectl(kube, &all).trim().is_empty()
+        ok(kube, None, &all).trim().is_empty()
     };
     eventually(kube, "the ReplicaSet and its pod are collected", || {
         gone(&["get", "rs", "web-1"]) && gone(&["get", "pod", "web-1-a"])

@@ -16,42 +16,8 @@ mod negotiation;
 mod repeated_keys;
 
 use std::fs;
-use std::process::Output;
 
-use keel_testkit::kube::{Kube, Stack};
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn ok(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
-    let out: Output = kube.kubectl_version(version, args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} on {:?} failed: {}\n{}",
-        kube.stack,
-        text(&out.stderr),
-        kube.log()
-    );
-    text(&out.stdout)
-}
-
-fn fails(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
-    let out = kube.kubectl_version(version, args);
-    assert!(
-        !out.status.success(),
-        "kubectl {args:?} on {:?} should fail but printed {}",
-        kube.stack,
-        text(&out.stdout)
-    );
-    text(&out.stderr)
-}
-
-fn write(kube: &Kube, name: &str, body: &str) -> String {
-    let path = kube.scratch.join(name);
-    fs::write(&path, body).expect("write a manifest");
-    path.display().to_string()
-}
+use keel_testkit::kube::{Kube, Stack, fails, ok, text, write};
 
 fn session(kube: &Kube, version: Option<&str>) {
     let ns = format!("t{}", version.unwrap_or("current").replace('.', "-"));

@@ -10,48 +10,12 @@
 //! names the admin; the reviews are created only. The Python client runs
 //! `tests/python/rbac.py` against both stacks.
 
-use std::fs;
 use std::time::{Duration, Instant};
 
-use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::kube::{Kube, Stack, fails, get_json, ok, write};
 use serde_json::Value;
 
 const AGGREGATION: &str = "--controllers=namespace,clusterrole-aggregation";
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn write(kube: &Kube, name: &str, body: &str) -> String {
-    let path = kube.scratch.join(name);
-    fs::write(&path, body).expect("write a manifest");
-    path.display().to_string()
-}
-
-/// kubectl's output, which must succeed.
-fn ok(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
-    let out = kube.kubectl_version(version, args);
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}\n{}",
-        text(&out.stderr),
-        kube.log()
-    );
-    text(&out.stdout)
-}
-
-/// kubectl's error, which must fail.
-fn fails(kube: &Kube, version: Option<&str>, args: &[&str]) -> String {
-    let out = kube.kubectl_version(version, args);
-    assert!(!out.status.success(), "kubectl {args:?} succeeded");
-    text(&out.stderr)
-}
-
-fn get_json(kube: &Kube, version: Option<&str>, args: &[&str]) -> Value {
-    let mut all = vec!["get", "-o", "json"];
-    all.extend_from_slice(args);
-    serde_json::from_str(&ok(kube, version, &all)).expect("kubectl prints JSON")
-}
 
 /// Whether the ClusterRole `name` has a rule on `resource`.
 fn has_resource(role: &Value, resource: &str) -> bool {

@@ -55,6 +55,37 @@ const PORT_NAME_MAX: usize = 15;
 /// What `IsValidPortNum` says of a port outside 1 to 65535 (`InclusiveRangeError(1, 65535)`).
 pub const PORT_NUM_RANGE: &str = "must be between 1 and 65535, inclusive";
 
+/// What `ValidateNonnegativeField` says of a negative value.
+pub const NON_NEGATIVE: &str = "must be greater than or equal to 0";
+
+/// `path.IsValidPathSegmentName`: what is wrong with a name that goes into a URL path
+/// (`.` and `..` are not, and it may not contain `/` or `%`).
+pub fn path_segment_name(name: &str) -> Vec<String> {
+    if name == "." || name == ".." {
+        return vec![format!("may not be '{name}'")];
+    }
+    ["/", "%"]
+        .iter()
+        .filter(|bad| name.contains(**bad))
+        .map(|bad| format!("may not contain '{bad}'"))
+        .collect()
+}
+
+/// The digits of `value` if it is a percent string as `IsValidPercent` reads one (`[0-9]+%`).
+pub fn percent_digits(value: &str) -> Option<&str> {
+    let digits = value.strip_suffix('%')?;
+    (!digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())).then_some(digits)
+}
+
+/// What `IsValidPercent` says of a string that is not a percent.
+pub fn percent_error() -> String {
+    regex_error(
+        "a valid percent string must be a numeric string followed by an ending '%'",
+        "[0-9]+%",
+        &["1%", "93%"],
+    )
+}
+
 /// `MaxLenError`.
 pub fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")

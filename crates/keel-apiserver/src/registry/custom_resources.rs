@@ -187,6 +187,7 @@ fn info_of(crd: &Value, version: &Value) -> &'static ResourceInfo {
         namespaced: text(crd, "/spec/scope") == "Namespaced",
         name_rule: NameRule::Subdomain,
         status,
+        returns_deleted_object: false,
     })
 }
 

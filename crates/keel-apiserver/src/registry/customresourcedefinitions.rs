@@ -31,6 +31,7 @@ static INFO: ResourceInfo = ResourceInfo {
     namespaced: false,
     name_rule: NameRule::Subdomain,
     status: true,
+    returns_deleted_object: false,
 };
 
 static COLUMNS: [Column; 2] = [

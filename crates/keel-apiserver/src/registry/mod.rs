@@ -23,6 +23,7 @@ pub mod customresourcedefinitions;
 pub mod data;
 #[cfg(test)]
 mod defaulting_tests;
+pub mod defaults;
 pub mod discovery;
 pub mod endpoints;
 pub mod events;
@@ -41,6 +42,7 @@ pub mod persistentvolumes;
 pub mod pods;
 pub mod podtemplates;
 pub mod policy;
+pub mod printing;
 pub mod rbac;
 pub mod replicationcontrollers;
 pub mod resource_lists;
@@ -92,6 +94,9 @@ pub struct ResourceInfo {
     /// Whether the kind has a `status` subresource (then an update of the object keeps the
     /// stored status and an update of `status` keeps everything else).
     pub status: bool,
+    /// Whether a finished delete answers the deleted object rather than a `Success` Status
+    /// (kube-apiserver's `ReturnDeletedObject`; see [`Strategy::returns_deleted_object`]).
+    pub returns_deleted_object: bool,
 }
 
 impl ResourceInfo {
@@ -115,6 +120,7 @@ impl ResourceInfo {
             namespaced: true,
             name_rule: NameRule::Subdomain,
             status: false,
+            returns_deleted_object: false,
         }
     }
 
@@ -294,11 +300,12 @@ pub trait Strategy: Send + Sync {
     }
 
     /// Whether a finished delete answers the deleted object rather than a `Success` Status
-    /// (kube-apiserver's `ReturnDeletedObject`: pods, namespaces, services, serviceaccounts
-    /// and resourcequotas). A delete that waits (finalizers, a grace period) answers the
-    /// object as it now is, whatever the kind.
+    /// (kube-apiserver's `ReturnDeletedObject`: pods, namespaces, services, serviceaccounts,
+    /// resourcequotas, podtemplates, persistent volumes and claims and the storage.k8s.io
+    /// kinds): by default what the kind's [`ResourceInfo`] says. A delete that waits
+    /// (finalizers, a grace period) answers the object as it now is, whatever the kind.
     fn returns_deleted_object(&self) -> bool {
-        false
+        self.info().returns_deleted_object
     }
 
     /// What a delete that names no propagation policy does to the objects the deleted one

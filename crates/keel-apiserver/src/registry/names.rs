@@ -2,7 +2,7 @@
 //! kinds' names are DNS subdomains (RFC 1123, at most 253 characters), a namespace's name is a
 //! DNS label (at most 63), and `metadata.name` or `metadata.generateName` must be given.
 
-use crate::apimachinery::validation::{is_dns1123_label, is_dns1123_subdomain};
+use crate::apimachinery::validation::{is_dns1123_label, is_dns1123_subdomain, path_segment_name};
 use crate::storage::FieldError;
 
 /// Which rule a kind's names follow.
@@ -31,21 +31,9 @@ impl NameRule {
         match self {
             NameRule::Subdomain => is_dns1123_subdomain(name),
             NameRule::Label => is_dns1123_label(name),
-            NameRule::PathSegment => path_segment(name),
+            NameRule::PathSegment => path_segment_name(name),
         }
     }
-}
-
-/// apimachinery's `path.IsValidPathSegmentName`, worded as it words it.
-pub fn path_segment(name: &str) -> Vec<String> {
-    if name == "." || name == ".." {
-        return vec![format!("may not be '{name}'")];
-    }
-    ["/", "%"]
-        .iter()
-        .filter(|bad| name.contains(**bad))
-        .map(|bad| format!("may not contain '{bad}'"))
-        .collect()
 }
 
 /// apimachinery's `ValidateObjectMeta` for the name: `metadata.generateName` is checked as a

@@ -15,6 +15,7 @@ use crate::storage::FieldError;
 pub struct Namespaces;
 
 static INFO: ResourceInfo = ResourceInfo {
+    returns_deleted_object: true,
     short_names: &["ns"],
     namespaced: false,
     name_rule: NameRule::Label,
@@ -155,10 +156,6 @@ impl Strategy for Namespaces {
         }
         marked["status"]["phase"] = "Terminating".into();
         Some(marked)
-    }
-
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 }
 

@@ -13,10 +13,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::batch::job_spec::default_value;
 use super::persistentvolumes::{
-    VOLUME_MODES, access_modes_text, positive_quantity, storage_class, validate_access_modes,
-    validate_class,
+    access_modes_text, name_field, or_unset, phase_cell, positive_quantity, storage_class,
+    validate_access_modes, validate_class, validate_class_and_mode,
 };
 use super::resource_lists::{nanos, quantity_text};
 use super::selector::validate_label_selector;
@@ -24,12 +23,16 @@ use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
+use crate::registry::rules::immutable_at;
 use crate::storage::FieldError;
 
 /// The PersistentVolumeClaim strategy.
 pub struct PersistentVolumeClaims;
 
 static INFO: ResourceInfo = ResourceInfo {
+    // The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
+    returns_deleted_object: true,
     short_names: &["pvc"],
     status: true,
     ..ResourceInfo::new(
@@ -166,16 +169,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
         None => errors.push(FieldError::required("spec.resources[storage]", "")),
         Some(storage) => errors.extend(positive_quantity(storage, "spec.resources[storage]")),
     }
-    errors.extend(validate_class(&spec, "storageClassName", "spec"));
-    if let Some(mode) = spec.get("volumeMode").and_then(Value::as_str)
-        && !VOLUME_MODES.contains(&mode)
-    {
-        errors.push(FieldError::not_supported(
-            "spec.volumeMode",
-            mode,
-            &VOLUME_MODES,
-        ));
-    }
+    errors.extend(validate_class_and_mode(&spec));
     let source = spec.get("dataSource").filter(|s| !s.is_null());
     let reference = spec.get("dataSourceRef").filter(|s| !s.is_null());
     if let Some(s) = source {
@@ -301,14 +295,7 @@ fn validate_update_rules(new: &Value, old: &Value) -> Vec<FieldError> {
             "field can not be less than status.capacity",
         ));
     }
-    let (mode, old_mode) = (new.at("/spec/volumeMode"), old.at("/spec/volumeMode"));
-    if mode != old_mode {
-        errors.push(FieldError::invalid(
-            "volumeMode",
-            mode.cloned().unwrap_or(Value::Null),
-            "field is immutable",
-        ));
-    }
+    errors.extend(immutable_at(new, old, "/spec/volumeMode", "volumeMode"));
     errors
 }
 
@@ -382,24 +369,12 @@ impl Strategy for PersistentVolumeClaims {
         errors
     }
 
-    /// The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
-    fn returns_deleted_object(&self) -> bool {
-        true
-    }
-
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }
 
     fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        let deleting = obj
-            .at("/metadata/deletionTimestamp")
-            .is_some_and(|t| !t.is_null());
-        let phase = if deleting {
-            "Terminating"
-        } else {
-            super::text(obj, "/status/phase")
-        };
+        let phase = phase_cell(obj);
         let volume = super::text(obj, "/spec/volumeName");
         let (capacity, modes) = if volume.is_empty() {
             (String::new(), String::new())
@@ -410,12 +385,6 @@ impl Strategy for PersistentVolumeClaims {
                 access_modes_text(obj.at("/status/accessModes")),
             )
         };
-        let or_unset = |p: &str| {
-            obj.at(p)
-                .and_then(Value::as_str)
-                .unwrap_or("<unset>")
-                .to_string()
-        };
         vec![
             Value::from(meta_str(obj, "name")),
             Value::from(phase),
@@ -423,9 +392,9 @@ impl Strategy for PersistentVolumeClaims {
             Value::from(capacity),
             Value::from(modes),
             Value::from(storage_class(obj)),
-            Value::from(or_unset("/spec/volumeAttributesClassName")),
+            Value::from(or_unset(obj, "/spec/volumeAttributesClassName")),
             super::age(obj, now),
-            Value::from(or_unset("/spec/volumeMode")),
+            Value::from(or_unset(obj, "/spec/volumeMode")),
         ]
     }
 
@@ -434,10 +403,7 @@ impl Strategy for PersistentVolumeClaims {
     }
 
     fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "name" => meta_str(obj, "name").to_string(),
-            _ => String::new(),
-        }
+        name_field(obj, field)
     }
 }
 

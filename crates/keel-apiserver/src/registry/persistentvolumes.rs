@@ -12,14 +12,15 @@
 
 use serde_json::{Map, Value, json};
 
-use super::batch::job_spec::default_value;
-use super::batch::printing::json_text;
 use super::persistentvolumeclaims::diff_lines;
+use super::printing::json_text;
 use super::resource_lists::{nanos, quantity_text};
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
+use crate::registry::rules::immutable_at;
 use crate::storage::FieldError;
 use crate::storage::field::Kind;
 
@@ -27,6 +28,8 @@ use crate::storage::field::Kind;
 pub struct PersistentVolumes;
 
 static INFO: ResourceInfo = ResourceInfo {
+    // The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
+    returns_deleted_object: true,
     short_names: &["pv"],
     namespaced: false,
     status: true,
@@ -182,6 +185,51 @@ pub fn validate_access_modes(spec: &Value, path: &str) -> Vec<FieldError> {
         ));
     }
     errors
+}
+
+/// `ValidatePersistentVolumeSpec`'s and `ValidatePersistentVolumeClaimSpec`'s checks of the
+/// class (`storageClassName`) and the volume mode of `spec`.
+pub fn validate_class_and_mode(spec: &Value) -> Vec<FieldError> {
+    let mut errors = validate_class(spec, "storageClassName", "spec");
+    if let Some(mode) = spec.get("volumeMode").and_then(Value::as_str)
+        && !VOLUME_MODES.contains(&mode)
+    {
+        errors.push(FieldError::not_supported(
+            "spec.volumeMode",
+            mode,
+            &VOLUME_MODES,
+        ));
+    }
+    errors
+}
+
+/// The STATUS cell of a volume or claim: `Terminating` while it is being deleted, else its
+/// phase.
+pub fn phase_cell(obj: &Value) -> &str {
+    let deleting = obj
+        .at("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null());
+    if deleting {
+        "Terminating"
+    } else {
+        super::text(obj, "/status/phase")
+    }
+}
+
+/// The string at `pointer` in `obj`, `<unset>` when it is missing.
+pub fn or_unset(obj: &Value, pointer: &str) -> String {
+    obj.at(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or("<unset>")
+        .to_string()
+}
+
+/// The value of the selectable field `name` (the object's name) of a volume or claim.
+pub fn name_field(obj: &Value, field: &str) -> String {
+    match field {
+        "name" => meta_str(obj, "name").to_string(),
+        _ => String::new(),
+    }
 }
 
 /// `ValidateClassName` of the class at `<path>.<field>`, if set and not empty.
@@ -340,16 +388,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
             "may not be 'recycle' for a hostPath mount of '/'",
         ));
     }
-    errors.extend(validate_class(&spec, "storageClassName", "spec"));
-    if let Some(mode) = spec.get("volumeMode").and_then(Value::as_str)
-        && !VOLUME_MODES.contains(&mode)
-    {
-        errors.push(FieldError::not_supported(
-            "spec.volumeMode",
-            mode,
-            &VOLUME_MODES,
-        ));
-    }
+    errors.extend(validate_class_and_mode(&spec));
     if let Some(class) = spec
         .get("volumeAttributesClassName")
         .and_then(Value::as_str)
@@ -452,14 +491,7 @@ impl Strategy for PersistentVolumes {
                 ),
             ));
         }
-        let (mode, old_mode) = (new.at("/spec/volumeMode"), old.at("/spec/volumeMode"));
-        if mode != old_mode {
-            errors.push(FieldError::invalid(
-                "volumeMode",
-                mode.cloned().unwrap_or(Value::Null),
-                "field is immutable",
-            ));
-        }
+        errors.extend(immutable_at(new, old, "/spec/volumeMode", "volumeMode"));
         let old_affinity = old.at("/spec/nodeAffinity").filter(|a| !a.is_null());
         let affinity = new.at("/spec/nodeAffinity").filter(|a| !a.is_null());
         if old_affinity.is_some() && affinity != old_affinity {
@@ -484,11 +516,6 @@ impl Strategy for PersistentVolumes {
         errors
     }
 
-    /// The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
-    fn returns_deleted_object(&self) -> bool {
-        true
-    }
-
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }
@@ -505,20 +532,7 @@ impl Strategy for PersistentVolumes {
         let capacity = obj
             .at("/spec/capacity/storage")
             .map_or_else(|| "0".into(), quantity_text);
-        let deleting = obj
-            .at("/metadata/deletionTimestamp")
-            .is_some_and(|t| !t.is_null());
-        let phase = if deleting {
-            "Terminating"
-        } else {
-            super::text(obj, "/status/phase")
-        };
-        let or_unset = |p: &str| {
-            obj.at(p)
-                .and_then(Value::as_str)
-                .unwrap_or("<unset>")
-                .to_string()
-        };
+        let phase = phase_cell(obj);
         vec![
             Value::from(meta_str(obj, "name")),
             Value::from(capacity),
@@ -527,10 +541,10 @@ impl Strategy for PersistentVolumes {
             Value::from(phase),
             Value::from(claim),
             Value::from(storage_class(obj)),
-            Value::from(or_unset("/spec/volumeAttributesClassName")),
+            Value::from(or_unset(obj, "/spec/volumeAttributesClassName")),
             Value::from(super::text(obj, "/status/reason")),
             super::age(obj, now),
-            Value::from(or_unset("/spec/volumeMode")),
+            Value::from(or_unset(obj, "/spec/volumeMode")),
         ]
     }
 
@@ -539,10 +553,7 @@ impl Strategy for PersistentVolumes {
     }
 
     fn field(&self, obj: &Value, field: &str) -> String {
-        match field {
-            "name" => meta_str(obj, "name").to_string(),
-            _ => String::new(),
-        }
+        name_field(obj, field)
     }
 }
 

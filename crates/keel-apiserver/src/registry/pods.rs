@@ -25,6 +25,7 @@ use crate::storage::FieldError;
 pub struct Pods;
 
 static INFO: ResourceInfo = ResourceInfo {
+    returns_deleted_object: true,
     short_names: &["po"],
     categories: &["all"],
     status: true,
@@ -108,7 +109,8 @@ impl Strategy for Pods {
         let Some(o) = obj.as_object_mut() else {
             return;
         };
-        defaults::object_entry(o, "metadata").insert("generation".into(), json!(1));
+        crate::registry::defaults::object_entry(o, "metadata")
+            .insert("generation".into(), json!(1));
         let mut status = json!({"phase": "Pending", "qosClass": qos});
         if gated {
             status["conditions"] = json!([{
@@ -254,10 +256,6 @@ impl Strategy for Pods {
     }
 
     fn tracks_generation(&self) -> bool {
-        true
-    }
-
-    fn returns_deleted_object(&self) -> bool {
         true
     }
 }

@@ -7,7 +7,7 @@
 use serde_json::Value;
 
 use super::batch::job_spec::ensure_object;
-use super::batch::printing::container_cells;
+use super::printing::container_cells;
 use super::services::format_labels;
 use super::{Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str, template};
 use crate::apimachinery::time::Time;
@@ -17,8 +17,11 @@ use crate::storage::FieldError;
 /// The PodTemplate strategy.
 pub struct PodTemplates;
 
-static INFO: ResourceInfo =
-    ResourceInfo::new("", "v1", "PodTemplate", "podtemplates", "podtemplate");
+static INFO: ResourceInfo = ResourceInfo {
+    // The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
+    returns_deleted_object: true,
+    ..ResourceInfo::new("", "v1", "PodTemplate", "podtemplates", "podtemplate")
+};
 
 static COLUMNS: [Column; 4] = [
     NAME_COLUMN,
@@ -44,11 +47,6 @@ impl Strategy for PodTemplates {
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let empty = Value::Object(Default::default());
         template::validate(obj.get("template").unwrap_or(&empty), "template")
-    }
-
-    /// The store's `ReturnDeletedObject: true` (its `storage/storage.go`).
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 
     fn columns(&self) -> &'static [Column] {

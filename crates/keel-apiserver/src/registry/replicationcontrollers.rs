@@ -10,12 +10,13 @@
 
 use serde_json::{Map, Value, json};
 
-use super::batch::job_spec::{default_value, non_negative};
-use super::batch::printing::{container_cells, json_text};
+use super::batch::job_spec::non_negative;
+use super::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN, container_cells, json_text};
 use super::services::format_labels;
 use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, meta, meta_str};
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
 use crate::storage::FieldError;
 
 /// The ReplicationController strategy.
@@ -63,12 +64,8 @@ static COLUMNS: [Column; 8] = [
         "The number of ready replicas for this replication controller.",
     ),
     AGE_COLUMN,
-    Column::string("Containers", 1, "Names of each container in the template."),
-    Column::string(
-        "Images",
-        1,
-        "Images referenced by each container in the template.",
-    ),
+    CONTAINERS_COLUMN,
+    IMAGES_COLUMN,
     Column::string(
         "Selector",
         1,
@@ -145,26 +142,11 @@ fn validate_template(spec: &Value) -> Vec<FieldError> {
             }
         }
     }
-    let restart = template
-        .at("/spec/restartPolicy")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if restart != "Always" {
-        errors.push(FieldError::not_supported(
-            &format!("{path}.spec.restartPolicy"),
-            restart,
-            &["Always"],
-        ));
-    }
-    if template
-        .at("/spec/activeDeadlineSeconds")
-        .is_some_and(|d| !d.is_null())
-    {
-        errors.push(FieldError::forbidden(
-            &format!("{path}.spec.activeDeadlineSeconds"),
-            "activeDeadlineSeconds in ReplicationController is not Supported",
-        ));
-    }
+    errors.extend(super::template::always_restarting(
+        template,
+        path,
+        "ReplicationController",
+    ));
     errors
 }
 

@@ -18,6 +18,8 @@ use crate::storage::FieldError;
 pub struct ResourceQuotas;
 
 static INFO: ResourceInfo = ResourceInfo {
+    // `ReturnDeletedObject: true` (pkg/registry/core/resourcequota/storage).
+    returns_deleted_object: true,
     short_names: &["quota"],
     status: true,
     ..ResourceInfo::new("", "v1", "ResourceQuota", "resourcequotas", "resourcequota")
@@ -350,11 +352,6 @@ impl Strategy for ResourceQuotas {
             Value::from(usage_cell(obj, false)),
             Value::from(usage_cell(obj, true)),
         ]
-    }
-
-    /// `ReturnDeletedObject: true` (pkg/registry/core/resourcequota/storage).
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 }
 

@@ -10,6 +10,8 @@ use crate::apimachinery::time::Time;
 pub struct ServiceAccounts;
 
 static INFO: ResourceInfo = ResourceInfo {
+    // `ReturnDeletedObject: true` (pkg/registry/core/serviceaccount/storage).
+    returns_deleted_object: true,
     short_names: &["sa"],
     ..ResourceInfo::new(
         "",
@@ -74,11 +76,6 @@ impl Strategy for ServiceAccounts {
             .and_then(Value::as_array)
             .map_or(0, |l| l.len());
         super::name_age_row(obj, now, [Value::from(secrets)])
-    }
-
-    /// `ReturnDeletedObject: true` (pkg/registry/core/serviceaccount/storage).
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 }
 

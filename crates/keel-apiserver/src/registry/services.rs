@@ -28,6 +28,8 @@ use crate::storage::FieldError;
 pub struct Services;
 
 static INFO: ResourceInfo = ResourceInfo {
+    // `ReturnDeletedObject: true` (pkg/registry/core/service/storage).
+    returns_deleted_object: true,
     short_names: &["svc"],
     categories: &["all"],
     status: true,
@@ -341,11 +343,6 @@ impl Strategy for Services {
 
     fn selectable_fields(&self) -> &'static [&'static str] {
         &["spec.clusterIP", "spec.type"]
-    }
-
-    /// `ReturnDeletedObject: true` (pkg/registry/core/service/storage).
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 }
 

@@ -61,6 +61,18 @@ pub fn selector_matches(selector: &Value, template: &Value) -> bool {
     selector.matches(labels)
 }
 
+/// `<path>.metadata.labels: Invalid value: <labels>: `selector` does not match template
+/// `labels``: the error of a template at `path` whose labels the selector does not match
+/// (Kubernetes 1.34 prints a map's value as JSON, `field.Error`'s json.Marshal).
+pub fn labels_mismatch(template: &Value, path: &str) -> FieldError {
+    let labels = template.at("/metadata/labels").and_then(Value::as_object);
+    FieldError::invalid(
+        &format!("{path}.metadata.labels"),
+        labels.cloned().map_or(Value::Null, Value::Object),
+        "`selector` does not match template `labels`",
+    )
+}
+
 /// `ValidatePodTemplateSpecForReplicaSet` (what ReplicaSets, Deployments, StatefulSets and
 /// DaemonSets ask of their template at `path`): present, matched by a non-empty
 /// `selector`, valid, restarting `Always` and without an active deadline.
@@ -75,15 +87,17 @@ pub fn validate_for_replicas(
     let mut errors = Vec::new();
     let selects_something = LabelSelector::from_object(selector).is_ok_and(|s| !s.is_empty());
     if selects_something && !selector_matches(selector, template) {
-        let labels = template.at("/metadata/labels").and_then(Value::as_object);
-        // Kubernetes 1.34 prints a map's value as JSON (`field.Error`'s json.Marshal).
-        errors.push(FieldError::invalid(
-            &format!("{path}.metadata.labels"),
-            labels.cloned().map_or(Value::Null, Value::Object),
-            "`selector` does not match template `labels`",
-        ));
+        errors.push(labels_mismatch(template, path));
     }
     errors.extend(validate(template, path));
+    errors.extend(always_restarting(template, path, "ReplicaSet"));
+    errors
+}
+
+/// The restart policy and active deadline a replicated pod template at `path` may have
+/// (`Always`, none), with `<kind>` in the deadline's words.
+pub fn always_restarting(template: &Value, path: &str, kind: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
     let restart = template
         .at("/spec/restartPolicy")
         .and_then(Value::as_str)
@@ -101,7 +115,7 @@ pub fn validate_for_replicas(
     {
         errors.push(FieldError::forbidden(
             &format!("{path}.spec.activeDeadlineSeconds"),
-            "activeDeadlineSeconds in ReplicaSet is not Supported",
+            &format!("activeDeadlineSeconds in {kind} is not Supported"),
         ));
     }
     errors

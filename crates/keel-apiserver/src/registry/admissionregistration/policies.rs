@@ -11,10 +11,9 @@ use serde_json::{Map, Value, json};
 
 use super::rules::validate_rule;
 use crate::apimachinery::time::Time;
+use crate::registry::defaults::{as_map, default_value, object_entry};
 use crate::registry::selector::LabelSelector;
-use crate::registry::storage_k8s_io::fields::{
-    as_map, child, default_value, items, present, str_at,
-};
+use crate::registry::storage_k8s_io::fields::{items, present, str_at};
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, name_age_row};
 use crate::storage::FieldError;
 
@@ -129,7 +128,7 @@ impl Strategy for ValidatingAdmissionPolicies {
     }
 
     fn set_defaults(&self, obj: &mut Value) {
-        let spec = child(as_map(obj), "spec");
+        let spec = object_entry(as_map(obj), "spec");
         default_value(spec, "failurePolicy", json!("Fail"));
         if let Some(m) = spec.get_mut("matchConstraints").filter(|m| m.is_object()) {
             match_defaults(as_map(m));
@@ -203,7 +202,7 @@ impl Strategy for ValidatingAdmissionPolicyBindings {
     }
 
     fn set_defaults(&self, obj: &mut Value) {
-        let spec = child(as_map(obj), "spec");
+        let spec = object_entry(as_map(obj), "spec");
         if let Some(m) = spec.get_mut("matchResources").filter(|m| m.is_object()) {
             match_defaults(as_map(m));
         }

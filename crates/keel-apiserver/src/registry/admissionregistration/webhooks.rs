@@ -13,9 +13,10 @@ use serde_json::{Map, Value, json};
 use super::rules::{validate_rule, webhook_service, webhook_url};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
+use crate::registry::defaults::{as_map, default_value};
 use crate::registry::selector::validate_label_selector;
 use crate::registry::storage_k8s_io::fields::{
-    as_map, default_value, go_strings, is_dns1035_label, items, present, str_at,
+    go_strings, is_dns1035_label, items, present, str_at,
 };
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, name_age_row};
 use crate::storage::FieldError;
@@ -245,57 +246,41 @@ fn cells(obj: &Value, now: Time) -> Vec<Value> {
     name_age_row(obj, now, [Value::from(items(obj, "/webhooks").len())])
 }
 
-impl Strategy for ValidatingWebhookConfigurations {
-    fn info(&self) -> &'static ResourceInfo {
-        &VALIDATING
-    }
+/// The Strategy of a webhook configuration kind `$kind`: its info (`$info`), its defaults and
+/// validation (`$mutating`: a MutatingWebhookConfiguration's), generation tracked, and the
+/// WEBHOOKS column.
+macro_rules! webhook_strategy {
+    ($kind:ty, $info:expr, $mutating:expr) => {
+        impl Strategy for $kind {
+            fn info(&self) -> &'static ResourceInfo {
+                &$info
+            }
 
-    fn set_defaults(&self, obj: &mut Value) {
-        defaults(obj, false);
-    }
+            fn set_defaults(&self, obj: &mut Value) {
+                defaults(obj, $mutating);
+            }
 
-    fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_configuration(obj, false)
-    }
+            fn validate(&self, obj: &Value) -> Vec<FieldError> {
+                validate_configuration(obj, $mutating)
+            }
 
-    fn tracks_generation(&self) -> bool {
-        true
-    }
+            fn tracks_generation(&self) -> bool {
+                true
+            }
 
-    fn columns(&self) -> &'static [Column] {
-        &COLUMNS
-    }
+            fn columns(&self) -> &'static [Column] {
+                &COLUMNS
+            }
 
-    fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        cells(obj, now)
-    }
+            fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
+                cells(obj, now)
+            }
+        }
+    };
 }
 
-impl Strategy for MutatingWebhookConfigurations {
-    fn info(&self) -> &'static ResourceInfo {
-        &MUTATING
-    }
-
-    fn set_defaults(&self, obj: &mut Value) {
-        defaults(obj, true);
-    }
-
-    fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_configuration(obj, true)
-    }
-
-    fn tracks_generation(&self) -> bool {
-        true
-    }
-
-    fn columns(&self) -> &'static [Column] {
-        &COLUMNS
-    }
-
-    fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        cells(obj, now)
-    }
-}
+webhook_strategy!(ValidatingWebhookConfigurations, VALIDATING, false);
+webhook_strategy!(MutatingWebhookConfigurations, MUTATING, true);
 
 #[cfg(test)]
 mod tests {

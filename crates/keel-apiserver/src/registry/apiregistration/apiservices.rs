@@ -9,11 +9,10 @@
 use serde_json::{Value, json};
 
 use crate::apimachinery::time::Time;
-use crate::apimachinery::validation::is_dns1123_subdomain;
+use crate::apimachinery::validation::{is_dns1123_subdomain, path_segment_name};
+use crate::registry::defaults::{as_map, default_value, object_entry};
 use crate::registry::rules::port_number;
-use crate::registry::storage_k8s_io::fields::{
-    as_map, child, default_value, is_dns1035_label, items, present, str_at,
-};
+use crate::registry::storage_k8s_io::fields::{is_dns1035_label, items, present, str_at};
 use crate::registry::{
     AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str, name_age_row,
 };
@@ -46,24 +45,12 @@ static COLUMNS: [Column; 4] = [
     AGE_COLUMN,
 ];
 
-/// `IsValidPathSegmentName`'s messages.
-fn path_segment(name: &str) -> Vec<String> {
-    if name == "." || name == ".." {
-        return vec![format!("may not be '{name}'")];
-    }
-    ["/", "%"]
-        .iter()
-        .filter(|bad| name.contains(*bad))
-        .map(|bad| format!("may not contain '{bad}'"))
-        .collect()
-}
-
 fn validate(obj: &Value) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let (group, version) = (str_at(obj, "/spec/group"), str_at(obj, "/spec/version"));
     let name = meta_str(obj, "name");
     let required = format!("{version}.{group}");
-    let mut problems = path_segment(name);
+    let mut problems = path_segment_name(name);
     if problems.is_empty() && name != required {
         problems.push(format!(
             "must be `spec.version+\".\"+spec.group`: {}",
@@ -164,7 +151,7 @@ impl Strategy for ApiServices {
     }
 
     fn set_defaults(&self, obj: &mut Value) {
-        let spec = child(as_map(obj), "spec");
+        let spec = object_entry(as_map(obj), "spec");
         if let Some(service) = spec.get_mut("service").filter(|s| s.is_object()) {
             default_value(as_map(service), "port", json!(443));
         }

@@ -40,7 +40,11 @@ fn validate_revision(obj: &Value) -> Vec<FieldError> {
     if obj.get("data").is_none_or(Value::is_null) {
         errors.push(FieldError::required("data", "data is mandatory"));
     }
-    errors.extend(super::workload::nonnegative(obj, "/revision", "revision"));
+    errors.extend(crate::registry::rules::non_negative(
+        obj,
+        "/revision",
+        "revision",
+    ));
     errors
 }
 

@@ -10,12 +10,12 @@
 
 use serde_json::{Map, Value, json};
 
-use super::workload::{
-    self, CONTAINERS_COLUMN, IMAGES_COLUMN, default_str, default_value, nonnegative, object_entry,
-    str_field,
-};
+use super::workload::{self, str_field};
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
+use crate::registry::defaults::{default_str, default_value, object_entry};
+use crate::registry::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN};
+use crate::registry::rules::non_negative;
 use crate::registry::selector::LabelSelector;
 use crate::registry::services::format_labels;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta, template};
@@ -198,20 +198,24 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
         }
     };
     if !matches {
-        errors.push(workload::nothing_matches(template, "spec.template"));
+        errors.push(template::labels_mismatch(template, "spec.template"));
     }
     if let Some(s) = selector
         && LabelSelector::from_object(s).is_ok_and(|s| s.is_empty())
     {
         errors.push(FieldError::invalid_printed(
             "spec.selector",
-            workload::selector_json(Some(s)),
+            crate::registry::printing::selector_json(Some(s)),
             "empty selector is invalid for daemonset",
         ));
     }
     errors.extend(template::validate(template, "spec.template"));
-    errors.extend(workload::always_restarting(template, "DaemonSet"));
-    errors.extend(nonnegative(
+    errors.extend(template::always_restarting(
+        template,
+        "spec.template",
+        "DaemonSet",
+    ));
+    errors.extend(non_negative(
         &spec,
         "/minReadySeconds",
         "spec.minReadySeconds",
@@ -220,7 +224,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
         Ok(g) if g < 0 => errors.push(FieldError::invalid(
             "spec.templateGeneration",
             g,
-            workload::NONNEGATIVE,
+            crate::apimachinery::validation::NON_NEGATIVE,
         )),
         Ok(_) => {}
         Err(e) => errors.push(FieldError::invalid(
@@ -230,7 +234,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
         )),
     }
     errors.extend(validate_strategy(&spec));
-    errors.extend(nonnegative(
+    errors.extend(non_negative(
         &spec,
         "/revisionHistoryLimit",
         "spec.revisionHistoryLimit",
@@ -331,26 +335,17 @@ impl Strategy for DaemonSets {
         let node_selector = obj
             .at("/spec/template/spec/nodeSelector")
             .and_then(Value::as_object);
-        let mut row = crate::registry::name_age_row(
-            obj,
-            now,
-            [
-                workload::count(obj, "/status/desiredNumberScheduled").into(),
-                workload::count(obj, "/status/currentNumberScheduled").into(),
-                workload::count(obj, "/status/numberReady").into(),
-                workload::count(obj, "/status/updatedNumberScheduled").into(),
-                workload::count(obj, "/status/numberAvailable").into(),
-                format_labels(node_selector).into(),
-            ],
-        );
-        let [containers, images] = workload::container_cells(obj);
+        let middle = [
+            workload::count(obj, "/status/desiredNumberScheduled").into(),
+            workload::count(obj, "/status/currentNumberScheduled").into(),
+            workload::count(obj, "/status/numberReady").into(),
+            workload::count(obj, "/status/updatedNumberScheduled").into(),
+            workload::count(obj, "/status/numberAvailable").into(),
+            format_labels(node_selector).into(),
+        ];
         let selector = obj.at("/spec/selector").unwrap_or(&Value::Null);
-        row.extend([
-            containers,
-            images,
-            LabelSelector::format_object(selector).into(),
-        ]);
-        row
+        let selector = LabelSelector::format_object(selector).into();
+        workload::wide_row(obj, now, middle, Some(selector))
     }
 
     fn tracks_generation(&self) -> bool {

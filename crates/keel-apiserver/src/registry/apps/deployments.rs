@@ -8,12 +8,12 @@
 
 use serde_json::{Map, Value, json};
 
-use super::workload::{
-    self, CONTAINERS_COLUMN, IMAGES_COLUMN, default_str, default_value, nonnegative, object_entry,
-    str_field,
-};
+use super::workload::{self, str_field};
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
+use crate::registry::defaults::{default_str, default_value, object_entry};
+use crate::registry::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN};
+use crate::registry::rules::non_negative;
 use crate::registry::selector::LabelSelector;
 use crate::registry::{
     AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, meta, template,
@@ -147,23 +147,23 @@ fn validate_rolling_update(rolling: &Value) -> Vec<FieldError> {
 /// `ValidateDeploymentSpec`.
 fn validate_spec(obj: &Value) -> Vec<FieldError> {
     let spec = obj.get("spec").cloned().unwrap_or(json!({}));
-    let mut errors: Vec<FieldError> = nonnegative(&spec, "/replicas", "spec.replicas")
+    let mut errors: Vec<FieldError> = non_negative(&spec, "/replicas", "spec.replicas")
         .into_iter()
         .collect();
     errors.extend(replica_template(&spec, "deployment"));
     errors.extend(validate_strategy(&spec));
-    errors.extend(nonnegative(
+    errors.extend(non_negative(
         &spec,
         "/minReadySeconds",
         "spec.minReadySeconds",
     ));
-    errors.extend(nonnegative(
+    errors.extend(non_negative(
         &spec,
         "/revisionHistoryLimit",
         "spec.revisionHistoryLimit",
     ));
     if let Some(deadline) = spec.get("progressDeadlineSeconds").and_then(Value::as_i64) {
-        errors.extend(nonnegative(
+        errors.extend(non_negative(
             &spec,
             "/progressDeadlineSeconds",
             "spec.progressDeadlineSeconds",
@@ -194,7 +194,7 @@ pub(super) fn replica_template(spec: &Value, kind: &str) -> Vec<FieldError> {
     match selector {
         Some(selector) if !reads => errors.push(FieldError::invalid_printed(
             "spec.selector",
-            workload::selector_json(Some(selector)),
+            crate::registry::printing::selector_json(Some(selector)),
             "invalid label selector",
         )),
         Some(selector) => errors.extend(template::validate_for_replicas(
@@ -203,7 +203,7 @@ pub(super) fn replica_template(spec: &Value, kind: &str) -> Vec<FieldError> {
             "spec.template",
         )),
         None => {
-            errors.push(workload::nothing_matches(template, "spec.template"));
+            errors.push(template::labels_mismatch(template, "spec.template"));
             errors.extend(template::validate_for_replicas(
                 Some(template),
                 &empty,
@@ -259,18 +259,12 @@ impl Strategy for Deployments {
             .and_then(|s| LabelSelector::from_object(s).ok())
             .map(|s| s.to_string())
             .unwrap_or_default();
-        let [containers, images] = workload::container_cells(obj);
-        let mut row = crate::registry::name_age_row(
-            obj,
-            now,
-            [
-                workload::ready_of_desired(obj),
-                workload::count(obj, "/status/updatedReplicas").into(),
-                workload::count(obj, "/status/availableReplicas").into(),
-            ],
-        );
-        row.extend([containers, images, selector.into()]);
-        row
+        let counts = [
+            workload::ready_of_desired(obj),
+            workload::count(obj, "/status/updatedReplicas").into(),
+            workload::count(obj, "/status/availableReplicas").into(),
+        ];
+        workload::wide_row(obj, now, counts, Some(selector.into()))
     }
 
     fn tracks_generation(&self) -> bool {

@@ -8,9 +8,12 @@
 
 use serde_json::{Value, json};
 
-use super::workload::{self, CONTAINERS_COLUMN, IMAGES_COLUMN, default_value, nonnegative};
+use super::workload;
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
+use crate::registry::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN};
+use crate::registry::rules::non_negative;
 use crate::registry::selector::LabelSelector;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy};
 use crate::storage::FieldError;
@@ -66,10 +69,10 @@ static COLUMNS: [Column; 8] = [
 /// `ValidateReplicaSetSpec`.
 fn validate_spec(obj: &Value) -> Vec<FieldError> {
     let spec = obj.get("spec").cloned().unwrap_or(json!({}));
-    let mut errors: Vec<FieldError> = nonnegative(&spec, "/replicas", "spec.replicas")
+    let mut errors: Vec<FieldError> = non_negative(&spec, "/replicas", "spec.replicas")
         .into_iter()
         .collect();
-    errors.extend(nonnegative(
+    errors.extend(non_negative(
         &spec,
         "/minReadySeconds",
         "spec.minReadySeconds",
@@ -109,23 +112,14 @@ impl Strategy for ReplicaSets {
     }
 
     fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        let [containers, images] = workload::container_cells(obj);
-        let mut row = crate::registry::name_age_row(
-            obj,
-            now,
-            [
-                workload::count(obj, "/spec/replicas").into(),
-                workload::count(obj, "/status/replicas").into(),
-                workload::count(obj, "/status/readyReplicas").into(),
-            ],
-        );
+        let counts = [
+            workload::count(obj, "/spec/replicas").into(),
+            workload::count(obj, "/status/replicas").into(),
+            workload::count(obj, "/status/readyReplicas").into(),
+        ];
         let selector = obj.at("/spec/selector").unwrap_or(&Value::Null);
-        row.extend([
-            containers,
-            images,
-            LabelSelector::format_object(selector).into(),
-        ]);
-        row
+        let selector = LabelSelector::format_object(selector).into();
+        workload::wide_row(obj, now, counts, Some(selector))
     }
 
     fn tracks_generation(&self) -> bool {

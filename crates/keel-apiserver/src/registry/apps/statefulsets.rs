@@ -12,15 +12,15 @@
 
 use serde_json::{Map, Value, json};
 
-use super::workload::{
-    self, CONTAINERS_COLUMN, IMAGES_COLUMN, default_str, default_value, nonnegative, object_entry,
-    str_field,
-};
+use super::workload::{self, str_field};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_label;
 use crate::json_pointer::At;
+use crate::registry::defaults::{default_str, default_value, object_entry};
 use crate::registry::meta::validate_labels;
 use crate::registry::names::NameRule;
+use crate::registry::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN};
+use crate::registry::rules::non_negative;
 use crate::registry::template;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy};
 use crate::storage::FieldError;
@@ -129,7 +129,7 @@ fn internal_rolling(rolling: Option<&Value>) -> String {
 fn validate_rolling(rolling: &Value) -> Vec<FieldError> {
     let path = "spec.updateStrategy.rollingUpdate";
     let mut errors: Vec<FieldError> =
-        nonnegative(rolling, "/partition", &format!("{path}.partition"))
+        non_negative(rolling, "/partition", &format!("{path}.partition"))
             .into_iter()
             .collect();
     let max = rolling.get("maxUnavailable").filter(|m| !m.is_null());
@@ -181,16 +181,20 @@ fn validate_template(spec: &Value, selector: Option<&Value>) -> Vec<FieldError> 
     let template = spec.get("template").unwrap_or(&empty);
     let mut errors = Vec::new();
     match selector {
-        None => errors.push(workload::nothing_matches(template, "spec.template")),
+        None => errors.push(template::labels_mismatch(template, "spec.template")),
         Some(s) if !template::selector_matches(s, template) => {
-            errors.push(workload::nothing_matches(template, "spec.template"));
+            errors.push(template::labels_mismatch(template, "spec.template"));
         }
         Some(_) => {}
     }
     if let Some(labels) = template.at("/metadata/labels") {
         errors.extend(validate_labels(labels, "spec.template.labels"));
     }
-    errors.extend(workload::always_restarting(template, "StatefulSet"));
+    errors.extend(template::always_restarting(
+        template,
+        "spec.template",
+        "StatefulSet",
+    ));
     errors
 }
 
@@ -223,18 +227,18 @@ fn validate_spec(spec: &Value) -> Vec<FieldError> {
             }
         }
     }
-    errors.extend(nonnegative(spec, "/replicas", "spec.replicas"));
-    errors.extend(nonnegative(
+    errors.extend(non_negative(spec, "/replicas", "spec.replicas"));
+    errors.extend(non_negative(
         spec,
         "/minReadySeconds",
         "spec.minReadySeconds",
     ));
-    errors.extend(nonnegative(
+    errors.extend(non_negative(
         spec,
         "/revisionHistoryLimit",
         "spec.revisionHistoryLimit",
     ));
-    errors.extend(nonnegative(spec, "/ordinals/start", "spec.ordinals.start"));
+    errors.extend(non_negative(spec, "/ordinals/start", "spec.ordinals.start"));
     let (selector_errors, reads) = workload::validate_selector(spec, "statefulset");
     errors.extend(selector_errors);
     let selector = spec.get("selector").filter(|s| !s.is_null());
@@ -243,7 +247,7 @@ fn validate_spec(spec: &Value) -> Vec<FieldError> {
     } else {
         errors.push(FieldError::invalid_printed(
             "spec.selector",
-            workload::selector_json(selector),
+            crate::registry::printing::selector_json(selector),
             "",
         ));
     }
@@ -320,9 +324,7 @@ impl Strategy for StatefulSets {
     }
 
     fn cells(&self, obj: &Value, now: Time) -> Vec<Value> {
-        let mut row = crate::registry::name_age_row(obj, now, [workload::ready_of_desired(obj)]);
-        row.extend(workload::container_cells(obj));
-        row
+        workload::wide_row(obj, now, [workload::ready_of_desired(obj)], None)
     }
 
     fn tracks_generation(&self) -> bool {

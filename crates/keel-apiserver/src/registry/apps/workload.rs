@@ -5,60 +5,25 @@
 //! `json.Marshal` prints them, and the CONTAINERS and IMAGES cells of
 //! `pkg/printers/internalversion/printers.go`.
 //!
-//! Some of this (int-or-percent checks, the Go JSON of a label selector, the containers
-//! cells) would serve batch/v1 and policy/v1 too.
+//! The defaults, non-negative counts, immutable fields, a selector's Go JSON and the
+//! containers cells come from [`crate::registry::defaults`], [`crate::registry::rules`] and
+//! [`crate::registry::printing`], which batch/v1 and the core kinds use too.
 
 use serde_json::{Map, Value, json};
 
+use crate::apimachinery::time::Time;
+use crate::apimachinery::validation::{NON_NEGATIVE, percent_digits, percent_error};
 use crate::json_pointer::At;
+use crate::registry::defaults::object_entry;
+use crate::registry::printing::{self, selector_json};
+use crate::registry::rules::immutable_printed;
 use crate::registry::selector::{LabelSelector, validate_label_selector};
-use crate::registry::{Column, template};
+use crate::registry::{name_age_row, template};
 use crate::storage::FieldError;
-
-/// `ValidateNonnegativeField`'s words.
-pub const NONNEGATIVE: &str = "must be greater than or equal to 0";
-
-/// The `Containers` column (`-o wide`).
-pub const CONTAINERS_COLUMN: Column =
-    Column::string("Containers", 1, "Names of each container in the template.");
-
-/// The `Images` column (`-o wide`).
-pub const IMAGES_COLUMN: Column = Column::string(
-    "Images",
-    1,
-    "Images referenced by each container in the template.",
-);
-
-/// `map[key]` as an object, made one if it is missing or is not (Go's nil pointer to a
-/// struct that a defaulter allocates).
-pub fn object_entry<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let v = map.entry(key).or_insert_with(|| json!({}));
-    if !v.is_object() {
-        *v = json!({});
-    }
-    match v {
-        Value::Object(m) => m,
-        _ => unreachable!("just made an object"),
-    }
-}
-
-/// Sets `map[key]` to `value` if it is missing or null (a nil pointer field).
-pub fn default_value(map: &mut Map<String, Value>, key: &str, value: Value) {
-    if map.get(key).is_none_or(Value::is_null) {
-        map.insert(key.into(), value);
-    }
-}
 
 /// The string at `map[key]` ("" when missing), as Go reads a string field.
 pub fn str_field<'a>(map: &'a Map<String, Value>, key: &str) -> &'a str {
     map.get(key).and_then(Value::as_str).unwrap_or("")
-}
-
-/// Sets `map[key]` to `value` if it is missing or an empty string (`len(x) == 0`).
-pub fn default_str(map: &mut Map<String, Value>, key: &str, value: &str) {
-    if str_field(map, key).is_empty() {
-        map.insert(key.into(), value.into());
-    }
 }
 
 /// Runs `defaults` on the object's spec (made if missing, as Go's struct always is), then
@@ -80,51 +45,6 @@ pub fn clear_status(obj: &mut Value, zero: Value) {
     if let Some(o) = obj.as_object_mut() {
         o.insert("status".into(), zero);
     }
-}
-
-/// `<path>: Invalid value: <n>: must be greater than or equal to 0` when the integer at
-/// `pointer` in `obj` is negative.
-pub fn nonnegative(obj: &Value, pointer: &str, path: &str) -> Option<FieldError> {
-    let n = obj.at(pointer).and_then(Value::as_i64)?;
-    (n < 0).then(|| FieldError::invalid(path, n, NONNEGATIVE))
-}
-
-/// A `metav1.LabelSelector` as Go's `json.Marshal` writes it (`matchLabels` first, its keys
-/// sorted; empty fields left out); `null` when there is none.
-pub fn selector_json(selector: Option<&Value>) -> String {
-    let Some(selector) = selector.filter(|s| !s.is_null()) else {
-        return "null".into();
-    };
-    let mut parts = Vec::new();
-    if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object)
-        && !labels.is_empty()
-    {
-        parts.push(format!("\"matchLabels\":{}", Value::Object(labels.clone())));
-    }
-    if let Some(expressions) = selector.get("matchExpressions").and_then(Value::as_array)
-        && !expressions.is_empty()
-    {
-        let items: Vec<String> = expressions
-            .iter()
-            .map(|e| {
-                let text = |f: &str| Value::from(e.get(f).and_then(Value::as_str).unwrap_or(""));
-                let mut item = format!(
-                    "{{\"key\":{},\"operator\":{}",
-                    text("key"),
-                    text("operator")
-                );
-                if let Some(values) = e.get("values").and_then(Value::as_array)
-                    && !values.is_empty()
-                {
-                    item.push_str(&format!(",\"values\":{}", Value::Array(values.clone())));
-                }
-                item.push('}');
-                item
-            })
-            .collect();
-        parts.push(format!("\"matchExpressions\":[{}]", items.join(",")));
-    }
-    format!("{{{}}}", parts.join(","))
 }
 
 /// The selector checks of `ValidateDeploymentSpec`, `ValidateReplicaSetSpec` and
@@ -157,30 +77,17 @@ pub fn validate_selector(spec: &Value, kind: &str) -> (Vec<FieldError>, bool) {
     (errors, LabelSelector::from_object(selector).is_ok())
 }
 
-/// The error of a template that a missing selector cannot match (`LabelSelectorAsSelector`
-/// of nil selects nothing, so no labels match it).
-pub fn nothing_matches(template: &Value, path: &str) -> FieldError {
-    let labels = template.at("/metadata/labels").and_then(Value::as_object);
-    FieldError::invalid(
-        &format!("{path}.metadata.labels"),
-        labels.cloned().map_or(Value::Null, Value::Object),
-        "`selector` does not match template `labels`",
-    )
-}
-
 /// `ValidateImmutableField` of `spec.selector` (what apps/v1 updates of Deployments,
 /// ReplicaSets and DaemonSets check), compared as `apiequality.Semantic` does.
 pub fn selector_unchanged(new: &Value, old: &Value) -> Option<FieldError> {
     let new_selector = new.at("/spec/selector");
-    let old_selector = old.at("/spec/selector");
-    let normal = |s: Option<&Value>| s.map(semantic).unwrap_or(Value::Null);
-    (normal(new_selector) != normal(old_selector)).then(|| {
-        FieldError::invalid_printed(
-            "spec.selector",
-            selector_json(new_selector),
-            "field is immutable",
-        )
-    })
+    let normal = |s: Option<&Value>| s.map(semantic);
+    immutable_printed(
+        "spec.selector",
+        normal(new_selector).as_ref(),
+        normal(old.at("/spec/selector")).as_ref(),
+        selector_json(new_selector),
+    )
 }
 
 /// `v` as `apiequality.Semantic.DeepEqual` compares it: zero values (null, "", 0, false,
@@ -212,12 +119,7 @@ fn is_zero(v: &Value) -> bool {
 
 /// `getPercentValue`: the number of a valid percent string (`25%`).
 fn percent(v: &Value) -> Option<i64> {
-    let s = v.as_str()?;
-    let digits = s.strip_suffix('%')?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
+    percent_digits(v.as_str()?)?.parse().ok()
 }
 
 /// `getIntOrPercentValue`: a percent's number, an integer, or (as `IntValue` reads a string
@@ -242,17 +144,11 @@ pub fn int_or_string_json(v: Option<&Value>) -> Value {
 /// integer.
 pub fn positive_int_or_percent(v: Option<&Value>, path: &str) -> Vec<FieldError> {
     match v {
-        Some(s @ Value::String(_)) if percent(s).is_none() => vec![FieldError::invalid(
-            path,
-            s.clone(),
-            &crate::apimachinery::validation::regex_error(
-                "a valid percent string must be a numeric string followed by an ending '%'",
-                "[0-9]+%",
-                &["1%", "93%"],
-            ),
-        )],
+        Some(s @ Value::String(_)) if percent(s).is_none() => {
+            vec![FieldError::invalid(path, s.clone(), &percent_error())]
+        }
         Some(Value::Number(n)) if n.as_i64().is_some_and(|n| n < 0) => {
-            vec![FieldError::invalid(path, n.clone(), NONNEGATIVE)]
+            vec![FieldError::invalid(path, n.clone(), NON_NEGATIVE)]
         }
         _ => Vec::new(),
     }
@@ -264,47 +160,25 @@ pub fn not_more_than_100_percent(v: Option<&Value>, path: &str) -> Option<FieldE
     (value > 100).then(|| FieldError::invalid(path, v.cloned(), "must not be greater than 100%"))
 }
 
-/// The restart policy and active deadline a StatefulSet's or DaemonSet's template may
-/// have (`Always`, none), with `<kind>` in the deadline's words.
-pub fn always_restarting(template: &Value, kind: &str) -> Vec<FieldError> {
-    let mut errors = Vec::new();
-    let restart = template
-        .at("/spec/restartPolicy")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if restart != "Always" {
-        errors.push(FieldError::not_supported(
-            "spec.template.spec.restartPolicy",
-            restart,
-            &["Always"],
-        ));
-    }
-    if template
-        .at("/spec/activeDeadlineSeconds")
-        .is_some_and(|d| !d.is_null())
-    {
-        errors.push(FieldError::forbidden(
-            "spec.template.spec.activeDeadlineSeconds",
-            &format!("activeDeadlineSeconds in {kind} is not Supported"),
-        ));
-    }
-    errors
+/// `layoutContainerCells` of the pod template: its container names and images,
+/// comma-separated, as cells.
+pub fn container_cells(obj: &Value) -> [Value; 2] {
+    let (names, images) = printing::container_cells(obj, "/spec/template/spec");
+    [names.into(), images.into()]
 }
 
-/// `layoutContainerCells`: the template's container names and images, comma-separated.
-pub fn container_cells(obj: &Value) -> [Value; 2] {
-    let containers = obj
-        .at("/spec/template/spec/containers")
-        .and_then(Value::as_array);
-    let field = |f: &str| -> Value {
-        let items: Vec<&str> = containers
-            .into_iter()
-            .flatten()
-            .map(|c| c.get(f).and_then(Value::as_str).unwrap_or(""))
-            .collect();
-        items.join(",").into()
-    };
-    [field("name"), field("image")]
+/// A workload's table row: its name, the `middle` cells, its age, and (wide) the template's
+/// containers and images and, if the kind shows one, the `selector` cell.
+pub fn wide_row(
+    obj: &Value,
+    now: Time,
+    middle: impl IntoIterator<Item = Value>,
+    selector: Option<Value>,
+) -> Vec<Value> {
+    let mut row = name_age_row(obj, now, middle);
+    row.extend(container_cells(obj));
+    row.extend(selector);
+    row
 }
 
 /// The integer at `pointer` in `obj` (0 when unset), as an `int64` cell.
@@ -326,18 +200,6 @@ pub fn ready_of_desired(obj: &Value) -> Value {
 mod tests {
     use super::*;
     use crate::registry::rules::messages;
-
-    #[test]
-    fn selectors_print_as_go_marshals_them() {
-        let s = json!({"matchLabels": {"b": "2", "a": "1"},
-            "matchExpressions": [{"key": "k", "operator": "Exists"}]});
-        assert_eq!(
-            selector_json(Some(&s)),
-            r#"{"matchLabels":{"a":"1","b":"2"},"matchExpressions":[{"key":"k","operator":"Exists"}]}"#
-        );
-        assert_eq!(selector_json(Some(&json!({}))), "{}");
-        assert_eq!(selector_json(None), "null");
-    }
 
     #[test]
     fn int_or_percent_values_are_checked_as_upstream_checks_them() {

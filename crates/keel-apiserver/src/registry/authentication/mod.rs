@@ -145,6 +145,35 @@ pub fn review_cells(obj: &Value) -> Vec<Value> {
     ]
 }
 
+/// The Strategy of a review kind `$kind` (authentication's and authorization's): its info
+/// (`$info`, a `static ResourceInfo`), the review columns and cells, and itself as the answer.
+macro_rules! review_strategy {
+    ($kind:ty, $info:expr) => {
+        impl $crate::registry::Strategy for $kind {
+            fn info(&self) -> &'static $crate::registry::ResourceInfo {
+                &$info
+            }
+
+            fn columns(&self) -> &'static [$crate::registry::Column] {
+                &$crate::registry::authentication::REVIEW_COLUMNS
+            }
+
+            fn cells(
+                &self,
+                obj: &serde_json::Value,
+                _now: $crate::apimachinery::time::Time,
+            ) -> Vec<serde_json::Value> {
+                $crate::registry::authentication::review_cells(obj)
+            }
+
+            fn review(&self) -> Option<&dyn $crate::registry::authentication::Review> {
+                Some(self)
+            }
+        }
+    };
+}
+pub(crate) use review_strategy;
+
 /// `obj` answered as a review of kind `info` with `status`: its apiVersion and kind set, and
 /// `metadata.creationTimestamp` null unless set (Go's zero `metav1.Time`).
 pub fn answered(info: &super::ResourceInfo, mut obj: Value, status: Value) -> Value {

@@ -6,9 +6,9 @@
 
 use serde_json::{Value, json};
 
-use super::{REVIEW_COLUMNS, Requester, Review, answered, review_cells, user_info};
+use super::{Requester, Review, answered, review_strategy, user_info};
 use crate::apimachinery::time::Time;
-use crate::registry::{Column, ResourceInfo, Strategy};
+use crate::registry::ResourceInfo;
 use crate::storage::Status;
 
 /// The SelfSubjectReview strategy.
@@ -35,23 +35,7 @@ static TOKEN_REVIEW: ResourceInfo = ResourceInfo {
     ..ResourceInfo::new(GROUP, "v1", "TokenReview", "tokenreviews", "tokenreview")
 };
 
-impl Strategy for SelfSubjectReviews {
-    fn info(&self) -> &'static ResourceInfo {
-        &SELF_SUBJECT_REVIEW
-    }
-
-    fn columns(&self) -> &'static [Column] {
-        &REVIEW_COLUMNS
-    }
-
-    fn cells(&self, obj: &Value, _now: Time) -> Vec<Value> {
-        review_cells(obj)
-    }
-
-    fn review(&self) -> Option<&dyn Review> {
-        Some(self)
-    }
-}
+review_strategy!(SelfSubjectReviews, SELF_SUBJECT_REVIEW);
 
 impl Review for SelfSubjectReviews {
     /// The requester's user, name, uid and groups, created now.
@@ -62,23 +46,7 @@ impl Review for SelfSubjectReviews {
     }
 }
 
-impl Strategy for TokenReviews {
-    fn info(&self) -> &'static ResourceInfo {
-        &TOKEN_REVIEW
-    }
-
-    fn columns(&self) -> &'static [Column] {
-        &REVIEW_COLUMNS
-    }
-
-    fn cells(&self, obj: &Value, _now: Time) -> Vec<Value> {
-        review_cells(obj)
-    }
-
-    fn review(&self) -> Option<&dyn Review> {
-        Some(self)
-    }
-}
+review_strategy!(TokenReviews, TOKEN_REVIEW);
 
 impl Review for TokenReviews {
     /// `spec.token` judged: `authenticated` with the user it names, or the authenticator's

@@ -9,9 +9,8 @@ pub mod validation;
 
 use serde_json::{Value, json};
 
-use super::authentication::{REVIEW_COLUMNS, Requester, Review, answered, review_cells};
-use super::{Column, ResourceInfo, Strategy};
-use crate::apimachinery::time::Time;
+use super::authentication::{Requester, Review, answered, review_strategy};
+use super::{ResourceInfo, Strategy};
 use crate::storage::{FieldError, Status};
 
 /// The LocalSubjectAccessReview strategy.
@@ -74,29 +73,6 @@ static SUBJECT: ResourceInfo = info(
     "subjectaccessreview",
     false,
 );
-
-/// The Strategy of a review kind: its info, the review columns, and itself as the answer.
-macro_rules! review_strategy {
-    ($kind:ty, $info:expr) => {
-        impl Strategy for $kind {
-            fn info(&self) -> &'static ResourceInfo {
-                &$info
-            }
-
-            fn columns(&self) -> &'static [Column] {
-                &REVIEW_COLUMNS
-            }
-
-            fn cells(&self, obj: &Value, _now: Time) -> Vec<Value> {
-                review_cells(obj)
-            }
-
-            fn review(&self) -> Option<&dyn Review> {
-                Some(self)
-            }
-        }
-    };
-}
 
 review_strategy!(LocalSubjectAccessReviews, LOCAL);
 review_strategy!(SelfSubjectAccessReviews, SELF_ACCESS);

@@ -8,7 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use super::conversion::DEFAULT_CPU_UTILIZATION;
-use crate::registry::storage_k8s_io::fields::{as_map, child, default_value};
+use crate::registry::defaults::{as_map, default_value, object_entry};
 
 /// `defaultHPAScaleUpRules`: no stabilization window, the larger change of 4 pods or 100%
 /// every 15 seconds.
@@ -45,7 +45,7 @@ fn rules(from: Option<&Value>, defaults: Value) -> Value {
 
 /// `SetDefaults_HorizontalPodAutoscaler` (autoscaling/v2).
 pub fn set_v2(obj: &mut Value) {
-    let spec = child(as_map(obj), "spec");
+    let spec = object_entry(as_map(obj), "spec");
     default_value(spec, "minReplicas", json!(1));
     if spec
         .get("metrics")
@@ -68,7 +68,7 @@ pub fn set_v2(obj: &mut Value) {
 
 /// `SetDefaults_HorizontalPodAutoscaler` (autoscaling/v1).
 pub fn set_v1(obj: &mut Value) {
-    let spec: &mut Map<String, Value> = child(as_map(obj), "spec");
+    let spec: &mut Map<String, Value> = object_entry(as_map(obj), "spec");
     default_value(spec, "minReplicas", json!(1));
 }
 

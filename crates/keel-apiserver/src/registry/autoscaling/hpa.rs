@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use super::{conversion, defaults, validation};
 use crate::apimachinery::time::Time;
-use crate::registry::storage_k8s_io::fields::{as_map, items, present, str_at};
+use crate::registry::defaults::as_map;
+use crate::registry::storage_k8s_io::fields::{items, present, str_at};
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, name_age_row};
 use crate::storage::FieldError;
 

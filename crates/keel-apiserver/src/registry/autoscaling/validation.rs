@@ -7,6 +7,7 @@
 use serde_json::Value;
 
 use crate::apimachinery::quantity::quantity_nanos;
+use crate::apimachinery::validation::path_segment_name;
 use crate::registry::storage_k8s_io::fields::{items, present, str_at};
 use crate::storage::FieldError;
 
@@ -23,18 +24,6 @@ const SOURCE_TYPES: [&str; 5] = [
     "Resource",
 ];
 
-/// `IsValidPathSegmentName`'s messages.
-fn path_segment(name: &str) -> Vec<String> {
-    if name == "." || name == ".." {
-        return vec![format!("may not be '{name}'")];
-    }
-    ["/", "%"]
-        .iter()
-        .filter(|bad| name.contains(*bad))
-        .map(|bad| format!("may not contain '{bad}'"))
-        .collect()
-}
-
 /// `ValidateCrossVersionObjectReference`.
 fn cross_version_ref(r: Option<&Value>, path: &str) -> Vec<FieldError> {
     let mut errors = Vec::new();
@@ -44,7 +33,7 @@ fn cross_version_ref(r: Option<&Value>, path: &str) -> Vec<FieldError> {
         if value.is_empty() {
             errors.push(FieldError::required(&at, ""));
         }
-        for problem in path_segment(value) {
+        for problem in path_segment_name(value) {
             errors.push(FieldError::invalid(&at, value, &problem));
         }
     }

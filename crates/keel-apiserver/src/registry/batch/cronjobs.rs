@@ -10,11 +10,15 @@
 use serde_json::{Value, json};
 
 use super::cron::parse_standard;
-use super::job_spec::{self, default_value, non_negative};
-use super::printing::{bool_ptr, container_cells, label_selector_json};
+use super::job_spec::{self, non_negative};
 use super::zones::load_location;
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
+use crate::registry::printing::{
+    CONTAINERS_COLUMN, IMAGES_COLUMN, SELECTOR_COLUMN, bool_ptr, container_cells,
+    label_selector_json,
+};
 use crate::registry::selector::LabelSelector;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
 use crate::storage::FieldError;
@@ -64,19 +68,9 @@ static COLUMNS: [Column; 10] = [
         "Information when was the last time the job was successfully scheduled.",
     ),
     AGE_COLUMN,
-    Column::string("Containers", 1, "Names of each container in the template."),
-    Column::string(
-        "Images",
-        1,
-        "Images referenced by each container in the template.",
-    ),
-    Column::string(
-        "Selector",
-        1,
-        "A label query over pods that should match the pod count. Normally, the system sets \
-         this field for you. More info: \
-         https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
-    ),
+    CONTAINERS_COLUMN,
+    IMAGES_COLUMN,
+    SELECTOR_COLUMN,
 ];
 
 /// The concurrency policies (`validateConcurrencyPolicy`).

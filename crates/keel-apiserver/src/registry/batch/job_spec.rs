@@ -6,12 +6,12 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use super::printing::invalid_without_value;
-use crate::apimachinery::validation::{is_dns1123_subdomain, is_qualified_name, regex_error};
+use crate::apimachinery::validation::is_qualified_name;
 use crate::json_pointer::At;
-use crate::registry::template;
+use crate::registry::printing::invalid_without_value;
+use crate::registry::{rules, template};
 use crate::storage::FieldError;
 
 /// `maxParallelismForIndexedJob`.
@@ -37,8 +37,6 @@ const OPERATORS: [&str; 2] = ["In", "NotIn"];
 const STATUSES: [&str; 3] = ["False", "True", "Unknown"];
 /// `supportedPodReplacementPolicy`.
 const REPLACEMENT_POLICIES: [&str; 2] = ["Failed", "TerminatingOrFailed"];
-/// `httpPathFmt`, what `IsDomainPrefixedPath` asks of the path.
-const HTTP_PATH: &str = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+";
 
 /// The integer at `field` of `spec`, if set.
 pub fn int(spec: &Value, field: &str) -> Option<i64> {
@@ -47,20 +45,7 @@ pub fn int(spec: &Value, field: &str) -> Option<i64> {
 
 /// `ValidateNonnegativeField` of `spec.<field>` at `<path>.<field>`, if it is set.
 pub fn non_negative(spec: &Value, field: &str, path: &str) -> Option<FieldError> {
-    int(spec, field).filter(|v| *v < 0).map(|v| {
-        FieldError::invalid(
-            &format!("{path}.{field}"),
-            v,
-            "must be greater than or equal to 0",
-        )
-    })
-}
-
-/// Sets `map[key]` to `value` when it is missing or null.
-pub fn default_value(map: &mut Map<String, Value>, key: &str, value: Value) {
-    if map.get(key).is_none_or(Value::is_null) {
-        map.insert(key.into(), value);
-    }
+    rules::non_negative(spec, &format!("/{field}"), &format!("{path}.{field}"))
 }
 
 /// Makes the objects on the way to `pointer` (`/spec/template`) in `obj`, as a Go struct
@@ -141,7 +126,7 @@ pub fn validate_job_spec(spec: &Value, path: &str) -> Vec<FieldError> {
         }
     }
     if let Some(managed_by) = spec.get("managedBy").and_then(Value::as_str) {
-        errors.extend(domain_prefixed_path(
+        errors.extend(rules::domain_prefixed_path(
             &format!("{path}.managedBy"),
             managed_by,
         ));
@@ -318,38 +303,6 @@ fn indexed_rules(
                 &format!("must be less than or equal to {HIGH_COMPLETIONS_LIMIT} {above}"),
             ));
         }
-    }
-    errors
-}
-
-/// `apimachineryvalidation.IsDomainPrefixedPath`.
-fn domain_prefixed_path(path: &str, value: &str) -> Vec<FieldError> {
-    if value.is_empty() {
-        return vec![FieldError::required(path, "")];
-    }
-    let Some((host, rest)) = value
-        .split_once('/')
-        .filter(|(h, r)| !h.is_empty() && !r.is_empty())
-    else {
-        return vec![FieldError::invalid(
-            path,
-            value,
-            "must be a domain-prefixed path (such as \"acme.io/foo\")",
-        )];
-    };
-    let mut errors: Vec<FieldError> = is_dns1123_subdomain(host)
-        .iter()
-        .map(|e| FieldError::invalid(path, host, e))
-        .collect();
-    let ok = rest
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"/-._~%!$&'()*+,;=:".contains(&b));
-    if !ok {
-        errors.push(FieldError::invalid(
-            path,
-            rest,
-            &regex_error("Invalid path", HTTP_PATH, &[]),
-        ));
     }
     errors
 }

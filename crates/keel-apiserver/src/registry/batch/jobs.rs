@@ -9,11 +9,16 @@
 
 use serde_json::{Map, Value, json};
 
-use super::job_spec::{self, default_value, int, non_negative};
-use super::printing::{container_cells, immutable, json_text, label_selector_json};
+use super::job_spec::{self, int, non_negative};
 use crate::apimachinery::time::{Time, human_duration_secs};
 use crate::apimachinery::validation::is_dns1123_label;
 use crate::json_pointer::At;
+use crate::registry::defaults::default_value;
+use crate::registry::printing::{
+    CONTAINERS_COLUMN, IMAGES_COLUMN, SELECTOR_COLUMN, container_cells, json_text,
+    label_selector_json,
+};
+use crate::registry::rules::immutable_printed;
 use crate::registry::selector::{LabelSelector, validate_label_selector};
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta, meta_str};
 use crate::storage::FieldError;
@@ -48,19 +53,9 @@ static COLUMNS: [Column; 8] = [
     ),
     Column::string("Duration", 0, "Time required to complete the job."),
     AGE_COLUMN,
-    Column::string("Containers", 1, "Names of each container in the template."),
-    Column::string(
-        "Images",
-        1,
-        "Images referenced by each container in the template.",
-    ),
-    Column::string(
-        "Selector",
-        1,
-        "A label query over pods that should match the pod count. Normally, the system sets \
-         this field for you. More info: \
-         https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
-    ),
+    CONTAINERS_COLUMN,
+    IMAGES_COLUMN,
+    SELECTOR_COLUMN,
 ];
 
 /// `obj.spec` as an object, made one if missing.
@@ -283,7 +278,7 @@ fn validate_spec_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let indexed = spec.get("completionMode").and_then(Value::as_str) == Some("Indexed");
     let (completions, old_completions) = (spec.get("completions"), old_spec.get("completions"));
     if !indexed {
-        errors.extend(immutable(
+        errors.extend(immutable_printed(
             "spec.completions",
             completions,
             old_completions,
@@ -299,7 +294,7 @@ fn validate_spec_update(new: &Value, old: &Value) -> Vec<FieldError> {
             "can only be modified in tandem with spec.parallelism",
         ));
     }
-    errors.extend(immutable(
+    errors.extend(immutable_printed(
         "spec.selector",
         spec.get("selector"),
         old_spec.get("selector"),
@@ -317,7 +312,7 @@ fn validate_spec_update(new: &Value, old: &Value) -> Vec<FieldError> {
     } else {
         (template.cloned(), old_spec.get("template").cloned())
     };
-    errors.extend(immutable(
+    errors.extend(immutable_printed(
         "spec.template",
         now.as_ref(),
         was.as_ref(),
@@ -331,7 +326,7 @@ fn validate_spec_update(new: &Value, old: &Value) -> Vec<FieldError> {
         "successPolicy",
     ] {
         let (now, was) = (spec.get(field), old_spec.get(field));
-        errors.extend(immutable(
+        errors.extend(immutable_printed(
             &format!("spec.{field}"),
             now,
             was,

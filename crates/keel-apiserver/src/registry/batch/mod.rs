@@ -2,15 +2,14 @@
 //! strategies (`pkg/registry/batch/job/strategy.go`, `pkg/registry/batch/cronjob/strategy.go`),
 //! validation (`pkg/apis/batch/validation/validation.go`) and printers
 //! (`pkg/printers/internalversion/printers.go`). The kinds are [`jobs`] and [`cronjobs`];
-//! [`job_spec`] is what both validate of a JobSpec, [`cron`] reads schedules, [`zones`]
-//! names the time zones and [`printing`] holds the cells and error values several kinds
-//! print (the core ReplicationController uses them too).
+//! [`job_spec`] is what both validate of a JobSpec, [`cron`] reads schedules and [`zones`]
+//! names the time zones; the cells and error values several kinds print are in
+//! [`crate::registry::printing`].
 
 pub mod cron;
 pub mod cronjobs;
 pub mod job_spec;
 pub mod jobs;
-pub mod printing;
 pub mod zones;
 
 use super::Strategy;

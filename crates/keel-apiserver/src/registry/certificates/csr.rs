@@ -17,9 +17,8 @@ use serde_json::{Value, json};
 use super::pem::{blocks, go_bytes, is_der_sequence};
 use crate::apimachinery::time::{Time, human_duration_secs};
 use crate::apimachinery::validation::{is_dns1123_label, is_dns1123_subdomain};
-use crate::registry::storage_k8s_io::fields::{
-    as_map, child, default_value, items, present, str_at,
-};
+use crate::registry::defaults::{as_map, default_value, object_entry};
+use crate::registry::storage_k8s_io::fields::{items, present, str_at};
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, age, meta_str};
 use crate::storage::FieldError;
 
@@ -344,7 +343,7 @@ impl Strategy for CertificateSigningRequests {
 
     fn prepare_for_create(&self, obj: &mut Value) {
         let m = as_map(obj);
-        let spec = child(m, "spec");
+        let spec = object_entry(m, "spec");
         for field in ["username", "uid", "groups", "extra"] {
             spec.remove(field);
         }

@@ -17,7 +17,7 @@ use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::{is_dns1123_label, is_dns1123_subdomain, is_qualified_name};
 use crate::json_pointer::At;
 use crate::registry::meta::{metadata, validate_labels};
-use crate::registry::networking::shared::immutable;
+use crate::registry::rules::immutable;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, text};
 use crate::storage::FieldError;
 

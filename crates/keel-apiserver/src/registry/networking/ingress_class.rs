@@ -10,10 +10,11 @@
 
 use serde_json::Value;
 
-use super::shared::{immutable, object_at, typed_local_object_reference};
+use super::shared::{object_at, typed_local_object_reference};
 use crate::apimachinery::time::Time;
-use crate::apimachinery::validation::{is_dns1123_label, is_dns1123_subdomain, regex_error};
+use crate::apimachinery::validation::is_dns1123_label;
 use crate::json_pointer::At;
+use crate::registry::rules::{domain_prefixed_path, immutable};
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, text};
 use crate::storage::FieldError;
 
@@ -50,40 +51,6 @@ static COLUMNS: [Column; 4] = [
 const CONTROLLER_MAX: usize = 250;
 /// `supportedIngressClassParametersReferenceScopes`, sorted.
 const SCOPES: [&str; 2] = ["Cluster", "Namespace"];
-/// `httpPathFmt`.
-const HTTP_PATH_FMT: &str = "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+";
-
-/// `IsDomainPrefixedPath` of the controller.
-fn domain_prefixed_path(path: &str, value: &str) -> Vec<FieldError> {
-    if value.is_empty() {
-        return vec![FieldError::required(path, "")];
-    }
-    let Some((host, rest)) = value
-        .split_once('/')
-        .filter(|(h, r)| !h.is_empty() && !r.is_empty())
-    else {
-        return vec![FieldError::invalid(
-            path,
-            value,
-            "must be a domain-prefixed path (such as \"acme.io/foo\")",
-        )];
-    };
-    let mut errors: Vec<FieldError> = is_dns1123_subdomain(host)
-        .iter()
-        .map(|p| FieldError::invalid(path, host, p))
-        .collect();
-    let http_path = rest
-        .bytes()
-        .all(|c| c.is_ascii_alphanumeric() || b"/-._~%!$&'()*+,;=:".contains(&c));
-    if !http_path {
-        errors.push(FieldError::invalid(
-            path,
-            rest,
-            &regex_error("Invalid path", HTTP_PATH_FMT, &[]),
-        ));
-    }
-    errors
-}
 
 /// `validateIngressClassParametersReference`.
 fn validate_parameters(params: &Value) -> Vec<FieldError> {

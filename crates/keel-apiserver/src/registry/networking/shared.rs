@@ -1,35 +1,24 @@
 //! Steps the built-in groups added beside `networking.k8s.io` share (policy, discovery,
-//! scheduling and node use them too): an immutable field (`ValidateImmutableField`), an
-//! int-or-percent (`ValidatePositiveIntOrPercent`, `IsNotMoreThan100Percent`) with the value
-//! as Go's `%#v` prints an `intstr.IntOrString`, a typed local object reference
-//! (`validateIngressTypedLocalObjectReference`), a path segment name
-//! (`IsValidPathSegmentName`), a wildcard DNS subdomain (`IsWildcardDNS1123Subdomain`), the
-//! generation a kind without spec tracking still starts at, and an object's field made an
-//! object to default into.
+//! scheduling and node use them too): an int-or-percent (`ValidatePositiveIntOrPercent`,
+//! `IsNotMoreThan100Percent`) with the value as Go's `%#v` prints an `intstr.IntOrString`, a
+//! typed local object reference (`validateIngressTypedLocalObjectReference`), a wildcard DNS
+//! subdomain (`IsWildcardDNS1123Subdomain`), the generation a kind without spec tracking
+//! still starts at, and an object's field made an object to default into.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::apimachinery::quote::go_quote;
-use crate::apimachinery::validation::{DNS1123_SUBDOMAIN_MAX, is_dns1123_subdomain, regex_error};
+use crate::apimachinery::validation::{
+    DNS1123_SUBDOMAIN_MAX, is_dns1123_subdomain, path_segment_name, percent_digits, percent_error,
+    regex_error,
+};
+use crate::registry::defaults::object_entry;
 use crate::registry::meta;
 use crate::storage::FieldError;
 
-/// `ValidateImmutableField`: `<path>: Invalid value: <new>: field is immutable` when `new`
-/// differs from `old` (a missing value reads as null).
-pub fn immutable(path: &str, new: Option<&Value>, old: Option<&Value>) -> Option<FieldError> {
-    let unset = |v: Option<&Value>| v.cloned().unwrap_or(Value::Null);
-    let (new, old) = (unset(new), unset(old));
-    (new != old).then(|| FieldError::invalid(path, new, "field is immutable"))
-}
-
 /// `obj[key]` as an object, made one if it is missing or is not.
 pub fn object_at<'a>(obj: &'a mut Value, key: &str) -> Option<&'a mut Map<String, Value>> {
-    let o = obj.as_object_mut()?;
-    let v = o.entry(key).or_insert_with(|| json!({}));
-    if !v.is_object() {
-        *v = json!({});
-    }
-    v.as_object_mut()
+    Some(object_entry(obj.as_object_mut()?, key))
 }
 
 /// `metadata.generation = 1`, what a new object of a kind whose strategy sets it on create
@@ -53,16 +42,9 @@ pub fn int_or_string_go(v: &Value) -> String {
     }
 }
 
-/// `percentFmt` and `percentErrMsg` of `IsValidPercent`.
-const PERCENT_FMT: &str = "[0-9]+%";
-const PERCENT_ERR: &str =
-    "a valid percent string must be a numeric string followed by an ending '%'";
-
 /// The number of a percent string (`50%`), if it is one.
 fn percent(s: &str) -> Option<i64> {
-    let digits = s.strip_suffix('%')?;
-    (!digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()))
-        .then(|| digits.parse().unwrap_or(i64::MAX))
+    percent_digits(s).map(|digits| digits.parse().unwrap_or(i64::MAX))
 }
 
 /// `ValidatePositiveIntOrPercent` and `IsNotMoreThan100Percent` of the int-or-string at
@@ -75,7 +57,7 @@ pub fn int_or_percent(v: &Value, path: &str) -> Vec<FieldError> {
             None => errors.push(FieldError::invalid_printed(
                 path,
                 printed(),
-                &regex_error(PERCENT_ERR, PERCENT_FMT, &["1%", "93%"]),
+                &percent_error(),
             )),
             Some(p) if p > 100 => errors.push(FieldError::invalid_printed(
                 path,
@@ -104,20 +86,6 @@ pub fn int_or_string_text(v: &Value) -> String {
         Value::String(s) => s.clone(),
         other => other.as_i64().unwrap_or(0).to_string(),
     }
-}
-
-/// `path.IsValidPathSegmentName`: what is wrong with a name that goes into a URL path.
-pub fn path_segment_name(name: &str) -> Vec<String> {
-    if name == "." || name == ".." {
-        return vec![format!("may not be '{name}'")];
-    }
-    let mut problems = Vec::new();
-    for bad in ["/", "%"] {
-        if name.contains(bad) {
-            problems.push(format!("may not contain '{bad}'"));
-        }
-    }
-    problems
 }
 
 /// `wildcardDNS1123SubdomainFmt` and its message.
@@ -183,6 +151,7 @@ pub fn strings_at<'a>(obj: &'a Value, key: &str) -> Vec<&'a str> {
 mod tests {
     use super::*;
     use crate::registry::rules::messages;
+    use serde_json::json;
 
     #[test]
     fn int_or_percent_is_checked_and_printed_as_go_prints_it() {
@@ -232,10 +201,5 @@ mod tests {
             messages(&typed_local_object_reference(&json!({"kind": "K"}), "r")),
             vec!["r.name: Required value: name is required"]
         );
-        assert_eq!(
-            immutable("x", Some(&json!("b")), Some(&json!("a"))).map(|e| e.to_string()),
-            Some("x: Invalid value: \"b\": field is immutable".to_string())
-        );
-        assert!(immutable("x", None, Some(&Value::Null)).is_none());
     }
 }

@@ -14,7 +14,7 @@ use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::{is_dns1123_label, is_qualified_name, is_valid_label_value};
 use crate::json_pointer::At;
 use crate::registry::meta::validate_labels;
-use crate::registry::networking::shared::immutable;
+use crate::registry::rules::immutable;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, text};
 use crate::storage::FieldError;
 

@@ -5,40 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::json_pointer::At;
-
-/// `map[key]` as an object, made one if it is missing or is not.
-pub(super) fn object_entry<'a>(
-    map: &'a mut Map<String, Value>,
-    key: &str,
-) -> &'a mut Map<String, Value> {
-    let v = map.entry(key).or_insert_with(|| json!({}));
-    if !v.is_object() {
-        *v = json!({});
-    }
-    match v {
-        Value::Object(m) => m,
-        _ => unreachable!("just made an object"),
-    }
-}
-
-/// Sets `map[key]` to `value` if it is missing or an empty string.
-fn default_str(map: &mut Map<String, Value>, key: &str, value: &str) {
-    if map
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .is_empty()
-    {
-        map.insert(key.into(), Value::from(value));
-    }
-}
-
-/// Sets `map[key]` to `value` if it is missing or null.
-fn default_value(map: &mut Map<String, Value>, key: &str, value: Value) {
-    if map.get(key).is_none_or(Value::is_null) {
-        map.insert(key.into(), value);
-    }
-}
+use crate::registry::defaults::{default_str, default_value, object_entry};
 
 /// The tag `parsers.ParseImageName` finds (`latest` when there is neither tag nor digest).
 pub(super) fn image_tag(image: &str) -> &str {

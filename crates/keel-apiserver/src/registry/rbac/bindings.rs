@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use super::GROUP;
 use crate::apimachinery::time::Time;
-use crate::apimachinery::validation::is_dns1123_subdomain;
-use crate::registry::names::{NameRule, path_segment};
+use crate::apimachinery::validation::{is_dns1123_subdomain, path_segment_name};
+use crate::registry::names::NameRule;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, text};
 use crate::storage::FieldError;
 
@@ -165,7 +165,7 @@ fn validate(obj: &Value, namespaced: bool) -> Vec<FieldError> {
     if name.is_empty() {
         errors.push(FieldError::required("roleRef.name", ""));
     }
-    for problem in path_segment(name) {
+    for problem in path_segment_name(name) {
         errors.push(FieldError::invalid("roleRef.name", name, &problem));
     }
     let subjects = obj.get("subjects").and_then(Value::as_array);

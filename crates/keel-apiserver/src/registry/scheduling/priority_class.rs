@@ -11,7 +11,8 @@
 use serde_json::{Value, json};
 
 use crate::apimachinery::time::Time;
-use crate::registry::networking::shared::{generation_one, immutable};
+use crate::registry::networking::shared::generation_one;
+use crate::registry::rules::immutable;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
 use crate::storage::FieldError;
 

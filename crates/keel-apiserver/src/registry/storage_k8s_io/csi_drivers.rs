@@ -7,9 +7,11 @@
 
 use serde_json::{Value, json};
 
-use super::fields::{as_map, bool_or, child, default_value, immutable, items, present};
+use super::fields::{bool_or, items, present};
 use crate::apimachinery::quote::go_quote;
 use crate::apimachinery::time::Time;
+use crate::registry::defaults::{as_map, default_value, object_entry};
+use crate::registry::rules::immutable_at;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, age, meta_str};
 use crate::storage::FieldError;
 
@@ -17,6 +19,7 @@ use crate::storage::FieldError;
 pub struct CsiDrivers;
 
 static INFO: ResourceInfo = ResourceInfo {
+    returns_deleted_object: true,
     namespaced: false,
     ..ResourceInfo::new(
         "storage.k8s.io",
@@ -177,7 +180,7 @@ impl Strategy for CsiDrivers {
     }
 
     fn set_defaults(&self, obj: &mut Value) {
-        let spec = child(as_map(obj), "spec");
+        let spec = object_entry(as_map(obj), "spec");
         default_value(spec, "attachRequired", json!(true));
         default_value(spec, "podInfoOnMount", json!(false));
         default_value(spec, "storageCapacity", json!(false));
@@ -199,7 +202,7 @@ impl Strategy for CsiDrivers {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut errors = validate_spec(new);
-        errors.extend(immutable(
+        errors.extend(immutable_at(
             new,
             old,
             "/spec/attachRequired",
@@ -217,10 +220,6 @@ impl Strategy for CsiDrivers {
             ));
         }
         errors
-    }
-
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 
     fn columns(&self) -> &'static [Column] {

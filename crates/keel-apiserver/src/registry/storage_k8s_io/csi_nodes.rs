@@ -16,6 +16,7 @@ use crate::storage::FieldError;
 pub struct CsiNodes;
 
 static INFO: ResourceInfo = ResourceInfo {
+    returns_deleted_object: true,
     namespaced: false,
     ..ResourceInfo::new("storage.k8s.io", "v1", "CSINode", "csinodes", "csinode")
 };
@@ -151,10 +152,6 @@ impl Strategy for CsiNodes {
             }
         }
         errors
-    }
-
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -1,64 +1,15 @@
 //! Small steps the storage, autoscaling, admissionregistration, certificates and
-//! apiregistration kinds share: a default set where a field is missing (as a `nil` pointer
-//! is in Go), a child object made where it is missing, and `ValidateImmutableField`.
+//! apiregistration kinds share: reading a field that may be missing (as a `nil` pointer is in
+//! Go), a bool cell, a DNS-1035 label and a Go string list as a field error prints it.
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::apimachinery::validation::{max_len_error, regex_error};
 use crate::json_pointer::At;
-use crate::storage::FieldError;
-
-/// `obj` as a map, made an empty one if it is not an object.
-pub fn as_map(obj: &mut Value) -> &mut Map<String, Value> {
-    if !obj.is_object() {
-        *obj = json!({});
-    }
-    match obj {
-        Value::Object(m) => m,
-        _ => unreachable!("just made an object"),
-    }
-}
-
-/// `map[key]` as a map, made an empty one if it is missing or not an object.
-pub fn child<'a>(map: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    as_map(map.entry(key).or_insert(Value::Null))
-}
-
-/// Sets `map[key]` to `value` when it is missing or null (Go's `if x == nil { x = ... }`).
-pub fn default_value(map: &mut Map<String, Value>, key: &str, value: Value) {
-    if map.get(key).is_none_or(Value::is_null) {
-        map.insert(key.into(), value);
-    }
-}
-
-/// Sets `map[key]` to `value` when it is missing, null or "" (a string field's zero value).
-pub fn default_str(map: &mut Map<String, Value>, key: &str, value: &str) {
-    if map
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .is_empty()
-    {
-        map.insert(key.into(), Value::from(value));
-    }
-}
 
 /// The value at `pointer` in `obj`, null ones read as missing.
 pub fn present<'a>(obj: &'a Value, pointer: &str) -> Option<&'a Value> {
     obj.at(pointer).filter(|v| !v.is_null())
-}
-
-/// `ValidateImmutableField`: `<path>: Invalid value: <new>: field is immutable` when the
-/// value at `pointer` differs between `new` and `old` (missing and null alike).
-pub fn immutable(new: &Value, old: &Value, pointer: &str, path: &str) -> Option<FieldError> {
-    let (n, o) = (present(new, pointer), present(old, pointer));
-    (n != o).then(|| {
-        FieldError::invalid(
-            path,
-            n.cloned().unwrap_or(Value::Null),
-            "field is immutable",
-        )
-    })
 }
 
 /// A string field's value at `pointer` ("" when unset).
@@ -119,22 +70,10 @@ pub fn go_strings(list: &[Value]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
-    fn defaults_fill_only_what_is_missing_and_immutable_fields_compare_values() {
-        let mut m = Map::new();
-        m.insert("a".into(), json!(null));
-        m.insert("b".into(), json!(false));
-        default_value(&mut m, "a", json!(1));
-        default_value(&mut m, "b", json!(true));
-        default_str(&mut m, "c", "x");
-        assert_eq!(Value::Object(m), json!({"a": 1, "b": false, "c": "x"}));
-        let (old, new) = (json!({"s": {"x": 1}}), json!({"s": {"x": 2}}));
-        assert_eq!(
-            immutable(&new, &old, "/s/x", "s.x").map(|e| e.to_string()),
-            Some("s.x: Invalid value: 2: field is immutable".to_string())
-        );
-        assert!(immutable(&old, &json!({"s": {"x": 1, "y": null}}), "/s/y", "s.y").is_none());
+    fn dns1035_labels_and_go_strings() {
         assert!(is_dns1035_label("v1beta1").is_empty());
         assert_eq!(
             is_dns1035_label("1v"),

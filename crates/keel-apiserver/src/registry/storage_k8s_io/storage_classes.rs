@@ -7,9 +7,11 @@
 
 use serde_json::{Value, json};
 
-use super::fields::{as_map, bool_or, default_value, immutable, present, str_at};
+use super::fields::{bool_or, present, str_at};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_qualified_name;
+use crate::registry::defaults::{as_map, default_value};
+use crate::registry::rules::immutable_at;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, age, meta_str};
 use crate::storage::FieldError;
 
@@ -17,6 +19,7 @@ use crate::storage::FieldError;
 pub struct StorageClasses;
 
 static INFO: ResourceInfo = ResourceInfo {
+    returns_deleted_object: true,
     short_names: &["sc"],
     namespaced: false,
     ..ResourceInfo::new(
@@ -175,17 +178,13 @@ impl Strategy for StorageClasses {
                 "updates to reclaimPolicy are forbidden.",
             ));
         }
-        errors.extend(immutable(
+        errors.extend(immutable_at(
             new,
             old,
             "/volumeBindingMode",
             "volumeBindingMode",
         ));
         errors
-    }
-
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -8,9 +8,10 @@
 use serde_json::{Value, json};
 
 use super::csi_nodes::validate_csi_driver_name;
-use super::fields::{as_map, present, str_at};
+use super::fields::{present, str_at};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
+use crate::registry::defaults::as_map;
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, age, meta_str};
 use crate::storage::FieldError;
 
@@ -18,6 +19,7 @@ use crate::storage::FieldError;
 pub struct VolumeAttachments;
 
 static INFO: ResourceInfo = ResourceInfo {
+    returns_deleted_object: true,
     namespaced: false,
     status: true,
     ..ResourceInfo::new(
@@ -167,10 +169,6 @@ impl Strategy for VolumeAttachments {
             ));
         }
         errors
-    }
-
-    fn returns_deleted_object(&self) -> bool {
-        true
     }
 
     fn columns(&self) -> &'static [Column] {

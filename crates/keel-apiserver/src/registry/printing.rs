@@ -2,13 +2,34 @@
 //! `layoutContainerCells` and `printBoolPtr` of `pkg/printers/internalversion/printers.go`,
 //! and bad values as apimachinery's `field.Error` prints them in 1.34 (`json.Marshal` of the
 //! Go value, a `metav1.LabelSelector`'s fields in their declared order, or no value at all
-//! for `field.OmitValueType`). Jobs, CronJobs and ReplicationControllers use them; the apps
-//! kinds could too.
+//! for `field.OmitValueType`), and the wide columns that show them. The apps and batch kinds,
+//! ReplicationControllers, PodTemplates and PersistentVolumes use them.
 
 use serde_json::Value;
 
 use crate::json_pointer::At;
+use crate::registry::Column;
 use crate::storage::FieldError;
+
+/// The `Containers` column (`-o wide`) of a kind with a pod template.
+pub const CONTAINERS_COLUMN: Column =
+    Column::string("Containers", 1, "Names of each container in the template.");
+
+/// The `Images` column (`-o wide`) of a kind with a pod template.
+pub const IMAGES_COLUMN: Column = Column::string(
+    "Images",
+    1,
+    "Images referenced by each container in the template.",
+);
+
+/// The `Selector` column (`-o wide`) of Jobs and CronJobs.
+pub const SELECTOR_COLUMN: Column = Column::string(
+    "Selector",
+    1,
+    "A label query over pods that should match the pod count. Normally, the system sets this \
+     field for you. More info: \
+     https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors",
+);
 
 /// `layoutContainerCells` of the pod spec at `pointer` in `obj`: the containers' names and
 /// images, each joined with commas.
@@ -36,11 +57,17 @@ pub fn bool_ptr(value: Option<&Value>) -> &'static str {
     }
 }
 
-/// `json.Marshal` of a `*metav1.LabelSelector` (`null` when unset): `matchLabels` before
-/// `matchExpressions`, each requirement's `key`, `operator` and `values` in that order.
+/// `json.Marshal` of a `*metav1.LabelSelector` (`null` when unset or not an object).
 pub fn label_selector_json(selector: Option<&Value>) -> String {
-    let Some(selector) = selector.filter(|s| s.is_object()) else {
-        return "null".to_string();
+    selector_json(selector.filter(|s| s.is_object()))
+}
+
+/// A `metav1.LabelSelector` as Go's `json.Marshal` writes it (`matchLabels` first, its keys
+/// sorted; each requirement's `key`, `operator` and `values` in that order; empty fields left
+/// out); `null` when there is none.
+pub fn selector_json(selector: Option<&Value>) -> String {
+    let Some(selector) = selector.filter(|s| !s.is_null()) else {
+        return "null".into();
     };
     let mut parts = Vec::new();
     if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object)
@@ -54,17 +81,19 @@ pub fn label_selector_json(selector: Option<&Value>) -> String {
         let items: Vec<String> = expressions
             .iter()
             .map(|e| {
-                let mut fields = Vec::new();
-                for key in ["key", "operator"] {
-                    let v = e.get(key).and_then(Value::as_str).unwrap_or("");
-                    fields.push(format!("\"{key}\":{}", Value::from(v)));
-                }
+                let text = |f: &str| Value::from(e.get(f).and_then(Value::as_str).unwrap_or(""));
+                let mut item = format!(
+                    "{{\"key\":{},\"operator\":{}",
+                    text("key"),
+                    text("operator")
+                );
                 if let Some(values) = e.get("values").and_then(Value::as_array)
                     && !values.is_empty()
                 {
-                    fields.push(format!("\"values\":{}", Value::Array(values.clone())));
+                    item.push_str(&format!(",\"values\":{}", Value::Array(values.clone())));
                 }
-                format!("{{{}}}", fields.join(","))
+                item.push('}');
+                item
             })
             .collect();
         parts.push(format!("\"matchExpressions\":[{}]", items.join(",")));
@@ -76,19 +105,6 @@ pub fn label_selector_json(selector: Option<&Value>) -> String {
 /// no value shown.
 pub fn invalid_without_value(path: &str, detail: &str) -> FieldError {
     FieldError::invalid_printed(path, detail.to_string(), "")
-}
-
-/// `ValidateImmutableField`: `<path>: Invalid value: <new>: field is immutable` when the
-/// values differ (`printed` is the new value as upstream prints it).
-pub fn immutable(
-    path: &str,
-    new: Option<&Value>,
-    old: Option<&Value>,
-    printed: String,
-) -> Option<FieldError> {
-    let unset = |v: Option<&Value>| v.filter(|v| !v.is_null()).cloned();
-    (unset(new) != unset(old))
-        .then(|| FieldError::invalid_printed(path, printed, "field is immutable"))
 }
 
 /// A value as `json.Marshal` writes it (`null` when unset).
@@ -127,11 +143,15 @@ mod tests {
             invalid_without_value("spec.x", "specifying one is required").to_string(),
             "spec.x: Invalid value: specifying one is required"
         );
+        assert_eq!(label_selector_json(Some(&json!("x"))), "null");
+        let s = json!({"matchLabels": {"b": "2", "a": "1"},
+            "matchExpressions": [{"key": "k", "operator": "Exists"}]});
         assert_eq!(
-            immutable("spec.a", Some(&json!(2)), Some(&json!(1)), "2".into())
-                .map(|e| e.to_string()),
-            Some("spec.a: Invalid value: 2: field is immutable".to_string())
+            selector_json(Some(&s)),
+            r#"{"matchLabels":{"a":"1","b":"2"},"matchExpressions":[{"key":"k","operator":"Exists"}]}"#
         );
-        assert!(immutable("spec.a", Some(&Value::Null), None, "null".into()).is_none());
+        assert_eq!(selector_json(Some(&json!({}))), "{}");
+        assert_eq!(selector_json(Some(&json!("x"))), "{}");
+        assert_eq!(selector_json(None), "null");
     }
 }
