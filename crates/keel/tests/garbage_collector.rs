@@ -227,8 +227,9 @@ fn garbage_collector_on_keel_apiserver_on_etcd() {
 fn without_a_collector_deletes_wait_unless_it_is_turned_off() {
     let kube = Kube::start_with(Stack::OnEtcd, &[]);
     create(&kube, "held", &[], &[]);
-    kubectl(
+    ok(
         &kube,
+        None,
         &[
             "delete",
             "cm",
@@ -246,6 +247,10 @@ fn without_a_collector_deletes_wait_unless_it_is_turned_off() {
 
     let kube = Kube::start_with(Stack::OnEtcd, &["--enable-garbage-collector=false"]);
     create(&kube, "gone", &[], &[]);
-    kubectl(&kube, &["delete", "cm", "gone", "--cascade=foreground"]);
+    ok(
+        &kube,
+        None,
+        &["delete", "cm", "gone", "--cascade=foreground"],
+    );
     assert!(get(&kube, "gone").is_none());
 }
