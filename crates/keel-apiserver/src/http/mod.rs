@@ -50,7 +50,8 @@ pub fn router(app: Arc<App>) -> axum::Router {
 }
 
 async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
-    let path = req.uri().path().to_string();
+    // As Go's net/http hands kube-apiserver `URL.Path`: percent-decoded (`system%3Anode`).
+    let path = request_info::decode_path(req.uri().path());
     // Any request but an Event's moves a connection of Events home ([`lane`]).
     let parsed = request_info::parse(&path);
     let lane = req.extensions().get::<Arc<Lane>>().cloned();

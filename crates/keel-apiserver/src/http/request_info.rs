@@ -69,7 +69,32 @@ pub enum Path {
 /// Subresources of a namespace that are not namespaced resources.
 const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];
 
-/// Reads `path` (without the query).
+/// A URL path with its `%XX` escapes decoded, as Go's `url.URL.Path` holds it (an escape
+/// that is not two hex digits is kept as it is; bytes that are not UTF-8 are replaced).
+pub fn decode_path(raw: &str) -> String {
+    if !raw.contains('%') {
+        return raw.to_string();
+    }
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Reads `path` (without the query, already decoded by [`decode_path`]).
 pub fn parse(path: &str) -> Path {
     let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
     let (group, version, rest) = match parts.as_slice() {
@@ -125,6 +150,17 @@ pub fn parse(path: &str) -> Path {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_decoded_as_go_decodes_url_path() {
+        assert_eq!(
+            decode_path("/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Anode"),
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:node"
+        );
+        assert_eq!(decode_path("/api/v1/namespaces"), "/api/v1/namespaces");
+        assert_eq!(decode_path("/a%2"), "/a%2");
+        assert_eq!(decode_path("/a%zz%41"), "/a%zzA");
+    }
 
     fn res(path: &str) -> ResourcePath {
         match parse(path) {

@@ -37,8 +37,7 @@ def subject(name):
     return client.RbacV1Subject(kind="User", name=name)
 
 
-# (kind, namespaced, create body). The names have no ':': this client sends it in a path as
-# %3A, which keel's paths do not decode yet (kube-apiserver's do).
+# (kind, namespaced, create body).
 KINDS = [
     ("Role", True, client.V1Role(metadata=meta("py-role", True), rules=[rule("pods")])),
     ("ClusterRole", False, client.V1ClusterRole(metadata=meta("py-cluster-role", False), rules=[rule("nodes")])),
@@ -106,8 +105,9 @@ for kind, namespaced, body in KINDS:
     except ApiException as e:
         assert e.status == 404, e
 
-# The bootstrap policy.
+# The bootstrap policy; a name with ':' is sent in the path as %3A, which is decoded.
 assert rbac.read_cluster_role_binding("cluster-admin").subjects[0].name == "system:masters"
+assert rbac.read_cluster_role("system:basic-user").metadata.name == "system:basic-user"
 
 # Reviews.
 authz = client.AuthorizationV1Api(api_client)
