@@ -267,6 +267,18 @@ pub trait Strategy: Send + Sync {
         self.validate(new)
     }
 
+    /// Carries over from the stored object what an update of the `status` subresource may
+    /// not change beyond what every kind keeps (everything but `status` and `metadata`):
+    /// upstream's status strategies' `PrepareForUpdate` (a Deployment's status update keeps
+    /// its labels, for example). By default nothing more.
+    fn prepare_for_status_update(&self, _new: &mut Value, _old: &Value) {}
+
+    /// Validation of an update of the `status` subresource (upstream's
+    /// `Validate*StatusUpdate`); by default the same as [`Strategy::validate_update`].
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        self.validate_update(new, old)
+    }
+
     /// The Table columns, `Name` first, as kube-apiserver's printers define them.
     fn columns(&self) -> &'static [Column];
 

@@ -273,8 +273,10 @@ impl Registry {
                     carry_over(&mut new, old, subresource == Some("status"));
                 }
                 meta::prepare_update(&mut new, old);
-                if subresource.is_none() {
-                    kind.prepare_for_update(&mut new, old);
+                match subresource {
+                    None => kind.prepare_for_update(&mut new, old),
+                    Some("status") => kind.prepare_for_status_update(&mut new, old),
+                    Some(_) => {}
                 }
             }
         }
@@ -284,7 +286,10 @@ impl Registry {
         let mut errors = meta::validate_update(&new, old);
         if errors.is_empty() {
             errors.extend(meta::validate(&new, info));
-            errors.extend(kind.validate_update(&new, old));
+            errors.extend(match subresource {
+                Some("status") => kind.validate_status_update(&new, old),
+                _ => kind.validate_update(&new, old),
+            });
         }
         if !errors.is_empty() {
             return Err(invalid(info, &name, &errors));
