@@ -226,6 +226,7 @@ impl ApiServer {
                 registry.backends().of("", "events"),
                 registry.backends().main(),
             ),
+            discovery: Default::default(),
         });
         // The CRDs stored are served from the first request, as kube-apiserver's readiness
         // waits for its CRD informer; a store that does not answer leaves it to the CRD

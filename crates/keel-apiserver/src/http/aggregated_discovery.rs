@@ -5,7 +5,11 @@
 //! `APIResourceList`s as unaggregated discovery ([`super::discovery::resources`]), converted
 //! as kube-apiserver's `ConvertGroupVersionIntoToDiscovery` converts them, and served as its
 //! aggregated handler serves them: with an `ETag` (the SHA-512 of the document) that an
-//! `If-None-Match` turns into a 304.
+//! `If-None-Match` turns into a 304. Each document is made once per set of served kinds
+//! ([`Cache`]), not on every request.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
@@ -14,6 +18,7 @@ use sha2::{Digest, Sha512};
 
 use super::discovery;
 use crate::registry::Strategy;
+use crate::registry::store::Kinds;
 
 /// The `APIResourceDiscovery`s of one `APIResourceList`: each resource, with its
 /// subresources (`pods/status`) folded into it.
@@ -102,26 +107,63 @@ pub fn document(kinds: &[&'static dyn Strategy], core: bool, version: &str) -> V
     })
 }
 
+/// A document ready to send: its JSON and its ETag (the SHA-512 of the JSON, in upper-case
+/// hex and quotes, as kube-apiserver's handler makes it).
+pub struct Encoded {
+    body: Vec<u8>,
+    etag: String,
+}
+
+impl Encoded {
+    /// Encodes `document`.
+    pub fn new(document: &Value) -> Self {
+        let body = serde_json::to_vec(document).expect("a JSON value encodes");
+        let etag = format!("\"{}\"", hex_upper(&Sha512::digest(&body)));
+        Encoded { body, etag }
+    }
+}
+
+/// The documents made for the kinds served now, by group (`/api` or `/apis`) and version:
+/// made again only when the set of kinds changes (a CRD established or removed).
+#[derive(Default)]
+pub struct Cache(Mutex<HashMap<Which, (u64, Arc<Encoded>)>>);
+
+/// Which document: `/api` (true) or `/apis`, and the `apidiscovery.k8s.io` version.
+type Which = (bool, &'static str);
+
+impl Cache {
+    /// The document of `/api` (`core`) or `/apis` in `version`, for `kinds`.
+    pub fn get(&self, kinds: &Kinds, core: bool, version: &'static str) -> Arc<Encoded> {
+        let mut made = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((generation, encoded)) = made.get(&(core, version))
+            && *generation == kinds.generation()
+        {
+            return encoded.clone();
+        }
+        let encoded = Arc::new(Encoded::new(&document(kinds, core, version)));
+        made.insert((core, version), (kinds.generation(), encoded.clone()));
+        encoded
+    }
+}
+
 /// The response: the document with its media type and ETag, or 304 when the client's
 /// `If-None-Match` names that ETag.
-pub fn respond(document: &Value, version: &str, headers: &HeaderMap) -> Response {
-    let body = serde_json::to_vec(document).expect("a JSON value encodes");
-    let etag = format!("\"{}\"", hex_upper(&Sha512::digest(&body)));
+pub fn respond(encoded: &Encoded, version: &str, headers: &HeaderMap) -> Response {
     let media =
         format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
     let matches = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v == etag);
+        .is_some_and(|v| v == encoded.etag);
     let headers = [
         (header::CONTENT_TYPE, media),
-        (header::ETAG, etag),
+        (header::ETAG, encoded.etag.clone()),
         (header::VARY, "Accept".to_string()),
     ];
     if matches {
         return (StatusCode::NOT_MODIFIED, headers).into_response();
     }
-    (StatusCode::OK, headers, body).into_response()
+    (StatusCode::OK, headers, encoded.body.clone()).into_response()
 }
 
 fn hex_upper(bytes: &[u8]) -> String {
@@ -172,7 +214,7 @@ mod tests {
 
     #[test]
     fn an_unchanged_document_is_not_sent_again() {
-        let doc = json!({"items": []});
+        let doc = Encoded::new(&json!({"items": []}));
         let first = respond(&doc, "v2", &HeaderMap::new());
         assert_eq!(first.status(), StatusCode::OK);
         let etag = first.headers()[header::ETAG].clone();

@@ -27,4 +27,6 @@ pub struct App {
     pub started: std::sync::atomic::AtomicBool,
     /// Events have a store of their own: their requests run at the lowest CPU priority.
     pub events_apart: bool,
+    /// The aggregated discovery documents made for the kinds served now.
+    pub discovery: super::aggregated_discovery::Cache,
 }

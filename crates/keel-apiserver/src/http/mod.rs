@@ -119,7 +119,7 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
         )
     {
         let core = matches!(parsed, Path::CoreVersions);
-        let document = aggregated_discovery::document(&kinds, core, version);
+        let document = app.discovery.get(&kinds, core, version);
         return aggregated_discovery::respond(&document, version, req.headers());
     }
     let discovered = match parsed {
