@@ -165,10 +165,59 @@ fn collects(stack: Stack) {
     });
 
     cascades_through_workloads(&kube);
+    cycles_and_misnamed_owners(&kube);
 }
 
 /// A Deployment owning a ReplicaSet owning a pod (written as the deployment and replicaset
 /// controllers would write them); deleting the Deployment takes all three.
+/// A cycle of blocking references ends (upstream's collector makes a dependent's references
+/// non-blocking when it and its owner both wait for their dependents); a reference that
+/// names an owner's uid with another kind is dangling, as upstream looks the owner up by the
+/// reference's kind.
+fn cycles_and_misnamed_owners(kube: &Kube) {
+    let a = create(kube, "cycle-a", &[], &[]);
+    let b = create(kube, "cycle-b", &[("cycle-a", &a, true)], &[]);
+    let refs = json!({"metadata": {"ownerReferences": [{"apiVersion": "v1",
+        "kind": "ConfigMap", "name": "cycle-b", "uid": b, "blockOwnerDeletion": true}]}});
+    ok(
+        kube,
+        None,
+        &[
+            "patch",
+            "cm",
+            "cycle-a",
+            "--type=merge",
+            "-p",
+            &refs.to_string(),
+        ],
+    );
+    ok(
+        kube,
+        None,
+        &[
+            "delete",
+            "cm",
+            "cycle-a",
+            "--cascade=foreground",
+            "--wait=false",
+        ],
+    );
+    eventually(kube, "both ends of a cycle are deleted", || {
+        get(kube, "cycle-a").is_none() && get(kube, "cycle-b").is_none()
+    });
+
+    let owner = create(kube, "real-owner", &[], &[]);
+    let manifest = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "wrong-kind", "namespace": "default", "ownerReferences": [
+            {"apiVersion": "v1", "kind": "Secret", "name": "real-owner", "uid": owner}]}});
+    let path = write(kube, "wrong-kind.json", &manifest.to_string());
+    ok(kube, None, &["create", "-f", &path]);
+    eventually(kube, "a reference of another kind is dangling", || {
+        get(kube, "wrong-kind").is_none()
+    });
+    assert!(get(kube, "real-owner").is_some());
+}
+
 fn cascades_through_workloads(kube: &Kube) {
     ok(
         kube,

@@ -222,8 +222,22 @@ async fn cleanup(registry: &Registry, crd: &Value) -> Result<bool, Status> {
         write_status(registry, &name, status).await?
     };
     // Served while its objects go, creates refused (its kinds read the condition); served
-    // again after a restart, so a cleanup cut short deletes the objects it had left.
-    let (kinds, changed) = kinds(&crd);
+    // again after a restart, so a cleanup cut short deletes the objects it had left. A CRD
+    // that serves no version is served in its storage version meanwhile (upstream deletes
+    // through the storage version's store, served or not), so no object outlives it.
+    let (mut kinds, mut changed) = kinds(&crd);
+    if kinds.is_empty()
+        && let Some(storage) = crd
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|v| v.get("storage") == Some(&Value::Bool(true)))
+    {
+        let (kind, made) = custom_resources::serve(&crd, storage);
+        kinds.push(kind);
+        changed |= made;
+    }
     registry.serve_custom(&name, kinds, changed);
     let kinds = registry.custom_kinds(&name);
     let mut left = 0;

@@ -326,8 +326,12 @@ impl Strategy for CustomResource {
         obj
     }
 
+    /// The stored object in this version, defaulted by this version's schema, as
+    /// apiextensions-apiserver defaults what it reads (a default added to a schema shows on
+    /// objects stored before it).
     fn to_served(&self, mut obj: Value) -> Value {
         obj["apiVersion"] = self.info().api_version().into();
+        defaults::apply(&self.version().schema, &mut obj);
         obj
     }
 

@@ -3,6 +3,8 @@
 //! (uid, creationTimestamp, generation, resourceVersion) are the server's, names follow the
 //! kind's rule, and an update may not change what identifies the object.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value, json};
 
 use super::names;
@@ -212,7 +214,13 @@ fn map_of_strings(map: &Value, path: &str, label_values: bool) -> Vec<FieldError
         return errors;
     };
     for (key, value) in map {
-        for problem in is_qualified_name(key) {
+        // Annotation keys are qualified names whatever their case (`ValidateAnnotations`).
+        let checked = if label_values {
+            Cow::Borrowed(key.as_str())
+        } else {
+            Cow::Owned(key.to_lowercase())
+        };
+        for problem in is_qualified_name(&checked) {
             errors.push(FieldError::invalid(path, key.as_str(), &problem));
         }
         match value.as_str() {
@@ -256,9 +264,132 @@ pub fn validate(obj: &Value, info: &ResourceInfo) -> Vec<FieldError> {
     }
     if let Some(map) = obj.at("/metadata/annotations") {
         errors.extend(map_of_strings(map, "metadata.annotations", false));
+        errors.extend(annotations_size(map));
+    }
+    if let Some(refs) = obj.at("/metadata/ownerReferences") {
+        errors.extend(validate_owner_references(refs));
+    }
+    if let Some(finalizers) = obj.at("/metadata/finalizers") {
+        errors.extend(validate_finalizers(finalizers));
     }
     errors.extend(crate::fieldmanager::entries::validate(obj));
     errors
+}
+
+/// The most the keys and values of an object's annotations may hold together
+/// (`TotalAnnotationSizeLimitB`).
+const ANNOTATIONS_SIZE_LIMIT: usize = 256 * 1024;
+
+/// `ValidateAnnotationsSize`.
+fn annotations_size(map: &Value) -> Option<FieldError> {
+    let total: usize = map
+        .as_object()?
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    (total > ANNOTATIONS_SIZE_LIMIT)
+        .then(|| FieldError::too_long("metadata.annotations", ANNOTATIONS_SIZE_LIMIT))
+}
+
+/// `ValidateOwnerReferences`: each reference names an apiVersion with a version, a kind, a
+/// name and a uid (errors on the list's path, as upstream reports them), and at most one
+/// is the controller.
+fn validate_owner_references(refs: &Value) -> Vec<FieldError> {
+    const PATH: &str = "metadata.ownerReferences";
+    let mut errors = Vec::new();
+    let mut controller: Option<String> = None;
+    for r in refs.as_array().into_iter().flatten() {
+        let text = |field: &str| r.get(field).and_then(Value::as_str).unwrap_or("");
+        let api_version = text("apiVersion");
+        let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
+        if version.is_empty() {
+            errors.push(FieldError::invalid(
+                &format!("{PATH}.apiVersion"),
+                api_version,
+                "version must not be empty",
+            ));
+        }
+        for field in ["kind", "name", "uid"] {
+            if text(field).is_empty() {
+                errors.push(FieldError::invalid(
+                    &format!("{PATH}.{field}"),
+                    "",
+                    "must not be empty",
+                ));
+            }
+        }
+        if r.get("controller").and_then(Value::as_bool) == Some(true) {
+            let this = format!("{}/{}", text("kind"), text("name"));
+            match &controller {
+                Some(first) => errors.push(FieldError::invalid(
+                    PATH,
+                    refs.clone(),
+                    &format!(
+                        "Only one reference can have Controller set to true. Found \"true\" in references for {first} and {this}"
+                    ),
+                )),
+                None => controller = Some(this),
+            }
+        }
+    }
+    errors
+}
+
+/// `ValidateFinalizers`: qualified names, and not both `orphan` and `foregroundDeletion`.
+fn validate_finalizers(finalizers: &Value) -> Vec<FieldError> {
+    const PATH: &str = "metadata.finalizers";
+    let names: Vec<&str> = finalizers
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut errors = Vec::new();
+    for name in &names {
+        for problem in is_qualified_name(name) {
+            errors.push(FieldError::invalid(PATH, *name, &problem));
+        }
+    }
+    if names.contains(&"orphan") && names.contains(&"foregroundDeletion") {
+        errors.push(FieldError::invalid(
+            PATH,
+            finalizers.clone(),
+            "finalizer orphan and foregroundDeletion cannot be both set",
+        ));
+    }
+    errors
+}
+
+/// `ValidateNoNewFinalizers`, for an update of an object already being deleted: no
+/// finalizer may be added (the server's own mark of a delete aside).
+pub fn validate_no_new_finalizers(new: &Value, old: &Value) -> Option<FieldError> {
+    if meta_str(old, "deletionTimestamp").is_empty() {
+        return None;
+    }
+    let names = |obj: &Value| -> std::collections::BTreeSet<String> {
+        obj.at("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    let was = names(old);
+    let extra: Vec<String> = names(new)
+        .into_iter()
+        .filter(|f| !was.contains(f))
+        .map(|f| crate::apimachinery::quote::go_quote(&f))
+        .collect();
+    (!extra.is_empty()).then(|| {
+        FieldError::forbidden(
+            "metadata.finalizers",
+            &format!(
+                "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                extra.join(", ")
+            ),
+        )
+    })
 }
 
 /// `ValidateObjectMetaUpdate`: what identifies an object may not change.
@@ -280,6 +411,87 @@ pub fn validate_update(new: &Value, old: &Value) -> Vec<FieldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn messages(errors: impl IntoIterator<Item = FieldError>) -> Vec<String> {
+        errors.into_iter().map(|e| e.to_string()).collect()
+    }
+
+    #[test]
+    fn owner_references_finalizers_and_annotations_are_checked_as_object_meta_is() {
+        let refs = json!([
+            {"apiVersion": "v1", "kind": "", "name": "", "uid": "", "controller": true},
+            {"apiVersion": "apps/", "kind": "ReplicaSet", "name": "rs", "uid": "u",
+             "controller": true},
+        ]);
+        let got = messages(validate_owner_references(&refs));
+        assert_eq!(
+            got[0],
+            r#"metadata.ownerReferences.kind: Invalid value: "": must not be empty"#
+        );
+        assert_eq!(
+            got[1],
+            r#"metadata.ownerReferences.name: Invalid value: "": must not be empty"#
+        );
+        assert_eq!(
+            got[2],
+            r#"metadata.ownerReferences.uid: Invalid value: "": must not be empty"#
+        );
+        assert_eq!(
+            got[3],
+            r#"metadata.ownerReferences.apiVersion: Invalid value: "apps/": version must not be empty"#
+        );
+        assert!(got[4].contains(
+            r#"Only one reference can have Controller set to true. Found "true" in references for /"#
+        ));
+        assert!(got[4].ends_with(" and ReplicaSet/rs"), "{}", got[4]);
+        assert_eq!(got.len(), 5);
+
+        let got = messages(validate_finalizers(&json!([
+            "orphan",
+            "foregroundDeletion",
+            "a b"
+        ])));
+        assert_eq!(got.len(), 2);
+        assert!(got[0].starts_with(
+            r#"metadata.finalizers: Invalid value: "a b": name part must consist of"#
+        ));
+        assert!(got[1].ends_with("finalizer orphan and foregroundDeletion cannot be both set"));
+        assert!(validate_finalizers(&json!(["example.com/x", "kubernetes"])).is_empty());
+
+        let big = json!({"a": "x".repeat(ANNOTATIONS_SIZE_LIMIT)});
+        assert_eq!(
+            annotations_size(&big).map(|e| e.to_string()).as_deref(),
+            Some("metadata.annotations: Too long: may not be more than 262144 bytes")
+        );
+        assert!(annotations_size(&json!({"a": "x".repeat(ANNOTATIONS_SIZE_LIMIT - 1)})).is_none());
+        // Annotation keys are qualified names whatever their case.
+        assert!(
+            map_of_strings(
+                &json!({"Example.com/Key": "v"}),
+                "metadata.annotations",
+                false
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn no_finalizer_is_added_to_an_object_being_deleted() {
+        let old = json!({"metadata": {"name": "a", "finalizers": ["x/a"],
+            "deletionTimestamp": "2026-12-07T00:00:00Z"}});
+        let new = json!({"metadata": {"name": "a", "finalizers": ["x/a", "x/c", "x/b"]}});
+        assert_eq!(
+            validate_no_new_finalizers(&new, &old)
+                .map(|e| e.to_string())
+                .as_deref(),
+            Some(
+                r#"metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{"x/b", "x/c"}"#
+            )
+        );
+        let alive = json!({"metadata": {"name": "a"}});
+        assert!(validate_no_new_finalizers(&new, &alive).is_none());
+        assert!(validate_no_new_finalizers(&old, &old).is_none());
+    }
 
     #[test]
     fn generated_names_keep_the_prefix_and_add_five_characters() {

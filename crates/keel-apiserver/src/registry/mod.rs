@@ -364,6 +364,12 @@ pub trait Strategy: Send + Sync {
         None
     }
 
+    /// Why a DELETE of the object `name` is refused, if it is (the system PriorityClasses;
+    /// as upstream, a deletecollection does not ask).
+    fn refuses_delete(&self, _name: &str) -> Option<crate::storage::Status> {
+        None
+    }
+
     /// How a delete of `obj` waits, if it does: the object marked for deletion (with a
     /// deletionTimestamp) while finalizers remain, None to delete it at once. Kinds with a
     /// grace period (pods) or their own finalizers (namespaces) refine this.

@@ -260,16 +260,23 @@ impl Registry {
         nodes.healthy().await && (std::ptr::eq(nodes, leases) || leases.healthy().await)
     }
 
-    /// The storage of `kind`.
-    fn storage_of(&self, kind: &dyn Strategy) -> Arc<Storage<KindCodec>> {
+    /// The storage of `kind`; 404 for a kind no longer served (a custom resource whose CRD
+    /// was deleted, or whose version stopped being served, after the caller found it).
+    fn storage_of(&self, kind: &dyn Strategy) -> Result<Arc<Storage<KindCodec>>, Status> {
         let served = self.kinds();
         let i = served
             .0
             .kinds
             .iter()
             .position(|k| same_kind(*k, kind))
-            .unwrap_or_else(|| panic!("the kind {} is registered", kind.info().resource));
-        served.0.storages[i].clone()
+            .ok_or_else(|| {
+                Status::failure(
+                    404,
+                    "NotFound",
+                    "the server could not find the requested resource".into(),
+                )
+            })?;
+        Ok(served.0.storages[i].clone())
     }
 
     /// Every kind served now.
@@ -315,7 +322,7 @@ impl Registry {
         let key = self.key(kind, namespace, name);
         let target = info.target(name);
         let (found, _) = self
-            .storage_of(kind)
+            .storage_of(kind)?
             .get(&key, resource_version)
             .await
             .map_err(|e| Status::from_storage(&e, &target))?;
@@ -390,7 +397,7 @@ impl Registry {
             exact: &exact,
         };
         let page = self
-            .storage_of(kind)
+            .storage_of(kind)?
             .list(&key, storage_query)
             .await
             .map_err(|e| Status::from_storage(&e, &info.target("")))?;
@@ -532,7 +539,7 @@ impl Registry {
             });
         }
         let deleted = self
-            .storage_of(kind)
+            .storage_of(kind)?
             .delete(&key, None, |object| {
                 let now = decode(kind, object).map_err(rejected)?;
                 check_preconditions(&now, options, info, name).map_err(rejected)
@@ -587,7 +594,7 @@ impl Registry {
         let failed = |e: StorageError| Status::from_storage(&e, &info.target(""));
         let rv = resource_version::parse(query.resource_version).map_err(failed)?;
         let listed = query.send_initial_events.unwrap_or(rv == 0);
-        let storage = self.storage_of(kind);
+        let storage = self.storage_of(kind)?;
         match storage
             .watch(&prefix, query.resource_version, query.send_initial_events)
             .await
@@ -619,7 +626,7 @@ impl Registry {
     pub async fn count(&self, kind: &dyn Strategy) -> Result<i64, Status> {
         let info = kind.info();
         let prefix = self.keys.collection(kind.key_resource(), None);
-        self.storage_of(kind)
+        self.storage_of(kind)?
             .count(&prefix)
             .await
             .map_err(|e| Status::from_storage(&e, &info.target("")))

@@ -228,19 +228,28 @@ impl Status {
         )
     }
 
-    /// 403 Forbidden for a create in a namespace being deleted, as the NamespaceLifecycle
-    /// admission plugin words it.
-    pub fn namespace_terminating(target: &Target, namespace: &str) -> Status {
-        let mut status = Status::about(
+    /// 403 Forbidden, for `why` (apimachinery's `NewForbidden`).
+    pub fn forbidden(target: &Target, why: &str) -> Status {
+        Status::about(
             403,
             "Forbidden",
             format!(
-                "{} {} is forbidden: unable to create new content in namespace {namespace} \
-                 because it is being terminated",
+                "{} {} is forbidden: {why}",
                 target.qualified(),
                 go_quote(&target.name)
             ),
             target,
+        )
+    }
+
+    /// 403 Forbidden for a create in a namespace being deleted, as the NamespaceLifecycle
+    /// admission plugin words it.
+    pub fn namespace_terminating(target: &Target, namespace: &str) -> Status {
+        let mut status = Status::forbidden(
+            target,
+            &format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
         );
         if let Some(details) = status.details.as_mut() {
             details.causes.push(Cause {

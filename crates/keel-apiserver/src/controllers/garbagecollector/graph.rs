@@ -248,11 +248,25 @@ pub enum Action {
     DropReferences(Vec<String>),
     /// Delete the object with this policy.
     Delete(Propagation),
+    /// Make its references non-blocking (a cycle of foreground deletions would otherwise
+    /// wait forever); it is then deleted in the foreground.
+    Unblock,
+}
+
+/// What an object's own dependents are, as [`decide`] needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dependents {
+    /// It has none.
+    None,
+    /// It has some, none of them deleted after its own dependents.
+    Some,
+    /// One of them waits for its own dependents (`foregroundDeletion`): perhaps a cycle.
+    Waiting,
 }
 
 /// `attemptToDeleteItem`'s decision for `item`, whose owners (in order) are in `states`, and
-/// which has dependents of its own when `has_dependents`.
-pub fn decide(item: &Meta, states: &[OwnerState], has_dependents: bool) -> Action {
+/// whose own dependents are `dependents`.
+pub fn decide(item: &Meta, states: &[OwnerState], dependents: Dependents) -> Action {
     let of = |wanted: OwnerState| -> Vec<String> {
         item.owners
             .iter()
@@ -280,7 +294,12 @@ pub fn decide(item: &Meta, states: &[OwnerState], has_dependents: bool) -> Actio
             Action::DropReferences(dropped)
         };
     }
-    if !waiting.is_empty() && has_dependents {
+    if !waiting.is_empty() && dependents != Dependents::None {
+        // Upstream's cycle guard: a dependent that also waits for its dependents may be
+        // waiting for this object, so this object stops blocking its owners first.
+        if dependents == Dependents::Waiting && item.owners.iter().any(|o| o.block) {
+            return Action::Unblock;
+        }
         return Action::Delete(Propagation::Foreground);
     }
     Action::Delete(item.own_policy())
@@ -330,32 +349,42 @@ mod tests {
         use OwnerState::*;
         let one = meta("p", &[("a", true)]);
         let two = meta("p", &[("a", true), ("b", true)]);
-        assert_eq!(decide(&one, &[Solid], false), Action::Keep);
+        assert_eq!(decide(&one, &[Solid], Dependents::None), Action::Keep);
         assert_eq!(
-            decide(&one, &[Dangling], false),
+            decide(&one, &[Dangling], Dependents::None),
             Action::Delete(Propagation::Background)
         );
-        assert_eq!(decide(&one, &[Unknown], false), Action::Keep);
+        assert_eq!(decide(&one, &[Unknown], Dependents::None), Action::Keep);
         assert_eq!(
-            decide(&two, &[Solid, Dangling], false),
+            decide(&two, &[Solid, Dangling], Dependents::None),
             Action::DropReferences(vec!["b".to_string()])
         );
         assert_eq!(
-            decide(&two, &[Waiting, Solid], false),
+            decide(&two, &[Waiting, Solid], Dependents::None),
             Action::DropReferences(vec!["a".to_string()])
         );
         assert_eq!(
-            decide(&one, &[Waiting], true),
+            decide(&one, &[Waiting], Dependents::Some),
             Action::Delete(Propagation::Foreground)
         );
         assert_eq!(
-            decide(&one, &[Waiting], false),
+            decide(&one, &[Waiting], Dependents::None),
             Action::Delete(Propagation::Background)
+        );
+        // A dependent of its own that waits for its dependents: perhaps a cycle.
+        assert_eq!(
+            decide(&one, &[Waiting], Dependents::Waiting),
+            Action::Unblock
+        );
+        let unblocked = meta("p", &[("a", false)]);
+        assert_eq!(
+            decide(&unblocked, &[Waiting], Dependents::Waiting),
+            Action::Delete(Propagation::Foreground)
         );
         let mut orphaning = meta("p", &[("a", true)]);
         orphaning.finalizers = vec!["orphan".into()];
         assert_eq!(
-            decide(&orphaning, &[Dangling], false),
+            decide(&orphaning, &[Dangling], Dependents::None),
             Action::Delete(Propagation::Orphan)
         );
     }

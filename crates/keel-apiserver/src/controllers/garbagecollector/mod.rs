@@ -29,7 +29,7 @@ use crate::registry::store::{
     DeleteOptions, FOREGROUND_FINALIZER, ListQuery, ORPHAN_FINALIZER, Propagation, Registry,
 };
 use crate::storage::Status;
-use graph::{Action, Graph, Meta, OwnerState, decide};
+use graph::{Action, Dependents, Graph, Meta, OwnerState, decide};
 
 /// How often the monitored kinds are compared with the served ones, and failed work is
 /// tried again.
@@ -56,12 +56,33 @@ enum Work {
     Owner(String),
 }
 
+/// How long the collector waits for every monitor's first list before it works anyway
+/// (kube-controller-manager's `syncPeriod` given to `GarbageCollector.Run`): a kind that
+/// cannot be listed (an object the store cannot decode) must not stop all collection.
+const INITIAL_SYNC_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// One monitored kind.
 struct Monitored {
     kind: &'static dyn Strategy,
     task: Option<JoinHandle<()>>,
     /// Whether its first list has been taken in.
     listed: bool,
+    /// When its monitor was started.
+    since: tokio::time::Instant,
+}
+
+impl Monitored {
+    /// Whether its monitor runs (a task that ended, as one whose kind went away mid-list
+    /// may, is started again).
+    fn running(&self) -> bool {
+        self.task.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Whether the collector waits for this monitor's first list before it works: it runs,
+    /// has not listed, and was started less than [`INITIAL_SYNC_TIMEOUT`] ago.
+    fn syncing(&self) -> bool {
+        self.task.is_some() && !self.listed && self.since.elapsed() < INITIAL_SYNC_TIMEOUT
+    }
 }
 
 struct Collector {
@@ -70,6 +91,8 @@ struct Collector {
     graph: Graph,
     queue: BTreeSet<Work>,
     retry: BTreeSet<Work>,
+    /// Whether the monitors that have not listed were named in a warning.
+    warned: bool,
 }
 
 /// Runs the collector until the process ends.
@@ -81,6 +104,7 @@ pub async fn run(registry: Arc<Registry>) {
         graph: Graph::default(),
         queue: BTreeSet::new(),
         retry: BTreeSet::new(),
+        warned: false,
     };
     let mut resync = tokio::time::interval(RESYNC);
     loop {
@@ -100,10 +124,13 @@ pub async fn run(registry: Arc<Registry>) {
         }
         // As upstream's collector waits for its monitors to sync: an owner judged before
         // its dependents' kind is listed would seem to have none (an orphaning would then
-        // drop no reference, and the dependents would later be deleted as dangling).
-        if collector.kinds.iter().all(|m| m.listed || m.task.is_none()) {
-            collector.work().await;
+        // drop no reference, and the dependents would later be deleted as dangling). As
+        // upstream's, it goes on after a while without the kinds that would not list.
+        if collector.kinds.iter().any(Monitored::syncing) {
+            continue;
         }
+        collector.warn_unsynced();
+        collector.work().await;
     }
 }
 
@@ -113,12 +140,36 @@ fn same_store(a: &dyn Strategy, b: &dyn Strategy) -> bool {
 }
 
 impl Collector {
+    /// Says once which monitors have not listed their kind in time (an object the store
+    /// cannot decode, for one): the collector works without them.
+    fn warn_unsynced(&mut self) {
+        let unlisted: Vec<&str> = self
+            .kinds
+            .iter()
+            .filter(|m| m.task.is_some() && !m.listed)
+            .map(|m| m.kind.info().resource)
+            .collect();
+        if !unlisted.is_empty() && !self.warned {
+            tracing::warn!(
+                ?unlisted,
+                "garbage collector: not all resource monitors could be synced, proceeding anyway"
+            );
+        }
+        self.warned = !unlisted.is_empty();
+    }
+
     /// Starts a monitor for every stored kind not yet monitored, and stops those of kinds no
     /// longer served (a deleted CRD's), forgetting their objects.
     fn monitor(&mut self, seen: &mpsc::UnboundedSender<Seen>) {
         let served = self.registry.kinds();
         for (index, monitored) in self.kinds.iter_mut().enumerate() {
             let gone = !served.iter().any(|k| same_store(*k, monitored.kind));
+            // A version no longer served whose objects another version serves (a CRD's
+            // version retired): monitored again through the served one, below.
+            let retired = !gone && !served.iter().any(|k| std::ptr::addr_eq(*k, monitored.kind));
+            if retired && let Some(task) = monitored.task.take() {
+                task.abort();
+            }
             if gone && let Some(task) = monitored.task.take() {
                 task.abort();
                 monitored.listed = false;
@@ -137,13 +188,14 @@ impl Collector {
             }
             let known = self.kinds.iter().position(|m| same_store(m.kind, kind));
             let index = match known {
-                Some(i) if self.kinds[i].task.is_some() => continue,
+                Some(i) if self.kinds[i].running() => continue,
                 Some(i) => i,
                 None => {
                     self.kinds.push(Monitored {
                         kind,
                         task: None,
                         listed: false,
+                        since: tokio::time::Instant::now(),
                     });
                     self.kinds.len() - 1
                 }
@@ -168,6 +220,7 @@ impl Collector {
                 kind,
                 task: Some(task),
                 listed: false,
+                since: tokio::time::Instant::now(),
             };
         }
     }
@@ -289,6 +342,8 @@ impl Collector {
             Action::Delete(_) if item.deleting => Ok(()),
             Action::Delete(policy) => self.delete(&item, &resource_version, policy).await,
             Action::DropReferences(uids) => self.drop_references(&item, &uids).await,
+            // The change comes back as an event, and the object is judged again.
+            Action::Unblock => self.unblock(&item).await,
         }
     }
 
@@ -298,8 +353,18 @@ impl Collector {
         for owner in &item.owners {
             states.push(self.owner_state(item, owner).await?);
         }
-        let has_dependents = !self.graph.dependents(&item.uid).is_empty();
-        Ok(decide(item, &states, has_dependents))
+        let dependents = self.graph.dependents(&item.uid);
+        let dependents = if dependents
+            .iter()
+            .any(|d| self.graph.get(d).is_some_and(Meta::deleting_dependents))
+        {
+            Dependents::Waiting
+        } else if dependents.is_empty() {
+            Dependents::None
+        } else {
+            Dependents::Some
+        };
+        Ok(decide(item, &states, dependents))
     }
 
     /// What the owner `owner` of `item` is: from the collector's view, else from the store.
@@ -331,7 +396,7 @@ impl Collector {
             }
         };
         if let Some(known) = self.graph.get(&owner.uid)
-            && known.name == owner.name
+            && self.is_named_by(known, owner, namespace)
         {
             return Ok(state(known));
         }
@@ -367,8 +432,22 @@ impl Collector {
         found.or_else(|| kinds.iter().find(named)).copied()
     }
 
+    /// The kind `item` is read and written as: its monitor's.
     fn kind_of(&self, item: &Meta) -> &'static dyn Strategy {
         self.kinds[item.kind].kind
+    }
+
+    /// Whether `known`, an object in the collector's view, is what `owner` (a reference of
+    /// an object in `namespace`) names: its uid and name, and also its kind and namespace,
+    /// since upstream looks an owner up by the reference's kind in the dependent's
+    /// namespace (a reference to another namespace or kind is dangling).
+    fn is_named_by(&self, known: &Meta, owner: &graph::OwnerRef, namespace: Option<&str>) -> bool {
+        let info = self.kinds[known.kind].kind.info();
+        let group = owner.api_version.split_once('/').map_or("", |(g, _)| g);
+        known.name == owner.name
+            && info.kind == owner.kind
+            && info.group == group
+            && known.namespace == namespace.unwrap_or("")
     }
 
     /// Deletes `item` (if it is still that object, at `resource_version`) with `policy`.
@@ -413,6 +492,25 @@ impl Collector {
                     && let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut)
                 {
                     meta.remove("ownerReferences");
+                }
+            }
+        })
+        .await
+    }
+
+    /// Makes `item`'s ownerReferences non-blocking (`unblockOwnerReferences`).
+    async fn unblock(&self, item: &Meta) -> Result<(), Status> {
+        tracing::info!(namespace = %item.namespace, name = %item.name,
+            "garbage collector: an owner and a dependent both wait for their dependents; the references are made non-blocking to end a possible cycle");
+        self.rewrite(item, |obj| {
+            for r in obj
+                .at_mut("/metadata/ownerReferences")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if r.get("blockOwnerDeletion") == Some(&Value::Bool(true)) {
+                    r["blockOwnerDeletion"] = Value::Bool(false);
                 }
             }
         })

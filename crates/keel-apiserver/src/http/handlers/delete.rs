@@ -23,6 +23,9 @@ use crate::storage::{FieldError, Status};
 pub async fn delete(call: &Call<'_>, name: &str) -> Result<Response, Status> {
     let (kind, req) = (call.kind, call.req);
     let options = delete_options(req)?;
+    if let Some(refused) = kind.refuses_delete(name) {
+        return Err(refused);
+    }
     let deleted = call
         .registry
         .delete(kind, req.namespace(), name, &options)

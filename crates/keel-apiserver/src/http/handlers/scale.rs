@@ -140,7 +140,18 @@ pub async fn write(call: &Call<'_>, name: &str, patch: bool) -> Result<Response,
                             "apply patches are not supported on the scale subresource".into(),
                         ));
                     }
-                    _ => scale = body.clone(),
+                    _ => {
+                        // As the update handler's `checkName`.
+                        let given = meta_str(&body, "name");
+                        if given != name {
+                            return Err(Status::failure(
+                                400,
+                                "BadRequest",
+                                format!("the name of the object ({given}) does not match the name on the URL ({name})"),
+                            ));
+                        }
+                        scale = body.clone()
+                    }
                 }
                 let replicas = &scale["spec"]["replicas"];
                 let Some(replicas) = replicas

@@ -131,6 +131,19 @@ impl Strategy for PriorityClasses {
         &INFO
     }
 
+    /// The system classes cannot be deleted (upstream's `REST.Delete`).
+    fn refuses_delete(&self, name: &str) -> Option<crate::storage::Status> {
+        SYSTEM_PRIORITY_CLASSES
+            .iter()
+            .any(|c| c.name == name)
+            .then(|| {
+                crate::storage::Status::forbidden(
+                    &INFO.target(name),
+                    "this is a system priority class and cannot be deleted",
+                )
+            })
+    }
+
     /// `SetDefaults_PriorityClass`.
     fn set_defaults(&self, obj: &mut Value) {
         if let Some(o) = obj.as_object_mut()

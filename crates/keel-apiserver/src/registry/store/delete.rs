@@ -132,7 +132,7 @@ impl Registry {
     ) -> Result<Option<Value>, Status> {
         let info = kind.info();
         let deleted = self
-            .storage_of(kind)
+            .storage_of(kind)?
             .delete(key, None, |now| {
                 if now.mod_revision == written {
                     Ok(())

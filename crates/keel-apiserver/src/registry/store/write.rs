@@ -58,7 +58,7 @@ impl Registry {
             self.check_namespace_open(info, ns, &name).await?;
         }
         let key = self.key(kind, namespace, &name);
-        let storage = self.storage_of(kind);
+        let storage = self.storage_of(kind)?;
         if dry_run {
             // A dry run still answers AlreadyExists for a taken name.
             let found = storage
@@ -110,7 +110,7 @@ impl Registry {
         let info = kind.info();
         let key = self.key(kind, namespace, name);
         let target = info.target(name);
-        let storage = self.storage_of(kind);
+        let storage = self.storage_of(kind)?;
         // A create that loses a race to another writer's create goes on as an update of what
         // that writer stored, as kube-apiserver's GuaranteedUpdate retries it.
         let mut lost_a_create_race = false;
@@ -284,6 +284,9 @@ impl Registry {
             meta::bump_generation(&mut new, old);
         }
         let mut errors = meta::validate_update(&new, old);
+        if subresource != Some(MARK_FOR_DELETION) {
+            errors.extend(meta::validate_no_new_finalizers(&new, old));
+        }
         if errors.is_empty() {
             errors.extend(meta::validate(&new, info));
             errors.extend(match subresource {
