@@ -447,6 +447,9 @@ impl<'s, 'a> Checker<'s, 'a> {
             );
             self.error(id, message);
         }
+        if let Some(message) = string_argument_mismatch(&name, target.is_some(), &args) {
+            self.error(id, message);
+        }
         if name == "lists.range"
             && let Some(Expr::Literal(LiteralValue::Int(k))) = call.args.first().map(|a| &a.expr)
         {
@@ -508,6 +511,48 @@ fn operands_match(op: &str, a: &Ty, b: &Ty) -> bool {
         "_%_" => x == y && (x == 1 || x == 2),
         _ => true,
     }
+}
+
+/// The global functions of one string argument (the IP, CIDR, semver and format
+/// libraries' parsers and tests).
+const OF_A_STRING: &[&str] = &[
+    "ip",
+    "isIP",
+    "ip.isCanonical",
+    "cidr",
+    "isCIDR",
+    "semver",
+    "isSemver",
+    "format.named",
+];
+
+/// cel-go's type name of a type the checker knows for certain (`int`, `list(int)`).
+fn known_name(t: &Ty) -> Option<String> {
+    match t {
+        Ty::List(e, _) => Some(format!("list({})", known_name(e)?)),
+        Ty::Dyn(_) | Ty::Map(..) | Ty::Obj(..) | Ty::Opt(_) => None,
+        other => Some(other.name().to_string()),
+    }
+}
+
+/// cel-go's refusal of a string function called (without a receiver) on something that is
+/// certainly not a string: `found no matching overload for 'cidr' applied to '(int)'`.
+fn string_argument_mismatch(name: &str, member: bool, args: &[Ty]) -> Option<String> {
+    if member || !OF_A_STRING.contains(&name) {
+        return None;
+    }
+    let first = args.first()?;
+    if matches!(first, Ty::Str(_)) {
+        return None;
+    }
+    let mut names = vec![known_name(first)?];
+    for a in &args[1..] {
+        names.push(known_name(a)?);
+    }
+    Some(format!(
+        "found no matching overload for '{name}' applied to '({})'",
+        names.join(", ")
+    ))
 }
 
 /// Whether a rule's result type is (or may be) a bool.

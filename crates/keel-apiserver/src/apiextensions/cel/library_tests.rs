@@ -238,3 +238,32 @@ fn named_formats() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn a_parser_of_something_not_a_string_does_not_compile() {
+    let errors = |rule: &str| -> Vec<String> {
+        compile_rules(&schema(rule), "x")
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    };
+    for (rule, words) in [
+        (
+            "cidr(192168).prefixLength() == 0",
+            "'cidr' applied to '(int)'",
+        ),
+        ("isSemver([1, 2, 3])", "'isSemver' applied to '(list(int))'"),
+        ("isIP(true)", "'isIP' applied to '(bool)'"),
+    ] {
+        let found = errors(rule);
+        assert!(
+            found.len() == 1
+                && found[0].contains(&format!("found no matching overload for {words}")),
+            "{rule}: {found:?}"
+        );
+    }
+    assert_eq!(
+        errors("isIP(self.s) && cidr(dyn('10.0.0.0/8')).prefixLength() == 8"),
+        Vec::<String>::new()
+    );
+}
