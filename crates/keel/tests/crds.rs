@@ -7,11 +7,15 @@
 //! deleting the CRD deletes its objects, then the CRD; the CRDs are served again after a
 //! restart, from the first request. A CRD of two versions (v1beta1 served, v1 served and
 //! stored, no conversion) serves each object through both with that version's apiVersion
-//! (get, list, watch) and stores it in the storage version, as etcdctl reads it.
+//! (get, list, watch) and stores it in the storage version, as etcdctl reads it. A
+//! server-side apply of a custom resource with a field its schema does not declare is
+//! refused whatever `--validate` says (a field under `x-kubernetes-preserve-unknown-fields`
+//! is kept), and rules using the regex, IP, CIDR and semver libraries judge custom resources
+//! with upstream's words.
 
 use std::time::Duration;
 
-use keel_testkit::kube::{Kube, Stack, get_json, text, write};
+use keel_testkit::kube::{Kube, Stack, fails, get_json, ok, text, write};
 use keel_testkit::{CtlVersion, etcdctl};
 use serde_json::Value;
 
@@ -427,4 +431,132 @@ fn a_crd_of_two_versions_serves_both_and_stores_one_on_keel_up() {
 #[test]
 fn a_crd_of_two_versions_serves_both_and_stores_one_on_etcd() {
     versions(Stack::OnEtcd);
+}
+
+const HOSTS: &str = r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: hosts.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: hosts, kind: Host}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-validations:
+            - rule: "isIP(self.address)"
+            - rule: "cidr(self.network).containsIP(self.address)"
+              message: "address must be in network"
+            - rule: "semver(self.version).isGreaterThan(semver('1.0.0'))"
+            - rule: "self.image.find('^[a-z]+') != ''"
+              messageExpression: "'image ' + self.image + ' must start with a letter'"
+            properties:
+              address: {type: string, maxLength: 64}
+              network: {type: string, maxLength: 64}
+              version: {type: string, maxLength: 64}
+              image: {type: string, maxLength: 64}
+              extra:
+                type: object
+                x-kubernetes-preserve-unknown-fields: true
+"#;
+
+fn host(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Host\nmetadata:\n  name: {name}\n  namespace: default\nspec:\n{spec}"
+    )
+}
+
+const GOOD: &str = "  address: 10.0.0.7\n  network: 10.0.0.0/8\n  version: 1.2.3\n  image: nginx\n";
+
+#[test]
+fn server_side_apply_of_undeclared_fields_and_cel_libraries_on_keel_up() {
+    let kube = Kube::start(Stack::Up);
+    let crd = write(&kube, "hosts.yaml", HOSTS);
+    ok(&kube, None, &["apply", "-f", &crd]);
+    wait_established(&kube, None, "hosts.example.com");
+
+    // An undeclared field: refused whatever --validate says, before anything is stored; a
+    // field under x-kubernetes-preserve-unknown-fields is kept.
+    let undeclared = write(
+        &kube,
+        "undeclared.yaml",
+        &host("h1", &format!("{GOOD}  foo: 1\n")),
+    );
+    for validate in ["strict", "warn", "ignore"] {
+        let flag = format!("--validate={validate}");
+        let err = fails(
+            &kube,
+            None,
+            &["apply", "--server-side", &flag, "-f", &undeclared],
+        );
+        assert!(
+            err.contains(
+                "failed to create typed patch object (default/h1; example.com/v1, Kind=Host): .spec.foo: field not declared in schema"
+            ),
+            "{validate}: {err}"
+        );
+    }
+    assert!(!kube.kubectl(&["get", "host", "h1"]).status.success());
+    let preserved = write(
+        &kube,
+        "preserved.yaml",
+        &host("h1", &format!("{GOOD}  extra: {{anything: [1, 2]}}\n")),
+    );
+    ok(&kube, None, &["apply", "--server-side", "-f", &preserved]);
+    let h1 = get_json(&kube, None, &["host", "h1"]);
+    assert_eq!(h1["spec"]["extra"]["anything"], serde_json::json!([1, 2]));
+    // Client-side apply prunes the undeclared field instead, with the warning.
+    let out = kube.kubectl(&["apply", "--validate=warn", "-f", &undeclared]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(r#"unknown field "spec.foo""#));
+
+    // The CEL libraries: a good host passes, each bad one fails its rule in upstream's words.
+    let bad = [
+        (
+            "  address: 10.0.0.300\n  network: 10.0.0.0/8\n  version: 1.2.3\n  image: nginx\n",
+            // A string that is not an IP matches no overload of containsIP, upstream; the
+            // error names the rule by its message.
+            vec![
+                r#"spec: Invalid value: "object": failed rule: isIP(self.address)"#,
+                r#"spec: Invalid value: "object": 'no such overload': call arguments did not match a supported operator, function or macro signature for rule: address must be in network"#,
+            ],
+        ),
+        (
+            "  address: 192.168.0.1\n  network: 10.0.0.0/8\n  version: 1.2.3\n  image: nginx\n",
+            vec![r#"spec: Invalid value: "object": address must be in network"#],
+        ),
+        (
+            "  address: 10.0.0.7\n  network: 10.0.0.0/8\n  version: v1.2\n  image: nginx\n",
+            vec![
+                r#"spec: Invalid value: "object": No Major.Minor.Patch elements found evaluating rule: semver(self.version).isGreaterThan(semver('1.0.0'))"#,
+            ],
+        ),
+        (
+            "  address: 10.0.0.7\n  network: 10.0.0.0/8\n  version: 0.9.0\n  image: nginx\n",
+            vec![
+                r#"spec: Invalid value: "object": failed rule: semver(self.version).isGreaterThan(semver('1.0.0'))"#,
+            ],
+        ),
+        (
+            "  address: 10.0.0.7\n  network: 10.0.0.0/8\n  version: 1.2.3\n  image: 9nginx\n",
+            vec![r#"spec: Invalid value: "object": image 9nginx must start with a letter"#],
+        ),
+    ];
+    for (i, (spec, errors)) in bad.iter().enumerate() {
+        let file = write(&kube, &format!("bad{i}.yaml"), &host("h2", spec));
+        let err = fails(&kube, None, &["apply", "-f", &file]);
+        for e in errors {
+            assert!(err.contains(e), "{spec}: {err}");
+        }
+    }
+    let good = write(&kube, "good.yaml", &host("h2", GOOD));
+    ok(&kube, None, &["apply", "-f", &good]);
 }

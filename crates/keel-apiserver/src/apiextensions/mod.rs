@@ -3,6 +3,7 @@
 //! it, and the custom resources it defines validated, defaulted and pruned by it, with its
 //! CEL rules ([`cel`]).
 
+pub mod applied;
 pub mod cel;
 pub mod crd;
 pub mod defaults;

@@ -15,7 +15,7 @@
 //!   order the re-encoded object lists them, sorted keys; strategic merge patches: sorted by
 //!   message, as `FromUnstructuredWithValidation` sorts them);
 //! - an applied configuration (server-side apply) is checked as structured-merge-diff
-//!   validates it ([`apply_errors`]), the object it makes as the converter reads it
+//!   validates it ([`apply_errors`]; a custom resource against its CRD's schema), the object it makes as the converter reads it
 //!   ([`conversion_error`]), and, once the apply has succeeded, for the keys it repeats as
 //!   yaml.v2 reads it strictly ([`check_applied`]), whether it is YAML or JSON;
 //! - a YAML body's repeated keys come first, as yaml.v2 reports them (`yaml: unmarshal
@@ -190,10 +190,14 @@ fn cannot_be_handled(kind: &dyn Strategy, why: &str) -> Status {
 /// values of the wrong type and the fields the kind's schema does not declare, each at its
 /// path (`.data.a: expected string, got ...`, `.spec.foo: field not declared in schema`).
 /// kube-apiserver refuses such an apply whatever the directive, as it cannot make the typed
-/// patch object.
+/// patch object. A custom resource is checked against its CRD's schema
+/// ([`crate::apiextensions::applied`]).
 pub fn apply_errors(kind: &dyn Strategy, defs: &Map<String, Value>, config: &Value) -> Vec<String> {
     let Some(root) = root(kind) else {
-        return Vec::new();
+        return kind
+            .custom_schema()
+            .map(|schema| crate::apiextensions::applied::errors(&schema, config))
+            .unwrap_or_default();
     };
     prune(&mut config.clone(), &root, defs).typed
 }

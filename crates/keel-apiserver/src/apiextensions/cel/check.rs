@@ -27,7 +27,7 @@ pub(super) fn addr(s: &Value) -> usize {
     s as *const Value as usize
 }
 
-const UNBOUNDED: u64 = MAX_REQUEST_SIZE_BYTES - 2;
+pub(super) const UNBOUNDED: u64 = MAX_REQUEST_SIZE_BYTES - 2;
 
 /// The bound taken for a resource's `apiVersion`, `kind` and `metadata` (the name and
 /// generateName a rule may read are DNS subdomains at most).
@@ -49,6 +49,10 @@ pub(super) enum Ty<'s> {
     Duration,
     Url,
     Quantity,
+    Ip,
+    Cidr,
+    Semver,
+    Format,
     Str(u64),
     Bytes(u64),
     List(Box<Ty<'s>>, u64),
@@ -74,6 +78,10 @@ impl Ty<'_> {
             Ty::Timestamp => "google.protobuf.Timestamp",
             Ty::Duration => "google.protobuf.Duration",
             Ty::Url => "kubernetes.URL",
+            Ty::Ip => "net.IP",
+            Ty::Cidr => "net.CIDR",
+            Ty::Semver => "kubernetes.Semver",
+            Ty::Format => "kubernetes.NamedFormat",
             Ty::Quantity => "kubernetes.Quantity",
             Ty::Str(_) => "string",
             Ty::Bytes(_) => "bytes",
@@ -84,7 +92,7 @@ impl Ty<'_> {
     }
 
     /// How many times a comprehension over it iterates at most.
-    fn elems(&self) -> u64 {
+    pub(super) fn elems(&self) -> u64 {
         match self {
             Ty::List(_, n) | Ty::Map(_, _, n) | Ty::Dyn(n) => *n,
             Ty::Obj(s, root) => {
@@ -95,7 +103,7 @@ impl Ty<'_> {
     }
 
     /// Characters of a string (or bytes), for the string functions.
-    fn len(&self) -> u64 {
+    pub(super) fn len(&self) -> u64 {
         match self {
             Ty::Str(n) | Ty::Bytes(n) | Ty::Dyn(n) => *n,
             _ => 1,
@@ -104,7 +112,7 @@ impl Ty<'_> {
 
     /// The cost of comparing the value (as cel-go's estimator: a tenth of its size, the
     /// characters of a string or the elements of a list or map, at least 1).
-    fn compare(&self) -> u64 {
+    pub(super) fn compare(&self) -> u64 {
         let size = match self {
             Ty::Str(n) | Ty::Bytes(n) => *n,
             Ty::Opt(t) => t.compare(),
@@ -118,12 +126,12 @@ impl Ty<'_> {
     }
 }
 
-fn ceil_div(a: u64, b: u64) -> u64 {
+pub(super) fn ceil_div(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
 }
 
 /// Of two types an expression may have, the one to go on with (`Dyn(0)` knows nothing).
-fn unify<'s>(a: Ty<'s>, b: Ty<'s>) -> Ty<'s> {
+pub(super) fn unify<'s>(a: Ty<'s>, b: Ty<'s>) -> Ty<'s> {
     match (a, b) {
         (Ty::Dyn(0), t) | (t, Ty::Dyn(0)) => t,
         (Ty::Str(x), Ty::Str(y)) => Ty::Str(x.max(y)),
@@ -134,10 +142,12 @@ fn unify<'s>(a: Ty<'s>, b: Ty<'s>) -> Ty<'s> {
 }
 
 /// Namespaces of global functions (`math.abs(x)` parses as a call on the ident `math`).
-const NAMESPACES: &[&str] = &["math", "sets", "strings", "optional", "lists"];
+const NAMESPACES: &[&str] = &[
+    "math", "sets", "strings", "optional", "lists", "ip", "format",
+];
 
 /// The most elements `lists.range` makes (the crate's limit).
-const MAX_RANGE: u64 = 1_000_000;
+pub(super) const MAX_RANGE: u64 = 1_000_000;
 
 /// Type names usable as values (`type(x) == int`).
 const TYPE_NAMES: &[&str] = &[
@@ -437,13 +447,16 @@ impl<'s, 'a> Checker<'s, 'a> {
             );
             self.error(id, message);
         }
+        if let Some(message) = string_argument_mismatch(&name, target.is_some(), &args) {
+            self.error(id, message);
+        }
         if name == "lists.range"
             && let Some(Expr::Literal(LiteralValue::Int(k))) = call.args.first().map(|a| &a.expr)
         {
             let k = u64::try_from(*k.inner()).unwrap_or(0).min(MAX_RANGE);
             return (Ty::List(Box::new(Ty::Int), k), cost.saturating_add(1 + k));
         }
-        match function(&name, &args) {
+        match super::functions::function(&name, &args) {
             Some((t, own)) => (t, cost.saturating_add(own)),
             None => {
                 self.undeclared(id, &call.func_name);
@@ -500,6 +513,48 @@ fn operands_match(op: &str, a: &Ty, b: &Ty) -> bool {
     }
 }
 
+/// The global functions of one string argument (the IP, CIDR, semver and format
+/// libraries' parsers and tests).
+const OF_A_STRING: &[&str] = &[
+    "ip",
+    "isIP",
+    "ip.isCanonical",
+    "cidr",
+    "isCIDR",
+    "semver",
+    "isSemver",
+    "format.named",
+];
+
+/// cel-go's type name of a type the checker knows for certain (`int`, `list(int)`).
+fn known_name(t: &Ty) -> Option<String> {
+    match t {
+        Ty::List(e, _) => Some(format!("list({})", known_name(e)?)),
+        Ty::Dyn(_) | Ty::Map(..) | Ty::Obj(..) | Ty::Opt(_) => None,
+        other => Some(other.name().to_string()),
+    }
+}
+
+/// cel-go's refusal of a string function called (without a receiver) on something that is
+/// certainly not a string: `found no matching overload for 'cidr' applied to '(int)'`.
+fn string_argument_mismatch(name: &str, member: bool, args: &[Ty]) -> Option<String> {
+    if member || !OF_A_STRING.contains(&name) {
+        return None;
+    }
+    let first = args.first()?;
+    if matches!(first, Ty::Str(_)) {
+        return None;
+    }
+    let mut names = vec![known_name(first)?];
+    for a in &args[1..] {
+        names.push(known_name(a)?);
+    }
+    Some(format!(
+        "found no matching overload for '{name}' applied to '({})'",
+        names.join(", ")
+    ))
+}
+
 /// Whether a rule's result type is (or may be) a bool.
 pub(super) fn may_be_bool(t: &Ty) -> bool {
     !t.is_known_non(|t| matches!(t, Ty::Bool))
@@ -508,142 +563,4 @@ pub(super) fn may_be_bool(t: &Ty) -> bool {
 /// Whether a messageExpression's result type is (or may be) a string.
 pub(super) fn may_be_string(t: &Ty) -> bool {
     !t.is_known_non(|t| matches!(t, Ty::Str(_)))
-}
-
-/// The result type and own cost of calling `name` on `args` (the receiver first), or
-/// `None` for a function the environment does not declare.
-fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)> {
-    let a0 = args.first().cloned().unwrap_or(Ty::Dyn(0));
-    let a1 = args.get(1).cloned().unwrap_or(Ty::Dyn(0));
-    let (r, a) = (a0.len(), a1.len());
-    let elem = |t: &Ty<'s>| match t {
-        Ty::List(e, _) => (**e).clone(),
-        Ty::Map(_, v, _) => (**v).clone(),
-        Ty::Dyn(n) => Ty::Dyn(*n),
-        _ => Ty::Dyn(0),
-    };
-    let walk = |t: &Ty<'s>| t.elems().saturating_mul(elem(t).compare());
-    Some(match name {
-        "_==_" | "_!=_" | "_<_" | "_<=_" | "_>_" | "_>=_" => {
-            (Ty::Bool, a0.compare().min(a1.compare()))
-        }
-        "_&&_" | "_||_" | "!_" | "@not_strictly_false" | "not_strictly_false" => (Ty::Bool, 0),
-        "@in" => match &a1 {
-            Ty::Map(..) | Ty::Obj(..) => (Ty::Bool, 1),
-            other => (Ty::Bool, 1 + other.elems()),
-        },
-        "_+_" => match (a0, a1) {
-            (Ty::Str(x), Ty::Str(y)) => (Ty::Str(x + y), 1 + ceil_div(x + y, 10)),
-            (Ty::Bytes(x), Ty::Bytes(y)) => (Ty::Bytes(x + y), 1 + ceil_div(x + y, 10)),
-            (Ty::List(e, x), Ty::List(f, y)) => {
-                (Ty::List(Box::new(unify(*f, *e)), x.saturating_add(y)), 1)
-            }
-            (Ty::Duration, Ty::Timestamp) => (Ty::Timestamp, 1),
-            (t, _) => (t, 1),
-        },
-        "_-_" => match (a0, a1) {
-            (Ty::Timestamp, Ty::Timestamp) => (Ty::Duration, 1),
-            (t, _) => (t, 1),
-        },
-        "_*_" | "_/_" | "_%_" | "-_" => (a0, 1),
-        "_?_:_" => (unify(a1, args.get(2).cloned().unwrap_or(Ty::Dyn(0))), 0),
-        "_[?_]" => match a0 {
-            Ty::Opt(t) => (Ty::Opt(Box::new(elem(&t))), 1),
-            t => (Ty::Opt(Box::new(elem(&t))), 1),
-        },
-        "_[_]" => match a0 {
-            Ty::Obj(..) => (Ty::Dyn(UNBOUNDED), 1),
-            t => (elem(&t), 1),
-        },
-        "size" => (Ty::Int, 1),
-        "contains" => (
-            Ty::Bool,
-            1 + ceil_div(r, 10).max(1) * ceil_div(a, 10).max(1),
-        ),
-        "startsWith" | "endsWith" => (Ty::Bool, 1 + ceil_div(a, 10)),
-        "matches" => (Ty::Bool, 1 + ceil_div(r, 10).max(1) * ceil_div(a, 4).max(1)),
-        "lowerAscii" | "upperAscii" | "trim" | "charAt" | "substring" | "strings.quote" => {
-            (Ty::Str(r + 2), 1 + ceil_div(r, 10))
-        }
-        "replace" => {
-            let new = args.get(2).map_or(0, Ty::len);
-            let out = r.saturating_mul(new + 1);
-            (Ty::Str(out), 1 + ceil_div(r, 10) + ceil_div(out, 10))
-        }
-        "split" => (Ty::List(Box::new(Ty::Str(r)), r + 1), 1 + ceil_div(r, 10)),
-        "indexOf" | "lastIndexOf" => match a0 {
-            Ty::List(..) => (Ty::Int, 1 + walk(&a0)),
-            _ => (Ty::Int, 1 + ceil_div(r, 10).max(1) * ceil_div(a, 10).max(1)),
-        },
-        "join" => {
-            let out = a0.elems().saturating_mul(elem(&a0).len() + a);
-            (Ty::Str(out), 1 + a0.elems() + ceil_div(out, 10))
-        }
-        "reverse" => match a0 {
-            Ty::List(..) => (a0.clone(), 1 + a0.elems()),
-            _ => (Ty::Str(r), 1 + ceil_div(r, 10)),
-        },
-        "isSorted" => (Ty::Bool, 1 + walk(&a0)),
-        "sum" | "min" | "max" => (elem(&a0), 1 + walk(&a0)),
-        "distinct" => (a0.clone(), 1 + a0.elems().saturating_mul(walk(&a0))),
-        "sort" | "@sortByAssociatedKeys" => {
-            let n = a0.elems();
-            let log = 64 - u64::from(n.leading_zeros());
-            (a0.clone(), 1 + walk(&a0).saturating_mul(log.max(1)))
-        }
-        "slice" => (a0.clone(), 1 + a0.elems()),
-        "lists.range" => (Ty::List(Box::new(Ty::Int), MAX_RANGE), 1 + MAX_RANGE),
-        "flatten" => {
-            let inner = elem(&a0);
-            let n = a0.elems().saturating_mul(inner.elems().max(1));
-            (Ty::List(Box::new(elem(&inner)), n), 1 + n)
-        }
-        "sets.contains" | "sets.equivalent" | "sets.intersects" => {
-            (Ty::Bool, 1 + walk(&a0).saturating_mul(walk(&a1).max(1)))
-        }
-        "int" | "getFullYear" | "getMonth" | "getDayOfYear" | "getDayOfMonth" | "getDate"
-        | "getDayOfWeek" | "getHours" | "getMinutes" | "getSeconds" | "getMilliseconds" => {
-            (Ty::Int, 1 + ceil_div(r, 10))
-        }
-        "uint" => (Ty::Uint, 1 + ceil_div(r, 10)),
-        "double" => (Ty::Double, 1 + ceil_div(r, 10)),
-        "bool" => (Ty::Bool, 1),
-        "string" => (Ty::Str(r.max(64)), 1 + ceil_div(r, 10)),
-        "bytes" => (Ty::Bytes(r), 1 + ceil_div(r, 10)),
-        "timestamp" => (Ty::Timestamp, 1 + ceil_div(r, 10)),
-        "duration" => (Ty::Duration, 1 + ceil_div(r, 10)),
-        "dyn" => (Ty::Dyn(a0.elems().max(a0.len())), 1),
-        "type" => (Ty::Type, 1),
-        "url" => (Ty::Url, 1 + ceil_div(r, 10)),
-        "isURL" => (Ty::Bool, 1 + ceil_div(r, 10)),
-        "getScheme" | "getHost" | "getHostname" | "getPort" | "getEscapedPath" => {
-            (Ty::Str(UNBOUNDED), 1)
-        }
-        "getQuery" => {
-            let values = Ty::List(Box::new(Ty::Str(UNBOUNDED)), UNBOUNDED);
-            (Ty::Map(UNBOUNDED, Box::new(values), UNBOUNDED), 1)
-        }
-        "quantity" => (Ty::Quantity, 1 + ceil_div(r, 10)),
-        "isQuantity" => (Ty::Bool, 1 + ceil_div(r, 10)),
-        "add" | "sub" => (Ty::Quantity, 1),
-        "isInteger" | "isLessThan" | "isGreaterThan" => (Ty::Bool, 1),
-        "asInteger" | "sign" | "compareTo" => (Ty::Int, 1),
-        "asApproximateFloat" => (Ty::Double, 1),
-        "hasValue" => (Ty::Bool, 1),
-        "value" | "orValue" => match a0 {
-            Ty::Opt(t) => (*t, 1),
-            t => (t, 1),
-        },
-        "or" => (a0, 1),
-        "optional.of" | "optional.ofNonZeroValue" => (Ty::Opt(Box::new(a0)), 1),
-        "format" => (Ty::Str(UNBOUNDED), 1 + ceil_div(r, 10) + walk(&a1)),
-        "optional.none" => (Ty::Opt(Box::new(Ty::Dyn(0))), 1),
-        "math.isInf" | "math.isNaN" | "math.isFinite" => (Ty::Bool, 1),
-        "math.sqrt" => (Ty::Double, 1),
-        "math.ceil" | "math.floor" | "math.round" | "math.trunc" | "math.abs" | "math.sign"
-        | "math.bitAnd" | "math.bitOr" | "math.bitXor" | "math.bitNot" | "math.bitShiftLeft"
-        | "math.bitShiftRight" => (a0, 1),
-        "math.greatest" | "math.least" => (a0.clone(), 1 + args.len() as u64 + walk(&a0)),
-        _ => return None,
-    })
 }

@@ -3,7 +3,8 @@
 //! lacks: `cel.bind`, the lists library (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf` on
 //! lists), the sets library (`sets.contains`, `sets.equivalent`, `sets.intersects`) and the
 //! URL library (`url`, `isURL`, `getScheme`, `getHost`, `getHostname`, `getPort`,
-//! `getEscapedPath`, `getQuery`); the quantity library is in `quantity`.
+//! `getEscapedPath`, `getQuery`); the quantity, regex (`find`), IP and CIDR (`net`) and
+//! semver libraries are in their own modules.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -76,7 +77,11 @@ fn kubernetes(env: &mut Env) -> Result<(), cel::DeclarationError> {
     env.add_member_overload("getPort", "url_get_port", MAP_TYPE, vec![], get_port)?;
     env.add_member_overload("getEscapedPath", "url_get_path", MAP_TYPE, vec![], get_path)?;
     env.add_member_overload("getQuery", "url_get_query", MAP_TYPE, vec![], get_query)?;
-    super::quantity::register(env)
+    super::quantity::register(env)?;
+    super::find::register(env)?;
+    super::net::register(env)?;
+    super::semver::register(env)?;
+    super::format_lib::register(env)
 }
 
 /// Expands `cel.bind(v, init, body)` into a comprehension over no elements whose

@@ -29,11 +29,13 @@
 //! `cel.bind`, and Kubernetes' list (`isSorted`, `sum`, `min`, `max`, `indexOf`,
 //! `lastIndexOf`), sets (`sets.contains`, `sets.equivalent`, `sets.intersects`), URL (`url`,
 //! `isURL`, `getScheme`, `getHost`, `getHostname`, `getPort`, `getEscapedPath`,
-//! `getQuery`) and quantity libraries. Not there (a rule using them fails to compile with
-//! `undeclared reference`): the regex library's `find` and `findAll`, `ip` and `cidr`,
-//! `semver`, the `format` library, two-variable comprehensions (`all(i, v, ...)`,
-//! `transformList`, ...). Lists compare in order, `set` and `map` lists too (upstream
-//! compares those as sets).
+//! `getQuery`) and quantity libraries, the regex library's `find` and `findAll` (`find`),
+//! the IP and CIDR libraries (`net`, on Go's `net/netip` parsers: `go_netip`) and the
+//! semver library at version 1, with `semver(s, true)` normalizing (`semver`), and the
+//! format library (`format.dns1123Label().validate(s)`, ...: `format_lib`). Not there (a
+//! rule using them fails to compile with `undeclared reference`): the image library, `net.CIDR` and `net.IP` as type
+//! names, two-variable comprehensions (`all(i, v, ...)`, `transformList`, ...). Lists
+//! compare in order, `set` and `map` lists too (upstream compares those as sets).
 //!
 //! Values: integers as int, numbers as double, `date-time` strings as timestamps, `duration`
 //! strings as durations, `byte` strings as bytes, objects as maps whose declared properties
@@ -68,10 +70,12 @@
 //!   literal, 1 for each operator or function call plus what it walks, with cel-go's
 //!   factors: string functions a tenth of the length they read (`contains` and string
 //!   `indexOf` receiver times argument, `matches` a tenth of the string times a quarter of
-//!   the pattern); `==`, `!=`, `<`, ... a tenth of the smaller operand's size (characters, or
-//!   elements of a list or map), at least 1; `in` on a list its size; `indexOf`, `sum`,
-//!   `min`, `max`, `isSorted` on a list its size times an element's comparison; `sets.*` and
-//!   `distinct` the product of the two walks.
+//!   the pattern, `find` and `findAll` a tenth of the string plus one times a quarter of
+//!   the pattern; `containsIP` and `containsCIDR` as upstream's library estimator prices
+//!   them, the other IP, CIDR and semver functions 1); `==`, `!=`, `<`, ... a tenth of
+//!   the smaller operand's size (characters, or elements of a list or map), at least 1;
+//!   `in` on a list its size; `indexOf`, `sum`, `min`, `max`, `isSorted` on a list its size
+//!   times an element's comparison; `sets.*` and `distinct` the product of the two walks.
 //! - both branches of `&&`, `||` and `?:` (no short circuit).
 //! - comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`): the range, plus the
 //!   range's size times the loop condition and step, plus the result; nested ones multiply.
@@ -88,9 +92,17 @@
 mod check;
 mod compile;
 mod eval;
+mod find;
+mod format_lib;
+mod functions;
+mod go_netip;
 mod library;
+#[cfg(test)]
+mod library_tests;
+mod net;
 mod quantity;
 mod schema;
+mod semver;
 #[cfg(test)]
 mod tests;
 

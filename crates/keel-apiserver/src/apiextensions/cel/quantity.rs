@@ -198,21 +198,28 @@ overload!(sub, |args| {
         .ok_or_else(|| err("sub", "quantity overflow"))
 });
 
-overload!(is_less_than, |args| {
-    let (a, b) = pair(args, "isLessThan")?;
-    Ok(Value::Bool(a < b))
-});
+/// The order of the receiver and the argument of a comparison: two semver values (the
+/// semver library shares `isLessThan`, `isGreaterThan` and `compareTo`), or two quantities.
+fn order(args: &[Value], function: &str) -> Result<Ordering, ExecutionError> {
+    if let Some(o) = super::semver::ordering(args.first(), args.get(1)) {
+        return Ok(o);
+    }
+    let (a, b) = pair(args, function)?;
+    Ok(a.cmp(&b))
+}
 
-overload!(is_greater_than, |args| {
-    let (a, b) = pair(args, "isGreaterThan")?;
-    Ok(Value::Bool(a > b))
-});
+overload!(is_less_than, |args| Ok(Value::Bool(
+    order(args, "isLessThan")? == Ordering::Less
+)));
 
-overload!(compare_to, |args| {
-    let (a, b) = pair(args, "compareTo")?;
-    Ok(Value::Int(match a.cmp(&b) {
+overload!(is_greater_than, |args| Ok(Value::Bool(
+    order(args, "isGreaterThan")? == Ordering::Greater
+)));
+
+overload!(compare_to, |args| Ok(Value::Int(
+    match order(args, "compareTo")? {
         Ordering::Less => -1,
         Ordering::Equal => 0,
         Ordering::Greater => 1,
-    }))
-});
+    }
+)));

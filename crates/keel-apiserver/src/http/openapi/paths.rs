@@ -37,8 +37,10 @@ enum RequestBody {
     Object(String),
     /// `DeleteOptions`.
     DeleteOptions,
-    /// A patch, in the three forms keel applies.
-    Patch,
+    /// A patch, in the three forms keel applies (`true`: of a custom resource, which takes
+    /// no strategic merge patch and says it takes apply patches, as apiextensions-apiserver's
+    /// OpenAPI builder says).
+    Patch(bool),
 }
 
 /// One operation of a path.
@@ -139,6 +141,7 @@ pub fn group_version(kinds: &[&'static dyn Strategy], group: &str, version: &str
 
 fn kind_paths(kind: &dyn Strategy, gv: &str, definition: &str) -> Vec<PathItem> {
     let info = kind.info();
+    let custom = kind.custom_schema().is_some();
     let k = info.kind;
     let base = prefix(info.group, info.version);
     let (ns_path, ns_id) = if info.namespaced {
@@ -288,7 +291,7 @@ fn kind_paths(kind: &dyn Strategy, gv: &str, definition: &str) -> Vec<PathItem> 
                     format!("partially update the specified {k}"),
                     "patch",
                     &["dryRun", "fieldManager", "fieldValidation", "force"],
-                    Some(RequestBody::Patch),
+                    Some(RequestBody::Patch(custom)),
                     object(&[200, 201]),
                 ),
                 op(
@@ -404,7 +407,7 @@ fn kind_paths(kind: &dyn Strategy, gv: &str, definition: &str) -> Vec<PathItem> 
                     format!("partially update {sub} of the specified {k}"),
                     "patch",
                     &["dryRun", "fieldManager", "fieldValidation", "force"],
-                    Some(RequestBody::Patch),
+                    Some(RequestBody::Patch(custom)),
                     object(&[200, 201]),
                 ),
                 _ => op(
@@ -480,6 +483,13 @@ const PATCH_TYPES: [&str; 3] = [
     "application/strategic-merge-patch+json",
 ];
 
+/// The patches a custom resource takes, as its OpenAPI says.
+const CUSTOM_PATCH_TYPES: [&str; 3] = [
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+];
+
 fn response_description(code: u16) -> &'static str {
     match code {
         200 => "OK",
@@ -500,7 +510,8 @@ impl Operation {
         let body = self.body.as_ref().map(|b| match b {
             RequestBody::Object(name) => (name.as_str(), vec!["*/*"]),
             RequestBody::DeleteOptions => (schemas::DELETE_OPTIONS, vec!["*/*"]),
-            RequestBody::Patch => (schemas::PATCH, PATCH_TYPES.to_vec()),
+            RequestBody::Patch(false) => (schemas::PATCH, PATCH_TYPES.to_vec()),
+            RequestBody::Patch(true) => (schemas::PATCH, CUSTOM_PATCH_TYPES.to_vec()),
         });
         let mut responses = Map::new();
         match flavor {
