@@ -139,6 +139,20 @@ impl Strategy for Nodes {
         errors
     }
 
+    /// `ValidateNodeUpdate`, what `nodeStatusStrategy` checks: the node as any update
+    /// checks it, each status address listed once.
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errors = self.validate_update(new, old);
+        let addresses = super::status::items(new, "/status/addresses");
+        for (i, address) in addresses.iter().enumerate() {
+            if addresses[..i].contains(address) {
+                let at = format!("status.addresses[{i}]");
+                errors.push(FieldError::duplicate(&at, address.clone()));
+            }
+        }
+        errors
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }
