@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::names::NameRule;
 use super::time::Time;
-use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, text};
+use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, meta, text};
 use crate::apiextensions::jsonpath::JsonPath;
 use crate::apiextensions::{cel, crd, defaults, listtype, prune, validate};
 use crate::schema::Schema;
@@ -363,6 +363,28 @@ impl Strategy for CustomResource {
 
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         self.set_defaults(new);
+    }
+
+    /// The custom resource status strategy's `PrepareForUpdate`
+    /// (apiextensions-apiserver pkg/registry/customresource/status_strategy.go): everything
+    /// but the status, the metadata too, is the stored object's; only the managed fields
+    /// (which track the write) are the new ones. The update is then validated as any update
+    /// of the object: its schema, list types (ratcheting) and CEL rules.
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        let managed = new.pointer("/metadata/managedFields").cloned();
+        let status = new.get("status").cloned();
+        let mut kept = old.clone();
+        match managed {
+            Some(m) => meta::metadata(&mut kept).insert("managedFields".into(), m),
+            None => meta::metadata(&mut kept).remove("managedFields"),
+        };
+        if let Some(map) = kept.as_object_mut() {
+            match status {
+                Some(s) => map.insert("status".into(), s),
+                None => map.remove("status"),
+            };
+        }
+        *new = kept;
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {

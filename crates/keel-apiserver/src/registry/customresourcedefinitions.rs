@@ -109,6 +109,15 @@ impl Strategy for CustomResourceDefinitions {
         errors
     }
 
+    /// `ValidateUpdateCustomResourceDefinitionStatus`: the accepted names. (Upstream's
+    /// status `PrepareForUpdate` resets the metadata to itself, so a status update keeps
+    /// the metadata it sends, which the CRD finalizer counts on.)
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        let empty = Value::Null;
+        let accepted = new.pointer("/status/acceptedNames").unwrap_or(&empty);
+        crd::names_errors(accepted, "status.acceptedNames")
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }

@@ -5,6 +5,7 @@
 //! a DNS-1035 label, the priorities' ranges, a local APIService without `caBundle` or
 //! `insecureSkipTLSVerify`, a service's namespace, name and port), the strategy's reset status
 //! on create, and the table kube-aggregator's REST storage serves (NAME SERVICE AVAILABLE AGE).
+//! A status update keeps the stored metadata but the status's own (`apiServerStatusStrategy`).
 
 use serde_json::{Value, json};
 
@@ -14,7 +15,7 @@ use crate::registry::defaults::{as_map, default_value, object_entry};
 use crate::registry::rules::port_number;
 use crate::registry::storage_k8s_io::fields::{is_dns1035_label, items, present, str_at};
 use crate::registry::{
-    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str, name_age_row,
+    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta, meta_str, name_age_row, status,
 };
 use crate::storage::FieldError;
 
@@ -164,6 +165,42 @@ impl Strategy for ApiServices {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         validate(obj)
+    }
+
+    /// `apiServerStatusStrategy.PrepareForUpdate`: the labels, annotations, finalizers and
+    /// owner references stay the stored ones.
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        let kept = ["labels", "annotations", "finalizers", "ownerReferences"];
+        let stored = old.get("metadata").and_then(Value::as_object);
+        let metadata = meta::metadata(new);
+        for field in kept {
+            match stored.and_then(|m| m.get(field)) {
+                Some(v) => metadata.insert(field.into(), v.clone()),
+                None => metadata.remove(field),
+            };
+        }
+    }
+
+    /// `ValidateAPIServiceStatusUpdate`: each condition's status `True`, `False` or
+    /// `Unknown`.
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        let statuses = ["True", "False", "Unknown"];
+        let conditions = status::items(new, "/status/conditions");
+        conditions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let value = str_at(c, "/status");
+                (!statuses.contains(&value)).then(|| {
+                    let at = format!("status.conditions[{i}].status");
+                    FieldError::not_supported(&at, value, &statuses)
+                })
+            })
+            .collect()
+    }
+
+    fn status_reset_fields(&self) -> &'static [&'static [&'static str]] {
+        &[&["spec"], &["metadata"]]
     }
 
     fn columns(&self) -> &'static [Column] {
