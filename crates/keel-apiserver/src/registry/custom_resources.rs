@@ -544,4 +544,32 @@ mod tests {
         let (again, made) = serve(&crd, &crd["spec"]["versions"][0]);
         assert!(std::ptr::eq(kind, again) && made && kind.schema().is_object());
     }
+
+    #[test]
+    fn a_status_update_keeps_all_but_the_status_and_managed_fields() {
+        let crd = crd();
+        let (kind, _) = serve(&crd, &crd["spec"]["versions"][0]);
+        let old = json!({"metadata": {"name": "w", "labels": {"a": "b"}, "resourceVersion": "5"},
+            "spec": {"color": "red"}, "status": {"ready": false}});
+        let mut new = json!({"metadata": {"name": "w", "labels": {"a": "c"},
+            "managedFields": [{"manager": "m"}]}, "spec": {"color": "blue"},
+            "status": {"ready": true}});
+        kind.prepare_for_status_update(&mut new, &old);
+        assert_eq!(
+            new,
+            json!({"metadata": {"name": "w", "labels": {"a": "b"}, "resourceVersion": "5",
+                "managedFields": [{"manager": "m"}]}, "spec": {"color": "red"},
+                "status": {"ready": true}})
+        );
+        let mut bad = new.clone();
+        bad["status"]["ready"] = json!("yes");
+        let errors = crate::registry::rules::messages(&kind.validate_status_update(&bad, &old));
+        assert_eq!(
+            errors,
+            [
+                "status.ready: Invalid value: \"string\": status.ready in body must be of type \
+              boolean: \"string\""
+            ]
+        );
+    }
 }

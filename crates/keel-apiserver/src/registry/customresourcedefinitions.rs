@@ -164,4 +164,23 @@ mod tests {
             "{errors:?}"
         );
     }
+
+    #[test]
+    fn a_status_update_checks_the_accepted_names() {
+        let crd = json!({"status": {"acceptedNames": {"plural": "Widgets", "kind": "Widget",
+            "listKind": "Widget", "shortNames": ["w_d"]}}});
+        let errors = crate::registry::rules::messages(
+            &CustomResourceDefinitions.validate_status_update(&crd, &crd),
+        );
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].starts_with("status.acceptedNames.plural: Invalid value: \"Widgets\""));
+        assert!(
+            errors[1].starts_with("status.acceptedNames.shortNames[0]: Invalid value: \"w_d\"")
+        );
+        assert_eq!(
+            errors[2],
+            "status.acceptedNames.listKind: Invalid value: \"Widget\": kind and listKind may not \
+             be the same or parsing become ambiguous"
+        );
+    }
 }

@@ -576,4 +576,21 @@ mod tests {
         );
         assert!(PersistentVolumeClaims.returns_deleted_object());
     }
+
+    #[test]
+    fn a_status_update_needs_a_resource_version_access_modes_and_quantities() {
+        let claim = json!({"metadata": {"name": "c"}, "spec": {},
+            "status": {"capacity": {"storage": "-1Gi"}}});
+        assert_eq!(
+            crate::registry::rules::messages(
+                &PersistentVolumeClaims.validate_status_update(&claim, &claim)
+            ),
+            [
+                "resourceVersion: Required value",
+                "Spec.accessModes: Required value",
+                "status.capacity[storage]: Invalid value: -1073741824: must be a valid resource \
+                 quantity",
+            ]
+        );
+    }
 }

@@ -475,4 +475,35 @@ mod tests {
             vec!["spec.externalName: Required value"]
         );
     }
+
+    #[test]
+    fn a_status_update_checks_the_load_balancer_as_validate_service_status_update() {
+        use crate::registry::rules::messages;
+        let lb = json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {}}});
+        let mut new = lb.clone();
+        new["status"]["loadBalancer"]["ingress"] = json!([{"ip": "1.2.3.4"}, {"ip": "1.2.3.300", "ipMode": "VIP"},
+                {"hostname": "lb.example.com", "ipMode": "Proxy"}, {"ip": "5.6.7.8", "ipMode": "NAT"}]);
+        Services.set_defaults(&mut new);
+        assert_eq!(new["status"]["loadBalancer"]["ingress"][0]["ipMode"], "VIP");
+        assert_eq!(
+            messages(&Services.validate_status_update(&new, &lb)),
+            [
+                "status.loadBalancer.ingress[1].ip: Invalid value: \"1.2.3.300\": must be a valid \
+                 IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                "status.loadBalancer.ingress[2].ipMode: Forbidden: may not be specified when `ip` \
+                 is not set",
+                "status.loadBalancer.ingress[3].ipMode: Unsupported value: \"NAT\": supported \
+                 values: \"Proxy\", \"VIP\"",
+            ]
+        );
+        let mut plain = new.clone();
+        plain["spec"]["type"] = "ClusterIP".into();
+        assert_eq!(
+            messages(&Services.validate_status_update(&plain, &lb)),
+            [
+                "status.loadBalancer.ingress: Forbidden: may only be used when `spec.type` is \
+              'LoadBalancer'"
+            ]
+        );
+    }
 }

@@ -358,4 +358,24 @@ mod tests {
             json!("*/limits")
         );
     }
+
+    #[test]
+    fn a_status_update_resets_the_metadata_and_checks_warnings_and_conditions() {
+        let old = json!({"metadata": {"name": "p", "generation": 3, "labels": {"a": "b"}}});
+        let mut new = json!({"metadata": {"name": "p", "generation": 9},
+            "status": {"typeChecking": {"expressionWarnings": [{"fieldRef": " "}]},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "Fine",
+                    "lastTransitionTime": "2024-01-01T00:00:00Z"}]}});
+        ValidatingAdmissionPolicies.prepare_for_status_update(&mut new, &old);
+        assert_eq!(new["metadata"], old["metadata"]);
+        assert_eq!(
+            crate::registry::rules::messages(
+                &ValidatingAdmissionPolicies.validate_status_update(&new, &old)
+            ),
+            [
+                "status.typeChecking.expressionWarnings[0].warning: Required value",
+                "status.typeChecking.expressionWarnings[0].fieldRef: Required value",
+            ]
+        );
+    }
 }

@@ -274,4 +274,20 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn a_status_update_keeps_the_metadata_and_checks_condition_statuses() {
+        let old = json!({"metadata": {"name": "v1.x", "labels": {"a": "b"}, "finalizers": ["f"]}});
+        let mut new = json!({"metadata": {"name": "v1.x", "annotations": {"c": "d"}},
+            "status": {"conditions": [{"type": "Available", "status": "Maybe"}]}});
+        ApiServices.prepare_for_status_update(&mut new, &old);
+        assert_eq!(new["metadata"], old["metadata"]);
+        assert_eq!(
+            crate::registry::rules::messages(&ApiServices.validate_status_update(&new, &old)),
+            [
+                "status.conditions[0].status: Unsupported value: \"Maybe\": supported values: \
+              \"True\", \"False\", \"Unknown\""
+            ]
+        );
+    }
 }
