@@ -247,43 +247,57 @@ fn validate_names(crd: &Value, errors: &mut Vec<FieldError>) {
             errors.push(FieldError::required(&format!("spec.names.{field}"), ""));
         }
     }
-    let names = |field: &str| text(crd, &format!("/spec/names/{field}"));
+    let empty = Value::Null;
+    errors.extend(names_errors(
+        crd.pointer("/spec/names").unwrap_or(&empty),
+        "spec.names",
+    ));
+}
+
+/// `ValidateCustomResourceDefinitionNames` of the names at `path` (`spec.names`,
+/// `status.acceptedNames`): each set name a DNS-1035 label (the kinds in lower case), and
+/// the kind and list kind not the same.
+pub fn names_errors(names: &Value, path: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let name = |field: &str| names.get(field).and_then(Value::as_str).unwrap_or("");
     for field in ["plural", "singular"] {
-        if !names(field).is_empty() {
-            label(errors, &format!("spec.names.{field}"), names(field), "");
+        if !name(field).is_empty() {
+            label(&mut errors, &format!("{path}.{field}"), name(field), "");
         }
     }
     for field in ["kind", "listKind"] {
-        let value = names(field);
+        let value = name(field);
         if !value.is_empty() && !dns1035_label(&value.to_lowercase()).is_empty() {
             let problems = dns1035_label(&value.to_lowercase()).join(",");
             errors.push(FieldError::invalid(
-                &format!("spec.names.{field}"),
+                &format!("{path}.{field}"),
                 value,
                 &format!("may have mixed case, but should otherwise match: {problems}"),
             ));
         }
     }
-    for list in ["shortNames", "categories"] {
-        let values = crd
-            .pointer(&format!("/spec/names/{list}"))
-            .and_then(Value::as_array);
-        for (i, v) in values.into_iter().flatten().enumerate() {
-            label(
-                errors,
-                &format!("spec.names.{list}[{i}]"),
-                v.as_str().unwrap_or(""),
-                "",
-            );
-        }
+    let list = |field: &str| {
+        names
+            .get(field)
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
+    };
+    for (i, v) in list("shortNames").iter().enumerate() {
+        let at = format!("{path}.shortNames[{i}]");
+        label(&mut errors, &at, v.as_str().unwrap_or(""), "");
     }
-    if !names("kind").is_empty() && names("kind") == names("listKind") {
+    if !name("kind").is_empty() && name("kind") == name("listKind") {
         errors.push(FieldError::invalid(
-            "spec.names.listKind",
-            names("listKind"),
+            &format!("{path}.listKind"),
+            name("listKind"),
             "kind and listKind may not be the same or parsing become ambiguous",
         ));
     }
+    for (i, v) in list("categories").iter().enumerate() {
+        let at = format!("{path}.categories[{i}]");
+        label(&mut errors, &at, v.as_str().unwrap_or(""), "");
+    }
+    errors
 }
 
 fn validate_versions(crd: &Value, errors: &mut Vec<FieldError>) {

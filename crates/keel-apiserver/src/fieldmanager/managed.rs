@@ -85,18 +85,18 @@ pub struct FieldManager<'a> {
     now: Time,
 }
 
-/// What the strategy resets, so no write owns it (`GetResetFields`).
-fn reset_fields(info: &ResourceInfo, subresource: &str) -> Set {
+/// What the strategy resets, so no write owns it (`GetResetFields`; a status update's are
+/// the kind's [`Strategy::status_reset_fields`]).
+fn reset_fields(kind: &dyn Strategy, subresource: &str) -> Set {
     let mut set = Set::new();
     let f = PathElement::field;
     match subresource {
-        "" if info.status => set.insert(&[f("status")]),
+        "" if kind.info().status => set.insert(&[f("status")]),
         "finalize" => set.insert(&[f("status")]),
         "status" => {
-            set.insert(&[f("spec")]);
-            if info.resource == "pods" {
-                set.insert(&[f("metadata"), f("deletionTimestamp")]);
-                set.insert(&[f("metadata"), f("ownerReferences")]);
+            for path in kind.status_reset_fields() {
+                let path: Vec<PathElement> = path.iter().map(|name| f(name)).collect();
+                set.insert(&path);
             }
         }
         _ => {}
@@ -118,7 +118,7 @@ impl<'a> FieldManager<'a> {
             },
             api_version: info.api_version(),
             subresource,
-            reset: reset_fields(info, subresource),
+            reset: reset_fields(kind, subresource),
             now,
         }
     }

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::names::NameRule;
 use super::time::Time;
-use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, text};
+use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, meta, text};
 use crate::apiextensions::jsonpath::JsonPath;
 use crate::apiextensions::{cel, crd, defaults, listtype, prune, validate};
 use crate::schema::Schema;
@@ -369,6 +369,28 @@ impl Strategy for CustomResource {
         self.set_defaults(new);
     }
 
+    /// The custom resource status strategy's `PrepareForUpdate`
+    /// (apiextensions-apiserver pkg/registry/customresource/status_strategy.go): everything
+    /// but the status, the metadata too, is the stored object's; only the managed fields
+    /// (which track the write) are the new ones. The update is then validated as any update
+    /// of the object: its schema, list types (ratcheting) and CEL rules.
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        let managed = new.pointer("/metadata/managedFields").cloned();
+        let status = new.get("status").cloned();
+        let mut kept = old.clone();
+        match managed {
+            Some(m) => meta::metadata(&mut kept).insert("managedFields".into(), m),
+            None => meta::metadata(&mut kept).remove("managedFields"),
+        };
+        if let Some(map) = kept.as_object_mut() {
+            match status {
+                Some(s) => map.insert("status".into(), s),
+                None => map.remove("status"),
+            };
+        }
+        *new = kept;
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let version = self.version();
         let mut errors = validate::validate(&version.schema, obj);
@@ -525,5 +547,33 @@ mod tests {
         // Created again, the same kind has its schema again.
         let (again, made) = serve(&crd, &crd["spec"]["versions"][0]);
         assert!(std::ptr::eq(kind, again) && made && kind.schema().is_object());
+    }
+
+    #[test]
+    fn a_status_update_keeps_all_but_the_status_and_managed_fields() {
+        let crd = crd();
+        let (kind, _) = serve(&crd, &crd["spec"]["versions"][0]);
+        let old = json!({"metadata": {"name": "w", "labels": {"a": "b"}, "resourceVersion": "5"},
+            "spec": {"color": "red"}, "status": {"ready": false}});
+        let mut new = json!({"metadata": {"name": "w", "labels": {"a": "c"},
+            "managedFields": [{"manager": "m"}]}, "spec": {"color": "blue"},
+            "status": {"ready": true}});
+        kind.prepare_for_status_update(&mut new, &old);
+        assert_eq!(
+            new,
+            json!({"metadata": {"name": "w", "labels": {"a": "b"}, "resourceVersion": "5",
+                "managedFields": [{"manager": "m"}]}, "spec": {"color": "red"},
+                "status": {"ready": true}})
+        );
+        let mut bad = new.clone();
+        bad["status"]["ready"] = json!("yes");
+        let errors = crate::registry::rules::messages(&kind.validate_status_update(&bad, &old));
+        assert_eq!(
+            errors,
+            [
+                "status.ready: Invalid value: \"string\": status.ready in body must be of type \
+              boolean: \"string\""
+            ]
+        );
     }
 }

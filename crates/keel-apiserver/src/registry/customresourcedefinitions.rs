@@ -109,6 +109,15 @@ impl Strategy for CustomResourceDefinitions {
         errors
     }
 
+    /// `ValidateUpdateCustomResourceDefinitionStatus`: the accepted names. (Upstream's
+    /// status `PrepareForUpdate` resets the metadata to itself, so a status update keeps
+    /// the metadata it sends, which the CRD finalizer counts on.)
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        let empty = Value::Null;
+        let accepted = new.pointer("/status/acceptedNames").unwrap_or(&empty);
+        crd::names_errors(accepted, "status.acceptedNames")
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }
@@ -153,6 +162,25 @@ mod tests {
                 .field
                 .starts_with("spec.versions[0].schema.openAPIV3Schema.x-kubernetes-validations[0]"),
             "{errors:?}"
+        );
+    }
+
+    #[test]
+    fn a_status_update_checks_the_accepted_names() {
+        let crd = json!({"status": {"acceptedNames": {"plural": "Widgets", "kind": "Widget",
+            "listKind": "Widget", "shortNames": ["w_d"]}}});
+        let errors = crate::registry::rules::messages(
+            &CustomResourceDefinitions.validate_status_update(&crd, &crd),
+        );
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].starts_with("status.acceptedNames.plural: Invalid value: \"Widgets\""));
+        assert!(
+            errors[1].starts_with("status.acceptedNames.shortNames[0]: Invalid value: \"w_d\"")
+        );
+        assert_eq!(
+            errors[2],
+            "status.acceptedNames.listKind: Invalid value: \"Widget\": kind and listKind may not \
+             be the same or parsing become ambiguous"
         );
     }
 }

@@ -54,6 +54,7 @@ pub mod selector;
 pub mod served;
 pub mod serviceaccounts;
 pub mod services;
+pub mod status;
 pub mod storage_k8s_io;
 pub mod store;
 pub mod stored;
@@ -277,6 +278,13 @@ pub trait Strategy: Send + Sync {
     /// `Validate*StatusUpdate`); by default the same as [`Strategy::validate_update`].
     fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         self.validate_update(new, old)
+    }
+
+    /// The fields an update of the `status` subresource resets, so server-side apply to
+    /// `status` owns none of them (the status strategies' `GetResetFields`): by default the
+    /// spec.
+    fn status_reset_fields(&self) -> &'static [&'static [&'static str]] {
+        &[&["spec"]]
     }
 
     /// The Table columns, `Name` first, as kube-apiserver's printers define them.

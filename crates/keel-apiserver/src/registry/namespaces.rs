@@ -1,7 +1,8 @@
 //! core/v1 Namespaces (cluster-scoped, names are DNS labels): NAME, STATUS, AGE. A new
 //! namespace is `Active` with the `kubernetes` finalizer, carries the
 //! `kubernetes.io/metadata.name` label, and keeps its finalizers on updates (they change
-//! only through the `finalize` subresource).
+//! only through the `finalize` subresource). A status update's phase must agree with the
+//! deletion timestamp (`ValidateNamespaceStatusUpdate`).
 
 use serde_json::{Map, Value, json};
 
@@ -55,13 +56,47 @@ fn default_label(obj: &mut Value) {
     }
 }
 
+/// `ValidateNamespaceStatusUpdate` (pkg/apis/core/validation/validation.go): the phase is
+/// `Active` until the namespace is being deleted, `Terminating` after.
+fn validate_status_update(ns: &Value) -> Vec<FieldError> {
+    let phase = ns.at("/status/phase").and_then(Value::as_str).unwrap_or("");
+    let deleting = ns
+        .at("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null());
+    let (want, detail) = match deleting {
+        false => (
+            "Active",
+            "may only be 'Active' if `deletionTimestamp` is empty",
+        ),
+        true => (
+            "Terminating",
+            "may only be 'Terminating' if `deletionTimestamp` is not empty",
+        ),
+    };
+    (phase != want)
+        .then(|| FieldError::invalid("status.Phase", phase, detail))
+        .into_iter()
+        .collect()
+}
+
 impl Strategy for Namespaces {
     fn info(&self) -> &'static ResourceInfo {
         &INFO
     }
 
+    /// `SetDefaults_Namespace` and `SetDefaults_NamespaceStatus` (a status without a phase
+    /// is `Active`).
     fn set_defaults(&self, obj: &mut Value) {
         default_label(obj);
+        if let Some(status) = obj.get_mut("status").and_then(Value::as_object_mut)
+            && status
+                .get("phase")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .is_empty()
+        {
+            status.insert("phase".into(), json!("Active"));
+        }
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
@@ -119,6 +154,10 @@ impl Strategy for Namespaces {
             }
         }
         errors
+    }
+
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        validate_status_update(new)
     }
 
     fn columns(&self) -> &'static [Column] {
@@ -187,6 +226,31 @@ mod tests {
             vec![json!("team-a"), json!("Active"), json!("3d")]
         );
         assert_eq!(Namespaces.field(&stored, "status.phase"), "Active");
+    }
+
+    #[test]
+    fn a_status_update_phase_follows_the_deletion_timestamp() {
+        let active = json!({"metadata": {"name": "a"}, "status": {"phase": "Terminating"}});
+        assert_eq!(
+            crate::registry::rules::messages(&Namespaces.validate_status_update(&active, &active)),
+            [
+                "status.Phase: Invalid value: \"Terminating\": may only be 'Active' if \
+              `deletionTimestamp` is empty"
+            ]
+        );
+        let mut deleting = json!({"metadata": {"name": "a",
+            "deletionTimestamp": "2024-01-01T00:00:00Z"}, "status": {}});
+        Namespaces.set_defaults(&mut deleting);
+        assert_eq!(deleting["status"]["phase"], "Active");
+        assert_eq!(
+            crate::registry::rules::messages(
+                &Namespaces.validate_status_update(&deleting, &active)
+            ),
+            [
+                "status.Phase: Invalid value: \"Active\": may only be 'Terminating' if \
+              `deletionTimestamp` is not empty"
+            ]
+        );
     }
 
     #[test]

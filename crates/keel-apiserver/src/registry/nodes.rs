@@ -139,6 +139,30 @@ impl Strategy for Nodes {
         errors
     }
 
+    /// `ValidateNodeUpdate`, what `nodeStatusStrategy` checks: the node as any update
+    /// checks it, each status address listed once.
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let mut errors = self.validate_update(new, old);
+        let addresses = super::status::items(new, "/status/addresses");
+        for (i, address) in addresses.iter().enumerate() {
+            if addresses[..i].contains(address) {
+                // Go's JSON of a `NodeAddress`: its fields in their declared order.
+                let field = |k: &str| Value::from(text(address, &format!("/{k}"))).to_string();
+                let printed = format!(
+                    "{{\"type\":{},\"address\":{}}}",
+                    field("type"),
+                    field("address")
+                );
+                let at = format!("status.addresses[{i}]");
+                errors.push(FieldError {
+                    printed: Some(printed),
+                    ..FieldError::duplicate(&at, address.clone())
+                });
+            }
+        }
+        errors
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }
@@ -260,6 +284,16 @@ mod tests {
                  \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\"",
                 "spec.taints[1].key: Required value",
             ]
+        );
+    }
+
+    #[test]
+    fn a_status_update_lists_each_address_once() {
+        let node = json!({"metadata": {"name": "n"}, "status": {"addresses": [
+            {"type": "Hostname", "address": "n"}, {"type": "Hostname", "address": "n"}]}});
+        assert_eq!(
+            crate::registry::rules::messages(&Nodes.validate_status_update(&node, &node)),
+            ["status.addresses[1]: Duplicate value: {\"type\":\"Hostname\",\"address\":\"n\"}"]
         );
     }
 }

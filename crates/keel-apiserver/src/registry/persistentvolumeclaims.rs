@@ -19,7 +19,7 @@ use super::persistentvolumes::{
 };
 use super::resource_lists::{nanos, quantity_text};
 use super::selector::validate_label_selector;
-use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
+use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str, status};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
 use crate::json_pointer::At;
@@ -369,6 +369,28 @@ impl Strategy for PersistentVolumeClaims {
         errors
     }
 
+    /// `ValidatePersistentVolumeClaimStatusUpdate`: a resource version, access modes, and
+    /// each capacity a quantity not below 0 (`validateBasicResource`).
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        let mut errors: Vec<FieldError> =
+            status::resource_version_required(new).into_iter().collect();
+        let modes = new.at("/spec/accessModes").and_then(Value::as_array);
+        if modes.is_none_or(Vec::is_empty) {
+            errors.push(FieldError::required("Spec.accessModes", ""));
+        }
+        let capacity = new.at("/status/capacity").and_then(Value::as_object);
+        for (name, quantity) in capacity.into_iter().flatten() {
+            if let Some(n) = nanos(quantity).filter(|n| *n < 0) {
+                errors.push(FieldError::invalid(
+                    &format!("status.capacity[{name}]"),
+                    super::resource_lists::value(n) as i64,
+                    "must be a valid resource quantity",
+                ));
+            }
+        }
+        errors
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }
@@ -553,5 +575,22 @@ mod tests {
             [json!("Bound"), json!("pv1"), json!("1Gi"), json!("RWO")]
         );
         assert!(PersistentVolumeClaims.returns_deleted_object());
+    }
+
+    #[test]
+    fn a_status_update_needs_a_resource_version_access_modes_and_quantities() {
+        let claim = json!({"metadata": {"name": "c"}, "spec": {},
+            "status": {"capacity": {"storage": "-1Gi"}}});
+        assert_eq!(
+            crate::registry::rules::messages(
+                &PersistentVolumeClaims.validate_status_update(&claim, &claim)
+            ),
+            [
+                "resourceVersion: Required value",
+                "Spec.accessModes: Required value",
+                "status.capacity[storage]: Invalid value: -1073741824: must be a valid resource \
+                 quantity",
+            ]
+        );
     }
 }

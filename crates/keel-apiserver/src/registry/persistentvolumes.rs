@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use super::persistentvolumeclaims::diff_lines;
 use super::printing::json_text;
 use super::resource_lists::{nanos, quantity_text};
-use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str};
+use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str, status};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
 use crate::json_pointer::At;
@@ -477,6 +477,30 @@ impl Strategy for PersistentVolumes {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         validate_spec(obj)
+    }
+
+    /// `persistentvolumeStatusStrategy.PrepareForUpdate`: a phase change without a new
+    /// transition time is stamped now.
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        let since = new.at("/status/lastPhaseTransitionTime").cloned();
+        let phase_changed = new.at("/status/phase") != old.at("/status/phase");
+        let stale = since
+            .as_ref()
+            .is_none_or(|t| t.is_null() || Some(t) == old.at("/status/lastPhaseTransitionTime"));
+        if phase_changed
+            && stale
+            && let Some(status) = new.get_mut("status").and_then(Value::as_object_mut)
+        {
+            status.insert(
+                "lastPhaseTransitionTime".into(),
+                Time::now().rfc3339().into(),
+            );
+        }
+    }
+
+    /// `ValidatePersistentVolumeStatusUpdate`: a resource version.
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        status::resource_version_required(new).into_iter().collect()
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {

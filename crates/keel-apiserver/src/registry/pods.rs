@@ -6,11 +6,12 @@
 //! and its generation 1; the commonest spec rules are validated, and an update may change
 //! only what kube lets a running pod change.
 //!
-//! The kind is here; `defaults`, `validation` and `printing` (the table's cells and the
-//! QoS class) are its parts.
+//! The kind is here; `defaults`, `validation`, `status` (the status subresource) and
+//! `printing` (the table's cells and the QoS class) are its parts.
 
 pub mod defaults;
 mod printing;
+pub mod status;
 pub mod validation;
 
 use serde_json::{Value, json};
@@ -178,6 +179,22 @@ impl Strategy for Pods {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         validation::validate_update(new, old)
+    }
+
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        status::prepare(new, old);
+    }
+
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        status::validate(new, old)
+    }
+
+    fn status_reset_fields(&self) -> &'static [&'static [&'static str]] {
+        &[
+            &["spec"],
+            &["metadata", "deletionTimestamp"],
+            &["metadata", "ownerReferences"],
+        ]
     }
 
     fn columns(&self) -> &'static [Column] {

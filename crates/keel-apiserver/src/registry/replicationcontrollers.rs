@@ -13,7 +13,9 @@ use serde_json::{Map, Value, json};
 use super::batch::job_spec::non_negative;
 use super::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN, container_cells, json_text};
 use super::services::format_labels;
-use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, meta, meta_str};
+use super::{
+    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, meta, meta_str, status,
+};
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::registry::defaults::default_value;
@@ -168,41 +170,6 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
     errors
 }
 
-/// `ValidateReplicationControllerStatus`: counts not negative, none above `replicas`, and
-/// no more available than ready.
-fn validate_status(obj: &Value) -> Vec<FieldError> {
-    let status = obj.get("status").cloned().unwrap_or(json!({}));
-    let mut errors: Vec<FieldError> = [
-        "replicas",
-        "fullyLabeledReplicas",
-        "readyReplicas",
-        "availableReplicas",
-        "observedGeneration",
-    ]
-    .iter()
-    .filter_map(|f| non_negative(&status, f, "status"))
-    .collect();
-    let count = |f: &str| status.get(f).and_then(Value::as_i64).unwrap_or(0);
-    let replicas = count("replicas");
-    for field in ["fullyLabeledReplicas", "readyReplicas", "availableReplicas"] {
-        if count(field) > replicas {
-            errors.push(FieldError::invalid(
-                &format!("status.{field}"),
-                count(field),
-                "cannot be greater than status.replicas",
-            ));
-        }
-    }
-    if count("availableReplicas") > count("readyReplicas") {
-        errors.push(FieldError::invalid(
-            "status.availableReplicas",
-            count("availableReplicas"),
-            "cannot be greater than readyReplicas",
-        ));
-    }
-    errors
-}
-
 impl Strategy for ReplicationControllers {
     fn info(&self) -> &'static ResourceInfo {
         &INFO
@@ -235,8 +202,13 @@ impl Strategy for ReplicationControllers {
 
     fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
         let mut errors = validate_spec(new);
-        errors.extend(validate_status(new));
+        errors.extend(status::replica_set_status(new));
         errors
+    }
+
+    /// `ValidateReplicationControllerStatusUpdate`.
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        status::replica_set_status(new)
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::resource_lists::{is_standard_quota, validate_quota_list};
-use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, status};
 use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::storage::FieldError;
@@ -336,7 +336,13 @@ impl Strategy for ResourceQuotas {
                 "field is immutable",
             ));
         }
-        // The status a status update brings (an update of the object keeps the stored one).
+        errors
+    }
+
+    /// `ValidateResourceQuotaStatusUpdate`: a resource version and the status's lists.
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        let mut errors: Vec<FieldError> =
+            status::resource_version_required(new).into_iter().collect();
         errors.extend(validate_status(new));
         errors
     }
@@ -442,8 +448,12 @@ mod tests {
             "status": {"used": {"pods": "-1"}}});
         assert_eq!(
             messages(&ResourceQuotas.validate_update(&new, &old)),
+            ["spec.scopes: Invalid value: null: field is immutable"]
+        );
+        assert_eq!(
+            messages(&ResourceQuotas.validate_status_update(&new, &old)),
             [
-                "spec.scopes: Invalid value: null: field is immutable",
+                "resourceVersion: Required value",
                 "status.used[pods]: Invalid value: \"-1\": must be greater than or equal to 0",
             ]
         );

@@ -3,7 +3,8 @@
 //! protocol TCP, targetPort the port, traffic policies Cluster), `clusterIPs` from
 //! `clusterIP`, a new service's status `{loadBalancer: {}}`, and on update the allocated
 //! values a client left out (cluster IPs, IP families, node ports) carried over as kube's
-//! service REST patches them. Allocating cluster IPs and node ports is not done here.
+//! service REST patches them. Allocating cluster IPs and node ports is not done here. A
+//! status update's load balancer is checked by `ValidateServiceStatusUpdate`.
 //!
 //! The kind, its table and its validation are here; `defaults` sets what a service gets
 //! before it is validated.
@@ -18,7 +19,7 @@ use super::endpoints::PROTOCOLS;
 use super::names::NameRule;
 use super::rules::{port_name, port_number, required_one_of};
 use super::text;
-use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use super::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, status};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_valid_port_name;
 use crate::json_pointer::At;
@@ -197,6 +198,48 @@ fn port_string(obj: &Value) -> String {
     }
 }
 
+/// The load balancer IP modes (`supportedLoadBalancerIPMode`).
+const IP_MODES: [&str; 2] = ["Proxy", "VIP"];
+
+/// `ValidateServiceStatusUpdate` and its `ValidateLoadBalancerStatus`: ingress points only
+/// on a `LoadBalancer` service, each IP valid (unless the stored status has it) and with an
+/// `ipMode` of a known kind, each hostname a DNS name.
+fn validate_status_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let path = "status.loadBalancer.ingress";
+    let points = status::items(new, "/status/loadBalancer/ingress");
+    if text(new, "/spec/type") != "LoadBalancer" && !points.is_empty() {
+        return vec![FieldError::forbidden(
+            path,
+            "may only be used when `spec.type` is 'LoadBalancer'",
+        )];
+    }
+    let kept = status::ingress_ips(old);
+    let mut errors = Vec::new();
+    for (i, point) in points.iter().enumerate() {
+        let at = format!("{path}[{i}]");
+        let ip = text(point, "/ip");
+        errors.extend(status::ingress_point(point, &at, &kept));
+        let mode = point.get("ipMode").filter(|m| !m.is_null());
+        match mode.map(|m| m.as_str().unwrap_or("")) {
+            None if !ip.is_empty() => errors.push(FieldError::required(
+                &format!("{at}.ipMode"),
+                "must be specified when `ip` is set",
+            )),
+            Some(_) if ip.is_empty() => errors.push(FieldError::forbidden(
+                &format!("{at}.ipMode"),
+                "may not be specified when `ip` is not set",
+            )),
+            Some(mode) if !IP_MODES.contains(&mode) => errors.push(FieldError::not_supported(
+                &format!("{at}.ipMode"),
+                mode,
+                &IP_MODES,
+            )),
+            _ => {}
+        }
+    }
+    errors
+}
+
 impl Strategy for Services {
     fn info(&self) -> &'static ResourceInfo {
         &INFO
@@ -322,6 +365,10 @@ impl Strategy for Services {
         errors
     }
 
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        validate_status_update(new, old)
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }
@@ -426,6 +473,37 @@ mod tests {
         assert_eq!(
             messages(&Services.validate(&ext)),
             vec!["spec.externalName: Required value"]
+        );
+    }
+
+    #[test]
+    fn a_status_update_checks_the_load_balancer_as_validate_service_status_update() {
+        use crate::registry::rules::messages;
+        let lb = json!({"spec": {"type": "LoadBalancer"}, "status": {"loadBalancer": {}}});
+        let mut new = lb.clone();
+        new["status"]["loadBalancer"]["ingress"] = json!([{"ip": "1.2.3.4"}, {"ip": "1.2.3.300", "ipMode": "VIP"},
+                {"hostname": "lb.example.com", "ipMode": "Proxy"}, {"ip": "5.6.7.8", "ipMode": "NAT"}]);
+        Services.set_defaults(&mut new);
+        assert_eq!(new["status"]["loadBalancer"]["ingress"][0]["ipMode"], "VIP");
+        assert_eq!(
+            messages(&Services.validate_status_update(&new, &lb)),
+            [
+                "status.loadBalancer.ingress[1].ip: Invalid value: \"1.2.3.300\": must be a valid \
+                 IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                "status.loadBalancer.ingress[2].ipMode: Forbidden: may not be specified when `ip` \
+                 is not set",
+                "status.loadBalancer.ingress[3].ipMode: Unsupported value: \"NAT\": supported \
+                 values: \"Proxy\", \"VIP\"",
+            ]
+        );
+        let mut plain = new.clone();
+        plain["spec"]["type"] = "ClusterIP".into();
+        assert_eq!(
+            messages(&Services.validate_status_update(&plain, &lb)),
+            [
+                "status.loadBalancer.ingress: Forbidden: may only be used when `spec.type` is \
+              'LoadBalancer'"
+            ]
         );
     }
 }

@@ -97,6 +97,11 @@ impl FieldError {
         }
     }
 
+    /// `<field>: Invalid value: <detail>`, the value left out (Go's `field.OmitValueType`).
+    pub fn invalid_omitted(field: &str, detail: &str) -> Self {
+        Self::new(Kind::Invalid, field, None, detail)
+    }
+
     /// `<field>: Required value[: <detail>]`.
     pub fn required(field: &str, detail: &str) -> Self {
         Self::new(Kind::Required, field, None, detail)
@@ -160,7 +165,9 @@ impl FieldError {
             s.push_str(printed);
         } else if !self.kind.omits_value() {
             match &self.value {
-                None | Some(serde_json::Value::Null) => s.push_str(": null"),
+                // No value at all is an omitted one (`field.OmitValueType`).
+                None => {}
+                Some(serde_json::Value::Null) => s.push_str(": null"),
                 Some(serde_json::Value::String(v)) => {
                     s.push_str(": ");
                     s.push_str(&go_quote(v));

@@ -14,7 +14,9 @@ use crate::apimachinery::time::Time;
 use crate::registry::defaults::{as_map, default_value, object_entry};
 use crate::registry::selector::LabelSelector;
 use crate::registry::storage_k8s_io::fields::{items, present, str_at};
-use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, name_age_row};
+use crate::registry::{
+    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, name_age_row, status,
+};
 use crate::storage::FieldError;
 
 /// ValidatingAdmissionPolicies.
@@ -138,6 +140,33 @@ impl Strategy for ValidatingAdmissionPolicies {
     fn prepare_for_create(&self, obj: &mut Value) {
         self.set_defaults(obj);
         as_map(obj).insert("status".into(), json!({}));
+    }
+
+    /// `validatingAdmissionPolicyStatusStrategy.PrepareForUpdate`:
+    /// `metav1.ResetObjectMetaForStatus`.
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        status::reset_meta(new, old);
+    }
+
+    /// `ValidateValidatingAdmissionPolicyStatusUpdate`: each type-checking warning has its
+    /// words and a field reference, and the conditions are `metav1.Condition`s.
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let warnings = status::items(new, "/status/typeChecking/expressionWarnings");
+        for (i, w) in warnings.iter().enumerate() {
+            let at = format!("status.typeChecking.expressionWarnings[{i}]");
+            if str_at(w, "/warning").is_empty() {
+                errors.push(FieldError::required(&format!("{at}.warning"), ""));
+            }
+            if str_at(w, "/fieldRef").trim().is_empty() {
+                errors.push(FieldError::required(&format!("{at}.fieldRef"), ""));
+            }
+        }
+        errors.extend(status::conditions(
+            status::items(new, "/status/conditions"),
+            "status.conditions",
+        ));
+        errors
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
@@ -327,6 +356,26 @@ mod tests {
         assert_eq!(
             ValidatingAdmissionPolicyBindings.cells(&b, Time(1_780_000_000))[2],
             json!("*/limits")
+        );
+    }
+
+    #[test]
+    fn a_status_update_resets_the_metadata_and_checks_warnings_and_conditions() {
+        let old = json!({"metadata": {"name": "p", "generation": 3, "labels": {"a": "b"}}});
+        let mut new = json!({"metadata": {"name": "p", "generation": 9},
+            "status": {"typeChecking": {"expressionWarnings": [{"fieldRef": " "}]},
+                "conditions": [{"type": "Ready", "status": "True", "reason": "Fine",
+                    "lastTransitionTime": "2024-01-01T00:00:00Z"}]}});
+        ValidatingAdmissionPolicies.prepare_for_status_update(&mut new, &old);
+        assert_eq!(new["metadata"], old["metadata"]);
+        assert_eq!(
+            crate::registry::rules::messages(
+                &ValidatingAdmissionPolicies.validate_status_update(&new, &old)
+            ),
+            [
+                "status.typeChecking.expressionWarnings[0].warning: Required value",
+                "status.typeChecking.expressionWarnings[0].fieldRef: Required value",
+            ]
         );
     }
 }

@@ -5,6 +5,7 @@
 //! a DNS-1035 label, the priorities' ranges, a local APIService without `caBundle` or
 //! `insecureSkipTLSVerify`, a service's namespace, name and port), the strategy's reset status
 //! on create, and the table kube-aggregator's REST storage serves (NAME SERVICE AVAILABLE AGE).
+//! A status update keeps the stored metadata but the status's own (`apiServerStatusStrategy`).
 
 use serde_json::{Value, json};
 
@@ -14,7 +15,7 @@ use crate::registry::defaults::{as_map, default_value, object_entry};
 use crate::registry::rules::port_number;
 use crate::registry::storage_k8s_io::fields::{is_dns1035_label, items, present, str_at};
 use crate::registry::{
-    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta_str, name_age_row,
+    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta, meta_str, name_age_row, status,
 };
 use crate::storage::FieldError;
 
@@ -166,6 +167,42 @@ impl Strategy for ApiServices {
         validate(obj)
     }
 
+    /// `apiServerStatusStrategy.PrepareForUpdate`: the labels, annotations, finalizers and
+    /// owner references stay the stored ones.
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        let kept = ["labels", "annotations", "finalizers", "ownerReferences"];
+        let stored = old.get("metadata").and_then(Value::as_object);
+        let metadata = meta::metadata(new);
+        for field in kept {
+            match stored.and_then(|m| m.get(field)) {
+                Some(v) => metadata.insert(field.into(), v.clone()),
+                None => metadata.remove(field),
+            };
+        }
+    }
+
+    /// `ValidateAPIServiceStatusUpdate`: each condition's status `True`, `False` or
+    /// `Unknown`.
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        let statuses = ["True", "False", "Unknown"];
+        let conditions = status::items(new, "/status/conditions");
+        conditions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| {
+                let value = str_at(c, "/status");
+                (!statuses.contains(&value)).then(|| {
+                    let at = format!("status.conditions[{i}].status");
+                    FieldError::not_supported(&at, value, &statuses)
+                })
+            })
+            .collect()
+    }
+
+    fn status_reset_fields(&self) -> &'static [&'static [&'static str]] {
+        &[&["spec"], &["metadata"]]
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }
@@ -234,6 +271,22 @@ mod tests {
                 "spec.versionPriority: Invalid value: 1001: must be positive and less than 1000",
                 "spec.caBundle: Invalid value: \"3 bytes\": local APIServices may not have a caBundle",
                 "spec.insecureSkipTLSVerify: Invalid value: true: local APIServices may not have insecureSkipTLSVerify",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_status_update_keeps_the_metadata_and_checks_condition_statuses() {
+        let old = json!({"metadata": {"name": "v1.x", "labels": {"a": "b"}, "finalizers": ["f"]}});
+        let mut new = json!({"metadata": {"name": "v1.x", "annotations": {"c": "d"}},
+            "status": {"conditions": [{"type": "Available", "status": "Maybe"}]}});
+        ApiServices.prepare_for_status_update(&mut new, &old);
+        assert_eq!(new["metadata"], old["metadata"]);
+        assert_eq!(
+            crate::registry::rules::messages(&ApiServices.validate_status_update(&new, &old)),
+            [
+                "status.conditions[0].status: Unsupported value: \"Maybe\": supported values: \
+              \"True\", \"False\", \"Unknown\""
             ]
         );
     }

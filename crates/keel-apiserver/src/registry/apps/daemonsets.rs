@@ -6,7 +6,8 @@
 //! apps/v1 (pkg/apis/apps/v1/conversion.go): 1 on create, one more on each template change
 //! (pkg/registry/apps/daemonset/strategy.go). A new set's status has its four counts at 0.
 //! `ValidateDaemonSet` and `ValidateDaemonSetUpdate` (pkg/apis/apps/validation/validation.go),
-//! with the apps/v1 rule that the selector is immutable. The `status` subresource.
+//! with the apps/v1 rule that the selector is immutable. The `status` subresource, checked by
+//! `ValidateDaemonSetStatusUpdate`.
 
 use serde_json::{Map, Value, json};
 
@@ -18,7 +19,9 @@ use crate::registry::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN};
 use crate::registry::rules::non_negative;
 use crate::registry::selector::LabelSelector;
 use crate::registry::services::format_labels;
-use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta, template};
+use crate::registry::{
+    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, meta, status, template,
+};
 use crate::storage::FieldError;
 
 /// The DaemonSet strategy.
@@ -284,6 +287,27 @@ fn template_of(obj: &Value) -> Value {
     workload::semantic(obj.at("/spec/template").unwrap_or(&Value::Null))
 }
 
+/// `ValidateDaemonSetStatusUpdate`: `validateDaemonSetStatus` (counts not negative) and a
+/// collision count not decremented.
+fn validate_status_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errors = status::non_negative_counts(
+        new,
+        &[
+            "currentNumberScheduled",
+            "numberMisscheduled",
+            "desiredNumberScheduled",
+            "numberReady",
+            "observedGeneration",
+            "updatedNumberScheduled",
+            "numberAvailable",
+            "numberUnavailable",
+            "collisionCount",
+        ],
+    );
+    errors.extend(status::collision_count_kept(new, old));
+    errors
+}
+
 impl Strategy for DaemonSets {
     fn info(&self) -> &'static ResourceInfo {
         &INFO
@@ -318,6 +342,10 @@ impl Strategy for DaemonSets {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         validate_spec(obj)
+    }
+
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        validate_status_update(new, old)
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {

@@ -134,3 +134,16 @@ fn daemonsets_print_their_counts_and_node_selector() {
     );
     assert!(DaemonSets.scale().is_none());
 }
+
+#[test]
+fn a_status_update_is_checked_as_validate_daemon_set_status_update() {
+    let old = json!({"status": {"collisionCount": 1}});
+    let new = json!({"status": {"numberMisscheduled": -2, "numberReady": 1}});
+    assert_eq!(
+        messages(&DaemonSets.validate_status_update(&new, &old)),
+        [
+            "status.numberMisscheduled: Invalid value: -2: must be greater than or equal to 0",
+            "status.collisionCount: Invalid value: 0: cannot be decremented",
+        ]
+    );
+}

@@ -4,7 +4,8 @@
 //! pod template's; a new deployment's status is empty and its generation 1, and changes of
 //! the spec or of the annotations bump it (pkg/registry/apps/deployment/strategy.go);
 //! `ValidateDeployment` and the apps/v1 update rule that the selector is immutable
-//! (pkg/apis/apps/validation/validation.go). The `status` and `scale` subresources.
+//! (pkg/apis/apps/validation/validation.go). The `status` and `scale` subresources; a status
+//! update keeps the labels and is checked by `ValidateDeploymentStatusUpdate`.
 
 use serde_json::{Map, Value, json};
 
@@ -16,7 +17,7 @@ use crate::registry::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN};
 use crate::registry::rules::non_negative;
 use crate::registry::selector::LabelSelector;
 use crate::registry::{
-    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, meta, template,
+    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, meta, status, template,
 };
 use crate::storage::FieldError;
 
@@ -214,6 +215,31 @@ pub(super) fn replica_template(spec: &Value, kind: &str) -> Vec<FieldError> {
     errors
 }
 
+/// `ValidateDeploymentStatusUpdate` (pkg/apis/apps/validation/validation.go): the counts
+/// not negative, none above `status.replicas`, and the collision count not decremented.
+fn validate_status_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errors = status::non_negative_counts(
+        new,
+        &[
+            "observedGeneration",
+            "replicas",
+            "updatedReplicas",
+            "readyReplicas",
+            "availableReplicas",
+            "unavailableReplicas",
+            "terminatingReplicas",
+            "collisionCount",
+        ],
+    );
+    errors.extend(status::replica_bounds(
+        new,
+        &["updatedReplicas", "readyReplicas", "availableReplicas"],
+        status::ABOVE_READY,
+    ));
+    errors.extend(status::collision_count_kept(new, old));
+    errors
+}
+
 impl Strategy for Deployments {
     fn info(&self) -> &'static ResourceInfo {
         &INFO
@@ -247,6 +273,19 @@ impl Strategy for Deployments {
         let mut errors = validate_spec(new);
         errors.extend(workload::selector_unchanged(new, old));
         errors
+    }
+
+    /// `deploymentStatusStrategy.PrepareForUpdate`: the labels stay the stored ones.
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        status::keep_labels(new, old);
+    }
+
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        validate_status_update(new, old)
+    }
+
+    fn status_reset_fields(&self) -> &'static [&'static [&'static str]] {
+        &[&["spec"], &["metadata", "labels"]]
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -184,3 +184,34 @@ fn deployments_print_ready_up_to_date_and_available() {
         Some(Some(".spec.selector".to_string()))
     );
 }
+
+#[test]
+fn a_status_update_keeps_the_labels_and_is_checked_as_validate_deployment_status_update() {
+    let old = json!({"metadata": {"labels": {"app": "web"}}, "status": {"collisionCount": 2}});
+    let mut new = json!({"metadata": {"labels": {"app": "other"}},
+        "status": {"replicas": 1, "updatedReplicas": 2, "readyReplicas": 1,
+            "availableReplicas": 2, "unavailableReplicas": -1, "collisionCount": 1}});
+    Deployments.prepare_for_status_update(&mut new, &old);
+    assert_eq!(new["metadata"]["labels"], json!({"app": "web"}));
+    assert_eq!(
+        messages(&Deployments.validate_status_update(&new, &old)),
+        [
+            "status.unavailableReplicas: Invalid value: -1: must be greater than or equal to 0",
+            "status.updatedReplicas: Invalid value: 2: cannot be greater than status.replicas",
+            "status.availableReplicas: Invalid value: 2: cannot be greater than status.replicas",
+            "status.availableReplicas: Invalid value: 2: cannot be greater than readyReplicas",
+            "status.collisionCount: Invalid value: 1: cannot be decremented",
+        ]
+    );
+    // Spec rules are not a status update's: an invalid spec does not stop it.
+    let bad_spec = json!({"spec": {"replicas": -1}, "status": {"replicas": 1}});
+    assert!(
+        Deployments
+            .validate_status_update(&bad_spec, &bad_spec)
+            .is_empty()
+    );
+    assert_eq!(
+        Deployments.status_reset_fields(),
+        &[&["spec"][..], &["metadata", "labels"][..]]
+    );
+}

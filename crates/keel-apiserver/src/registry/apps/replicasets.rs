@@ -4,7 +4,8 @@
 //! 1), with the pod template's; a new replica set's status is `{replicas: 0}` and its
 //! generation 1, and spec changes bump it (pkg/registry/apps/replicaset/strategy.go);
 //! `ValidateReplicaSet` and the apps/v1 update rule that the selector is immutable
-//! (pkg/apis/apps/validation/validation.go). The `status` and `scale` subresources.
+//! (pkg/apis/apps/validation/validation.go). The `status` and `scale` subresources; a status
+//! update is checked by `ValidateReplicaSetStatusUpdate`.
 
 use serde_json::{Value, json};
 
@@ -15,7 +16,9 @@ use crate::registry::defaults::default_value;
 use crate::registry::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN};
 use crate::registry::rules::non_negative;
 use crate::registry::selector::LabelSelector;
-use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy};
+use crate::registry::{
+    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, status,
+};
 use crate::storage::FieldError;
 
 /// The ReplicaSet strategy.
@@ -105,6 +108,10 @@ impl Strategy for ReplicaSets {
         let mut errors = validate_spec(new);
         errors.extend(workload::selector_unchanged(new, old));
         errors
+    }
+
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        status::replica_set_status(new)
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -8,7 +8,8 @@
 //! `{replicas: 0, availableReplicas: 0}` and its generation 1; `maxUnavailable` is dropped as
 //! its alpha feature gate is off (pkg/registry/apps/statefulset/strategy.go).
 //! `ValidateStatefulSet` and `ValidateStatefulSetUpdate` (pkg/apis/apps/validation/
-//! validation.go). The `status` and `scale` subresources.
+//! validation.go). The `status` and `scale` subresources; a status update is checked by
+//! `ValidateStatefulSetStatusUpdate`.
 
 use serde_json::{Map, Value, json};
 
@@ -22,7 +23,9 @@ use crate::registry::names::NameRule;
 use crate::registry::printing::{CONTAINERS_COLUMN, IMAGES_COLUMN};
 use crate::registry::rules::non_negative;
 use crate::registry::template;
-use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy};
+use crate::registry::{
+    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, ScalePaths, Strategy, status,
+};
 use crate::storage::FieldError;
 
 /// The StatefulSet strategy.
@@ -265,6 +268,36 @@ fn fixed_part(obj: &Value) -> Value {
     workload::semantic(&spec)
 }
 
+/// `ValidateStatefulSetStatusUpdate`: `ValidateStatefulSetStatus` (counts not negative, none
+/// above `status.replicas`, no more available than ready) and a collision count not
+/// decremented.
+fn validate_status_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut errors = status::non_negative_counts(
+        new,
+        &[
+            "replicas",
+            "readyReplicas",
+            "currentReplicas",
+            "updatedReplicas",
+            "availableReplicas",
+            "observedGeneration",
+            "collisionCount",
+        ],
+    );
+    errors.extend(status::replica_bounds(
+        new,
+        &[
+            "readyReplicas",
+            "currentReplicas",
+            "updatedReplicas",
+            "availableReplicas",
+        ],
+        "cannot be greater than status.readyReplicas",
+    ));
+    errors.extend(status::collision_count_kept(new, old));
+    errors
+}
+
 impl Strategy for StatefulSets {
     fn info(&self) -> &'static ResourceInfo {
         &INFO
@@ -305,6 +338,10 @@ impl Strategy for StatefulSets {
     /// `ValidateStatefulSetUpdate`: the spec valid, and only `replicas`, `ordinals`,
     /// `template`, `updateStrategy`, `persistentVolumeClaimRetentionPolicy` and
     /// `minReadySeconds` changed.
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        validate_status_update(new, old)
+    }
+
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let spec = new.get("spec").cloned().unwrap_or(json!({}));
         let mut errors = validate_spec(&spec);

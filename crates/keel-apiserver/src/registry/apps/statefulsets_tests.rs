@@ -146,3 +146,19 @@ fn statefulsets_print_ready_of_desired() {
     );
     assert_eq!(StatefulSets.info().name_rule, NameRule::Label);
 }
+
+#[test]
+fn a_status_update_is_checked_as_validate_stateful_set_status_update() {
+    let old = json!({"status": {"replicas": 2}});
+    let new = json!({"status": {"replicas": 2, "readyReplicas": 1, "currentReplicas": 3,
+        "availableReplicas": 2, "observedGeneration": -1}});
+    assert_eq!(
+        messages(&StatefulSets.validate_status_update(&new, &old)),
+        [
+            "status.observedGeneration: Invalid value: -1: must be greater than or equal to 0",
+            "status.currentReplicas: Invalid value: 3: cannot be greater than status.replicas",
+            "status.availableReplicas: Invalid value: 2: cannot be greater than \
+             status.readyReplicas",
+        ]
+    );
+}

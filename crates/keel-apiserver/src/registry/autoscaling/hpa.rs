@@ -13,7 +13,9 @@ use super::{conversion, defaults, validation};
 use crate::apimachinery::time::Time;
 use crate::registry::defaults::as_map;
 use crate::registry::storage_k8s_io::fields::{items, present, str_at};
-use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, name_age_row};
+use crate::registry::{
+    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, name_age_row, status,
+};
 use crate::storage::FieldError;
 
 /// HorizontalPodAutoscalers as autoscaling/v2 serves them (the stored form).
@@ -222,6 +224,13 @@ fn lower_bound(old: &Value) -> i64 {
     }
 }
 
+/// `ValidateHorizontalPodAutoscalerStatusUpdate`
+/// (pkg/apis/autoscaling/validation/validation.go): the current and desired replicas not
+/// negative (the same fields in autoscaling/v1 and v2).
+fn validate_status_update(hpa: &Value) -> Vec<FieldError> {
+    status::non_negative_counts(hpa, &["currentReplicas", "desiredReplicas"])
+}
+
 impl Strategy for HorizontalPodAutoscalersV2 {
     fn info(&self) -> &'static ResourceInfo {
         &INFO_V2
@@ -251,6 +260,10 @@ impl Strategy for HorizontalPodAutoscalersV2 {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         validation::validate(new, lower_bound(old))
+    }
+
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        validate_status_update(new)
     }
 
     fn columns(&self) -> &'static [Column] {
@@ -298,6 +311,10 @@ impl Strategy for HorizontalPodAutoscalersV1 {
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let old = conversion::from_v1(old);
         validation::validate(&conversion::from_v1(new), lower_bound(&old))
+    }
+
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        validate_status_update(new)
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -171,3 +171,21 @@ fn create_resets_status_and_drops_alpha_tolerance() {
     );
     assert_eq!(hpa["spec"]["minReplicas"], json!(1));
 }
+
+#[test]
+fn a_status_update_keeps_its_replica_counts_non_negative() {
+    use crate::registry::Strategy;
+    let hpa = json!({"status": {"currentReplicas": -1, "desiredReplicas": -2}});
+    let expected = [
+        "status.currentReplicas: Invalid value: -1: must be greater than or equal to 0",
+        "status.desiredReplicas: Invalid value: -2: must be greater than or equal to 0",
+    ];
+    let v2 = crate::registry::rules::messages(
+        &HorizontalPodAutoscalersV2.validate_status_update(&hpa, &hpa),
+    );
+    assert_eq!(v2, expected);
+    let v1 = crate::registry::rules::messages(
+        &HorizontalPodAutoscalersV1.validate_status_update(&hpa, &hpa),
+    );
+    assert_eq!(v1, expected);
+}

@@ -264,6 +264,11 @@ impl Strategy for CronJobs {
         validate_spec(new, Some(old))
     }
 
+    /// `cronJobStatusStrategy.ValidateUpdate` checks nothing.
+    fn validate_status_update(&self, _new: &Value, _old: &Value) -> Vec<FieldError> {
+        Vec::new()
+    }
+
     fn columns(&self) -> &'static [Column] {
         &COLUMNS
     }

@@ -5,11 +5,12 @@
 //! selector and template labels generated from its uid (`generateSelector` of
 //! `pkg/registry/batch/job/strategy.go`) unless `manualSelector`, an empty status and
 //! generation 1; `ValidateJob` and `ValidateJobSpecUpdate` as
-//! `pkg/apis/batch/validation/validation.go` words them.
+//! `pkg/apis/batch/validation/validation.go` words them; a status update is checked by
+//! [`super::job_status`].
 
 use serde_json::{Map, Value, json};
 
-use super::job_spec::{self, int, non_negative};
+use super::job_spec::{self, int};
 use crate::apimachinery::time::{Time, human_duration_secs};
 use crate::apimachinery::validation::is_dns1123_label;
 use crate::json_pointer::At;
@@ -336,15 +337,6 @@ fn validate_spec_update(new: &Value, old: &Value) -> Vec<FieldError> {
     errors
 }
 
-/// The status counters, which may not be negative (`validateJobStatus`'s first rules).
-fn validate_status(obj: &Value) -> Vec<FieldError> {
-    let status = obj.get("status").cloned().unwrap_or(Value::Null);
-    ["active", "succeeded", "failed", "ready", "terminating"]
-        .iter()
-        .filter_map(|field| non_negative(&status, field, "status"))
-        .collect()
-}
-
 impl Strategy for Jobs {
     fn info(&self) -> &'static ResourceInfo {
         &INFO
@@ -377,8 +369,11 @@ impl Strategy for Jobs {
             labels.is_some_and(|l| l.get(JOB_NAME).is_some() && l.get(CONTROLLER_UID).is_some());
         let mut errors = validate(new, prefixed);
         errors.extend(validate_spec_update(new, old));
-        errors.extend(validate_status(new));
         errors
+    }
+
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        super::job_status::validate(new, old)
     }
 
     fn columns(&self) -> &'static [Column] {

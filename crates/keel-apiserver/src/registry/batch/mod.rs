@@ -9,6 +9,7 @@
 pub mod cron;
 pub mod cronjobs;
 pub mod job_spec;
+pub mod job_status;
 pub mod jobs;
 pub mod zones;
 

@@ -8,8 +8,8 @@
 //! `ValidateIngressSpec`): rules or a default backend, hosts (DNS names, not IPs, wildcards),
 //! paths (pathType required, absolute, no `//` or `/./`), each backend a service (name and
 //! port name or number) or a resource but not both, TLS hosts and secret names, the class
-//! name, the `kubernetes.io/ingress.class` annotation matching it, and the load balancer
-//! status.
+//! name, the `kubernetes.io/ingress.class` annotation matching it; a status update's load
+//! balancer addresses (`ValidateIngressStatusUpdate`).
 
 use std::collections::BTreeSet;
 
@@ -21,7 +21,7 @@ use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::{is_dns1123_subdomain, is_valid_port_name};
 use crate::json_pointer::At;
 use crate::registry::rules::port_number;
-use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, text};
+use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, status, text};
 use crate::storage::FieldError;
 
 /// The Ingress strategy.
@@ -265,36 +265,17 @@ fn validate_spec(spec: &Value) -> Vec<FieldError> {
     errors
 }
 
-/// `validateIngressLoadBalancerStatus`: each ingress point's IP and hostname.
-fn validate_status(obj: &Value) -> Vec<FieldError> {
+/// `ValidateIngressStatusUpdate`: each load balancer ingress point's IP (valid unless the
+/// stored status has it) and hostname.
+fn validate_status(new: &Value, old: &Value) -> Vec<FieldError> {
+    let kept = status::ingress_ips(old);
     let mut errors = Vec::new();
-    for (i, point) in items(obj, "/status/loadBalancer/ingress")
+    for (i, point) in status::items(new, "/status/loadBalancer/ingress")
         .iter()
         .enumerate()
     {
         let at = format!("status.loadBalancer.ingress[{i}]");
-        let ip = text(point, "/ip");
-        if !ip.is_empty() && ip.parse::<std::net::IpAddr>().is_err() {
-            errors.push(FieldError::invalid(
-                &format!("{at}.ip"),
-                ip,
-                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
-            ));
-        }
-        let host = text(point, "/hostname");
-        if !host.is_empty() {
-            let host_at = format!("{at}.hostname");
-            for problem in is_dns1123_subdomain(host) {
-                errors.push(FieldError::invalid(&host_at, host, &problem));
-            }
-            if host.parse::<std::net::IpAddr>().is_ok() {
-                errors.push(FieldError::invalid(
-                    &host_at,
-                    host,
-                    "must be a DNS name, not an IP address",
-                ));
-            }
-        }
+        errors.extend(status::ingress_point(point, &at, &kept));
     }
     errors
 }
@@ -372,12 +353,13 @@ impl Strategy for Ingresses {
         errors
     }
 
-    /// `ValidateIngressUpdate` (the spec as on create, without the annotation check), and
-    /// the status's addresses.
+    /// `ValidateIngressUpdate`: the spec as on create, without the annotation check.
     fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
-        let mut errors = validate_spec(new.get("spec").unwrap_or(&Value::Null));
-        errors.extend(validate_status(new));
-        errors
+        validate_spec(new.get("spec").unwrap_or(&Value::Null))
+    }
+
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        validate_status(new, old)
     }
 
     fn columns(&self) -> &'static [Column] {
@@ -545,7 +527,7 @@ mod tests {
         let status = json!({"spec": created()["spec"], "status": {"loadBalancer": {"ingress": [
             {"ip": "x"}, {"hostname": "1.2.3.4"}]}}});
         assert_eq!(
-            messages(&Ingresses.validate_update(&status, &created())),
+            messages(&Ingresses.validate_status_update(&status, &created())),
             vec![
                 "status.loadBalancer.ingress[0].ip: Invalid value: \"x\": must be a valid IP \
                  address, (e.g. 10.9.8.7 or 2001:db8::ffff)",

@@ -5,7 +5,8 @@
 //! bumps the generation when the spec changed, and the `status` subresource keeps the spec.
 //! Validated as pkg/apis/policy/validation/validation.go does: minAvailable and
 //! maxUnavailable exclusive, each a non-negative number or a percent up to 100%, the
-//! selector, the unhealthy pod eviction policy, and a status's counters non-negative.
+//! selector, the unhealthy pod eviction policy, and a status update's conditions and counters
+//! (`ValidatePodDisruptionBudgetStatusUpdate`).
 
 use serde_json::{Value, json};
 
@@ -13,7 +14,7 @@ use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
 use crate::registry::networking::shared::{int_or_percent, int_or_string_text};
 use crate::registry::selector::validate_label_selector;
-use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy};
+use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, status};
 use crate::storage::FieldError;
 
 /// The PodDisruptionBudget strategy.
@@ -142,23 +143,19 @@ impl Strategy for PodDisruptionBudgets {
         validate_spec(obj.get("spec").unwrap_or(&Value::Null))
     }
 
-    /// The spec as on create; a status (which only the `status` subresource changes) with
-    /// its counters non-negative (`ValidatePodDisruptionBudgetStatusUpdate`).
+    /// `ValidatePodDisruptionBudgetUpdate`: the spec as on create.
     fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
-        let mut errors = self.validate(new);
-        for counter in COUNTERS {
-            if let Some(n) = new
-                .at(&format!("/status/{counter}"))
-                .and_then(Value::as_i64)
-                .filter(|n| *n < 0)
-            {
-                errors.push(FieldError::invalid(
-                    &format!("status.{counter}"),
-                    n,
-                    "must be greater than or equal to 0",
-                ));
-            }
-        }
+        self.validate(new)
+    }
+
+    /// `ValidatePodDisruptionBudgetStatusUpdate` (policy/v1): the conditions and the
+    /// counters non-negative.
+    fn validate_status_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        let mut errors = status::conditions(
+            status::items(new, "/status/conditions"),
+            "status.conditions",
+        );
+        errors.extend(status::non_negative_counts(new, &COUNTERS));
         errors
     }
 
@@ -241,10 +238,14 @@ mod tests {
         let good = json!({"spec": {"maxUnavailable": "50%", "selector": {"matchLabels": {"a": "b"}},
             "unhealthyPodEvictionPolicy": "AlwaysAllow"}});
         assert!(PodDisruptionBudgets.validate(&good).is_empty());
-        let status = json!({"spec": {}, "status": {"expectedPods": -1}});
+        let status = json!({"spec": {}, "status": {"expectedPods": -1, "conditions": [
+            {"type": "DisruptionAllowed", "status": "True", "reason": "SufficientPods"}]}});
         assert_eq!(
-            messages(&PodDisruptionBudgets.validate_update(&status, &good)),
-            vec!["status.expectedPods: Invalid value: -1: must be greater than or equal to 0"]
+            messages(&PodDisruptionBudgets.validate_status_update(&status, &good)),
+            vec![
+                "status.conditions[0].lastTransitionTime: Required value",
+                "status.expectedPods: Invalid value: -1: must be greater than or equal to 0",
+            ]
         );
     }
 

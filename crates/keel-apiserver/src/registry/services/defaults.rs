@@ -24,9 +24,30 @@ fn spec_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
     spec.as_object_mut()
 }
 
+/// `SetDefaults_Service`'s load balancer part: an ingress point with an IP and no `ipMode`
+/// has mode `VIP`.
+fn default_ip_modes(obj: &mut Value) {
+    let points = obj
+        .pointer_mut("/status/loadBalancer/ingress")
+        .and_then(Value::as_array_mut);
+    for point in points.into_iter().flatten() {
+        let has_ip = point
+            .get("ip")
+            .and_then(Value::as_str)
+            .is_some_and(|ip| !ip.is_empty());
+        if let Some(p) = point.as_object_mut()
+            && has_ip
+            && p.get("ipMode").is_none_or(Value::is_null)
+        {
+            p.insert("ipMode".into(), json!("VIP"));
+        }
+    }
+}
+
 /// `SetDefaults_Service`, and `clusterIPs` (and `ipFamilies`, `ipFamilyPolicy`) from
 /// `clusterIP`.
 pub(super) fn set_defaults(obj: &mut Value) {
+    default_ip_modes(obj);
     let Some(spec) = spec_mut(obj) else {
         return;
     };

@@ -12,7 +12,9 @@ use super::fields::{present, str_at};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
 use crate::registry::defaults::as_map;
-use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, age, meta_str};
+use crate::registry::{
+    AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, age, meta_str, status,
+};
 use crate::storage::FieldError;
 
 /// The VolumeAttachment strategy.
@@ -156,6 +158,12 @@ impl Strategy for VolumeAttachments {
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         validate_attachment(obj)
+    }
+
+    /// `volumeAttachmentStatusStrategy.PrepareForUpdate`: `metav1.ResetObjectMetaForStatus`
+    /// (a status update is validated as any update).
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        status::reset_meta(new, old);
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {

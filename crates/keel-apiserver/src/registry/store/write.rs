@@ -275,7 +275,11 @@ impl Registry {
                 meta::prepare_update(&mut new, old);
                 match subresource {
                     None => kind.prepare_for_update(&mut new, old),
-                    Some("status") => kind.prepare_for_status_update(&mut new, old),
+                    Some("status") => {
+                        // The decoder defaults every body, a status update's too.
+                        kind.set_defaults(&mut new);
+                        kind.prepare_for_status_update(&mut new, old);
+                    }
                     Some(_) => {}
                 }
             }
