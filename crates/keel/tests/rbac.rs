@@ -431,6 +431,17 @@ fn bootstrap_policy(kube: &mut Kube, version: Option<&str>) {
     );
 
     kube.kill_and_restart();
+    // Ready only once the hook is done: its own readiness check.
+    let check = run(
+        kube,
+        &["get", "--raw", "/readyz/poststarthook/rbac/bootstrap-roles"],
+    );
+    assert_eq!(check, "ok");
+    let verbose = run(kube, &["get", "--raw", "/readyz?verbose"]);
+    assert!(
+        verbose.contains("[+]poststarthook/rbac/bootstrap-roles ok"),
+        "{verbose}"
+    );
 
     let view = get_json(kube, version, &["clusterrole", "view"]);
     assert_eq!(
