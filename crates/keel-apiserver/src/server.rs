@@ -222,6 +222,7 @@ impl ApiServer {
             ),
             request_timeout: config.request_timeout,
             started: AtomicBool::new(false),
+            rbac_bootstrapped: AtomicBool::new(false),
             events_apart: !std::ptr::eq(
                 registry.backends().of("", "events"),
                 registry.backends().main(),
@@ -240,9 +241,11 @@ impl ApiServer {
         let ready = app.clone();
         let bootstrapping = registry.clone();
         // The `rbac/bootstrap-roles` post-start hook, then the system namespaces, then the
-        // system priority classes: ready once all exist.
+        // system priority classes: ready once all are done.
+        let reconciled = app.clone();
         tokio::spawn(async move {
-            registry::rbac::bootstrap::run(&bootstrapping).await;
+            registry::rbac::hook::run(&bootstrapping).await;
+            reconciled.rbac_bootstrapped.store(true, Ordering::Release);
             let classes = bootstrapping.clone();
             controllers::system_namespaces::run(bootstrapping, move || {
                 tokio::spawn(controllers::priority_classes::run(classes, move || {

@@ -8,12 +8,17 @@
 //! validated with its words, and a binding's roleRef cannot change; `kubectl auth can-i`
 //! answers yes (keel authorizes every request), `auth can-i --list` lists `*`, `auth whoami`
 //! names the admin; the reviews are created only. The Python client runs
-//! `tests/python/rbac.py` against both stacks.
+//! `tests/python/rbac.py` against both stacks. The bootstrap policy is kube-apiserver
+//! 1.34's (its golden testdata: counts, `system:controller:deployment-controller`, the
+//! kube-system Role `extension-apiserver-authentication-reader`), and a restart reconciles
+//! it as the `rbac/bootstrap-roles` hook does: missing rules, subjects and objects come back,
+//! extra labels and subjects stay, a changed roleRef is recreated, and a role annotated
+//! `autoupdate: "false"` is left as changed.
 
 use std::time::{Duration, Instant};
 
 use keel_testkit::kube::{Kube, Stack, fails, get_json, ok, write};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const AGGREGATION: &str = "--controllers=namespace,clusterrole-aggregation";
 
@@ -259,10 +264,268 @@ fn rbac(kube: &Kube, version: Option<&str>) {
     );
 }
 
+/// The number of objects labelled `kubernetes.io/bootstrapping=rbac-defaults` of `kind`.
+fn bootstrapped(kube: &Kube, version: Option<&str>, kind: &str) -> usize {
+    let list = get_json(
+        kube,
+        version,
+        &[
+            kind,
+            "-A",
+            "-l",
+            "kubernetes.io/bootstrapping=rbac-defaults",
+        ],
+    );
+    list["items"].as_array().map_or(0, Vec::len)
+}
+
+/// `obj` without what the server sets, for comparing with the golden data.
+fn golden_part(obj: &Value) -> Value {
+    let meta = &obj["metadata"];
+    json!({"kind": obj["kind"], "name": meta["name"], "namespace": meta.get("namespace"),
+        "labels": meta["labels"], "annotations": meta["annotations"], "rules": obj["rules"]})
+}
+
+/// A JSON patch of `kind/name`.
+fn json_patch(kube: &Kube, version: Option<&str>, what: &[&str], patch: Value) {
+    let patch = patch.to_string();
+    let mut args = vec!["patch"];
+    args.extend_from_slice(what);
+    args.extend_from_slice(&["--type=json", "-p", &patch]);
+    ok(kube, version, &args);
+}
+
+/// The 1.34 bootstrap policy; then, changed, deleted and protected objects across a restart.
+fn bootstrap_policy(kube: &mut Kube, version: Option<&str>) {
+    let run = |kube: &Kube, args: &[&str]| ok(kube, version, args);
+    // plugin/pkg/auth/authorizer/rbac/bootstrappolicy: policy.go's 31 ClusterRoles and 12
+    // bindings, controller_policy.go's 37 (each bound), namespace_policy.go's 7 and 7.
+    assert_eq!(bootstrapped(kube, version, "clusterroles"), 68);
+    assert_eq!(bootstrapped(kube, version, "clusterrolebindings"), 49);
+    assert_eq!(bootstrapped(kube, version, "roles"), 7);
+    assert_eq!(bootstrapped(kube, version, "rolebindings"), 7);
+    let defaults = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+    let autoupdate = json!({"rbac.authorization.kubernetes.io/autoupdate": "true"});
+    let events = json!({"apiGroups": ["", "events.k8s.io"], "resources": ["events"],
+        "verbs": ["create", "patch", "update"]});
+    let apps = |resource: &str, verbs: &[&str]| json!({"apiGroups": ["apps", "extensions"], "resources": [resource], "verbs": verbs});
+    let deployments = get_json(
+        kube,
+        version,
+        &["clusterrole", "system:controller:deployment-controller"],
+    );
+    assert_eq!(
+        golden_part(&deployments),
+        json!({"kind": "ClusterRole", "name": "system:controller:deployment-controller",
+            "namespace": null, "labels": defaults, "annotations": autoupdate, "rules": [
+            apps("deployments", &["get", "list", "update", "watch"]),
+            apps("deployments/status", &["update"]),
+            apps("deployments/finalizers", &["update"]),
+            apps("replicasets", &["create", "delete", "get", "list", "patch", "update", "watch"]),
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "update", "watch"]},
+            events]})
+    );
+    let bound = get_json(
+        kube,
+        version,
+        &[
+            "clusterrolebinding",
+            "system:controller:deployment-controller",
+        ],
+    );
+    assert_eq!(
+        bound["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "deployment-controller", "namespace": "kube-system"}])
+    );
+    let reader = get_json(
+        kube,
+        version,
+        &[
+            "role",
+            "extension-apiserver-authentication-reader",
+            "-n",
+            "kube-system",
+        ],
+    );
+    assert_eq!(
+        golden_part(&reader),
+        json!({"kind": "Role", "name": "extension-apiserver-authentication-reader",
+            "namespace": "kube-system", "labels": defaults, "annotations": autoupdate, "rules": [
+            {"apiGroups": [""], "resourceNames": ["extension-apiserver-authentication"],
+                "resources": ["configmaps"], "verbs": ["get", "list", "watch"]}]})
+    );
+
+    // Changes a restart reconciles.
+    run(
+        kube,
+        &["label", "clusterrole", "view", "example.com/extra=kept"],
+    );
+    json_patch(
+        kube,
+        version,
+        &["clusterrole", "view"],
+        json!([{"op": "remove", "path": "/rules/0"}]),
+    );
+    json_patch(
+        kube,
+        version,
+        &["clusterrole", "system:discovery"],
+        json!([{"op": "replace", "path": "/rules",
+            "value": [{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]}]),
+    );
+    json_patch(
+        kube,
+        version,
+        &["clusterrolebinding", "system:discovery"],
+        json!([{"op": "replace", "path": "/subjects", "value": [
+            {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "extra"}]}]),
+    );
+    run(kube, &["delete", "clusterrole", "system:basic-user"]);
+    run(
+        kube,
+        &[
+            "delete",
+            "role",
+            "system:controller:bootstrap-signer",
+            "-n",
+            "kube-public",
+        ],
+    );
+    run(kube, &["delete", "clusterrolebinding", "system:kube-dns"]);
+    run(
+        kube,
+        &[
+            "create",
+            "clusterrolebinding",
+            "system:kube-dns",
+            "--clusterrole=view",
+            "--serviceaccount=kube-system:other",
+        ],
+    );
+    // Protected: left as changed.
+    run(
+        kube,
+        &[
+            "annotate",
+            "--overwrite",
+            "clusterrole",
+            "edit",
+            "rbac.authorization.kubernetes.io/autoupdate=false",
+        ],
+    );
+    run(
+        kube,
+        &[
+            "label",
+            "clusterrole",
+            "edit",
+            "rbac.authorization.k8s.io/aggregate-to-admin-",
+        ],
+    );
+    let nothing = json!([{"matchLabels": {"example.com/aggregate-to-nothing": "true"}}]);
+    json_patch(
+        kube,
+        version,
+        &["clusterrole", "edit"],
+        json!([{"op": "replace", "path": "/aggregationRule/clusterRoleSelectors", "value": nothing}]),
+    );
+
+    kube.kill_and_restart();
+    // Ready only once the hook is done: its own readiness check.
+    let check = run(
+        kube,
+        &["get", "--raw", "/readyz/poststarthook/rbac/bootstrap-roles"],
+    );
+    assert_eq!(check, "ok");
+    let verbose = run(kube, &["get", "--raw", "/readyz?verbose"]);
+    assert!(
+        verbose.contains("[+]poststarthook/rbac/bootstrap-roles ok"),
+        "{verbose}"
+    );
+
+    let view = get_json(kube, version, &["clusterrole", "view"]);
+    assert_eq!(
+        view["metadata"]["labels"]["example.com/extra"], "kept",
+        "{view}"
+    );
+    until_aggregated(kube, version, "view", "pods");
+    let discovery = get_json(kube, version, &["clusterrole", "system:discovery"]);
+    let urls: Vec<&str> = discovery["rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|r| r["nonResourceURLs"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .collect();
+    for url in [
+        "/api",
+        "/api/*",
+        "/apis",
+        "/apis/*",
+        "/healthz",
+        "/livez",
+        "/openapi",
+        "/openapi/*",
+        "/readyz",
+        "/version",
+        "/version/",
+    ] {
+        assert!(urls.contains(&url), "{url} missing: {discovery}");
+    }
+    // The stored rule first, then each missing URL as a simple rule (validation.Covers).
+    assert_eq!(
+        discovery["rules"][0],
+        json!({"nonResourceURLs": ["/healthz"], "verbs": ["get"]})
+    );
+    assert_eq!(
+        discovery["rules"][1],
+        json!({"nonResourceURLs": ["/api"], "verbs": ["get"]})
+    );
+    let subjects =
+        get_json(kube, version, &["clusterrolebinding", "system:discovery"])["subjects"].clone();
+    assert_eq!(
+        subjects,
+        json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "extra"},
+            {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:authenticated"}])
+    );
+    let basic = get_json(kube, version, &["clusterrole", "system:basic-user"]);
+    assert_eq!(basic["metadata"]["annotations"], autoupdate);
+    assert_eq!(basic["rules"].as_array().map(Vec::len), Some(2), "{basic}");
+    run(
+        kube,
+        &[
+            "get",
+            "role",
+            "system:controller:bootstrap-signer",
+            "-n",
+            "kube-public",
+        ],
+    );
+    let dns = get_json(kube, version, &["clusterrolebinding", "system:kube-dns"]);
+    assert_eq!(dns["roleRef"]["name"], "system:kube-dns", "{dns}");
+    assert_eq!(
+        dns["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "kube-dns", "namespace": "kube-system"}])
+    );
+    let edit = get_json(kube, version, &["clusterrole", "edit"]);
+    assert_eq!(
+        edit["metadata"]["annotations"]["rbac.authorization.kubernetes.io/autoupdate"],
+        "false"
+    );
+    assert!(
+        edit["metadata"]["labels"]
+            .get("rbac.authorization.k8s.io/aggregate-to-admin")
+            .is_none(),
+        "{edit}"
+    );
+    assert_eq!(edit["aggregationRule"]["clusterRoleSelectors"], nothing);
+}
+
 #[test]
 fn rbac_on_keel_up() {
-    let kube = Kube::start(Stack::Up);
+    let mut kube = Kube::start(Stack::Up);
     rbac(&kube, None);
+    bootstrap_policy(&mut kube, None);
     // `auth whoami` (SelfSubjectReview v1; kubectl 1.27 asks for v1beta1 only).
     let me = ok(&kube, None, &["auth", "whoami"]);
     assert!(
@@ -274,8 +537,9 @@ fn rbac_on_keel_up() {
 
 #[test]
 fn rbac_on_keel_apiserver_on_etcd_with_kubectl_1_27() {
-    let kube = Kube::start_with(Stack::OnEtcd, &[AGGREGATION]);
+    let mut kube = Kube::start_with(Stack::OnEtcd, &[AGGREGATION]);
     rbac(&kube, Some("1.27"));
+    bootstrap_policy(&mut kube, Some("1.27"));
 }
 
 #[test]

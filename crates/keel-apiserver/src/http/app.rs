@@ -25,6 +25,8 @@ pub struct App {
     pub request_timeout: Duration,
     /// The system namespaces exist (what `/readyz` waits for).
     pub started: std::sync::atomic::AtomicBool,
+    /// The `rbac/bootstrap-roles` post-start hook has reconciled the bootstrap policy.
+    pub rbac_bootstrapped: std::sync::atomic::AtomicBool,
     /// Events have a store of their own: their requests run at the lowest CPU priority.
     pub events_apart: bool,
     /// The aggregated discovery documents made for the kinds served now.

@@ -4,7 +4,7 @@
 //! `?exclude=name` (repeatable) skips one (`[+]name excluded: ok`). `etcd` is the main store's
 //! health ([`crate::storage::health`]), `etcd-override-<index>` each override store's (both
 //! skipped by `?exclude=etcd`); `/readyz` adds their `-readiness` twins and waits for the
-//! system namespaces to exist.
+//! `rbac/bootstrap-roles` post-start hook and the system namespaces.
 
 use std::sync::atomic::Ordering;
 
@@ -44,6 +44,11 @@ pub async fn serve(app: &App, path: &str, query: Option<&str>) -> Option<Respons
         }
     }
     if readyz {
+        checks.push((
+            "poststarthook/rbac/bootstrap-roles".into(),
+            "poststarthook/rbac/bootstrap-roles",
+            app.rbac_bootstrapped.load(Ordering::Acquire),
+        ));
         checks.push((
             "poststarthook/start-system-namespaces-controller".into(),
             "poststarthook/start-system-namespaces-controller",

@@ -2,11 +2,13 @@
 //! ([`roles`], [`bindings`]), with upstream's defaults (`pkg/apis/rbac/v1/defaults.go`),
 //! validation (`pkg/apis/rbac/validation/validation.go`) and printing
 //! (`pkg/printers/internalversion/printers.go`); the roles and bindings kube-apiserver
-//! stores at start ([`bootstrap`]). Names of all four follow the path-segment rule
+//! keeps at start ([`bootstrap`], reconciled by [`hook`] as [`reconcile`] says). Names of all four follow the path-segment rule
 //! (`minimalNameRequirements`), so `system:node` is a name.
 
 pub mod bindings;
 pub mod bootstrap;
+pub mod hook;
+pub mod reconcile;
 pub mod roles;
 
 use serde_json::Value;
