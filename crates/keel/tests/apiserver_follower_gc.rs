@@ -132,11 +132,21 @@ fn a_foreground_delete_and_custom_resources_through_a_leader_election() {
     gc_ops::create_widgets_crd(&api);
 
     let deployment = owned(&api, Kind::Deployment, "web", &[]);
-    let rs = owned(&api, Kind::ReplicaSet, "web-1", &[deployment.clone()]);
+    let rs = owned(
+        &api,
+        Kind::ReplicaSet,
+        "web-1",
+        std::slice::from_ref(&deployment),
+    );
     for pod in ["web-1-a", "web-1-b"] {
-        owned(&api, Kind::Pod, pod, &[rs.clone()]);
+        owned(&api, Kind::Pod, pod, std::slice::from_ref(&rs));
     }
-    owned(&api, Kind::Widget, "web-widget", &[deployment.clone()]);
+    owned(
+        &api,
+        Kind::Widget,
+        "web-widget",
+        std::slice::from_ref(&deployment),
+    );
     let (since, _) = gc_ops::list(&api, Kind::Widget).expect("list widgets");
     let widgets = RvWatch::start(&api, &Kind::Widget.path(), since);
     let pods = RvWatch::start(&api, &Kind::Pod.path(), since);

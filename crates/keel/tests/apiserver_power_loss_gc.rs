@@ -93,7 +93,7 @@ fn family(api: &Api, name: &str, policy: &'static str) -> Option<Family> {
     let rs = make(
         Kind::ReplicaSet,
         &format!("{name}-rs"),
-        &[deployment.clone()],
+        std::slice::from_ref(&deployment),
     )?;
     make(Kind::Pod, &format!("{name}-pod"), &[rs])?;
     make(Kind::Widget, &format!("{name}-w"), &[deployment])?;
