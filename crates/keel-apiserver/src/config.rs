@@ -109,9 +109,9 @@ pub struct Config {
 #[derive(Debug, Clone, Args)]
 pub struct ControllerManagerConfig {
     /// The controllers to run, by kube-controller-manager's names: `nodelifecycle`,
-    /// `serviceaccount`, `root-ca-cert-publisher`, `namespace`, `clusterrole-aggregation`.
-    /// `*` runs them all, `name`
-    /// runs one, `-name` leaves one out; the first entry naming a controller decides.
+    /// `serviceaccount`, `root-ca-cert-publisher`, `namespace`, `garbagecollector`,
+    /// `clusterrole-aggregation`. `*` runs them all, `name` runs one, `-name` leaves one
+    /// out; the first entry naming a controller decides.
     /// Unset, `keel apiserver` runs only `namespace` (so a kube-controller-manager beside it
     /// never does the same work twice) and `keel up` runs `*`.
     #[arg(long, value_delimiter = ',')]

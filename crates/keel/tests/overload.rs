@@ -1,12 +1,16 @@
 //! Overload, done right: past its capacity `keel up` sheds load with 429 and Retry-After and
 //! nothing else (no 5xx, no end of the store watches its watch caches live on, no exit, no
-//! acknowledged write lost), and no number of client connections can take the descriptors
-//! its store needs to write.
+//! acknowledged write lost), also when a share of the load is owners and their dependents
+//! created and deleted for the garbage collector, which converges once the load stops; and
+//! no number of client connections can take the descriptors its store needs to write.
+
+mod gc_ops;
 
 use std::net::TcpStream;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+use keel_testkit::configmap_writer::Api;
 use keel_testkit::keel_bin;
 use keel_testkit::kube::{Kube, Stack};
 use serde_json::Value;
@@ -52,20 +56,65 @@ fn metric(kube: &Kube, name: &str, with: &str) -> f64 {
         .sum()
 }
 
-#[test]
-fn keel_up_at_twice_its_capacity_answers_only_200s_and_429s() {
-    // Low in-flight limits, so the limits and not the machine decide the capacity, as on a
-    // real control plane sized for its load.
-    let mut kube = Kube::start_with(
+/// Checks a `keel bench apiserver` report: no answer but 200, 409 and 429, some update
+/// acknowledged, every one delivered to every watcher once and in order; the 429s.
+fn check_run(run: &Value) -> u64 {
+    let errors = run["error_kinds"].as_object().cloned().unwrap_or_default();
+    let shed: u64 = errors
+        .iter()
+        .filter(|(message, _)| message.contains("429"))
+        .map(|(_, n)| n.as_u64().unwrap_or(0))
+        .sum();
+    let other: Vec<_> = errors
+        .iter()
+        .filter(|(message, _)| !message.contains("429"))
+        .collect();
+    assert!(
+        other.is_empty(),
+        "answers other than 200, 409 and 429: {other:?}\n{run}"
+    );
+    assert!(run["updates"].as_u64().unwrap_or(0) > 0, "{run}");
+    // Every acknowledged update is in the store: each reached every watcher.
+    for field in [
+        "lost",
+        "duplicates",
+        "mismatched",
+        "out_of_order",
+        "restarts",
+    ] {
+        assert_eq!(run[field].as_u64(), Some(0), "{field}: {run}");
+    }
+    shed
+}
+
+/// Checks that `kube` still runs, answered no 5xx, and restarted no watch cache since it
+/// counted `restarts_before` initializations.
+fn check_server(kube: &mut Kube, restarts_before: f64) {
+    assert!(kube.is_running(), "keel up exited:\n{}", kube.log());
+    assert_eq!(
+        metric(kube, "apiserver_request_total", "code=\"5"),
+        0.0,
+        "5xx answers counted in /metrics"
+    );
+    assert_eq!(
+        metric(kube, "apiserver_watch_cache_initializations_total", ""),
+        restarts_before,
+        "a watch cache restarted: its store watch ended under load:\n{}",
+        kube.log()
+    );
+}
+
+/// `keel up` with low in-flight limits, so the limits and not the machine decide the
+/// capacity, as on a real control plane sized for its load; and the update rate it serves
+/// (renewers without a rate limit).
+fn limited_keel_up() -> (Kube, f64) {
+    let kube = Kube::start_with(
         Stack::Up,
         &[
             "--max-requests-inflight=8",
             "--max-mutating-requests-inflight=4",
         ],
     );
-    let restarts_before = metric(&kube, "apiserver_watch_cache_initializations_total", "");
-
-    // What it can serve: renewers without a rate limit.
     let capacity = bench(
         &kube,
         &[
@@ -81,6 +130,13 @@ fn keel_up_at_twice_its_capacity_answers_only_200s_and_429s() {
     );
     let capacity = capacity["update_rate"].as_f64().expect("update_rate");
     assert!(capacity > 0.0, "nothing was served at all:\n{}", kube.log());
+    (kube, capacity)
+}
+
+#[test]
+fn keel_up_at_twice_its_capacity_answers_only_200s_and_429s() {
+    let (mut kube, capacity) = limited_keel_up();
+    let restarts_before = metric(&kube, "apiserver_watch_cache_initializations_total", "");
 
     // Twice that for a minute, from many more clients than the limits admit, watched.
     let rate = ((capacity * 2.0).ceil() as u64).max(2).to_string();
@@ -103,47 +159,113 @@ fn keel_up_at_twice_its_capacity_answers_only_200s_and_429s() {
             "60s",
         ],
     );
-    let errors = run["error_kinds"].as_object().cloned().unwrap_or_default();
-    let shed: u64 = errors
-        .iter()
-        .filter(|(message, _)| message.contains("429"))
-        .map(|(_, n)| n.as_u64().unwrap_or(0))
-        .sum();
-    let other: Vec<_> = errors
-        .iter()
-        .filter(|(message, _)| !message.contains("429"))
-        .collect();
-    assert!(
-        other.is_empty(),
-        "answers other than 200, 409 and 429: {other:?}\n{run}"
-    );
+    let shed = check_run(&run);
     assert!(shed > 0, "the load did not exceed the limits: {run}");
-    assert!(run["updates"].as_u64().unwrap_or(0) > 0, "{run}");
-    // Every acknowledged update is in the store: each reached every watcher.
-    for field in [
-        "lost",
-        "duplicates",
-        "mismatched",
-        "out_of_order",
-        "restarts",
-    ] {
-        assert_eq!(run[field].as_u64(), Some(0), "{field}: {run}");
-    }
-
-    assert!(kube.is_running(), "keel up exited:\n{}", kube.log());
-    assert_eq!(
-        metric(&kube, "apiserver_request_total", "code=\"5"),
-        0.0,
-        "5xx answers counted in /metrics"
-    );
-    assert_eq!(
-        metric(&kube, "apiserver_watch_cache_initializations_total", ""),
-        restarts_before,
-        "a watch cache restarted: its store watch ended under load:\n{}",
-        kube.log()
-    );
+    check_server(&mut kube, restarts_before);
     let shed_counted = metric(&kube, "apiserver_request_total", "code=\"429\"");
     assert!(shed_counted >= shed as f64, "{shed_counted} < {shed}");
+}
+
+#[test]
+fn at_twice_its_capacity_with_owners_deleted_the_collector_converges() {
+    let (mut kube, capacity) = limited_keel_up();
+    let restarts_before = metric(&kube, "apiserver_watch_cache_initializations_total", "");
+    let api = Api::of(&kube, Duration::from_secs(10));
+
+    // Twice the capacity for 30 s: three quarters of it lease renewals, a quarter owners and
+    // their dependents created and deleted (a step is four writes), each from more clients
+    // than the limits admit.
+    const CLIENTS: usize = 16;
+    const BENCH_CLIENTS: usize = 48;
+    const DURATION: Duration = Duration::from_secs(30);
+    let renewals = ((capacity * 1.5).ceil() as u64).max(2).to_string();
+    let steps_per_s = (capacity * 0.5 / 4.0).max(0.5);
+    let pace = Duration::from_secs_f64(CLIENTS as f64 / steps_per_s);
+    let kubeconfig = kube.kubeconfig.clone();
+    let watcher = api.clone();
+    let owners = std::thread::spawn(move || {
+        // Only once the bench has made its leases: its setup does not wait out 429s.
+        gc_ops::eventually("the bench's leases", Duration::from_secs(60), || {
+            let leases = watcher.run(
+                &["get", "--raw", "/apis/coordination.k8s.io/v1/leases"],
+                None,
+            );
+            let items = leases.map(|l| l["items"].as_array().cloned().unwrap_or_default());
+            let ours = |l: &Value| {
+                l["metadata"]["namespace"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("keel-bench-"))
+            };
+            items.is_ok_and(|items| items.iter().filter(|l| ours(l)).count() >= BENCH_CLIENTS)
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        rt.block_on(gc_ops::load::run(&kubeconfig, CLIENTS, pace, DURATION))
+    });
+    let run = bench(
+        &kube,
+        &[
+            "--clients",
+            &BENCH_CLIENTS.to_string(),
+            "--clients-per-conn",
+            "16",
+            "--rate",
+            &renewals,
+            "--watchers",
+            "4",
+            "--duration",
+            "30s",
+            "--request-timeout",
+            "60s",
+            "--drain-timeout",
+            "60s",
+        ],
+    );
+    let tally = owners.join().expect("the owners' load");
+    eprintln!(
+        "overload: capacity {capacity:.0} updates/s; renewals {}, owners' load {:?}, {} owner deletes",
+        run["updates"], tally.codes, tally.deletes
+    );
+    let shed = check_run(&run) + tally.codes.get(&429).copied().unwrap_or(0);
+    assert!(
+        tally.failures.is_empty(),
+        "the owners' load: {} failures: {:?}",
+        tally.failures.len(),
+        &tally.failures[..tally.failures.len().min(20)]
+    );
+    assert!(
+        tally.deletes > 0,
+        "no owner delete was acknowledged: {tally:?}"
+    );
+    assert!(
+        shed > 0,
+        "the load did not exceed the limits: {run} {tally:?}"
+    );
+    check_server(&mut kube, restarts_before);
+
+    // Once the load stops the collector finishes: no dependent of a deleted owner is left,
+    // and no owner waits for its dependents.
+    gc_ops::wait_collected(
+        &kube,
+        &[gc_ops::Kind::Deployment, gc_ops::Kind::ConfigMap],
+        Duration::from_secs(60),
+        "after the load",
+    );
+    let (_, owners) = gc_ops::list(&api, gc_ops::Kind::Deployment).expect("list Deployments");
+    let left: Vec<&Value> = owners
+        .iter()
+        .filter(|d| {
+            d["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("gc-"))
+        })
+        .collect();
+    // Every owner created was deleted (no failure, and nothing else writes them to cause a
+    // 409): none is left.
+    assert!(left.is_empty(), "owners left after the load: {left:?}");
+    check_server(&mut kube, restarts_before);
 }
 
 #[test]

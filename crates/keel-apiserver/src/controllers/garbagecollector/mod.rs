@@ -120,6 +120,16 @@ pub async fn run(registry: Arc<Registry>) {
                 collector.monitor(&seen);
                 let retry = std::mem::take(&mut collector.retry);
                 collector.queue.extend(retry);
+                let unlisted: Vec<&str> = collector
+                    .kinds
+                    .iter()
+                    .filter(|m| !m.listed && m.task.is_some())
+                    .map(|m| m.kind.info().resource)
+                    .collect();
+                if !unlisted.is_empty() {
+                    tracing::debug!(?unlisted, queued = collector.queue.len(),
+                        "garbage collector: waiting for the first lists");
+                }
             }
         }
         // As upstream's collector waits for its monitors to sync: an owner judged before

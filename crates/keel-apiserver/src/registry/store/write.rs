@@ -3,6 +3,7 @@
 //! it runs before it validates.
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use serde_json::{Value, json};
 
@@ -148,7 +149,12 @@ impl Registry {
             }
         };
         let now = Time::now();
-        let mut delete_after = false;
+        // kube-apiserver's Store.Update never writes an object marked for deletion without its
+        // last finalizer: `step` refuses to (errEmptiedFinalizers) and the object is deleted
+        // as stored instead (deleteWithoutFinalizers), in one write, so no crash between two
+        // writes can leave it marked with nothing left to remove it. The revision `step`
+        // found it at when it refused (0: it did not).
+        let emptied_at = AtomicI64::new(0);
         // The last value `step` made, as stored and as served: what the store holds if it
         // wrote it, so the answer needs no second decode of the bytes just encoded.
         let mut made: Option<(Vec<u8>, Value)> = None;
@@ -179,7 +185,18 @@ impl Registry {
             let new = self
                 .updated(kind, &old, subresource, now, &mut make)
                 .map_err(rejected)?;
-            delete_after = meta::should_delete_during_update(&new, &old);
+            emptied_at.store(0, Ordering::Relaxed);
+            if !dry_run && meta::should_delete_during_update(&new, &old) {
+                if let Some(handover) = &mut handover {
+                    handover.withdraw();
+                }
+                emptied_at.store(current.mod_revision, Ordering::Relaxed);
+                return Err(rejected(Status::failure(
+                    409,
+                    "Conflict",
+                    "the update removes the last finalizer".into(),
+                )));
+            }
             // Unchanged as stored: an object stored under another apiVersion or kind is
             // written again in the kind's (a storage migration's no-op update).
             let unchanged = same_but_resource_version(&new, &old)
@@ -216,21 +233,23 @@ impl Registry {
             );
             return Ok((obj, false));
         }
-        let stored = storage
-            .guaranteed_update(&key, Some(existing), &mut step)
-            .await
-            .map_err(|e| Status::from_storage(&e, &target))?;
+        let mut existing = Some(existing);
+        let stored = loop {
+            let result = storage
+                .guaranteed_update(&key, existing.take(), &mut step)
+                .await;
+            match (result, emptied_at.load(Ordering::Relaxed)) {
+                (Err(StorageError::Rejected(_)), at) if at > 0 => {
+                    if let Some(gone) = self.delete_if_unchanged(kind, &key, name, at).await? {
+                        return Ok((gone, false));
+                    }
+                    // Changed or deleted since: the update again, on what is stored now.
+                }
+                (result, _) => break result.map_err(|e| Status::from_storage(&e, &target))?,
+            }
+        };
         if let Some(handover) = handover {
             handover.landed(stored.mod_revision);
-        }
-        if delete_after {
-            // The last finalizer of an object marked for deletion is gone: so is the object.
-            if let Some(gone) = self
-                .delete_if_unchanged(kind, &key, name, stored.mod_revision)
-                .await?
-            {
-                return Ok((gone, false));
-            }
         }
         match made {
             Some((bytes, mut obj)) if bytes == stored.value => {
