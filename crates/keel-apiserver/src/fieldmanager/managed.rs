@@ -89,6 +89,9 @@ pub struct FieldManager<'a> {
 fn reset_fields(info: &ResourceInfo, subresource: &str) -> Set {
     let mut set = Set::new();
     let f = PathElement::field;
+    // A CSR's strategies (`pkg/registry/certificates/certificates/strategy.go`) reset its
+    // spec whatever the path, and what each path may not set of its status.
+    let csr = info.group == "certificates.k8s.io" && info.resource == "certificatesigningrequests";
     match subresource {
         "" if info.status => set.insert(&[f("status")]),
         "finalize" => set.insert(&[f("status")]),
@@ -98,8 +101,18 @@ fn reset_fields(info: &ResourceInfo, subresource: &str) -> Set {
                 set.insert(&[f("metadata"), f("deletionTimestamp")]);
                 set.insert(&[f("metadata"), f("ownerReferences")]);
             }
+            if csr {
+                set.insert(&[f("status"), f("conditions")]);
+            }
+        }
+        "approval" if csr => {
+            set.insert(&[f("spec")]);
+            set.insert(&[f("status"), f("certificate")]);
         }
         _ => {}
+    }
+    if csr && subresource.is_empty() {
+        set.insert(&[f("spec")]);
     }
     set
 }

@@ -66,6 +66,7 @@ pub use crate::apimachinery::time;
 use serde_json::Value;
 
 use crate::apimachinery::time::Time;
+use crate::http::auth::User;
 use crate::json_pointer::At;
 use crate::storage::{FieldError, Target};
 use names::NameRule;
@@ -250,6 +251,12 @@ pub trait Strategy: Send + Sync {
         self.set_defaults(obj);
     }
 
+    /// Sets what a new object gets from who asked for it, after
+    /// [`Strategy::prepare_for_create`] (upstream's `PrepareForCreate` reading the request's
+    /// user: a CSR's requestor); `user` is None for the server's own creates. By default
+    /// nothing.
+    fn prepare_for_create_by(&self, _obj: &mut Value, _user: Option<&User>) {}
+
     /// Carries over from the stored object what an update may not change; by default only
     /// the kind's defaults are set.
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
@@ -276,6 +283,30 @@ pub trait Strategy: Send + Sync {
     /// Validation of an update of the `status` subresource (upstream's
     /// `Validate*StatusUpdate`); by default the same as [`Strategy::validate_update`].
     fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        self.validate_update(new, old)
+    }
+
+    /// The kind's own subresources beyond `status`, `scale` and a namespace's `finalize`,
+    /// each served for get, update and patch as `status` is (a CSR's `approval`): an update
+    /// through one keeps all but the status, then runs
+    /// [`Strategy::prepare_for_subresource_update`] and
+    /// [`Strategy::validate_subresource_update`]. None by default.
+    fn subresources(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Carries over from the stored object what an update of the kind's own `subresource`
+    /// may not change (upstream's strategy of that subresource's `PrepareForUpdate`).
+    fn prepare_for_subresource_update(&self, _subresource: &str, _new: &mut Value, _old: &Value) {}
+
+    /// Validation of an update of the kind's own `subresource` (upstream's strategy of that
+    /// subresource's `ValidateUpdate`); by default the same as [`Strategy::validate_update`].
+    fn validate_subresource_update(
+        &self,
+        _subresource: &str,
+        new: &Value,
+        old: &Value,
+    ) -> Vec<FieldError> {
         self.validate_update(new, old)
     }
 
