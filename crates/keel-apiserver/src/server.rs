@@ -206,14 +206,9 @@ impl ApiServer {
         })
         .await
         .map_err(|e| StartError::Config(format!("building the OpenAPI documents: {e}")))?;
-        // The reviews (TokenReview, SelfSubjectReview) judge tokens as the server does.
-        if tokens.is_some() {
-            let (review_tokens, _) = self::tokens(&config)?;
-            registry::authentication::authenticate_with(&registry, review_tokens);
-        }
         let app = Arc::new(App {
             registry: registry.clone(),
-            tokens,
+            tokens: tokens.map(Arc::new),
             server_address: SocketAddr::new(client_host, addr.port()).to_string(),
             metrics,
             limits: crate::http::inflight::Limits::new(

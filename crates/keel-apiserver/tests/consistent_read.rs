@@ -311,6 +311,7 @@ impl Setup {
                 name,
                 None,
                 false,
+                None,
                 |_| Ok(cm.clone()),
             )
             .await

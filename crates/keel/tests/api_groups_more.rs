@@ -245,8 +245,8 @@ fn certificates(run: &Run) {
         ),
     );
     let c = run.json(&["csr", "web"]);
-    // The requestor is the server's to set, never the client's.
-    assert!(c["spec"].get("username").is_none(), "{c}");
+    // The requestor is the server's to set (the request's user), never the client's.
+    assert_eq!(c["spec"]["username"], "admin", "{c}");
     assert_eq!(
         c["spec"]["usages"],
         json!(["digital signature", "server auth"])
@@ -264,7 +264,7 @@ fn certificates(run: &Run) {
         ]
     );
     assert_eq!(row[0], "web");
-    assert_eq!(row[2..], ["example.com/serving", "24h", "Pending"]);
+    assert_eq!(row[2..], ["example.com/serving", "admin", "24h", "Pending"]);
     run.refused(
         "csr2.yaml",
         &csr("bad", &b64(b"nope"), ""),

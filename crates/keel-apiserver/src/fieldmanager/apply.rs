@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::managed::FieldManager;
 use super::options::Options;
 use crate::apimachinery::time::Time;
+use crate::http::auth::User;
 use crate::http::field_validation::{self, Directive};
 use crate::http::response::target;
 use crate::http::{negotiate, openapi};
@@ -32,7 +33,7 @@ pub struct Applied {
 }
 
 /// Applies the configuration in `body` to the object `name` (created if missing, except
-/// through a subresource), its repeated keys checked as `directive` says.
+/// through a subresource, as `user`'s create), its repeated keys checked as `directive` says.
 #[allow(clippy::too_many_arguments)]
 pub async fn patch(
     registry: &Registry,
@@ -44,6 +45,7 @@ pub async fn patch(
     body: &[u8],
     options: &Options,
     directive: Directive,
+    user: &User,
 ) -> Result<Applied, Status> {
     let config = read(body)?;
     // Upstream checks the body once the apply has succeeded, so its conflicts and schema
@@ -64,25 +66,33 @@ pub async fn patch(
         )));
     }
     let (object, created) = registry
-        .update_or_create(kind, namespace, name, subresource, dry_run, |current| {
-            let mut obj = manager
-                .apply(current, &config, &options.manager, options.force)
-                .map_err(|e| e.status())?;
-            if let Some(error) = field_validation::conversion_error(kind, defs, &obj) {
-                let info = kind.info();
-                return Err(internal(format!(
-                    "failed to convert new object ({}) to proper version: unable to convert \
+        .update_or_create(
+            kind,
+            namespace,
+            name,
+            subresource,
+            dry_run,
+            Some(user),
+            |current| {
+                let mut obj = manager
+                    .apply(current, &config, &options.manager, options.force)
+                    .map_err(|e| e.status())?;
+                if let Some(error) = field_validation::conversion_error(kind, defs, &obj) {
+                    let info = kind.info();
+                    return Err(internal(format!(
+                        "failed to convert new object ({}) to proper version: unable to convert \
                      unstructured object to {}/{}, Kind={}: {error}",
-                    manager.describe(&config),
-                    info.group,
-                    info.version,
-                    info.kind
-                )));
-            }
-            strict.clone()?;
-            check(kind, current.is_some(), &mut obj, namespace, name)?;
-            Ok(obj)
-        })
+                        manager.describe(&config),
+                        info.group,
+                        info.version,
+                        info.kind
+                    )));
+                }
+                strict.clone()?;
+                check(kind, current.is_some(), &mut obj, namespace, name)?;
+                Ok(obj)
+            },
+        )
         .await?;
     Ok(Applied {
         object,

@@ -85,21 +85,12 @@ pub struct FieldManager<'a> {
     now: Time,
 }
 
-/// What the strategy resets, so no write owns it (`GetResetFields`; a status update's are
-/// the kind's [`Strategy::status_reset_fields`]).
+/// What the strategy resets, so no write owns it ([`Strategy::reset_fields`]).
 fn reset_fields(kind: &dyn Strategy, subresource: &str) -> Set {
     let mut set = Set::new();
-    let f = PathElement::field;
-    match subresource {
-        "" if kind.info().status => set.insert(&[f("status")]),
-        "finalize" => set.insert(&[f("status")]),
-        "status" => {
-            for path in kind.status_reset_fields() {
-                let path: Vec<PathElement> = path.iter().map(|name| f(name)).collect();
-                set.insert(&path);
-            }
-        }
-        _ => {}
+    for path in kind.reset_fields(subresource) {
+        let path: Vec<PathElement> = path.iter().map(|name| PathElement::field(name)).collect();
+        set.insert(&path);
     }
     set
 }

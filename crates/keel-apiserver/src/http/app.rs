@@ -14,7 +14,7 @@ pub struct App {
     /// The objects.
     pub registry: Arc<Registry>,
     /// Who may call (None: everyone; only for plain HTTP on loopback).
-    pub tokens: Option<Tokens>,
+    pub tokens: Option<Arc<Tokens>>,
     /// This server's address as clients reach it (`host:port`), for `/api`.
     pub server_address: String,
     /// The metrics.

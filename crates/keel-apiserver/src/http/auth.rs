@@ -9,6 +9,7 @@
 //! quote), a record with fewer than 3 fields is an error, a record with an empty token is skipped
 //! with a warning, and of two records with the same token the later wins, with a warning.
 
+use std::collections::BTreeMap;
 use std::fs::{self, DirBuilder};
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
@@ -77,8 +78,12 @@ pub enum AuthError {
     Random(String),
 }
 
-/// Who a token says its bearer is.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The group every authenticated user is in (apiserver's `user.AllAuthenticated`).
+pub const ALL_AUTHENTICATED: &str = "system:authenticated";
+
+/// Who sent a request (apiserver's `user.Info`): who a token says its bearer is, or who a
+/// server without authentication serves everyone as.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct User {
     /// The user name (second column).
     pub name: String,
@@ -86,6 +91,34 @@ pub struct User {
     pub uid: String,
     /// The user's groups (fourth column split on commas; empty without one).
     pub groups: Vec<String>,
+    /// Further attributes (`user.Info.GetExtra`; a token file gives none).
+    pub extra: BTreeMap<String, Vec<String>>,
+}
+
+impl User {
+    /// The user with `system:authenticated` added, as apiserver's `AuthenticatedGroupAdder`
+    /// adds it to every authenticated user not already in it or in `system:unauthenticated`.
+    pub fn authenticated(mut self) -> User {
+        if !self
+            .groups
+            .iter()
+            .any(|g| g == ALL_AUTHENTICATED || g == "system:unauthenticated")
+        {
+            self.groups.push(ALL_AUTHENTICATED.to_string());
+        }
+        self
+    }
+
+    /// Who a server without authentication (`--plain-http`) serves everyone as, as
+    /// kube-apiserver's insecure port did: `system:unsecured`, in `system:masters`
+    /// (`InsecureSuperuser`).
+    pub fn unsecured() -> User {
+        User {
+            name: "system:unsecured".into(),
+            groups: vec![MASTERS_GROUP.into(), ALL_AUTHENTICATED.into()],
+            ..User::default()
+        }
+    }
 }
 
 /// The tokens of a token file, in file order.
@@ -124,6 +157,13 @@ impl Tokens {
             }
         }
         found
+    }
+
+    /// The authenticated user an `Authorization` header names ([`Tokens::authenticate`],
+    /// with `system:authenticated` added as [`User::authenticated`] adds it).
+    pub fn user_of(&self, authorization_header: Option<&str>) -> Option<User> {
+        self.authenticate(authorization_header)
+            .map(|user| user.clone().authenticated())
     }
 
     /// How many tokens there are.
@@ -206,7 +246,12 @@ fn parse(text: &str, path: &Path) -> Result<Tokens, AuthError> {
         let uid = record.pop().unwrap_or_default();
         let name = record.pop().unwrap_or_default();
         let token = record.pop().unwrap_or_default();
-        let user = User { name, uid, groups };
+        let user = User {
+            name,
+            uid,
+            groups,
+            extra: BTreeMap::new(),
+        };
         match entries.iter_mut().find(|(t, _)| *t == token) {
             Some(entry) => {
                 tracing::warn!(file = %path.display(), line, "duplicate token in the token file; the later record wins");
@@ -334,6 +379,7 @@ mod tests {
             name: name.to_string(),
             uid: uid.to_string(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
+            extra: BTreeMap::new(),
         }
     }
 

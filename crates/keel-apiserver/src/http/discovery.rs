@@ -154,6 +154,10 @@ pub fn resources(kinds: &[&'static dyn Strategy], group: &str, version: &str) ->
         if info.resource == "namespaces" {
             subresource("finalize", &["update"]);
         }
+        // In upstream's order: its installer sorts the paths it serves.
+        for sub in kind.subresources() {
+            subresource(sub, &["get", "patch", "update"]);
+        }
         if info.status {
             subresource("status", &["get", "patch", "update"]);
         }

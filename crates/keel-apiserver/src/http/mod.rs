@@ -65,26 +65,41 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
     if path == "/version" {
         return value_response(StatusCode::OK, &discovery::version(), Output::Json);
     }
-    if let Some(tokens) = &app.tokens {
-        let header = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok());
-        let Some(user) = tokens.authenticate(header) else {
-            return status_response(&Status::failure(401, "Unauthorized", "Unauthorized".into()));
-        };
-        if faults::is_path(&path) && !user.groups.iter().any(|g| g == auth::MASTERS_GROUP) {
-            return status_response(&Status::failure(
-                403,
-                "Forbidden",
-                format!(
-                    "forbidden: User \"{}\" cannot set faults: only the {} group may",
-                    user.name,
-                    auth::MASTERS_GROUP
-                ),
-            ));
+    // Who sent the request goes with it (kube-apiserver's `request.WithUser`), for what the
+    // registry records or answers about them (a CSR's requestor, a SelfSubjectReview).
+    let user = match &app.tokens {
+        Some(tokens) => {
+            let header = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok());
+            let Some(user) = tokens.user_of(header) else {
+                return status_response(&Status::failure(
+                    401,
+                    "Unauthorized",
+                    "Unauthorized".into(),
+                ));
+            };
+            user
         }
+        None => auth::User::unsecured(),
+    };
+    if app.tokens.is_some()
+        && faults::is_path(&path)
+        && !user.groups.iter().any(|g| g == auth::MASTERS_GROUP)
+    {
+        return status_response(&Status::failure(
+            403,
+            "Forbidden",
+            format!(
+                "forbidden: User \"{}\" cannot set faults: only the {} group may",
+                user.name,
+                auth::MASTERS_GROUP
+            ),
+        ));
     }
+    let mut req = req;
+    req.extensions_mut().insert(user);
     if faults::is_path(&path) {
         return serve_faults(req).await;
     }
@@ -280,6 +295,12 @@ async fn serve_resource(app: &App, path: ResourcePath, req: Request) -> Response
         query,
         headers: parts.headers,
         body,
+        user: parts
+            .extensions
+            .get::<auth::User>()
+            .cloned()
+            .unwrap_or_else(auth::User::unsecured),
+        tokens: app.tokens.clone(),
     };
     let registry = app.registry.clone();
     let response = if watch {

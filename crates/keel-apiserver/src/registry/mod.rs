@@ -67,6 +67,7 @@ pub use crate::apimachinery::time;
 use serde_json::Value;
 
 use crate::apimachinery::time::Time;
+use crate::http::auth::User;
 use crate::json_pointer::At;
 use crate::storage::{FieldError, Target};
 use names::NameRule;
@@ -251,6 +252,12 @@ pub trait Strategy: Send + Sync {
         self.set_defaults(obj);
     }
 
+    /// Sets what a new object gets from who asked for it, after
+    /// [`Strategy::prepare_for_create`] (upstream's `PrepareForCreate` reading the request's
+    /// user: a CSR's requestor); `user` is None for the server's own creates. By default
+    /// nothing.
+    fn prepare_for_create_by(&self, _obj: &mut Value, _user: Option<&User>) {}
+
     /// Carries over from the stored object what an update may not change; by default only
     /// the kind's defaults are set.
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
@@ -285,6 +292,43 @@ pub trait Strategy: Send + Sync {
     /// spec.
     fn status_reset_fields(&self) -> &'static [&'static [&'static str]] {
         &[&["spec"]]
+    }
+
+    /// The fields an update through `subresource` ("" for the object itself) resets, so
+    /// server-side apply owns none of them (`GetResetFields`): by default the status for the
+    /// object itself (of a kind with a `status` subresource) and for a namespace's
+    /// `finalize`, [`Strategy::status_reset_fields`] for `status`.
+    fn reset_fields(&self, subresource: &str) -> &'static [&'static [&'static str]] {
+        match subresource {
+            "" if self.info().status => &[&["status"]],
+            "finalize" => &[&["status"]],
+            "status" => self.status_reset_fields(),
+            _ => &[],
+        }
+    }
+
+    /// The kind's own subresources beyond `status`, `scale` and a namespace's `finalize`,
+    /// each served for get, update and patch as `status` is (a CSR's `approval`): an update
+    /// through one keeps all but the status, then runs
+    /// [`Strategy::prepare_for_subresource_update`] and
+    /// [`Strategy::validate_subresource_update`]. None by default.
+    fn subresources(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Carries over from the stored object what an update of the kind's own `subresource`
+    /// may not change (upstream's strategy of that subresource's `PrepareForUpdate`).
+    fn prepare_for_subresource_update(&self, _subresource: &str, _new: &mut Value, _old: &Value) {}
+
+    /// Validation of an update of the kind's own `subresource` (upstream's strategy of that
+    /// subresource's `ValidateUpdate`); by default the same as [`Strategy::validate_update`].
+    fn validate_subresource_update(
+        &self,
+        _subresource: &str,
+        new: &Value,
+        old: &Value,
+    ) -> Vec<FieldError> {
+        self.validate_update(new, old)
     }
 
     /// The Table columns, `Name` first, as kube-apiserver's printers define them.

@@ -435,12 +435,14 @@ impl Registry {
             subresource,
             dry_run,
             allow_create: create,
+            user: None,
         };
         self.write(kind, to, make).await
     }
 
     /// [`Registry::update`] that creates a missing object whatever the kind (server-side
-    /// apply creates), except through a subresource.
+    /// apply creates), except through a subresource; a create is `user`'s.
+    #[allow(clippy::too_many_arguments)]
     pub async fn update_or_create(
         &self,
         kind: &dyn Strategy,
@@ -448,6 +450,7 @@ impl Registry {
         name: &str,
         subresource: Option<&str>,
         dry_run: bool,
+        user: Option<&crate::http::auth::User>,
         make: impl FnMut(Option<&Value>) -> Result<Value, Status>,
     ) -> Result<(Value, bool), Status> {
         let to = WriteTo {
@@ -456,6 +459,7 @@ impl Registry {
             subresource,
             dry_run,
             allow_create: true,
+            user,
         };
         self.write(kind, to, make).await
     }

@@ -166,6 +166,12 @@ fn served_kind(
     match path.subresource.as_deref() {
         None => {}
         Some("status") if info.status => {}
+        // Upstream serves a kind's own subresources (a CSR's `approval`) for get, update
+        // and patch alone.
+        Some(sub)
+            if kind.subresources().contains(&sub)
+                && [Method::GET, Method::PUT, Method::PATCH].contains(&req.method) => {}
+        Some(sub) if kind.subresources().contains(&sub) => return Err(method_not_allowed()),
         Some("scale") if kind.scale().is_some() => {}
         Some("finalize") if info.resource == "namespaces" && req.method == Method::PUT => {}
         Some(_) if req.method == Method::POST || path.subresource.as_deref() == Some("binding") => {

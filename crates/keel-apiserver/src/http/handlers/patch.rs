@@ -47,6 +47,7 @@ pub async fn patch(call: &Call<'_>, name: &str) -> Result<Response, Status> {
             &req.body,
             &options,
             directive,
+            &req.user,
         )
         .await?;
         warnings = applied.warnings;

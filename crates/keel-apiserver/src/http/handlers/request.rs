@@ -2,11 +2,14 @@
 //! query parameters every verb reads the same way, and the kind and answer form it was
 //! matched to ([`Call`]).
 
+use std::sync::Arc;
+
 use axum::response::Response;
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, header};
 use serde_json::Value;
 
+use crate::http::auth::{Tokens, User};
 use crate::http::negotiate::Output;
 use crate::http::request_info::{Query, ResourcePath};
 use crate::http::response::{respond_list, respond_object, respond_written};
@@ -34,6 +37,11 @@ pub struct ResourceRequest {
     pub headers: HeaderMap,
     /// The body (empty for reads).
     pub body: Bytes,
+    /// Who sent it, as authentication found them.
+    pub user: User,
+    /// The bearer tokens the server authenticates with (None: no authentication), for a
+    /// TokenReview.
+    pub tokens: Option<Arc<Tokens>>,
 }
 
 impl ResourceRequest {

@@ -4,7 +4,6 @@
 //! `CreateResource` answers a `rest.Creater` without storage. Every other verb is 405.
 
 use axum::response::Response;
-use http::header;
 
 use super::Verb;
 use super::request::Call;
@@ -21,11 +20,7 @@ pub(super) fn serve(call: &Call<'_>, review: &dyn Review, verb: Verb) -> Result<
     let req = call.req;
     let directive = Directive::parse(req.param("fieldValidation"), "CreateOptions")?;
     let (body, warnings) = read_object(call.registry, call.kind, req, None, directive)?;
-    let requester = Requester::of(
-        call.registry,
-        req.header(header::AUTHORIZATION),
-        req.namespace(),
-    );
+    let requester = Requester::new(req.user.clone(), req.namespace(), req.tokens.clone());
     let answer = review.answer(body, &requester)?;
     call.written(true, answer, &warnings)
 }

@@ -32,7 +32,7 @@ pub async fn create(call: &Call<'_>) -> Result<Response, Status> {
     let (mut body, warnings) = read_object(registry, kind, req, None, directive)?;
     FieldManager::new(kind, None, Time::now()).update(None, &mut body, &options.manager);
     let created = registry
-        .create(kind, namespace, body, req.dry_run()?)
+        .create_by(kind, namespace, body, req.dry_run()?, Some(&req.user))
         .await?;
     call.written(true, created, &warnings)
 }

@@ -1,21 +1,17 @@
 //! authentication.k8s.io/v1: SelfSubjectReviews and TokenReviews ([`reviews`]); and what
 //! every kind that is created but never stored (these and authorization.k8s.io's access
 //! reviews) shares: [`Review`], what answers its create, and [`Requester`], who asked, as
-//! keel's authentication (`crate::http::auth`) identifies them.
+//! keel's authentication (`crate::http::auth`) identified them for the request.
 
 pub mod reviews;
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use super::Strategy;
-use super::store::Registry;
 use crate::http::auth::{Tokens, User};
 use crate::storage::Status;
-
-/// The group every authenticated user is in (apiserver's `user.AllAuthenticated`).
-pub const ALL_AUTHENTICATED: &str = "system:authenticated";
 
 /// The group's kinds, in discovery order.
 pub fn kinds() -> Vec<&'static dyn Strategy> {
@@ -39,69 +35,14 @@ pub struct Requester {
     tokens: Option<Arc<Tokens>>,
 }
 
-/// The bearer tokens each registry's server authenticates with.
-static AUTHENTICATORS: Mutex<Vec<(Weak<Registry>, Arc<Tokens>)>> = Mutex::new(Vec::new());
-
-/// Makes `tokens` what requests to `registry`'s server are authenticated with, for the
-/// reviews (the server's own copy authenticates every request before it is served).
-pub fn authenticate_with(registry: &Arc<Registry>, tokens: Tokens) {
-    let mut all = AUTHENTICATORS.lock().unwrap_or_else(|e| e.into_inner());
-    all.retain(|(r, _)| r.strong_count() > 0 && !std::ptr::eq(r.as_ptr(), Arc::as_ptr(registry)));
-    all.push((Arc::downgrade(registry), Arc::new(tokens)));
-}
-
-fn tokens_of(registry: &Registry) -> Option<Arc<Tokens>> {
-    let all = AUTHENTICATORS.lock().unwrap_or_else(|e| e.into_inner());
-    all.iter()
-        .find(|(r, _)| std::ptr::eq(r.as_ptr(), registry))
-        .map(|(_, tokens)| tokens.clone())
-}
-
-/// The user a token names, with `system:authenticated` added as apiserver's
-/// `AuthenticatedGroupAdder` adds it.
-fn authenticated(user: &User) -> User {
-    let mut user = user.clone();
-    if !user
-        .groups
-        .iter()
-        .any(|g| g == ALL_AUTHENTICATED || g == "system:unauthenticated")
-    {
-        user.groups.push(ALL_AUTHENTICATED.to_string());
-    }
-    user
-}
-
 impl Requester {
-    /// Who sent a request to `registry`'s server with this `Authorization` header. A server
-    /// without authentication (`--plain-http`) serves everyone as kube-apiserver's insecure
-    /// port did: `system:unsecured`, in `system:masters` (`InsecureSuperuser`).
-    pub fn of(registry: &Registry, authorization: Option<&str>, namespace: Option<&str>) -> Self {
-        let tokens = tokens_of(registry);
-        let user = tokens
-            .as_ref()
-            .and_then(|t| t.authenticate(authorization).map(authenticated));
-        let user = user.unwrap_or_else(|| User {
-            name: "system:unsecured".into(),
-            uid: String::new(),
-            groups: vec![
-                crate::http::auth::MASTERS_GROUP.into(),
-                ALL_AUTHENTICATED.into(),
-            ],
-        });
+    /// A requester `user`, whose server authenticates bearer tokens with `tokens` (None: it
+    /// has no authentication, `--plain-http`).
+    pub fn new(user: User, namespace: Option<&str>, tokens: Option<Arc<Tokens>>) -> Self {
         Requester {
             user,
             namespace: namespace.map(str::to_string),
             tokens,
-        }
-    }
-
-    /// A requester `user` (for tests and in-process callers), authenticating tokens with
-    /// `tokens`, if any.
-    pub fn new(user: User, namespace: Option<&str>, tokens: Option<Tokens>) -> Self {
-        Requester {
-            user,
-            namespace: namespace.map(str::to_string),
-            tokens: tokens.map(Arc::new),
         }
     }
 
@@ -111,15 +52,14 @@ impl Requester {
         let tokens = self.tokens.as_ref()?;
         Some(
             tokens
-                .authenticate(Some(&format!("Bearer {token}")))
-                .map(authenticated)
+                .user_of(Some(&format!("Bearer {token}")))
                 .ok_or_else(|| "invalid bearer token".to_string()),
         )
     }
 }
 
-/// `status.userInfo` / `status.user` as `authentication.UserInfo` serializes: username, uid
-/// (if any), groups (if any); `extra` is empty and left out.
+/// `status.userInfo` / `status.user` as `authentication.UserInfo` serializes: username, uid,
+/// groups and extra, each left out when empty.
 pub fn user_info(user: &User) -> Value {
     let mut info = serde_json::Map::new();
     info.insert("username".into(), user.name.clone().into());
@@ -128,6 +68,9 @@ pub fn user_info(user: &User) -> Value {
     }
     if !user.groups.is_empty() {
         info.insert("groups".into(), user.groups.clone().into());
+    }
+    if !user.extra.is_empty() {
+        info.insert("extra".into(), serde_json::json!(user.extra));
     }
     Value::Object(info)
 }

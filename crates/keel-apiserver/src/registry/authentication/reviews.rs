@@ -98,6 +98,7 @@ mod tests {
             name: "alice".into(),
             uid: "a1".into(),
             groups: vec!["devs".into(), "ops".into(), "system:authenticated".into()],
+            ..User::default()
         }
     }
 
@@ -117,7 +118,7 @@ mod tests {
 
     #[test]
     fn a_token_review_judges_the_token_as_the_server_does() {
-        let requester = Requester::new(alice(), None, Some(tokens()));
+        let requester = Requester::new(alice(), None, Some(std::sync::Arc::new(tokens())));
         let review = |spec: Value| TokenReviews.answer(json!({"spec": spec}), &requester);
         assert_eq!(
             review(json!({"token": "s3cret"})).unwrap()["status"],

@@ -163,6 +163,7 @@ mod tests {
             name: "alice".into(),
             uid: String::new(),
             groups: vec!["system:authenticated".into()],
+            ..User::default()
         };
         Requester::new(user, namespace, None)
     }

@@ -1,26 +1,27 @@
-//! certificates.k8s.io/v1 CertificateSigningRequests (`csr`), cluster-scoped, with a
-//! `status` subresource. `pkg/registry/certificates/certificates/strategy.go`: a new request's
-//! requestor fields (`username`, `uid`, `groups`, `extra`) are cleared (upstream then sets
-//! them from the request's user, which a [`Strategy`] does not see) and its status is
-//! emptied; an update of the object keeps the stored spec and status. Defaults from
-//! `pkg/apis/certificates/v1/defaults.go` (a condition's `status` True); validation from
-//! `pkg/apis/certificates/validation/validation.go` (the request a PEM `CERTIFICATE REQUEST`,
-//! `usages` required and known, `signerName` a domain-qualified path, `expirationSeconds` at
-//! least 600, conditions, an issued certificate's PEM); printed as
-//! `printCertificateSigningRequest` (NAME AGE SIGNERNAME REQUESTOR REQUESTEDDURATION
-//! CONDITION).
+//! certificates.k8s.io/v1 CertificateSigningRequests (`csr`), cluster-scoped, with the
+//! subresources `status` and `approval`, as `pkg/registry/certificates/certificates/strategy.go`
+//! has them: a new request's requestor fields (`username`, `uid`, `groups`, `extra`) are the
+//! requesting user's, whatever the client sent, and its status is emptied; an update of the
+//! object keeps the stored spec and status; an update of `status` keeps the spec and the
+//! Approved and Denied conditions (it sets the certificate); an update of `approval` keeps all
+//! but the conditions (what `kubectl certificate approve` and `deny` write). Defaults from
+//! `pkg/apis/certificates/v1/defaults.go` (a condition's `status` True); validation in
+//! [`validation`]; printed as `printCertificateSigningRequest` (NAME AGE SIGNERNAME REQUESTOR
+//! REQUESTEDDURATION CONDITION).
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+mod validation;
+
 use serde_json::{Value, json};
 
-use super::pem::{blocks, go_bytes, is_der_sequence};
 use crate::apimachinery::time::{Time, human_duration_secs};
-use crate::apimachinery::validation::{is_dns1123_label, is_dns1123_subdomain};
+use crate::http::auth::User;
 use crate::registry::defaults::{as_map, default_value, object_entry};
 use crate::registry::storage_k8s_io::fields::{items, present, str_at};
 use crate::registry::{AGE_COLUMN, Column, NAME_COLUMN, ResourceInfo, Strategy, age, meta_str};
 use crate::storage::FieldError;
+use validation::{
+    validate_approval_update, validate_create, validate_status_update, validate_update,
+};
 
 /// The CertificateSigningRequest strategy.
 pub struct CertificateSigningRequests;
@@ -37,6 +38,9 @@ static INFO: ResourceInfo = ResourceInfo {
         "certificatesigningrequest",
     )
 };
+
+/// The subresource through which conditions are approved or denied.
+const APPROVAL: &str = "approval";
 
 static COLUMNS: [Column; 6] = [
     NAME_COLUMN,
@@ -59,244 +63,6 @@ static COLUMNS: [Column; 6] = [
         "Conditions applied to the request, such as approval or denial.",
     ),
 ];
-
-/// `allValidUsages`, sorted.
-const USAGES: [&str; 23] = [
-    "any",
-    "cert sign",
-    "client auth",
-    "code signing",
-    "content commitment",
-    "crl sign",
-    "data encipherment",
-    "decipher only",
-    "digital signature",
-    "email protection",
-    "encipher only",
-    "ipsec end system",
-    "ipsec tunnel",
-    "ipsec user",
-    "key agreement",
-    "key encipherment",
-    "microsoft sgc",
-    "netscape sgc",
-    "ocsp signing",
-    "s/mime",
-    "server auth",
-    "signing",
-    "timestamping",
-];
-
-/// `certificates.LegacyUnknownSignerName`.
-const LEGACY_UNKNOWN: &str = "kubernetes.io/legacy-unknown";
-
-/// The bytes of a `[]byte` field (base64 in JSON); None when unset or not base64.
-fn bytes_at(obj: &Value, pointer: &str) -> Option<Vec<u8>> {
-    present(obj, pointer)
-        .and_then(Value::as_str)
-        .and_then(|s| STANDARD.decode(s).ok())
-}
-
-/// `ParseCSR` and the DER framing `x509.ParseCertificateRequest` needs: the error text.
-fn request_problem(request: &[u8]) -> Option<&'static str> {
-    match blocks(request).into_iter().next() {
-        Some(b) if b.kind == "CERTIFICATE REQUEST" => {
-            (!is_der_sequence(&b.bytes)).then_some("x509: malformed certificate request")
-        }
-        _ => Some("PEM block type must be CERTIFICATE REQUEST"),
-    }
-}
-
-/// `validateCertificate` of an issued certificate (PEM CERTIFICATE blocks only).
-fn certificate_problem(cert: &[u8]) -> Option<String> {
-    if cert.is_empty() {
-        return None;
-    }
-    let found = blocks(cert);
-    if found.is_empty() {
-        return Some("must contain at least one CERTIFICATE PEM block".to_string());
-    }
-    for b in found {
-        if b.kind != "CERTIFICATE" {
-            return Some(format!(
-                "only CERTIFICATE PEM blocks are allowed, found {}",
-                crate::apimachinery::quote::go_quote(&b.kind)
-            ));
-        }
-        if !is_der_sequence(&b.bytes) {
-            return Some("x509: malformed certificate".to_string());
-        }
-    }
-    None
-}
-
-/// `ValidateSignerName`.
-fn signer_name(name: &str) -> Vec<FieldError> {
-    const PATH: &str = "spec.signerName";
-    if name.is_empty() {
-        return vec![FieldError::required(PATH, "")];
-    }
-    let Some((domain, path)) = name.split_once('/').filter(|(_, p)| !p.contains('/')) else {
-        return vec![FieldError::invalid(
-            PATH,
-            name,
-            "must be a fully qualified domain and path of the form 'example.com/signer-name'",
-        )];
-    };
-    let mut errors = Vec::new();
-    if domain.len() > 253 {
-        errors.push(FieldError::too_long(PATH, 253));
-    }
-    let labels: Vec<&str> = domain.split('.').collect();
-    if let Some((label, problems)) = labels
-        .iter()
-        .map(|l| (l, is_dns1123_label(l)))
-        .find(|(_, p)| !p.is_empty())
-    {
-        for p in problems {
-            errors.push(FieldError::invalid(
-                PATH,
-                domain,
-                &format!("validating label {label:?}: {p}"),
-            ));
-        }
-    }
-    if labels.len() < 2 {
-        errors.push(FieldError::invalid(
-            PATH,
-            domain,
-            "should be a domain with at least two segments separated by dots",
-        ));
-    }
-    if let Some((part, problems)) = path
-        .split('.')
-        .map(|l| (l, is_dns1123_subdomain(l)))
-        .find(|(_, p)| !p.is_empty())
-    {
-        for p in problems {
-            errors.push(FieldError::invalid(
-                PATH,
-                path,
-                &format!("validating component {part:?}: {p}"),
-            ));
-        }
-    }
-    if name.len() > 253 + 1 + 316 {
-        errors.push(FieldError::too_long(PATH, 253 + 1 + 316));
-    }
-    errors
-}
-
-/// `validateConditions` (v1's options: types required, one of each, Approved and Denied
-/// only True and never both).
-fn conditions(obj: &Value) -> Vec<FieldError> {
-    let mut errors = Vec::new();
-    let list = items(obj, "/status/conditions");
-    let mut seen: Vec<&str> = Vec::new();
-    let (mut approved, mut denied) = (false, false);
-    for (i, c) in list.iter().enumerate() {
-        let at = format!("status.conditions[{i}]");
-        let (ty, status) = (str_at(c, "/type"), str_at(c, "/status"));
-        if ty.is_empty() {
-            errors.push(FieldError::required(&format!("{at}.type"), ""));
-        }
-        if !["True", "False", "Unknown"].contains(&status) {
-            errors.push(FieldError::not_supported(
-                &format!("{at}.status"),
-                status,
-                &["False", "True", "Unknown"],
-            ));
-        }
-        for (kind, flag) in [("Approved", &mut approved), ("Denied", &mut denied)] {
-            if ty == kind {
-                *flag = true;
-                if status != "True" {
-                    errors.push(FieldError::invalid(
-                        &format!("{at}.status"),
-                        status,
-                        &format!("{kind} condition may only be set to True"),
-                    ));
-                }
-            }
-        }
-        if seen.contains(&ty) {
-            errors.push(FieldError::duplicate(&format!("{at}.type"), ty));
-        }
-        seen.push(ty);
-    }
-    if approved && denied {
-        errors.push(FieldError::invalid(
-            "status.conditions",
-            Value::from(list.to_vec()),
-            "Approved and Denied conditions are mutually exclusive",
-        ));
-    }
-    errors
-}
-
-/// `validateCertificateSigningRequest` with v1's options.
-fn validate_csr(obj: &Value) -> Vec<FieldError> {
-    let mut errors = Vec::new();
-    let request = bytes_at(obj, "/spec/request").unwrap_or_default();
-    if let Some(problem) = request_problem(&request) {
-        errors.push(FieldError::invalid_printed(
-            "spec.request",
-            go_bytes(&request),
-            problem,
-        ));
-    }
-    let usages = items(obj, "/spec/usages");
-    if usages.is_empty() {
-        errors.push(FieldError::required("spec.usages", ""));
-    }
-    for (i, u) in usages.iter().enumerate() {
-        let u = u.as_str().unwrap_or("");
-        if !USAGES.contains(&u) {
-            errors.push(FieldError::not_supported(
-                &format!("spec.usages[{i}]"),
-                u,
-                &USAGES,
-            ));
-        }
-    }
-    for (i, u) in usages.iter().enumerate() {
-        if usages[..i].contains(u) {
-            errors.push(FieldError::duplicate(
-                &format!("spec.usages[{i}]"),
-                u.clone(),
-            ));
-        }
-    }
-    let signer = str_at(obj, "/spec/signerName");
-    if signer == LEGACY_UNKNOWN {
-        errors.push(FieldError::invalid(
-            "spec.signerName",
-            signer,
-            "the legacy signerName is not allowed via this API version",
-        ));
-    } else {
-        errors.extend(signer_name(signer));
-    }
-    if let Some(s) = present(obj, "/spec/expirationSeconds").and_then(Value::as_i64)
-        && s < 600
-    {
-        errors.push(FieldError::invalid(
-            "spec.expirationSeconds",
-            s,
-            "may not specify a duration less than 600 seconds (10 minutes)",
-        ));
-    }
-    errors.extend(conditions(obj));
-    let cert = bytes_at(obj, "/status/certificate").unwrap_or_default();
-    if let Some(problem) = certificate_problem(&cert) {
-        errors.push(FieldError::invalid(
-            "status.certificate",
-            "<certificate data>",
-            &problem,
-        ));
-    }
-    errors
-}
 
 /// `extractCSRStatus`: Denied, Approved or Pending, then `,Failed` and `,Issued`.
 fn condition_text(obj: &Value) -> String {
@@ -326,6 +92,17 @@ impl Strategy for CertificateSigningRequests {
         &INFO
     }
 
+    /// Upstream's strategies (`pkg/registry/certificates/certificates/strategy.go`) reset the
+    /// spec whatever the path, and what each path may not set of the status.
+    fn reset_fields(&self, subresource: &str) -> &'static [&'static [&'static str]] {
+        match subresource {
+            "" => &[&["spec"], &["status"]],
+            "status" => &[&["spec"], &["status", "conditions"]],
+            "approval" => &[&["spec"], &["status", "certificate"]],
+            _ => &[],
+        }
+    }
+
     fn set_defaults(&self, obj: &mut Value) {
         if let Some(Value::Array(list)) = obj.pointer_mut("/status/conditions") {
             for c in list.iter_mut() {
@@ -350,6 +127,25 @@ impl Strategy for CertificateSigningRequests {
         m.insert("status".into(), json!({}));
     }
 
+    /// The requestor fields are the requesting user's (left out where empty, as Go's
+    /// `omitempty` leaves them).
+    fn prepare_for_create_by(&self, obj: &mut Value, user: Option<&User>) {
+        let Some(user) = user else {
+            return;
+        };
+        let spec = object_entry(as_map(obj), "spec");
+        for (field, value, set) in [
+            ("username", json!(user.name), !user.name.is_empty()),
+            ("uid", json!(user.uid), !user.uid.is_empty()),
+            ("groups", json!(user.groups), !user.groups.is_empty()),
+            ("extra", json!(user.extra), !user.extra.is_empty()),
+        ] {
+            if set {
+                spec.insert(field.into(), value);
+            }
+        }
+    }
+
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         self.set_defaults(new);
         let m = as_map(new);
@@ -360,33 +156,63 @@ impl Strategy for CertificateSigningRequests {
         default_value(m, "status", json!({}));
     }
 
+    /// `csrStatusStrategy`: the spec is kept (by the store), so are the Approved and Denied
+    /// conditions where the update has as many of them as the stored object, and new
+    /// conditions get their times.
+    fn prepare_for_status_update(&self, new: &mut Value, old: &Value) {
+        for kind in ["Approved", "Denied"] {
+            preserve_conditions(new, old, kind);
+        }
+        stamp_conditions(new, old, Time::now());
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        validate_csr(obj)
+        validate_create(obj)
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        let mut errors = validate_csr(new);
-        let old_cert = str_at(old, "/status/certificate");
-        if !old_cert.is_empty() && str_at(new, "/status/certificate") != old_cert {
-            errors.push(FieldError::forbidden(
-                "status.certificate",
-                "updates may not modify existing certificate content",
-            ));
+        validate_update(new, old)
+    }
+
+    fn validate_status_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        validate_status_update(new, old)
+    }
+
+    fn subresources(&self) -> &'static [&'static str] {
+        &[APPROVAL]
+    }
+
+    /// `csrApprovalStrategy`: the update's conditions, with their times, on the stored
+    /// status.
+    fn prepare_for_subresource_update(&self, subresource: &str, new: &mut Value, old: &Value) {
+        if subresource != APPROVAL {
+            return;
         }
-        for kind in ["Approved", "Denied", "Failed"] {
-            let has = |o: &Value| {
-                items(o, "/status/conditions")
-                    .iter()
-                    .any(|c| str_at(c, "/type") == kind)
-            };
-            if has(old) && !has(new) {
-                errors.push(FieldError::forbidden(
-                    "status.conditions",
-                    &format!("updates may not remove a condition of type {kind:?}"),
-                ));
-            }
+        stamp_conditions(new, old, Time::now());
+        let conditions = new.pointer("/status/conditions").cloned();
+        let mut status = old.get("status").cloned().unwrap_or_else(|| json!({}));
+        let fields = as_map(&mut status);
+        match conditions {
+            Some(c) => fields.insert("conditions".into(), c),
+            None => fields.remove("conditions"),
+        };
+        as_map(new).insert("status".into(), status);
+    }
+
+    fn validate_subresource_update(
+        &self,
+        subresource: &str,
+        new: &Value,
+        old: &Value,
+    ) -> Vec<FieldError> {
+        match subresource {
+            APPROVAL => validate_approval_update(new, old),
+            _ => validate_update(new, old),
         }
-        errors
+    }
+
+    fn selectable_fields(&self) -> &'static [&'static str] {
+        &["spec.signerName"]
     }
 
     fn columns(&self) -> &'static [Column] {
@@ -409,6 +235,48 @@ impl Strategy for CertificateSigningRequests {
             Value::from(duration),
             Value::from(condition_text(obj)),
         ]
+    }
+}
+
+/// `preserveConditionInstances`: where `new` has as many conditions of type `kind` as `old`,
+/// they are `old`'s, in `new`'s places.
+fn preserve_conditions(new: &mut Value, old: &Value, kind: &str) {
+    let kept = validation::conditions_of(old, kind);
+    let Some(Value::Array(list)) = new.pointer_mut("/status/conditions") else {
+        return;
+    };
+    let places: Vec<usize> = (0..list.len())
+        .filter(|&i| str_at(&list[i], "/type") == kind)
+        .collect();
+    if places.len() == kept.len() {
+        for (i, c) in places.into_iter().zip(kept) {
+            list[i] = c.clone();
+        }
+    }
+}
+
+/// `populateConditionTimestamps`: a condition without `lastUpdateTime` gets `now`; one without
+/// `lastTransitionTime` gets that of a stored condition of the same type and status, or
+/// `now`.
+fn stamp_conditions(new: &mut Value, old: &Value, now: Time) {
+    let now = now.rfc3339();
+    let Some(Value::Array(list)) = new.pointer_mut("/status/conditions") else {
+        return;
+    };
+    let set = |c: &Value, field: &str| !str_at(c, &format!("/{field}")).is_empty();
+    for c in list.iter_mut() {
+        if !set(c, "lastUpdateTime") {
+            as_map(c).insert("lastUpdateTime".into(), json!(now));
+        }
+        if !set(c, "lastTransitionTime") {
+            let same = items(old, "/status/conditions").iter().find(|o| {
+                str_at(o, "/type") == str_at(c, "/type")
+                    && str_at(o, "/status") == str_at(c, "/status")
+                    && set(o, "lastTransitionTime")
+            });
+            let at = same.map_or(now.clone(), |o| str_at(o, "/lastTransitionTime").into());
+            as_map(c).insert("lastTransitionTime".into(), json!(at));
+        }
     }
 }
 

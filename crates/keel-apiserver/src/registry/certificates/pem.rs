@@ -13,6 +13,8 @@ pub struct Block {
     pub kind: String,
     /// The body, base64-decoded.
     pub bytes: Vec<u8>,
+    /// Whether the block has headers (`Key: value` lines before its body).
+    pub headers: bool,
 }
 
 /// The PEM blocks of `data`, in order, as repeated `pem.Decode` calls find them (a block
@@ -32,6 +34,7 @@ pub fn blocks(data: &[u8]) -> Vec<Block> {
         let Some(end) = body_start.find(&end_marker) else {
             break;
         };
+        let headers = body_start[..end].lines().any(|l| l.contains(':'));
         let body: String = body_start[..end]
             .lines()
             .filter(|l| !l.contains(':'))
@@ -40,7 +43,11 @@ pub fn blocks(data: &[u8]) -> Vec<Block> {
         let Ok(bytes) = STANDARD.decode(body) else {
             break;
         };
-        out.push(Block { kind, bytes });
+        out.push(Block {
+            kind,
+            bytes,
+            headers,
+        });
         rest = &body_start[end + end_marker.len()..];
     }
     out

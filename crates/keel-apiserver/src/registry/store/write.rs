@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::{MARK_FOR_DELETION, Registry, invalid, rejected};
 use crate::apimachinery::time::Time;
+use crate::http::auth::User;
 use crate::json_pointer::At;
 use crate::registry::served::{decodes_back, written};
 use crate::registry::stored::{decode, encode_owned, parse_stored, same_but_resource_version};
@@ -27,17 +28,32 @@ pub(super) struct WriteTo<'a> {
     pub dry_run: bool,
     /// Whether a missing object is created.
     pub allow_create: bool,
+    /// Who asked, for a create ([`Registry::create_by`]); None for the server's own writes.
+    pub user: Option<&'a User>,
 }
 
 impl Registry {
-    /// Creates `obj` (already checked to be of this kind and namespace); the object as
-    /// stored, or as it would be with `dry_run`.
+    /// Creates `obj` (already checked to be of this kind and namespace), as the server's own
+    /// write (no requesting user); the object as stored, or as it would be with `dry_run`.
     pub async fn create(
+        &self,
+        kind: &dyn Strategy,
+        namespace: Option<&str>,
+        obj: Value,
+        dry_run: bool,
+    ) -> Result<Value, Status> {
+        self.create_by(kind, namespace, obj, dry_run, None).await
+    }
+
+    /// [`Registry::create`] of a request sent by `user`, which the kind may record
+    /// ([`Strategy::prepare_for_create_by`]).
+    pub async fn create_by(
         &self,
         kind: &dyn Strategy,
         namespace: Option<&str>,
         mut obj: Value,
         dry_run: bool,
+        user: Option<&User>,
     ) -> Result<Value, Status> {
         if kind.read_only() {
             return Err(Status::method_not_allowed());
@@ -49,6 +65,7 @@ impl Registry {
         }
         meta::prepare_create(&mut obj, kind.tracks_generation(), Time::now());
         kind.prepare_for_create(&mut obj);
+        kind.prepare_for_create_by(&mut obj, user);
         let name = meta_str(&obj, "name").to_string();
         let mut errors = meta::validate(&obj, info);
         errors.extend(kind.validate(&obj));
@@ -104,6 +121,7 @@ impl Registry {
             subresource,
             dry_run,
             allow_create,
+            user,
         } = to;
         if kind.read_only() {
             return Err(Status::method_not_allowed());
@@ -141,7 +159,7 @@ impl Registry {
                 ));
             }
             let obj = make(None)?;
-            match self.create(kind, namespace, obj, dry_run).await {
+            match self.create_by(kind, namespace, obj, dry_run, user).await {
                 Err(status) if status.reason == "AlreadyExists" && !lost_a_create_race => {
                     lost_a_create_race = true;
                 }
@@ -288,8 +306,10 @@ impl Registry {
             Some(MARK_FOR_DELETION) => {}
             Some("finalize") => new = finalized(old, &new),
             _ => {
+                // `status` and the kind's own subresources (a CSR's `approval`) keep all
+                // but the status; an update of the object keeps the status.
                 if info.status {
-                    carry_over(&mut new, old, subresource == Some("status"));
+                    carry_over(&mut new, old, subresource.is_some());
                 }
                 meta::prepare_update(&mut new, old);
                 match subresource {
@@ -299,7 +319,7 @@ impl Registry {
                         kind.set_defaults(&mut new);
                         kind.prepare_for_status_update(&mut new, old);
                     }
-                    Some(_) => {}
+                    Some(other) => kind.prepare_for_subresource_update(other, &mut new, old),
                 }
             }
         }
@@ -314,6 +334,9 @@ impl Registry {
             errors.extend(meta::validate(&new, info));
             errors.extend(match subresource {
                 Some("status") => kind.validate_status_update(&new, old),
+                Some(other) if kind.subresources().contains(&other) => {
+                    kind.validate_subresource_update(other, &new, old)
+                }
                 _ => kind.validate_update(&new, old),
             });
         }
