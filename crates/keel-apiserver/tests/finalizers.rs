@@ -65,6 +65,13 @@ async fn removing_the_last_finalizer_deletes_in_one_write() {
         .await
         .unwrap();
     assert_eq!(answer["metadata"]["name"], "held");
+    // The answer is the request's object, without the finalizer, as kube-apiserver's.
+    assert!(
+        answer["metadata"]["finalizers"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "{answer}"
+    );
     let (gone, now) = storage.get(&key, "").await.unwrap();
     assert!(gone.is_none(), "still stored: {gone:?}");
     assert_eq!(

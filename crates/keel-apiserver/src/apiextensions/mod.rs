@@ -8,6 +8,7 @@ pub mod cel;
 pub mod crd;
 pub mod defaults;
 pub mod formats;
+pub mod go_regex;
 pub mod jsonpath;
 pub mod listtype;
 pub mod prune;

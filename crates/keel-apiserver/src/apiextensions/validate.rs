@@ -134,7 +134,7 @@ fn check_string(schema: &Value, s: &str, path: &str, errors: &mut Vec<FieldError
         errors.push(FieldError::invalid(path, s, &detail));
     }
     if let Some(pattern) = schema.get("pattern").and_then(Value::as_str) {
-        let fits = regex::Regex::new(pattern).map(|re| re.is_match(s));
+        let fits = super::go_regex::compile(pattern).map(|re| re.is_match(s));
         if fits != Ok(true) {
             let detail = format!("{} should match '{pattern}'", place(path));
             errors.push(FieldError::invalid(path, s, &detail));

@@ -276,6 +276,35 @@ pub fn validate(obj: &Value, info: &ResourceInfo) -> Vec<FieldError> {
     errors
 }
 
+/// [`validate`] for an update of `old`: ownerReferences and finalizers the update leaves as
+/// they were (or only shortens) are not checked again, so an object stored before keel
+/// checked them can still lose a finalizer or a reference (the collector's and
+/// controllers' own updates), where kube-apiserver, which always checked them, checks
+/// them again.
+pub fn validate_updated(new: &Value, old: &Value, info: &ResourceInfo) -> Vec<FieldError> {
+    let unchanged = |path: &str| {
+        let listed = |obj: &Value| -> Vec<Value> {
+            obj.at(path)
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        };
+        let was = listed(old);
+        listed(new).iter().all(|item| was.contains(item))
+    };
+    let (refs, finalizers) = (
+        unchanged("/metadata/ownerReferences"),
+        unchanged("/metadata/finalizers"),
+    );
+    validate(new, info)
+        .into_iter()
+        .filter(|e| {
+            !(refs && e.field.starts_with("metadata.ownerReferences")
+                || finalizers && e.field == "metadata.finalizers")
+        })
+        .collect()
+}
+
 /// The most the keys and values of an object's annotations may hold together
 /// (`TotalAnnotationSizeLimitB`).
 const ANNOTATIONS_SIZE_LIMIT: usize = 256 * 1024;
@@ -301,7 +330,12 @@ fn validate_owner_references(refs: &Value) -> Vec<FieldError> {
     for r in refs.as_array().into_iter().flatten() {
         let text = |field: &str| r.get(field).and_then(Value::as_str).unwrap_or("");
         let api_version = text("apiVersion");
-        let version = api_version.rsplit_once('/').map_or(api_version, |(_, v)| v);
+        // `ParseGroupVersion`: more than one `/` is no version at all.
+        let (group, version) = match api_version.split('/').collect::<Vec<_>>()[..] {
+            [version] => ("", version),
+            [group, version] => (group, version),
+            _ => ("", ""),
+        };
         if version.is_empty() {
             errors.push(FieldError::invalid(
                 &format!("{PATH}.apiVersion"),
@@ -317,6 +351,14 @@ fn validate_owner_references(refs: &Value) -> Vec<FieldError> {
                     "must not be empty",
                 ));
             }
+        }
+        // `BannedOwners`.
+        if (group, version, text("kind")) == ("", "v1", "Event") {
+            errors.push(FieldError::invalid(
+                PATH,
+                r.clone(),
+                "/v1, Kind=Event is disallowed from being an owner",
+            ));
         }
         if r.get("controller").and_then(Value::as_bool) == Some(true) {
             let this = format!("{}/{}", text("kind"), text("name"));
@@ -473,6 +515,28 @@ mod tests {
             )
             .is_empty()
         );
+    }
+
+    #[test]
+    fn a_reference_is_parsed_as_a_group_version_and_unchanged_ones_are_not_checked_again() {
+        let refs = json!([{"apiVersion": "apps/v1/x", "kind": "K", "name": "n", "uid": "u"},
+            {"apiVersion": "v1", "kind": "Event", "name": "e", "uid": "u"}]);
+        let got = messages(validate_owner_references(&refs));
+        assert_eq!(
+            got[0],
+            r#"metadata.ownerReferences.apiVersion: Invalid value: "apps/v1/x": version must not be empty"#
+        );
+        assert!(got[1].ends_with("/v1, Kind=Event is disallowed from being an owner"));
+        assert_eq!(got.len(), 2);
+        // Stored before the checks: an update that keeps or drops them is not refused.
+        let info = crate::registry::Strategy::info(&crate::registry::configmaps::ConfigMaps);
+        let old = json!({"metadata": {"name": "a", "namespace": "d", "ownerReferences": refs,
+            "finalizers": ["a b", "x/y"]}});
+        let mut new = old.clone();
+        new["metadata"]["finalizers"] = json!(["a b"]);
+        assert!(validate_updated(&new, &old, info).is_empty());
+        new["metadata"]["finalizers"] = json!(["a b", "c d"]);
+        assert_eq!(validate_updated(&new, &old, info).len(), 2);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! non-overlapping match, an empty one right after a match skipped, as Go's
 //! `FindAllString`) and `.findAll(re, n)` (at most `n` when `n >= 0`). Patterns are RE2, as
 //! Go's `regexp` reads them; one that does not compile fails the call with `Illegal regex:
-//! error parsing regexp: ...`.
+//! error parsing regexp: ...`. Patterns are compiled once ([`crate::apiextensions::go_regex`]).
 
 use std::sync::Arc;
 
@@ -52,8 +52,9 @@ fn go_error(pattern: &str, e: &::regex::Error) -> String {
     format!("Illegal regex: error parsing regexp: {why}")
 }
 
-fn compile(pattern: &str, function: &str) -> Result<::regex::Regex, ExecutionError> {
-    ::regex::Regex::new(pattern).map_err(|e| err(function, &go_error(pattern, &e)))
+fn compile(pattern: &str, function: &str) -> Result<Arc<::regex::Regex>, ExecutionError> {
+    crate::apiextensions::go_regex::compile(pattern)
+        .map_err(|e| err(function, &go_error(pattern, &e)))
 }
 
 fn strings<'a>(args: &'a [Value], function: &str) -> Result<(&'a str, &'a str), ExecutionError> {

@@ -7,23 +7,18 @@
 //! `optional.none()` when `s` is valid, else an optional of the list of what is wrong, in
 //! apimachinery's words. A format is held as a map of one entry, its name.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use cel::common::types::{CelOptional, MAP_TYPE, STRING_TYPE};
 use cel::common::value::{CowVal, Val};
-use cel::objects::{Key, Map};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::library::values;
+use super::library::{Opaque, values};
 use crate::apiextensions::{crd::dns1035_label, formats};
 use crate::apimachinery::quote::go_quote;
 use crate::apimachinery::validation::{
     is_dns1123_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value,
 };
-
-/// The key a format value (a map) keeps its name under.
-const KEY: &str = "@format";
 
 /// The formats, by the name `format.named` takes.
 const NAMES: [&str; 13] = [
@@ -74,10 +69,7 @@ pub(super) fn register(env: &mut Env) -> Result<(), DeclarationError> {
 }
 
 fn value_of(name: &str) -> Value {
-    let entries = HashMap::from([(Key::from(KEY), Value::from(name.to_string()))]);
-    Value::Map(Map {
-        map: Arc::new(entries),
-    })
+    Opaque::Format.wrap(name.to_string())
 }
 
 fn boxed(v: Value) -> Result<Box<dyn Val>, ExecutionError> {
@@ -108,7 +100,16 @@ fn named<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionE
 /// apimachinery's `maskTrailingDash`: a name prefix's trailing `-` read as a letter.
 fn mask_trailing_dash(s: &str) -> String {
     match s.strip_suffix('-') {
-        Some(rest) if s.len() > 1 => format!("{}a", &rest[..rest.len().saturating_sub(1)]),
+        Some(rest) if s.len() > 1 => {
+            // Go drops the byte before the dash. Of a character that is not ASCII that
+            // leaves a broken one, which no check accepts: a replacement character here.
+            let mut masked = rest.to_string();
+            if masked.pop().is_some_and(|c| !c.is_ascii()) {
+                masked.push(char::REPLACEMENT_CHARACTER);
+            }
+            masked.push('a');
+            masked
+        }
         _ => s.to_string(),
     }
 }
@@ -144,13 +145,10 @@ fn problems(name: &str, s: &str) -> Vec<String> {
 
 fn validate<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let args = values(&args)?;
-    let name = match args.first() {
-        Some(Value::Map(m)) => match m.map.get(&Key::from(KEY)) {
-            Some(Value::String(n)) => n.to_string(),
-            _ => String::new(),
-        },
-        _ => String::new(),
-    };
+    let name = Opaque::Format
+        .text(args.first())
+        .unwrap_or_default()
+        .to_string();
     let (false, Some(Value::String(s))) = (name.is_empty(), args.get(1)) else {
         return Err(ExecutionError::no_such_overload("validate", Vec::new()));
     };

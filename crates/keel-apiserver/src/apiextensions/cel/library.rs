@@ -275,7 +275,49 @@ struct Url {
 }
 
 /// The key a URL value (a map) keeps its text under.
-const URL_KEY: &str = "@url";
+/// A value of one of Kubernetes' CEL types the `cel` crate has no type for (a URL, an IP, a
+/// CIDR, a quantity, a semver, a format): a map of one entry under an integer key, which no
+/// object's data can make (a JSON object's keys are strings), holding the value's text.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Opaque {
+    /// `url()`.
+    Url = 1,
+    /// `ip()`.
+    Ip,
+    /// `cidr()`.
+    Cidr,
+    /// `quantity()`.
+    Quantity,
+    /// `semver()`.
+    Semver,
+    /// `format.<name>()`.
+    Format,
+}
+
+impl Opaque {
+    fn key(self) -> Key {
+        Key::Int(i64::MIN + self as i64)
+    }
+
+    /// A value of this type holding `text`.
+    pub(super) fn wrap(self, text: String) -> Value {
+        let entries = HashMap::from([(self.key(), Value::from(text))]);
+        Value::Map(Map {
+            map: Arc::new(entries),
+        })
+    }
+
+    /// The text `v` holds, if it is a value of this type.
+    pub(super) fn text(self, v: Option<&Value>) -> Option<&str> {
+        match v {
+            Some(Value::Map(m)) => match m.map.get(&self.key()) {
+                Some(Value::String(s)) => Some(s.as_str()),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+}
 
 fn parse_url(raw: &str) -> Option<Url> {
     let (scheme, rest) = match raw.split_once(':') {
@@ -321,10 +363,7 @@ overload!(url, |args| {
         );
         return Err(err("url", &message));
     }
-    let entries = HashMap::from([(Key::from(URL_KEY), Value::String(raw.clone()))]);
-    Ok(Value::Map(Map {
-        map: Arc::new(entries),
-    }))
+    Ok(Opaque::Url.wrap(raw.to_string()))
 });
 
 overload!(is_url, |args| {
@@ -333,8 +372,7 @@ overload!(is_url, |args| {
 });
 
 fn url_of(args: &[Value], function: &str) -> Result<Url, ExecutionError> {
-    if let Some(Value::Map(m)) = args.first()
-        && let Some(Value::String(raw)) = m.get(&Key::from(URL_KEY))
+    if let Some(raw) = Opaque::Url.text(args.first())
         && let Some(u) = parse_url(raw)
     {
         return Ok(u);

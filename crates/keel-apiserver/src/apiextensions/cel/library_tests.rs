@@ -267,3 +267,30 @@ fn a_parser_of_something_not_a_string_does_not_compile() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn object_data_never_poses_as_a_library_value_and_odd_names_never_panic() {
+    hold(&[
+        "format.dns1123LabelPrefix().validate('aé-').hasValue()",
+        "format.dns1035LabelPrefix().validate('é-').hasValue()",
+    ]);
+    let schema = json!({"type": "object", "properties": {"spec": {
+        "type": "object",
+        "properties": {"m": {"type": "object", "maxProperties": 4,
+            "additionalProperties": {"type": "string", "maxLength": 32}}},
+        "x-kubernetes-validations": [
+            {"rule": "self.m.masked().prefixLength() >= 0"},
+            {"rule": "self.m.major() >= 0"},
+        ]
+    }}});
+    let posing = json!({"spec": {"m": {"@cidr": "1.2.3.4/99", "@semver": "1.2.3"}}});
+    let errors: Vec<String> = validate(&schema, &posing, None, "")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors.iter().all(|e| e.contains("no such overload")),
+        "{errors:?}"
+    );
+}

@@ -8,23 +8,15 @@
 //! map of one entry, its canonical text (so `==` compares addresses); a CIDR as its address's
 //! canonical text and its prefix length (so `==` compares both, as `netip.Prefix` does).
 
-use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::Arc;
 
 use cel::common::types::{MAP_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
-use cel::objects::{Key, Map};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
 use super::go_netip::{parse_addr, parse_prefix};
-use super::library::{err, overload, owned, values};
+use super::library::{Opaque, err, overload, owned, values};
 use crate::apimachinery::quote::go_quote;
-
-/// The key an IP value (a map) keeps its text under.
-pub(super) const IP_KEY: &str = "@ip";
-/// The key a CIDR value (a map) keeps its text under.
-pub(super) const CIDR_KEY: &str = "@cidr";
 
 /// Registers the IP and CIDR functions on `env`.
 pub(super) fn register(env: &mut Env) -> Result<(), DeclarationError> {
@@ -122,29 +114,12 @@ fn parse_cidr(raw: &str) -> Result<(IpAddr, u8), String> {
     Ok((addr, bits))
 }
 
-fn one(key: &str, text: String) -> Value {
-    let entries = HashMap::from([(Key::from(key), Value::from(text))]);
-    Value::Map(Map {
-        map: Arc::new(entries),
-    })
-}
-
 fn ip_value(addr: IpAddr) -> Value {
-    one(IP_KEY, addr.to_string())
+    Opaque::Ip.wrap(addr.to_string())
 }
 
 fn cidr_value(addr: IpAddr, bits: u8) -> Value {
-    one(CIDR_KEY, format!("{addr}/{bits}"))
-}
-
-fn text<'a>(v: Option<&'a Value>, key: &str) -> Option<&'a str> {
-    match v {
-        Some(Value::Map(m)) => match m.map.get(&Key::from(key)) {
-            Some(Value::String(s)) => Some(s.as_str()),
-            _ => None,
-        },
-        _ => None,
-    }
+    Opaque::Cidr.wrap(format!("{addr}/{bits}"))
 }
 
 /// cel-go's `no such overload`, for an argument of another type.
@@ -154,7 +129,8 @@ fn no_such_overload(function: &str) -> ExecutionError {
 
 /// The IP of an IP value.
 fn ip_of(v: Option<&Value>, function: &str) -> Result<IpAddr, ExecutionError> {
-    text(v, IP_KEY)
+    Opaque::Ip
+        .text(v)
         .and_then(|t| t.parse().ok())
         .ok_or_else(|| no_such_overload(function))
 }
@@ -167,9 +143,11 @@ fn cidr_of(v: Option<&Value>, function: &str) -> Result<(IpAddr, u8), ExecutionE
             err(function, &message)
         });
     }
-    text(v, CIDR_KEY)
+    Opaque::Cidr
+        .text(v)
         .and_then(|t| t.split_once('/'))
         .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+        .filter(|(a, bits): &(IpAddr, u8)| *bits <= if a.is_ipv4() { 32 } else { 128 })
         .ok_or_else(|| no_such_overload(function))
 }
 
@@ -177,11 +155,15 @@ fn cidr_of(v: Option<&Value>, function: &str) -> Result<(IpAddr, u8), ExecutionE
 fn mask(addr: IpAddr, bits: u8) -> IpAddr {
     match addr {
         IpAddr::V4(a) => {
-            let m = u32::MAX.checked_shl(32 - u32::from(bits)).unwrap_or(0);
+            let m = u32::MAX
+                .checked_shl(32u32.saturating_sub(u32::from(bits)))
+                .unwrap_or(0);
             IpAddr::V4(Ipv4Addr::from(u32::from(a) & m))
         }
         IpAddr::V6(a) => {
-            let m = u128::MAX.checked_shl(128 - u32::from(bits)).unwrap_or(0);
+            let m = u128::MAX
+                .checked_shl(128u32.saturating_sub(u32::from(bits)))
+                .unwrap_or(0);
             IpAddr::V6(Ipv6Addr::from(u128::from(a) & m))
         }
     }
@@ -213,7 +195,10 @@ overload!(is_cidr, |args| Ok(Value::Bool(
 )));
 
 overload!(to_string, |args| {
-    if let Some(t) = text(args.first(), IP_KEY).or_else(|| text(args.first(), CIDR_KEY)) {
+    if let Some(t) = Opaque::Ip
+        .text(args.first())
+        .or_else(|| Opaque::Cidr.text(args.first()))
+    {
         return Ok(Value::from(t.to_string()));
     }
     Err(no_such_overload("string"))

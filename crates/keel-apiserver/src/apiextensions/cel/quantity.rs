@@ -5,18 +5,12 @@
 //! fractions round up, as the apiserver rounds a quantity it stores.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
-use std::sync::Arc;
 
 use cel::common::types::{DYN_TYPE, MAP_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
-use cel::objects::{Key, Map};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::library::{err, overload, owned, values};
-
-/// The key a quantity value (a map) keeps its billionths under.
-const KEY: &str = "@quantity";
+use super::library::{Opaque, err, overload, owned, values};
 
 const NANO: i128 = 1_000_000_000;
 
@@ -126,21 +120,17 @@ pub(super) fn parse(s: &str) -> Option<i128> {
 }
 
 fn make(nanos: i128) -> Value {
-    let entries = HashMap::from([(Key::from(KEY), Value::from(nanos.to_string()))]);
-    Value::Map(Map {
-        map: Arc::new(entries),
-    })
+    Opaque::Quantity.wrap(nanos.to_string())
 }
 
 /// The billionths of a quantity value, or of an int (for `add` and `sub`).
 fn nanos(v: Option<&Value>, function: &str) -> Result<i128, ExecutionError> {
     match v {
         Some(Value::Int(i)) => Ok(i128::from(*i) * NANO),
-        Some(Value::Map(m)) => match m.get(&Key::from(KEY)) {
-            Some(Value::String(s)) => s.parse().map_err(|_| err(function, "not a quantity")),
-            _ => Err(err(function, "not a quantity")),
-        },
-        _ => Err(err(function, "not a quantity")),
+        _ => Opaque::Quantity
+            .text(v)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| err(function, "not a quantity")),
     }
 }
 

@@ -8,18 +8,12 @@
 //! without build metadata (which neither comparison nor `==` looks at).
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
-use std::sync::Arc;
 
 use cel::common::types::{BOOL_TYPE, MAP_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
-use cel::objects::{Key, Map};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::library::{err, overload, owned, values};
-
-/// The key a version value (a map) keeps its text under.
-const KEY: &str = "@semver";
+use super::library::{Opaque, err, overload, owned, values};
 
 /// A parsed version: major, minor, patch and the prerelease identifiers.
 #[derive(Debug, PartialEq, Eq)]
@@ -240,12 +234,7 @@ fn read(args: &[Value]) -> Option<Result<Version, String>> {
 }
 
 overload!(semver, |args| match read(args) {
-    Some(Ok(v)) => {
-        let entries = HashMap::from([(Key::from(KEY), Value::from(v.text()))]);
-        Ok(Value::Map(Map {
-            map: Arc::new(entries),
-        }))
-    }
+    Some(Ok(v)) => Ok(Opaque::Semver.wrap(v.text())),
     Some(Err(e)) => Err(err("semver", &e)),
     None => Err(ExecutionError::no_such_overload("semver", Vec::new())),
 });
@@ -257,13 +246,7 @@ overload!(is_semver, |args| Ok(Value::Bool(matches!(
 
 /// The version a semver value holds; None for any other value.
 pub(super) fn of(v: Option<&Value>) -> Option<Version> {
-    match v {
-        Some(Value::Map(m)) => match m.map.get(&Key::from(KEY)) {
-            Some(Value::String(s)) => parse(s).ok(),
-            _ => None,
-        },
-        _ => None,
-    }
+    Opaque::Semver.text(v).and_then(|s| parse(s).ok())
 }
 
 /// The order of two semver values, if both are.

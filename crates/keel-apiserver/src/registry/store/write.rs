@@ -173,6 +173,9 @@ impl Registry {
         // writes can leave it marked with nothing left to remove it. The revision `step`
         // found it at when it refused (0: it did not).
         let emptied_at = AtomicI64::new(0);
+        // The object that update made, without finalizers: the answer once the object is
+        // deleted (kube-apiserver answers the request's object, not the stored one).
+        let mut emptied: Option<Value> = None;
         // The last value `step` made, as stored and as served: what the store holds if it
         // wrote it, so the answer needs no second decode of the bytes just encoded.
         let mut made: Option<(Vec<u8>, Value)> = None;
@@ -204,11 +207,13 @@ impl Registry {
                 .updated(kind, &old, subresource, now, &mut make)
                 .map_err(rejected)?;
             emptied_at.store(0, Ordering::Relaxed);
+            emptied = None;
             if !dry_run && meta::should_delete_during_update(&new, &old) {
                 if let Some(handover) = &mut handover {
                     handover.withdraw();
                 }
                 emptied_at.store(current.mod_revision, Ordering::Relaxed);
+                emptied = Some(new);
                 return Err(rejected(Status::failure(
                     409,
                     "Conflict",
@@ -258,10 +263,19 @@ impl Registry {
                 .await;
             match (result, emptied_at.load(Ordering::Relaxed)) {
                 (Err(StorageError::Rejected(_)), at) if at > 0 => {
-                    if let Some(gone) = self.delete_if_unchanged(kind, &key, name, at).await? {
-                        return Ok((gone, false));
+                    if self
+                        .delete_if_unchanged(kind, &key, name, at)
+                        .await?
+                        .is_some()
+                    {
+                        return Ok((emptied.take().unwrap_or_default(), false));
                     }
                     // Changed or deleted since: the update again, on what is stored now.
+                }
+                // Deleted by another writer that also removed the last finalizer: done, as
+                // kube-apiserver takes a NotFound from that delete.
+                (Err(StorageError::NotFound { .. }), _) if emptied.is_some() => {
+                    return Ok((emptied.take().unwrap_or_default(), false));
                 }
                 (result, _) => break result.map_err(|e| Status::from_storage(&e, &target))?,
             }
@@ -331,7 +345,7 @@ impl Registry {
             errors.extend(meta::validate_no_new_finalizers(&new, old));
         }
         if errors.is_empty() {
-            errors.extend(meta::validate(&new, info));
+            errors.extend(meta::validate_updated(&new, old, info));
             errors.extend(match subresource {
                 Some("status") => kind.validate_status_update(&new, old),
                 Some(other) if kind.subresources().contains(&other) => {
