@@ -12,6 +12,7 @@
 //! - [`disk::Disk`]: a data folder on a `keel-lazyfs` mount, whose power a test can cut.
 //! - [`configmap_writer::Api`]: ConfigMaps written and read back through kubectl on one API
 //!   server, with the resourceVersions answered.
+//! - [`rv_watch::RvWatch`]: a resumed watch that records the resourceVersions it delivers.
 //! - [`snapshot`]: the snapshot tests' seed keys and etcdutl 3.5's `snapshot status` and
 //!   `snapshot restore`.
 //! - [`skip`] and [`not_applicable`]: the one rule for a test that cannot run here (a failure
@@ -33,6 +34,7 @@ pub mod kube;
 pub mod kv;
 pub mod linearizable;
 pub mod netns;
+pub mod rv_watch;
 pub mod skip;
 pub mod snapshot;
 pub mod wait;

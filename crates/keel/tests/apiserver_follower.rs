@@ -30,18 +30,16 @@
 //! answering 410. So a 410 fails the check instead of excusing the watch from it.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use keel_testkit::configmap_writer::{Api, CONFIGMAPS, rv_of, value_of};
+use keel_testkit::configmap_writer::{Api, CONFIGMAPS, value_of};
 use keel_testkit::kube::Kube;
 use keel_testkit::kv::agreed_leader;
+use keel_testkit::rv_watch::{RvWatch, Watched};
 use keel_testkit::{Cluster, Flavor};
-use serde_json::Value;
 
 /// How long a kubectl request may take (kubectl's `--request-timeout`).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -225,162 +223,6 @@ impl Load {
     }
 }
 
-/// One watch event.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Event {
-    kind: String,
-    name: String,
-    value: String,
-    rv: i64,
-}
-
-/// What a [`Watcher`] saw.
-#[derive(Debug, Default)]
-struct Watched {
-    events: Vec<Event>,
-    /// The resourceVersion to resume from: the last event's.
-    last_rv: i64,
-    /// Told 410 Gone: it cannot resume.
-    gone: bool,
-    /// Watch requests made (1 + resumptions).
-    watches: usize,
-    /// ERROR events other than 410, each ending a watch that was then resumed.
-    errors: Vec<String>,
-    /// Events out of resourceVersion order.
-    disorder: Vec<String>,
-}
-
-/// A kubectl watch of the ConfigMaps from a resourceVersion, in a thread, resumed from the
-/// last event's resourceVersion whenever it ends, until told 410 or stopped.
-struct Watcher {
-    watched: Arc<Mutex<Watched>>,
-    stop: Arc<AtomicBool>,
-    child: Arc<Mutex<Option<Child>>>,
-    thread: JoinHandle<()>,
-}
-
-impl Watcher {
-    fn start(api: &Api, from: i64) -> Watcher {
-        let watched = Arc::new(Mutex::new(Watched {
-            last_rv: from,
-            ..Default::default()
-        }));
-        let stop = Arc::new(AtomicBool::new(false));
-        let child: Arc<Mutex<Option<Child>>> = Arc::new(Mutex::new(None));
-        let (w, s, c, api) = (watched.clone(), stop.clone(), child.clone(), api.clone());
-        let thread = std::thread::spawn(move || Watcher::run(&api, &w, &s, &c));
-        Watcher {
-            watched,
-            stop,
-            child,
-            thread,
-        }
-    }
-
-    fn run(api: &Api, watched: &Mutex<Watched>, stop: &AtomicBool, slot: &Mutex<Option<Child>>) {
-        loop {
-            let stdout = {
-                // Spawned under the lock, after looking at `stop`: stopping never misses a
-                // child.
-                let mut slot = slot.lock().unwrap();
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let from = watched.lock().unwrap().last_rv;
-                let path = format!("{CONFIGMAPS}?watch=1&resourceVersion={from}");
-                let mut child = api
-                    .command(&["get", "--raw", &path])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("run kubectl");
-                let stdout = child.stdout.take().expect("kubectl's stdout");
-                *slot = Some(child);
-                stdout
-            };
-            watched.lock().unwrap().watches += 1;
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let Ok(event) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                let mut w = watched.lock().unwrap();
-                let kind = event["type"].as_str().unwrap_or_default().to_string();
-                let object = &event["object"];
-                if kind == "ERROR" {
-                    if object["code"] == 410 {
-                        w.gone = true;
-                    } else {
-                        w.errors.push(object.to_string());
-                    }
-                    break;
-                }
-                let rv = rv_of(object);
-                if rv <= w.last_rv {
-                    let last = w.last_rv;
-                    w.disorder.push(format!("{kind} at {rv} after {last}"));
-                }
-                w.last_rv = w.last_rv.max(rv);
-                w.events.push(Event {
-                    kind,
-                    name: object["metadata"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_string(),
-                    value: value_of(object).unwrap_or_default().to_string(),
-                    rv,
-                });
-            }
-            if let Some(mut child) = slot.lock().unwrap().take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-            if watched.lock().unwrap().gone {
-                return;
-            }
-            // Not a timing assumption: keeps an unavailable store from being asked in a
-            // tight loop.
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Waits until the watch has delivered an event at `rv` or later, or was told 410;
-    /// fails after [`LIMIT`].
-    fn wait_past(&self, rv: i64, what: &str) {
-        let deadline = Instant::now() + LIMIT;
-        loop {
-            {
-                let w = self.watched.lock().unwrap();
-                if w.last_rv >= rv || w.gone {
-                    return;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{what}: the watch got to resourceVersion {} of {rv} in {LIMIT:?} \
-                     ({} watches, errors {:?})",
-                    w.last_rv,
-                    w.watches,
-                    w.errors
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn stop(self) -> Watched {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(child) = self.child.lock().unwrap().as_mut() {
-            let _ = child.kill();
-        }
-        self.thread.join().expect("the watcher thread");
-        Arc::try_unwrap(self.watched)
-            .expect("the watcher is done")
-            .into_inner()
-            .unwrap()
-    }
-}
-
 /// Checks `watched` against `writes`: never told 410 (see the module doc), events in
 /// resourceVersion order, each event of ours one of the writes made (its resourceVersion the
 /// acknowledged one, if it was), and every acknowledged write's event there.
@@ -397,9 +239,9 @@ fn check_watch(watched: &Watched, writes: &[Write], what: &str) {
         "{what}: no acknowledged write to check the watch against"
     );
     assert!(
-        watched.disorder.is_empty(),
+        watched.backwards.is_empty(),
         "{what}: events out of order: {:?}",
-        watched.disorder
+        watched.backwards
     );
     let made: BTreeMap<(&str, &str), &Write> = writes
         .iter()
@@ -482,8 +324,8 @@ fn check_stored(api: &Api, writes: &[Write], since: i64, what: &str) {
             &tries[i + 1..]
         );
     }
-    let history = Watcher::start(api, since);
-    history.wait_past(max_acked, what);
+    let history = RvWatch::start(api, CONFIGMAPS, since, value_of);
+    history.wait_past(max_acked, LIMIT, what);
     let history = history.stop();
     assert!(
         !history.gone,
@@ -499,9 +341,9 @@ fn check_stored(api: &Api, writes: &[Write], since: i64, what: &str) {
 /// The checks after a fault: every write of `writer` kept through `api` and replayed from
 /// `since` ([`check_stored`]), then `watch`, opened before the fault, caught up with the last
 /// acknowledged write and checked against the writes ([`check_watch`]).
-fn check_kept(api: &Api, watch: Watcher, writer: &Writer, since: i64, what: &str) {
+fn check_kept(api: &Api, watch: RvWatch, writer: &Writer, since: i64, what: &str) {
     check_stored(api, &writer.writes, since, what);
-    watch.wait_past(writer.last_acked, what);
+    watch.wait_past(writer.last_acked, LIMIT, what);
     let watched = watch.stop();
     eprintln!(
         "apiserver_follower: the watch from before the kill: {} events in {} watches, errors \
@@ -547,7 +389,7 @@ fn an_apiserver_on_a_follower_reads_linearizably_and_survives_a_leader_kill() {
         Api::of(&on_leader, REQUEST_TIMEOUT),
     );
     let since = current_rv(&api);
-    let watch = Watcher::start(&api, since);
+    let watch = RvWatch::start(&api, CONFIGMAPS, since, value_of);
 
     // Writes through either apiserver, each read back at once through the follower's.
     let mut writer = Writer::new();
@@ -555,7 +397,7 @@ fn an_apiserver_on_a_follower_reads_linearizably_and_survives_a_leader_kill() {
         let via = if i % 2 == 0 { &other } else { &api };
         writer.object(via, &api, true);
     }
-    watch.wait_past(writer.last_acked, "before the kill");
+    watch.wait_past(writer.last_acked, LIMIT, "before the kill");
     drop(on_leader);
 
     // The leader killed under a writer through the follower's apiserver.
@@ -595,7 +437,7 @@ fn an_apiserver_whose_follower_is_killed_goes_unready_and_comes_back() {
     let kube = Kube::start_on(&cluster.members[follower].client_url);
     let api = Api::of(&kube, REQUEST_TIMEOUT);
     let since = current_rv(&api);
-    let watch = Watcher::start(&api, since);
+    let watch = RvWatch::start(&api, CONFIGMAPS, since, value_of);
     let load = Load::start(Writer::new(), api.clone());
     load.wait_acks(10, "before the kill");
 

@@ -24,10 +24,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use gc_ops::{Kind, Owner, RvWatch, Write};
+use gc_ops::{Kind, Owner, Write};
 use keel_testkit::configmap_writer::Api;
 use keel_testkit::kube::Kube;
 use keel_testkit::kv::agreed_leader;
+use keel_testkit::rv_watch::{RvWatch, Watched};
 use keel_testkit::{Cluster, Flavor};
 
 /// How long a kubectl request may take (kubectl's `--request-timeout`).
@@ -148,8 +149,8 @@ fn a_foreground_delete_and_custom_resources_through_a_leader_election() {
         std::slice::from_ref(&deployment),
     );
     let (since, _) = gc_ops::list(&api, Kind::Widget).expect("list widgets");
-    let widgets = RvWatch::start(&api, &Kind::Widget.path(), since);
-    let pods = RvWatch::start(&api, &Kind::Pod.path(), since);
+    let widgets = RvWatch::start(&api, &Kind::Widget.path(), since, gc_ops::value_of);
+    let pods = RvWatch::start(&api, &Kind::Pod.path(), since, gc_ops::value_of);
 
     let writer = WidgetWriter::start(&api);
     writer.wait_acks(6, "before the kill");
@@ -224,7 +225,7 @@ fn a_foreground_delete_and_custom_resources_through_a_leader_election() {
     widgets.wait_past(last, LIMIT, "the widgets' watch");
     let widgets = widgets.stop();
     gc_ops::check_watch(&widgets, &writes, "the widgets' watch across the election");
-    let deleted = |w: &gc_ops::Watched, name: &str| {
+    let deleted = |w: &Watched, name: &str| {
         w.events
             .iter()
             .any(|e| e.kind == "DELETED" && e.name == name)

@@ -4,7 +4,7 @@
 //! test's in an annotation, written and read back through kubectl ([`Api`]), with owner
 //! references as the deployment and replicaset controllers write them; every acknowledged
 //! write checked against the store ([`check_kept`]); a resumable watch recording the
-//! resourceVersions it delivers ([`RvWatch`]); and the collector's end state ([`leftovers`]:
+//! resourceVersions it delivers (`keel_testkit::rv_watch`, reading [`value_of`]); and the collector's end state ([`leftovers`]:
 //! no dependent whose owner is gone, no owner held by `foregroundDeletion`).
 
 #![allow(dead_code)]
@@ -12,15 +12,11 @@
 pub mod load;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use keel_testkit::configmap_writer::{Api, rv_of};
 use keel_testkit::kube::Kube;
+use keel_testkit::rv_watch::Watched;
 use serde_json::{Value, json};
 
 /// The annotation holding the test's value.
@@ -357,197 +353,9 @@ pub fn log_tail(kube: &Kube) -> String {
     lines[lines.len().saturating_sub(60)..].join("\n")
 }
 
-/// One watch event: type, object name, resourceVersion, [`VALUE`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Event {
-    pub kind: String,
-    pub name: String,
-    pub rv: i64,
-    pub value: String,
-}
-
-/// What an [`RvWatch`] saw.
-#[derive(Debug, Default)]
-pub struct Watched {
-    pub events: Vec<Event>,
-    /// The resourceVersion to resume from: the last event's.
-    pub last_rv: i64,
-    /// Told 410 Gone: it cannot resume.
-    pub gone: bool,
-    /// Watch requests made (1 + resumptions).
-    pub watches: usize,
-    /// ERROR events other than 410, each ending a watch that was then resumed.
-    pub errors: Vec<String>,
-    /// Events at or below a resourceVersion delivered before them.
-    pub backwards: Vec<String>,
-}
-
-/// A kubectl watch of a collection from a resourceVersion, in a thread, resumed from the
-/// last event's resourceVersion whenever it ends (as a reflector resumes), until told 410 or
-/// stopped.
-pub struct RvWatch {
-    watched: Arc<Mutex<Watched>>,
-    stop: Arc<AtomicBool>,
-    child: Arc<Mutex<Option<Child>>>,
-    thread: JoinHandle<()>,
-}
-
-impl RvWatch {
-    /// Watches `path` (a collection) through `api` from `from`.
-    pub fn start(api: &Api, path: &str, from: i64) -> RvWatch {
-        let watched = Arc::new(Mutex::new(Watched {
-            last_rv: from,
-            ..Default::default()
-        }));
-        let stop = Arc::new(AtomicBool::new(false));
-        let child: Arc<Mutex<Option<Child>>> = Arc::new(Mutex::new(None));
-        let (w, s, c, api) = (watched.clone(), stop.clone(), child.clone(), api.clone());
-        let path = path.to_string();
-        let thread = std::thread::spawn(move || RvWatch::run(&api, &path, &w, &s, &c));
-        RvWatch {
-            watched,
-            stop,
-            child,
-            thread,
-        }
-    }
-
-    fn run(
-        api: &Api,
-        path: &str,
-        watched: &Mutex<Watched>,
-        stop: &AtomicBool,
-        slot: &Mutex<Option<Child>>,
-    ) {
-        loop {
-            let stdout = {
-                // Spawned under the lock, after looking at `stop`: stopping never misses a
-                // child.
-                let mut slot = slot.lock().unwrap();
-                if stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                let from = watched.lock().unwrap().last_rv;
-                let url = format!("{path}?watch=1&resourceVersion={from}");
-                let mut child = api
-                    .command(&["get", "--raw", &url])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("run kubectl");
-                let stdout = child.stdout.take().expect("kubectl's stdout");
-                *slot = Some(child);
-                stdout
-            };
-            watched.lock().unwrap().watches += 1;
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                let Ok(event) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                let mut w = watched.lock().unwrap();
-                let kind = event["type"].as_str().unwrap_or_default().to_string();
-                let object = &event["object"];
-                if kind == "ERROR" {
-                    if object["code"] == 410 {
-                        w.gone = true;
-                    } else {
-                        w.errors.push(object.to_string());
-                    }
-                    break;
-                }
-                let rv = rv_of(object);
-                if rv <= w.last_rv {
-                    let last = w.last_rv;
-                    w.backwards.push(format!("{kind} at {rv} after {last}"));
-                }
-                w.last_rv = w.last_rv.max(rv);
-                let meta = &object["metadata"];
-                w.events.push(Event {
-                    kind,
-                    name: meta["name"].as_str().unwrap_or_default().to_string(),
-                    rv,
-                    value: meta["annotations"][VALUE]
-                        .as_str()
-                        .unwrap_or_default()
-                        .into(),
-                });
-            }
-            if let Some(mut child) = slot.lock().unwrap().take() {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
-            if watched.lock().unwrap().gone {
-                return;
-            }
-            // Not a timing assumption: keeps an unavailable store from being asked in a
-            // tight loop.
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// The resourceVersion of the last event delivered.
-    pub fn last_rv(&self) -> i64 {
-        self.watched.lock().unwrap().last_rv
-    }
-
-    /// Waits until the watch has delivered an event at `rv` or later, or was told 410;
-    /// fails after `limit`.
-    pub fn wait_past(&self, rv: i64, limit: Duration, what: &str) {
-        let deadline = Instant::now() + limit;
-        loop {
-            {
-                let w = self.watched.lock().unwrap();
-                if w.last_rv >= rv || w.gone {
-                    return;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{what}: the watch got to resourceVersion {} of {rv} in {limit:?} \
-                     ({} watches, errors {:?})",
-                    w.last_rv,
-                    w.watches,
-                    w.errors
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Waits until what the watch saw satisfies `check`; fails after `limit`.
-    pub fn wait_until(&self, what: &str, limit: Duration, check: impl Fn(&Watched) -> bool) {
-        let deadline = Instant::now() + limit;
-        loop {
-            {
-                let w = self.watched.lock().unwrap();
-                if check(&w) {
-                    return;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{what}: not in {limit:?}: {} events in {} watches, errors {:?}",
-                    w.events.len(),
-                    w.watches,
-                    w.errors
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Stops the watch: what it saw.
-    pub fn stop(self) -> Watched {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(child) = self.child.lock().unwrap().as_mut() {
-            let _ = child.kill();
-        }
-        self.thread.join().expect("the watch thread");
-        Arc::try_unwrap(self.watched)
-            .expect("the watch is done")
-            .into_inner()
-            .unwrap()
-    }
+/// The [`VALUE`] annotation of `object`, what an [`RvWatch`] of these kinds reads.
+pub fn value_of(object: &Value) -> Option<&str> {
+    object["metadata"]["annotations"][VALUE].as_str()
 }
 
 /// Checks `watched`: never told 410, no resourceVersion delivered at or below an earlier
