@@ -3,7 +3,7 @@
 //! it runs before it validates.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
@@ -170,12 +170,12 @@ impl Registry {
         // kube-apiserver's Store.Update never writes an object marked for deletion without its
         // last finalizer: `step` refuses to (errEmptiedFinalizers) and the object is deleted
         // as stored instead (deleteWithoutFinalizers), in one write, so no crash between two
-        // writes can leave it marked with nothing left to remove it. The revision `step`
-        // found it at when it refused (0: it did not).
-        let emptied_at = AtomicI64::new(0);
-        // The object that update made, without finalizers: the answer once the object is
-        // deleted (kube-apiserver answers the request's object, not the stored one).
-        let mut emptied: Option<Value> = None;
+        // writes can leave it marked with nothing left to remove it. When `step` refused: the
+        // revision it found the object at, and the object the update made, without
+        // finalizers (the answer once the object is deleted: kube-apiserver answers the
+        // request's object, not the stored one). Behind a lock, as the loop below reads it
+        // between the store's calls of `step`.
+        let emptied: Mutex<Option<(i64, Value)>> = Mutex::new(None);
         // The last value `step` made, as stored and as served: what the store holds if it
         // wrote it, so the answer needs no second decode of the bytes just encoded.
         let mut made: Option<(Vec<u8>, Value)> = None;
@@ -195,6 +195,9 @@ impl Registry {
             storage.handover(&key)
         };
         let mut step = |current: &Object| -> Result<Vec<u8>, StorageError> {
+            // Whatever an earlier attempt refused, this one decides afresh (a refusal for
+            // another reason must not be read as an emptied object).
+            *emptied.lock().unwrap_or_else(|p| p.into_inner()) = None;
             let served = cached
                 .as_ref()
                 .filter(|_| current.mod_revision == cached_at)
@@ -206,14 +209,12 @@ impl Registry {
             let new = self
                 .updated(kind, &old, subresource, now, &mut make)
                 .map_err(rejected)?;
-            emptied_at.store(0, Ordering::Relaxed);
-            emptied = None;
             if !dry_run && meta::should_delete_during_update(&new, &old) {
                 if let Some(handover) = &mut handover {
                     handover.withdraw();
                 }
-                emptied_at.store(current.mod_revision, Ordering::Relaxed);
-                emptied = Some(new);
+                *emptied.lock().unwrap_or_else(|p| p.into_inner()) =
+                    Some((current.mod_revision, new));
                 return Err(rejected(Status::failure(
                     409,
                     "Conflict",
@@ -261,22 +262,29 @@ impl Registry {
             let result = storage
                 .guaranteed_update(&key, existing.take(), &mut step)
                 .await;
-            match (result, emptied_at.load(Ordering::Relaxed)) {
-                (Err(StorageError::Rejected(_)), at) if at > 0 => {
+            let refused_at = emptied
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+                .map(|(at, _)| *at);
+            let answer = || {
+                let emptied = emptied.lock().unwrap_or_else(|p| p.into_inner()).take();
+                emptied.map(|(_, obj)| obj).unwrap_or_default()
+            };
+            match (result, refused_at) {
+                (Err(StorageError::Rejected(_)), Some(at)) => {
                     if self
                         .delete_if_unchanged(kind, &key, name, at)
                         .await?
                         .is_some()
                     {
-                        return Ok((emptied.take().unwrap_or_default(), false));
+                        return Ok((answer(), false));
                     }
                     // Changed or deleted since: the update again, on what is stored now.
                 }
                 // Deleted by another writer that also removed the last finalizer: done, as
                 // kube-apiserver takes a NotFound from that delete.
-                (Err(StorageError::NotFound { .. }), _) if emptied.is_some() => {
-                    return Ok((emptied.take().unwrap_or_default(), false));
-                }
+                (Err(StorageError::NotFound { .. }), Some(_)) => return Ok((answer(), false)),
                 (result, _) => break result.map_err(|e| Status::from_storage(&e, &target))?,
             }
         };
