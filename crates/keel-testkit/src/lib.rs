@@ -28,6 +28,7 @@
 //! | `KEEL_TEST_ETCDCTL34` | `/usr/bin/etcdctl` (Debian `etcd-client`, 3.4.23) |
 
 pub mod acked;
+pub mod client_loops;
 pub mod configmap_writer;
 pub mod disk;
 pub mod kube;

@@ -30,11 +30,9 @@
 //! answering 410. So a 410 fails the check instead of excusing the watch from it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use keel_testkit::client_loops::{ClientLoops, Step};
 use keel_testkit::configmap_writer::{Api, CONFIGMAPS, value_of};
 use keel_testkit::kube::Kube;
 use keel_testkit::kv::agreed_leader;
@@ -151,76 +149,23 @@ impl Writer {
 }
 
 /// A [`Writer`] in a thread of its own, writing and reading through one apiserver and
-/// tolerating failures, until stopped.
-struct Load {
-    stop: Arc<AtomicBool>,
-    acks: Arc<AtomicUsize>,
-    failed: Arc<AtomicUsize>,
-    thread: JoinHandle<Writer>,
+/// tolerating failures, until stopped (its writer is then the one state of
+/// [`ClientLoops::finish`]).
+fn start_load(writer: Writer, api: Api) -> ClientLoops<Writer> {
+    ClientLoops::start(vec![writer], move |writer, _| {
+        let (before, acked) = (writer.writes.len(), writer.acks());
+        writer.object(&api, &api, false);
+        let lost = writer.writes[before..].iter().filter(|w| w.acked.is_none());
+        Step {
+            acked: writer.acks() - acked,
+            failed: lost.count(),
+        }
+    })
 }
 
-impl Load {
-    fn start(mut writer: Writer, api: Api) -> Load {
-        let stop = Arc::new(AtomicBool::new(false));
-        let acks = Arc::new(AtomicUsize::new(writer.acks()));
-        let failed = Arc::new(AtomicUsize::new(0));
-        let (stop2, acks2, failed2) = (stop.clone(), acks.clone(), failed.clone());
-        let thread = std::thread::spawn(move || {
-            while !stop2.load(Ordering::SeqCst) {
-                let before = writer.writes.len();
-                writer.object(&api, &api, false);
-                acks2.store(writer.acks(), Ordering::SeqCst);
-                let lost = writer.writes[before..].iter().filter(|w| w.acked.is_none());
-                let lost = lost.count();
-                if lost > 0 {
-                    failed2.fetch_add(lost, Ordering::SeqCst);
-                    // Not a timing assumption: only keeps a failing store from being
-                    // asked hundreds of times a second.
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-            }
-            writer
-        });
-        Load {
-            stop,
-            acks,
-            failed,
-            thread,
-        }
-    }
-
-    /// Writes acknowledged so far.
-    fn acks(&self) -> usize {
-        self.acks.load(Ordering::SeqCst)
-    }
-
-    /// Writes that failed or timed out so far.
-    fn failed(&self) -> usize {
-        self.failed.load(Ordering::SeqCst)
-    }
-
-    /// Waits until `n` writes in all were acknowledged; fails after [`LIMIT`], or at once if
-    /// the writer failed a check.
-    fn wait_acks(&self, n: usize, what: &str) {
-        let deadline = Instant::now() + LIMIT;
-        while self.acks() < n {
-            assert!(!self.thread.is_finished(), "the writer stopped ({what})");
-            assert!(
-                Instant::now() < deadline,
-                "{what}: {} of {n} writes acknowledged after {LIMIT:?}",
-                self.acks()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn finish(self) -> Writer {
-        self.stop.store(true, Ordering::SeqCst);
-        match self.thread.join() {
-            Ok(writer) => writer,
-            Err(panic) => std::panic::resume_unwind(panic),
-        }
-    }
+/// Stops `load` and answers its writer.
+fn finish_load(load: ClientLoops<Writer>) -> Writer {
+    load.finish().pop().expect("the load's one writer")
 }
 
 /// Checks `watched` against `writes`: never told 410 (see the module doc), events in
@@ -401,8 +346,8 @@ fn an_apiserver_on_a_follower_reads_linearizably_and_survives_a_leader_kill() {
     drop(on_leader);
 
     // The leader killed under a writer through the follower's apiserver.
-    let load = Load::start(writer, api.clone());
-    load.wait_acks(load.acks() + 5, "before the kill");
+    let load = start_load(writer, api.clone());
+    load.wait_acks(load.acks() + 5, LIMIT, "before the kill");
     let at_kill = load.acks();
     cluster.members[leader].kill();
     let killed = Instant::now();
@@ -410,13 +355,14 @@ fn an_apiserver_on_a_follower_reads_linearizably_and_survives_a_leader_kill() {
     let new_leader = rt.block_on(agreed_leader(&cluster, &survivors, LIMIT));
     let elected = killed.elapsed();
     let at_election = load.acks();
-    load.wait_acks(at_election + 1, "after the new leader was elected");
+    load.wait_acks(at_election + 1, LIMIT, "after the new leader was elected");
     let resumed = killed.elapsed();
     load.wait_acks(
         at_election + AFTER_FAULT,
+        LIMIT,
         "after the new leader was elected",
     );
-    let writer = load.finish();
+    let writer = finish_load(load);
     let failed = writer.writes.iter().filter(|w| w.acked.is_none()).count();
     eprintln!(
         "apiserver_follower: m{leader} (leader) killed after {at_kill} acknowledged writes; \
@@ -438,8 +384,8 @@ fn an_apiserver_whose_follower_is_killed_goes_unready_and_comes_back() {
     let api = Api::of(&kube, REQUEST_TIMEOUT);
     let since = current_rv(&api);
     let watch = RvWatch::start(&api, CONFIGMAPS, since, value_of);
-    let load = Load::start(Writer::new(), api.clone());
-    load.wait_acks(10, "before the kill");
+    let load = start_load(Writer::new(), api.clone());
+    load.wait_acks(10, LIMIT, "before the kill");
 
     cluster.members[follower].kill();
     let killed = Instant::now();
@@ -478,8 +424,8 @@ fn an_apiserver_whose_follower_is_killed_goes_unready_and_comes_back() {
     }
     let ready = restarted.elapsed();
     let at_ready = load.acks();
-    load.wait_acks(at_ready + AFTER_FAULT, "after the store came back");
-    let writer = load.finish();
+    load.wait_acks(at_ready + AFTER_FAULT, LIMIT, "after the store came back");
+    let writer = finish_load(load);
     eprintln!(
         "apiserver_follower: /readyz failed {unready:?} after m{follower} was killed and was \
          ok {ready:?} after its restart; {} writes acknowledged, {} failed or timed out",

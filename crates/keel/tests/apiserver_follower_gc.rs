@@ -20,11 +20,10 @@
 
 mod gc_ops;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use gc_ops::{Kind, Owner, Write};
+use keel_testkit::client_loops::{ClientLoops, Step};
 use keel_testkit::configmap_writer::Api;
 use keel_testkit::kube::Kube;
 use keel_testkit::kv::agreed_leader;
@@ -45,74 +44,39 @@ fn owned(api: &Api, kind: Kind, name: &str, owners: &[Owner]) -> Owner {
     Owner::of(kind, &answer)
 }
 
-/// A writer of Widgets in a thread: each a create, then a replace on the resourceVersion
-/// answered; failures are recorded, not fatal.
-struct WidgetWriter {
-    stop: Arc<AtomicBool>,
-    acks: Arc<AtomicUsize>,
-    thread: std::thread::JoinHandle<Vec<Write>>,
+/// What the Widget writer did: its writes, and the highest resourceVersion acknowledged.
+#[derive(Default)]
+struct Widgets {
+    writes: Vec<Write>,
+    last: i64,
 }
 
-impl WidgetWriter {
-    fn start(api: &Api) -> WidgetWriter {
-        let stop = Arc::new(AtomicBool::new(false));
-        let acks = Arc::new(AtomicUsize::new(0));
-        let (s, a, api) = (stop.clone(), acks.clone(), api.clone());
-        let thread = std::thread::spawn(move || {
-            let mut writes: Vec<Write> = Vec::new();
-            let mut last = 0;
-            for n in 0.. {
-                if s.load(Ordering::SeqCst) {
-                    break;
-                }
-                let name = format!("w-{n:04}");
-                let create = Write::make(&api, Kind::Widget, &name, &format!("{name}-c"), None);
-                let mut done = vec![create.clone()];
-                if let Some(rv) = create.acked {
-                    let value = format!("{name}-u");
-                    done.push(Write::make(&api, Kind::Widget, &name, &value, Some(rv)));
-                }
-                for w in &done {
-                    if let Some(rv) = w.acked {
-                        assert!(rv > last, "{w:?} acknowledged after a write at {last}");
-                        last = rv;
-                        a.fetch_add(1, Ordering::SeqCst);
-                    } else {
-                        // Not a timing assumption: keeps a store without a leader from being
-                        // asked in a tight loop.
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                }
-                writes.extend(done);
-            }
-            writes
-        });
-        WidgetWriter { stop, acks, thread }
-    }
-
-    fn acks(&self) -> usize {
-        self.acks.load(Ordering::SeqCst)
-    }
-
-    fn wait_acks(&self, n: usize, what: &str) {
-        let deadline = Instant::now() + LIMIT;
-        while self.acks() < n {
-            assert!(!self.thread.is_finished(), "the writer stopped ({what})");
-            assert!(
-                Instant::now() < deadline,
-                "{what}: {} of {n} Widget writes acknowledged after {LIMIT:?}",
-                self.acks()
-            );
-            std::thread::sleep(Duration::from_millis(20));
+/// A writer of Widgets in a thread: each a create, then a replace on the resourceVersion
+/// answered; failures are recorded, not fatal, and acknowledged resourceVersions must rise.
+fn start_widget_writer(api: &Api) -> ClientLoops<Widgets> {
+    let api = api.clone();
+    ClientLoops::start(vec![Widgets::default()], move |widgets, n| {
+        let name = format!("w-{n:04}");
+        let create = Write::make(&api, Kind::Widget, &name, &format!("{name}-c"), None);
+        let mut done = vec![create.clone()];
+        if let Some(rv) = create.acked {
+            let value = format!("{name}-u");
+            done.push(Write::make(&api, Kind::Widget, &name, &value, Some(rv)));
         }
-    }
-
-    fn finish(self) -> Vec<Write> {
-        self.stop.store(true, Ordering::SeqCst);
-        self.thread
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-    }
+        let mut step = Step::default();
+        for w in &done {
+            if let Some(rv) = w.acked {
+                let last = widgets.last;
+                assert!(rv > last, "{w:?} acknowledged after a write at {last}");
+                widgets.last = rv;
+                step.acked += 1;
+            } else {
+                step.failed += 1;
+            }
+        }
+        widgets.writes.extend(done);
+        step
+    })
 }
 
 #[test]
@@ -152,8 +116,8 @@ fn a_foreground_delete_and_custom_resources_through_a_leader_election() {
     let widgets = RvWatch::start(&api, &Kind::Widget.path(), since, gc_ops::value_of);
     let pods = RvWatch::start(&api, &Kind::Pod.path(), since, gc_ops::value_of);
 
-    let writer = WidgetWriter::start(&api);
-    writer.wait_acks(6, "before the kill");
+    let writer = start_widget_writer(&api);
+    writer.wait_acks(6, LIMIT, "before the kill");
     let at_kill = writer.acks();
     cluster.members[leader].kill();
     let killed = Instant::now();
@@ -161,7 +125,7 @@ fn a_foreground_delete_and_custom_resources_through_a_leader_election() {
     let new_leader = rt.block_on(agreed_leader(&cluster, &survivors, LIMIT));
     let elected = killed.elapsed();
     let at_election = writer.acks();
-    writer.wait_acks(at_election + 1, "after the election");
+    writer.wait_acks(at_election + 1, LIMIT, "after the election");
 
     // The foreground delete, tried again while it fails (a request may still meet the
     // election's aftermath).
@@ -211,8 +175,8 @@ fn a_foreground_delete_and_custom_resources_through_a_leader_election() {
     gc_ops::wait_collected(&kube, &gc_ops::KINDS, LIMIT, "after the foreground delete");
 
     // Widget writes keep working after all that.
-    writer.wait_acks(writer.acks() + 4, "after the foreground delete");
-    let writes = writer.finish();
+    writer.wait_acks(writer.acks() + 4, LIMIT, "after the foreground delete");
+    let writes = writer.finish().pop().expect("the one writer").writes;
     let acked = writes.iter().filter(|w| w.acked.is_some()).count();
     eprintln!(
         "apiserver_follower_gc: m{leader} (leader) killed after {at_kill} Widget writes; m{new_leader} \

@@ -27,14 +27,12 @@
 //! elsewhere it is skipped, saying so, and in CI a skip is a failure.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use keel_proto::etcdserverpb::StatusRequest;
 use keel_proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use keel_testkit::Rng;
+use keel_testkit::client_loops::{ClientLoops, Step};
 use keel_testkit::configmap_writer::{Api, Stored};
 use keel_testkit::disk::power_test;
 use keel_testkit::kube::Kube;
@@ -64,100 +62,59 @@ struct Write {
     acked: Option<i64>,
 }
 
-/// What the writers of one round did.
+/// What a writer of one round did.
 #[derive(Debug, Default)]
 struct Done {
+    /// The writer's number in its round.
+    writer: usize,
     writes: Vec<Write>,
     /// The highest list resourceVersion a read answered.
     read: i64,
 }
 
-/// Writers in threads of their own, each creating objects `r<round>-w<writer>-<n>` and
-/// replacing each once its create is acknowledged, reading every acknowledged write back;
-/// until stopped.
-struct Writers {
-    stop: Arc<AtomicBool>,
-    acks: Arc<AtomicUsize>,
-    threads: Vec<JoinHandle<Done>>,
+/// One step of writer `done.writer` in `round`: creates object `r<round>-w<writer>-<n>` and
+/// replaces it once its create is acknowledged, reading every acknowledged write back.
+fn write_and_read(api: &Api, round: usize, done: &mut Done, n: usize) -> Step {
+    let name = format!("r{round:02}-w{}-{n:04}", done.writer);
+    let mut step = Step::default();
+    let mut update = None;
+    for kind in ["c", "u"] {
+        let value = format!("{name}-{kind}");
+        let acked = api.write(&name, &value, update).ok();
+        done.writes.push(Write {
+            name: name.clone(),
+            value: value.clone(),
+            acked,
+        });
+        let Some(rv) = acked else {
+            step.failed += 1;
+            break;
+        };
+        step.acked += 1;
+        update = Some(rv);
+        if let Ok((list_rv, item)) = api.read(&name) {
+            assert!(list_rv >= rv, "a read after {value} at {rv}: {list_rv}");
+            assert_eq!(
+                item,
+                Some((value, rv)),
+                "a read after the write was acknowledged"
+            );
+            done.read = done.read.max(list_rv);
+        }
+    }
+    step
 }
 
-impl Writers {
-    fn start(api: &Api, round: usize) -> Writers {
-        let stop = Arc::new(AtomicBool::new(false));
-        let acks = Arc::new(AtomicUsize::new(0));
-        let threads = (0..WRITERS)
-            .map(|w| {
-                let (api, stop, acks) = (api.clone(), stop.clone(), acks.clone());
-                std::thread::spawn(move || {
-                    let mut done = Done::default();
-                    for n in 0.. {
-                        if stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        let name = format!("r{round:02}-w{w}-{n:04}");
-                        let mut update = None;
-                        for step in ["c", "u"] {
-                            let value = format!("{name}-{step}");
-                            let acked = api.write(&name, &value, update).ok();
-                            done.writes.push(Write {
-                                name: name.clone(),
-                                value: value.clone(),
-                                acked,
-                            });
-                            let Some(rv) = acked else { break };
-                            acks.fetch_add(1, Ordering::SeqCst);
-                            update = Some(rv);
-                            if let Ok((list_rv, item)) = api.read(&name) {
-                                assert!(list_rv >= rv, "a read after {value} at {rv}: {list_rv}");
-                                assert_eq!(
-                                    item,
-                                    Some((value, rv)),
-                                    "a read after the write was acknowledged"
-                                );
-                                done.read = done.read.max(list_rv);
-                            }
-                        }
-                    }
-                    done
-                })
-            })
-            .collect();
-        Writers {
-            stop,
-            acks,
-            threads,
-        }
-    }
-
-    /// Waits until `n` writes were acknowledged; fails after [`LIMIT`].
-    fn wait_acks(&self, n: usize, context: &str) {
-        let deadline = Instant::now() + LIMIT;
-        while self.acks.load(Ordering::SeqCst) < n {
-            assert!(
-                !self.threads.iter().any(|t| t.is_finished()),
-                "{context}: a writer stopped"
-            );
-            assert!(
-                Instant::now() < deadline,
-                "{context}: {} of {n} writes acknowledged in {LIMIT:?}",
-                self.acks.load(Ordering::SeqCst)
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn finish(self) -> Done {
-        self.stop.store(true, Ordering::SeqCst);
-        let mut all = Done::default();
-        for t in self.threads {
-            let done = t
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            all.writes.extend(done.writes);
-            all.read = all.read.max(done.read);
-        }
-        all
-    }
+/// The writers of `round`, in threads of their own, until stopped.
+fn start_writers(api: &Api, round: usize) -> ClientLoops<Done> {
+    let states = (0..WRITERS)
+        .map(|writer| Done {
+            writer,
+            ..Done::default()
+        })
+        .collect();
+    let api = api.clone();
+    ClientLoops::start(states, move |done, n| write_and_read(&api, round, done, n))
 }
 
 /// Checks that every object written holds its last acknowledged write with that
@@ -231,16 +188,17 @@ fn acknowledged_api_writes_survive_power_cuts_of_keel_up() {
     let mut recovery_cuts = 0;
     for round in 0..cuts {
         let context = format!("cut {round} (KEEL_TEST_SEED={seed})");
-        let writers = Writers::start(&api, round);
-        writers.wait_acks(1 + rng.below(MAX_ACKS_BEFORE_CUT) as usize, &context);
+        let writers = start_writers(&api, round);
+        writers.wait_acks(1 + rng.below(MAX_ACKS_BEFORE_CUT) as usize, LIMIT, &context);
         std::thread::sleep(Duration::from_millis(rng.below(MAX_DELAY_MS)));
         disk.cut();
         kube.kill();
-        let done = writers.finish();
-        let acked = done.writes.iter().filter_map(|w| w.acked);
-        highest = highest.max(done.read).max(acked.max().unwrap_or(0));
-        lost_answers += done.writes.iter().filter(|w| w.acked.is_none()).count();
-        all.extend(done.writes);
+        for done in writers.finish() {
+            let acked = done.writes.iter().filter_map(|w| w.acked);
+            highest = highest.max(done.read).max(acked.max().unwrap_or(0));
+            lost_answers += done.writes.iter().filter(|w| w.acked.is_none()).count();
+            all.extend(done.writes);
+        }
         disk.remount();
         if rng.chance(1, 4) {
             // Cut again while keel up recovers from the first cut.

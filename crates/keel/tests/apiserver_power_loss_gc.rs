@@ -25,13 +25,11 @@
 
 mod gc_ops;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use gc_ops::{Kind, Owner, Write};
 use keel_testkit::Rng;
+use keel_testkit::client_loops::{ClientLoops, Step};
 use keel_testkit::configmap_writer::Api;
 use keel_testkit::disk::power_test;
 use keel_testkit::kube::Kube;
@@ -58,15 +56,10 @@ struct Family {
 /// What one client did in a round.
 #[derive(Debug, Default)]
 struct Done {
+    /// The client's number in its round: what it does (see [`client_step`]).
+    client: usize,
     writes: Vec<Write>,
     families: Vec<Family>,
-}
-
-/// The four clients of a round, in threads of their own, until stopped.
-struct Clients {
-    stop: Arc<AtomicBool>,
-    acks: Arc<AtomicUsize>,
-    threads: Vec<JoinHandle<Done>>,
 }
 
 /// Creates and then replaces `kind`/`name`, recording both writes in `done`: whether the
@@ -105,86 +98,45 @@ fn family(api: &Api, name: &str, policy: &'static str) -> Option<Family> {
     })
 }
 
-impl Clients {
-    fn start(api: &Api, round: usize) -> Clients {
-        let stop = Arc::new(AtomicBool::new(false));
-        let acks = Arc::new(AtomicUsize::new(0));
-        let threads = (0..4)
-            .map(|client| {
-                let (api, stop, acks) = (api.clone(), stop.clone(), acks.clone());
-                std::thread::spawn(move || {
-                    let mut done = Done::default();
-                    for n in 0.. {
-                        if stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        let ok = match client {
-                            0 => {
-                                let name = format!("d-r{round:02}-{n:04}");
-                                create_and_replace(&api, Kind::Deployment, &name, &mut done)
-                            }
-                            1 => {
-                                let kind = [Kind::Widget, Kind::RoleBinding][n % 2];
-                                let name = format!("x-r{round:02}-{n:04}");
-                                create_and_replace(&api, kind, &name, &mut done)
-                            }
-                            _ => {
-                                let name = format!("own{client}-r{round:02}-{n:04}");
-                                let policy = ["Foreground", "Background"][client % 2];
-                                let made = family(&api, &name, policy);
-                                let ok = made.as_ref().is_some_and(|f| f.deleted);
-                                done.families.extend(made);
-                                ok
-                            }
-                        };
-                        if ok {
-                            acks.fetch_add(1, Ordering::SeqCst);
-                        } else {
-                            // Not a timing assumption: keeps a dead server from being asked
-                            // in a tight loop.
-                            std::thread::sleep(Duration::from_millis(50));
-                        }
-                    }
-                    done
-                })
-            })
-            .collect();
-        Clients {
-            stop,
-            acks,
-            threads,
+/// Step `n` of client `done.client` in `round`: client 0 creates and replaces a Deployment,
+/// client 1 a Widget or a RoleBinding in turn, clients 2 and 3 build a family and delete its
+/// owner in the foreground or the background.
+fn client_step(api: &Api, round: usize, done: &mut Done, n: usize) -> Step {
+    let ok = match done.client {
+        0 => {
+            let name = format!("d-r{round:02}-{n:04}");
+            create_and_replace(api, Kind::Deployment, &name, done)
         }
+        1 => {
+            let kind = [Kind::Widget, Kind::RoleBinding][n % 2];
+            let name = format!("x-r{round:02}-{n:04}");
+            create_and_replace(api, kind, &name, done)
+        }
+        client => {
+            let name = format!("own{client}-r{round:02}-{n:04}");
+            let policy = ["Foreground", "Background"][client % 2];
+            let made = family(api, &name, policy);
+            let ok = made.as_ref().is_some_and(|f| f.deleted);
+            done.families.extend(made);
+            ok
+        }
+    };
+    Step {
+        acked: usize::from(ok),
+        failed: usize::from(!ok),
     }
+}
 
-    /// Waits until `n` steps were acknowledged; fails after [`LIMIT`].
-    fn wait_acks(&self, n: usize, context: &str) {
-        let deadline = Instant::now() + LIMIT;
-        while self.acks.load(Ordering::SeqCst) < n {
-            assert!(
-                !self.threads.iter().any(|t| t.is_finished()),
-                "{context}: a client stopped"
-            );
-            assert!(
-                Instant::now() < deadline,
-                "{context}: {} of {n} steps acknowledged in {LIMIT:?}",
-                self.acks.load(Ordering::SeqCst)
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn finish(self) -> Done {
-        self.stop.store(true, Ordering::SeqCst);
-        let mut all = Done::default();
-        for t in self.threads {
-            let done = t
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            all.writes.extend(done.writes);
-            all.families.extend(done.families);
-        }
-        all
-    }
+/// The four clients of `round`, in threads of their own, until stopped.
+fn start_clients(api: &Api, round: usize) -> ClientLoops<Done> {
+    let states = (0..4)
+        .map(|client| Done {
+            client,
+            ..Done::default()
+        })
+        .collect();
+    let api = api.clone();
+    ClientLoops::start(states, move |done, n| client_step(&api, round, done, n))
 }
 
 #[test]
@@ -203,21 +155,17 @@ fn power_cuts_under_new_kinds_and_interrupted_deletes() {
     let mut highest = 0;
     for round in 0..cuts {
         let context = format!("cut {round} (KEEL_TEST_SEED={seed})");
-        let clients = Clients::start(&api, round);
-        clients.wait_acks(1 + rng.below(MAX_ACKS_BEFORE_CUT) as usize, &context);
+        let clients = start_clients(&api, round);
+        clients.wait_acks(1 + rng.below(MAX_ACKS_BEFORE_CUT) as usize, LIMIT, &context);
         std::thread::sleep(Duration::from_millis(rng.below(MAX_DELAY_MS)));
         disk.cut();
         kube.kill();
-        let done = clients.finish();
-        highest = highest.max(
-            done.writes
-                .iter()
-                .filter_map(|w| w.acked)
-                .max()
-                .unwrap_or(0),
-        );
-        all.writes.extend(done.writes);
-        all.families.extend(done.families);
+        for done in clients.finish() {
+            let acked = done.writes.iter().filter_map(|w| w.acked);
+            highest = highest.max(acked.max().unwrap_or(0));
+            all.writes.extend(done.writes);
+            all.families.extend(done.families);
+        }
         disk.remount();
         kube.kill_and_restart();
 
