@@ -86,6 +86,15 @@ pub struct Config {
     /// beside it.
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub enable_garbage_collector: bool,
+    /// Admission plugins to enable beside the default ones, by kube-apiserver's names
+    /// (comma-separated). keel runs `Priority`, `DefaultStorageClass` and
+    /// `StorageObjectInUseProtection` (all on by default, as upstream) and accepts the other
+    /// names kube-apiserver registers without running them; an unknown name is an error.
+    #[arg(long, value_delimiter = ',')]
+    pub enable_admission_plugins: Vec<String>,
+    /// Admission plugins to turn off, even those on by default, by kube-apiserver's names.
+    #[arg(long, value_delimiter = ',')]
+    pub disable_admission_plugins: Vec<String>,
     /// Serve plain HTTP instead of HTTPS, without authentication: only allowed on a loopback
     /// `--bind-address`, for local experiments.
     #[arg(long)]
@@ -110,10 +119,12 @@ pub struct Config {
 pub struct ControllerManagerConfig {
     /// The controllers to run, by kube-controller-manager's names: `nodelifecycle`,
     /// `serviceaccount`, `root-ca-cert-publisher`, `namespace`, `garbagecollector`,
-    /// `clusterrole-aggregation`. `*` runs them all, `name` runs one, `-name` leaves one
+    /// `clusterrole-aggregation`, `pvc-protection`, `pv-protection`. `*` runs them all, `name` runs one, `-name` leaves one
     /// out; the first entry naming a controller decides.
-    /// Unset, `keel apiserver` runs only `namespace` (so a kube-controller-manager beside it
-    /// never does the same work twice) and `keel up` runs `*`.
+    /// Unset, `keel apiserver` runs only `namespace`, `pvc-protection` and `pv-protection`
+    /// (the ones without which deletes hang: of namespaces, and of the claims and volumes
+    /// the apiserver's own admission gives finalizers; their work is idempotent, so a
+    /// kube-controller-manager beside it does no harm) and `keel up` runs `*`.
     #[arg(long, value_delimiter = ',')]
     pub controllers: Option<Vec<String>>,
     /// How often the node lifecycle controller checks the nodes' heartbeats.
@@ -150,7 +161,8 @@ pub struct ControllerManagerConfig {
 
 impl ControllerManagerConfig {
     /// The controllers `keel apiserver` runs when `--controllers` is unset.
-    pub const APISERVER_DEFAULT: &'static [&'static str] = &["namespace"];
+    pub const APISERVER_DEFAULT: &'static [&'static str] =
+        &["namespace", "pvc-protection", "pv-protection"];
     /// The controllers `keel up` runs when `--controllers` is unset.
     pub const UP_DEFAULT: &'static [&'static str] = &["*"];
 }
@@ -182,7 +194,16 @@ impl Config {
             return Err("--request-timeout must be greater than 0".into());
         }
         crate::controllers::Selection::new(self.controller_manager.controllers.as_deref())?;
+        self.admission_plugins()?;
         Ok(())
+    }
+
+    /// The admission plugins the flags leave on.
+    pub fn admission_plugins(&self) -> Result<crate::registry::admission::Plugins, String> {
+        crate::registry::admission::Plugins::from_flags(
+            &self.enable_admission_plugins,
+            &self.disable_admission_plugins,
+        )
     }
 }
 

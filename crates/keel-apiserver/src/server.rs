@@ -198,6 +198,7 @@ impl ApiServer {
             metrics.clone(),
         ));
         registry.set_garbage_collection(config.enable_garbage_collector);
+        registry.set_admission_plugins(config.admission_plugins().map_err(StartError::Config)?);
         // The OpenAPI documents (also the schemas every write is pruned by) are made once,
         // before the first request, off the async workers.
         let kinds = registry.kinds().to_vec();
@@ -260,6 +261,12 @@ impl ApiServer {
         }
         if selection.enabled("clusterrole-aggregation") {
             tokio::spawn(controllers::clusterrole_aggregation::run(registry.clone()));
+        }
+        if selection.enabled("pvc-protection") {
+            tokio::spawn(controllers::volume_protection::run_pvc(registry.clone()));
+        }
+        if selection.enabled("pv-protection") {
+            tokio::spawn(controllers::volume_protection::run_pv(registry.clone()));
         }
         if selection.enabled("serviceaccount") {
             tokio::spawn(controllers::per_namespace::run(

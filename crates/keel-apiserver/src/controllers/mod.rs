@@ -5,8 +5,8 @@
 //! kube-apiserver's own ([`system_namespaces`], [`priority_classes`], [`kubernetes_service`])
 //! always run;
 //! kube-controller-manager's are chosen by `--controllers` ([`Selection`]): [`namespaces`],
-//! [`nodelifecycle`], [`serviceaccounts`], [`root_ca`], [`garbagecollector`] and
-//! [`clusterrole_aggregation`].
+//! [`nodelifecycle`], [`serviceaccounts`], [`root_ca`], [`garbagecollector`],
+//! [`clusterrole_aggregation`] and [`volume_protection`] (`pvc-protection`, `pv-protection`).
 
 pub mod clusterrole_aggregation;
 pub mod crds;
@@ -21,13 +21,16 @@ pub mod priority_classes;
 pub mod root_ca;
 pub mod serviceaccounts;
 pub mod system_namespaces;
+pub mod volume_protection;
 
 /// kube-controller-manager's names of the controllers keel runs.
-pub const KNOWN: [&str; 6] = [
+pub const KNOWN: [&str; 8] = [
     "clusterrole-aggregation",
     "garbagecollector",
     "namespace",
     "nodelifecycle",
+    "pv-protection",
+    "pvc-protection",
     "root-ca-cert-publisher",
     "serviceaccount",
 ];
@@ -89,6 +92,7 @@ mod tests {
         let default = Selection::new(None).unwrap();
         assert!(default.enabled("namespace"));
         assert!(!default.enabled("nodelifecycle"));
+        assert!(default.enabled("pvc-protection") && default.enabled("pv-protection"));
         let all = select(&["*"]).unwrap();
         assert!(KNOWN.iter().all(|c| all.enabled(c)));
         let but_one = select(&["*", "-nodelifecycle"]).unwrap();

@@ -8,6 +8,7 @@
 //! kind of list, map or struct each field is is [`crate::schema`]'s, and who set which field
 //! (`metadata.managedFields` and server-side apply) is [`crate::fieldmanager`]'s.
 
+pub mod admission;
 pub mod admissionregistration;
 pub mod apiregistration;
 pub mod apps;

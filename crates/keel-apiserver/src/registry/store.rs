@@ -28,6 +28,7 @@ pub use delete::{
 use delete::check_preconditions;
 use write::WriteTo;
 
+use super::admission::Plugins as AdmissionPlugins;
 use super::selector::{Filter, Selection};
 use super::served::{List, Served, ServedObject};
 use super::stored::decode;
@@ -70,6 +71,9 @@ pub struct Registry {
     watch_cache: bool,
     /// Whether deletes set the garbage collector's finalizers (`--enable-garbage-collector`).
     garbage_collection: std::sync::atomic::AtomicBool,
+    /// The admission plugins that run (`--enable-admission-plugins`,
+    /// `--disable-admission-plugins`).
+    admission: RwLock<AdmissionPlugins>,
     /// The kinds served now, swapped whole when a CRD adds or removes some.
     served: RwLock<Kinds>,
     metrics: Arc<Metrics>,
@@ -131,6 +135,7 @@ impl Registry {
             event_ttl: event_ttl.as_secs() as i64,
             watch_cache,
             garbage_collection: std::sync::atomic::AtomicBool::new(true),
+            admission: RwLock::new(AdmissionPlugins::default()),
             served: RwLock::new(Kinds(Arc::default())),
             metrics,
         };
@@ -150,6 +155,16 @@ impl Registry {
     pub fn set_garbage_collection(&self, on: bool) {
         self.garbage_collection
             .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Which admission plugins run (all of keel's unless set otherwise).
+    pub fn set_admission_plugins(&self, plugins: AdmissionPlugins) {
+        *self.admission.write().unwrap_or_else(|p| p.into_inner()) = plugins;
+    }
+
+    /// The admission plugins that run.
+    pub fn admission_plugins(&self) -> AdmissionPlugins {
+        *self.admission.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A new storage for `kind`, with a watch cache following the store unless the kind

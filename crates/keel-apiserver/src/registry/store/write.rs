@@ -11,6 +11,7 @@ use super::{MARK_FOR_DELETION, Registry, invalid, rejected};
 use crate::apimachinery::time::Time;
 use crate::http::auth::User;
 use crate::json_pointer::At;
+use crate::registry::admission::{self, UpdateAdmission};
 use crate::registry::served::{decodes_back, written};
 use crate::registry::stored::{decode, encode_owned, parse_stored, same_but_resource_version};
 use crate::registry::{Strategy, meta, meta_str};
@@ -63,6 +64,10 @@ impl Registry {
         if let Some(ns) = namespace {
             meta::metadata(&mut obj).insert("namespace".into(), ns.into());
         }
+        // Mutating admission sees the decoded object before the kind prepares it, the
+        // validating admission the object the kind validated, as in kube-apiserver.
+        let plugins = self.admission_plugins();
+        admission::admit_create(self, plugins, kind, &mut obj).await?;
         meta::prepare_create(&mut obj, kind.tracks_generation(), Time::now());
         kind.prepare_for_create(&mut obj);
         kind.prepare_for_create_by(&mut obj, user);
@@ -72,6 +77,7 @@ impl Registry {
         if !errors.is_empty() {
             return Err(invalid(info, &name, &errors));
         }
+        admission::validate_create(self, plugins, kind, &obj).await?;
         if let Some(ns) = namespace {
             self.check_namespace_open(info, ns, &name).await?;
         }
@@ -167,6 +173,9 @@ impl Registry {
             }
         };
         let now = Time::now();
+        // What admission reads of other kinds, read once for every attempt.
+        let admission =
+            UpdateAdmission::gather(self, self.admission_plugins(), kind, subresource).await?;
         // kube-apiserver's Store.Update never writes an object marked for deletion without its
         // last finalizer: `step` refuses to (errEmptiedFinalizers) and the object is deleted
         // as stored instead (deleteWithoutFinalizers), in one write, so no crash between two
@@ -207,7 +216,7 @@ impl Registry {
                 None => Cow::Owned(decode(kind, current).map_err(rejected)?),
             };
             let new = self
-                .updated(kind, &old, subresource, now, &mut make)
+                .updated(kind, &old, subresource, &admission, now, &mut make)
                 .map_err(rejected)?;
             if !dry_run && meta::should_delete_during_update(&new, &old) {
                 if let Some(handover) = &mut handover {
@@ -309,11 +318,15 @@ impl Registry {
         kind: &dyn Strategy,
         old: &Value,
         subresource: Option<&str>,
+        admission: &UpdateAdmission,
         _now: Time,
         make: &mut impl FnMut(Option<&Value>) -> Result<Value, Status>,
     ) -> Result<Value, Status> {
         let info = kind.info();
         let mut new = make(Some(old))?;
+        if subresource.is_none() {
+            admission.admit(&mut new, old);
+        }
         let name = meta_str(old, "name").to_string();
         let asked = meta_str(&new, "resourceVersion");
         if !asked.is_empty() && asked != meta_str(old, "resourceVersion") {
@@ -364,6 +377,9 @@ impl Registry {
         }
         if !errors.is_empty() {
             return Err(invalid(info, &name, &errors));
+        }
+        if subresource.is_none() {
+            admission.validate(kind, &new, Some(old))?;
         }
         Ok(new)
     }
