@@ -10,7 +10,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut compiler = protox::Compiler::new(["proto"])?;
     compiler.include_imports(true).open_files(files)?;
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
-    std::fs::write(out.join("k8s.fds"), compiler.encode_file_descriptor_set())?;
+    // Written beside and renamed into place: a target folder whose files are hard links to
+    // another's (`cp -al`) then gets a file of its own instead of rewriting the shared one.
+    let staged = out.join("k8s.fds.new");
+    std::fs::write(&staged, compiler.encode_file_descriptor_set())?;
+    std::fs::rename(staged, out.join("k8s.fds"))?;
     Ok(())
 }
 
