@@ -127,7 +127,7 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
     }
     if matches!(parsed, Path::CoreVersions | Path::Groups)
         && req.method() == Method::GET
-        && let Some(version) = negotiate::aggregated_discovery(
+        && let Some((version, encoding)) = negotiate::aggregated_discovery(
             req.headers()
                 .get(header::ACCEPT)
                 .and_then(|v| v.to_str().ok()),
@@ -135,7 +135,7 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
     {
         let core = matches!(parsed, Path::CoreVersions);
         let document = app.discovery.get(&kinds, core, version);
-        return aggregated_discovery::respond(&document, version, req.headers());
+        return aggregated_discovery::respond(&document, version, encoding, req.headers());
     }
     let discovered = match parsed {
         Path::CoreVersions => Some(discovery::core_versions(&app.server_address)),
