@@ -152,7 +152,6 @@ fn unwrap(body: &[u8]) -> Vec<u8> {
 /// x-kubernetes-list-type 42; JSON raw 1; OrArray schema 1; OrBool allows 1, schema 2;
 /// OrStringArray property 2.
 fn crd_schema() -> Vec<u8> {
-    let string = text(5, "string");
     [
         text(5, "object"),
         entry(
@@ -163,7 +162,7 @@ fn crd_schema() -> Vec<u8> {
                 // What gogo writes for non-pointer fields left empty.
                 text(4, ""),
                 varint(10, 0),
-                nested(30, &[varint(1, 1), nested(2, &[string.clone()])]),
+                nested(30, &[varint(1, 1), nested(2, &[text(5, "string")])]),
                 varint(38, 1),
             ],
         ),
@@ -184,7 +183,7 @@ fn crd_schema() -> Vec<u8> {
             "tags",
             &[
                 text(5, "array"),
-                nested(24, &[nested(1, &[string.clone()])]),
+                nested(24, &[nested(1, &[text(5, "string")])]),
                 text(42, "set"),
             ],
         ),
@@ -208,7 +207,7 @@ fn crd_schema() -> Vec<u8> {
             &[nested(
                 24,
                 &[
-                    nested(2, &[string.clone()]),
+                    nested(2, &[text(5, "string")]),
                     nested(2, &[text(5, "integer")]),
                 ],
             )],
