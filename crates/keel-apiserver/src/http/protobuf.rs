@@ -151,12 +151,13 @@ fn message(name: &str) -> Option<MessageDescriptor> {
 }
 
 /// The kinds every group version shares, whose messages are meta's.
-const META_KINDS: [&str; 6] = [
+const META_KINDS: [&str; 7] = [
     "DeleteOptions",
     "Status",
     "WatchEvent",
     "APIResourceList",
     "APIGroupList",
+    "APIGroup",
     "APIVersions",
 ];
 

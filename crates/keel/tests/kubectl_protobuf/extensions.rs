@@ -2,7 +2,8 @@
 //! kube-apiserver gives them to a client asking for protobuf only: a CustomResourceDefinition
 //! and an APIService got, listed and watched, each read back (with keel's decoder) as its JSON
 //! answer; a CRD created from a protobuf body; `/api` and `/apis` as `APIGroupDiscoveryList`
-//! messages with the groups and resources of the JSON documents; a custom resource still
+//! messages with the groups and resources of the JSON documents, the unaggregated documents
+//! in protobuf and a form no discovery handler makes refused; a custom resource still
 //! refused (406), as upstream refuses it.
 
 use serde_json::{Value, json};
@@ -209,5 +210,39 @@ pub fn aggregated_discovery(kube: &Kube) {
         assert_eq!(again.code, 304);
         let json_first = curl.get(path, &format!("{js},{pb}"));
         assert_eq!(json_first.content_type, js);
+    }
+
+    // A plain protobuf range asks for the unaggregated documents, which come in protobuf too;
+    // a conversion no discovery handler makes is refused (kube-apiserver's aggregated handler
+    // passes it to the unaggregated one, which refuses it).
+    let kind = |path: &str| curl.get(path, "application/json").json()["kind"].clone();
+    for path in ["/api", "/apis", "/apis/apps", "/apis/apps/v1"] {
+        let answer = curl.get(path, &format!("{PROTOBUF},{js}"));
+        assert_eq!(answer.code, 200, "{path}: {}", answer.text);
+        assert_eq!(answer.content_type, PROTOBUF, "{path}");
+        let kind = kind(path);
+        let decoded = decode(&answer.bytes, "v1", kind.as_str().expect("a kind"));
+        let mut json = curl.get(path, "application/json").json();
+        json.as_object_mut()
+            .expect("an object")
+            .remove("apiVersion");
+        let mut decoded = decoded.expect("decodes");
+        decoded
+            .as_object_mut()
+            .expect("an object")
+            .remove("apiVersion");
+        assert_eq!(decoded, json, "{path}");
+    }
+    for accept in [
+        format!("{PROTOBUF};g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList"),
+        format!("{PROTOBUF};as=Table;g=meta.k8s.io;v=v1"),
+    ] {
+        let refused = curl.get("/apis", &accept);
+        assert_eq!(refused.code, 406, "{accept}: {}", refused.text);
+        assert_eq!(
+            refused.json()["message"],
+            "only the following media types are accepted: application/json, \
+             application/yaml, application/vnd.kubernetes.protobuf"
+        );
     }
 }
