@@ -3,21 +3,25 @@
 
 Kubernetes' wire form is defined by the Go API types: each field's `protobuf:"..."` struct
 tag gives its number and wire type, its `json:"..."` tag its JSON name and `omitempty`, its
-Go type whether it is a pointer. This reads those Go types (the `types.go` of a checkout of
-k8s.io/api and of k8s.io/apimachinery, at the tag matching the Kubernetes version keel
-reports) and writes, for every message reachable from the kinds keel serves, their lists,
-Status, WatchEvent and the discovery documents, a proto2
-message whose field names are the JSON names, marked with the `keel.json` options for what
+Go type whether it is a pointer. This reads those Go types (the `types.go` of checkouts of
+k8s.io/api, k8s.io/apimachinery, k8s.io/apiextensions-apiserver and k8s.io/kube-aggregator,
+at the tag matching the Kubernetes version keel reports) and writes, for every message reachable from the kinds keel serves, their lists,
+Status, WatchEvent and the discovery documents (aggregated discovery's too), a proto2
+message whose field names are the JSON names (or, where a JSON name is no identifier:
+`$ref`, `x-kubernetes-list-type`, the protobuf tag's name, with the JSON name as the
+field's `json_name`), marked with the `keel.json` options for what
 protobuf itself does not carry (see crates/keel-apiserver/proto/keel/json.proto). The
 types with a hand-written protobuf form (Time, MicroTime, Quantity, IntOrString, ...) are
 written from the table below.
 
-    scripts/k8s-protobuf-schema.py <k8s.io/api checkout> <k8s.io/apimachinery checkout> v1.34
+    scripts/k8s-protobuf-schema.py <k8s.io/api> <k8s.io/apimachinery> \
+        <k8s.io/apiextensions-apiserver> <k8s.io/kube-aggregator> v1.34
 
 The kinds are those keel serves and those of the generally available groups it is growing
 into (apps, batch, RBAC, policy, networking, discovery, storage, scheduling, autoscaling,
 admission registration, certificates, node, and the review kinds of authorization and
-authentication).
+authentication), with CustomResourceDefinitions (apiextensions.k8s.io) and APIServices
+(apiregistration.k8s.io), whose messages keep their upstream packages.
 """
 
 import os
@@ -32,10 +36,22 @@ PACKAGES = {
     "coordination": ("api:coordination/v1", "k8s.io.api.coordination.v1", []),
     "events": ("api:events/v1", "k8s.io.api.events.v1", []),
     "meta": ("apimachinery:pkg/apis/meta/v1", "k8s.io.apimachinery.pkg.apis.meta.v1", ["metav1"]),
+    "apiextensionsv1": (
+        "apiextensions:pkg/apis/apiextensions/v1",
+        "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1",
+        [],
+    ),
+    "apiregistrationv1": (
+        "aggregator:pkg/apis/apiregistration/v1",
+        "k8s.io.kube_aggregator.pkg.apis.apiregistration.v1",
+        [],
+    ),
 }
 # The other groups' packages: (group directory, version).
 GROUPS = [
     ("admissionregistration", "v1"),
+    ("apidiscovery", "v2"),
+    ("apidiscovery", "v2beta1"),
     ("apps", "v1"),
     ("authentication", "v1"),
     ("authorization", "v1"),
@@ -53,6 +69,8 @@ GROUPS = [
 ]
 for _group, _version in GROUPS:
     PACKAGES[f"{_group}{_version}"] = (f"api:{_group}/{_version}", f"k8s.io.api.{_group}.{_version}", [])
+# Packages that import meta/v1 as `v1`, which is core's name elsewhere.
+META_AS_V1 = {"apidiscoveryv2", "apidiscoveryv2beta1"}
 
 # The kinds keel serves, and DeleteOptions.
 ROOTS = (
@@ -97,6 +115,7 @@ ROOTS = (
     + [("rbacv1", k) for k in ["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"]]
     + [("schedulingv1", "PriorityClass")]
     + [("storagev1", k) for k in ["CSIDriver", "CSINode", "StorageClass", "VolumeAttachment"]]
+    + [("apiextensionsv1", "CustomResourceDefinition"), ("apiregistrationv1", "APIService")]
 )
 # Kinds that are only ever an answer (or a body) of their own, without a list.
 NO_LIST = {"DeleteOptions", "Eviction", "Scale", "SelfSubjectReview", "TokenReview",
@@ -107,6 +126,7 @@ NO_LIST = {"DeleteOptions", "Eviction", "Scale", "SelfSubjectReview", "TokenRevi
 ROOTS += [(p, k + "List") for p, k in ROOTS if k not in NO_LIST]
 ROOTS += [("meta", k) for k in ["Status", "WatchEvent", "APIResourceList", "APIGroupList",
                                 "APIVersions"]]
+ROOTS += [("apidiscovery" + v, "APIGroupDiscoveryList") for v in ["v2", "v2beta1"]]
 
 META = "k8s.io.apimachinery.pkg.apis.meta.v1"
 # Types whose protobuf and JSON forms are written by hand in apimachinery: the Go type, the
@@ -155,6 +175,11 @@ def read_package(root, pkg):
         lines = open(os.path.join(folder, name)).read().split("\n")
         i = 0
         while i < len(lines):
+            m = re.match(r"^type (\w+) struct\{\}$", lines[i])
+            if m:
+                structs[m.group(1)] = []
+                i += 1
+                continue
             m = re.match(r"^type (\w+) struct \{$", lines[i])
             if m:
                 body = []
@@ -187,6 +212,8 @@ class Schema:
         """(package, type name) for a Go type named in `pkg`, or a special's key."""
         if "." in go_type:
             prefix, name = go_type.split(".", 1)
+            if prefix == "v1" and pkg in META_AS_V1:
+                return "meta", name
             for other, (_, _, aliases) in PACKAGES.items():
                 if prefix in aliases:
                     return other, name
@@ -250,10 +277,14 @@ class Schema:
             number = parts[1]
             json_name, *flags = (js or "").split(",")
             inline = "inline" in flags
-            if not json_name:
-                given = [p[5:] for p in parts if p.startswith("name=")]
+            given = [p[5:] for p in parts if p.startswith("name=")]
+            if not json_name or json_name == "-":
                 json_name = given[0] if given else go_name or go_type.split(".")[-1]
                 json_name = json_name[0].lower() + json_name[1:]
+            field_name = json_name
+            if not re.match(r"^[A-Za-z_]\w*$", json_name):
+                # `$ref`, `x-kubernetes-...`: the protobuf name, answering to the JSON one.
+                field_name = given[0]
             label, proto, scalar = self.label(pkg, go_type)
             options = []
             if inline:
@@ -263,11 +294,13 @@ class Schema:
                 label != "optional" and not omitempty
             ):
                 options.append("(keel.keep_zero) = true")
+            if field_name != json_name:
+                options.append(f'json_name = "{json_name}"')
             opts = f" [{', '.join(options)}]" if options else ""
             if label == "map":
-                fields.append(f"  {proto} {json_name} = {number}{opts};")
+                fields.append(f"  {proto} {field_name} = {number}{opts};")
             else:
-                fields.append(f"  {label} {proto} {json_name} = {number}{opts};")
+                fields.append(f"  {label} {proto} {field_name} = {number}{opts};")
         return fields
 
     def build(self):
@@ -303,10 +336,15 @@ def write(package, body, imports, version, what):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 6:
         raise SystemExit(__doc__)
-    root = {"api": sys.argv[1], "apimachinery": sys.argv[2]}
-    version = sys.argv[3]
+    root = {
+        "api": sys.argv[1],
+        "apimachinery": sys.argv[2],
+        "apiextensions": sys.argv[3],
+        "aggregator": sys.argv[4],
+    }
+    version = sys.argv[5]
     schema = Schema(root)
     schema.build()
     files = {}  # proto package -> (messages, imports)
@@ -330,7 +368,7 @@ def main():
         package, name = full.rsplit(".", 1)
         files.setdefault(package, ([], set()))[0].append(f"message {name} {{\n  {fields}\n}}")
     for package, (body, imports) in sorted(files.items()):
-        what = "kinds" if package.startswith("k8s.io.api.") else "types"
+        what = "types" if package.startswith("k8s.io.apimachinery.") else "kinds"
         write(package, sorted(body), imports, version, what)
 
 

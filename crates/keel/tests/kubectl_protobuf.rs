@@ -1,11 +1,19 @@
 //! kubectl's typed commands against `keel up`: the current kubectl sends their bodies as
 //! Kubernetes protobuf (`kubectl create namespace|configmap|secret|serviceaccount|service`,
 //! and `kubectl drain`'s DeleteOptions), kubectl 1.27 as JSON; both must leave the objects
-//! that `kubectl create --dry-run=client -o json` prints, the same either way.
+//! that `kubectl create --dry-run=client -o json` prints, the same either way. And the
+//! protobuf answers of CustomResourceDefinitions, APIServices and aggregated discovery
+//! ([`extensions`]), on `keel up` and on etcd 3.5.1.
+
+#[allow(dead_code)]
+#[path = "kubectl/curl.rs"]
+mod curl;
+#[path = "kubectl_protobuf/extensions.rs"]
+mod extensions;
 
 use serde_json::Value;
 
-use keel_testkit::kube::{Kube, Stack};
+use keel_testkit::kube::{Kube, Stack, write};
 
 const PROTOBUF: &str = "Content-Type: application/vnd.kubernetes.protobuf";
 
@@ -215,4 +223,18 @@ fn typed_kubectl_commands_send_protobuf_and_json_alike() {
         assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 7, "{pod}");
         assert!(pod["metadata"]["deletionTimestamp"].is_string(), "{pod}");
     }
+}
+
+#[test]
+fn crds_apiservices_and_discovery_answer_protobuf_on_keel_up() {
+    let kube = Kube::start(Stack::Up);
+    extensions::crds_and_apiservices(&kube, "up");
+    extensions::aggregated_discovery(&kube);
+}
+
+#[test]
+fn crds_apiservices_and_discovery_answer_protobuf_on_etcd() {
+    let kube = Kube::start(Stack::OnEtcd);
+    extensions::crds_and_apiservices(&kube, "etcd");
+    extensions::aggregated_discovery(&kube);
 }

@@ -5,18 +5,21 @@
 //! `APIResourceList`s as unaggregated discovery ([`super::discovery::resources`]), converted
 //! as kube-apiserver's `ConvertGroupVersionIntoToDiscovery` converts them, and served as its
 //! aggregated handler serves them: with an `ETag` (the SHA-512 of the document) that an
-//! `If-None-Match` turns into a 304. Each document is made once per set of served kinds
-//! ([`Cache`]), not on every request.
+//! `If-None-Match` turns into a 304, in JSON or in protobuf (`k8s.io/api/apidiscovery`'s
+//! messages in the `k8s\0` envelope). Each document is made once per set of served kinds
+//! ([`Cache`]), not on every request, and its protobuf form once the first time it is asked
+//! for.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode, header};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha512};
 
-use super::discovery;
+use super::negotiate::{Encoding, Output};
+use super::{discovery, protobuf};
 use crate::registry::Strategy;
 use crate::registry::store::Kinds;
 
@@ -107,10 +110,12 @@ pub fn document(kinds: &[&'static dyn Strategy], core: bool, version: &str) -> V
     })
 }
 
-/// A document ready to send: its JSON and its ETag (the SHA-512 of the JSON, in upper-case
-/// hex and quotes, as kube-apiserver's handler makes it).
+/// A document ready to send: its JSON, its protobuf form (made the first time a client asks
+/// for it) and its ETag (the SHA-512 of the JSON, in upper-case hex and quotes, as
+/// kube-apiserver's handler makes it: one ETag whatever the encoding sent).
 pub struct Encoded {
     body: Vec<u8>,
+    protobuf: OnceLock<Vec<u8>>,
     etag: String,
 }
 
@@ -119,7 +124,22 @@ impl Encoded {
     pub fn new(document: &Value) -> Self {
         let body = serde_json::to_vec(document).expect("a JSON value encodes");
         let etag = format!("\"{}\"", hex_upper(&Sha512::digest(&body)));
-        Encoded { body, etag }
+        Encoded {
+            body,
+            protobuf: OnceLock::new(),
+            etag,
+        }
+    }
+
+    /// The document in `encoding` (JSON, or its `apidiscovery.k8s.io` protobuf message).
+    fn body(&self, encoding: Encoding) -> &[u8] {
+        if encoding != Encoding::Protobuf {
+            return &self.body;
+        }
+        self.protobuf.get_or_init(|| {
+            let document: Value = serde_json::from_slice(&self.body).expect("the document is JSON");
+            protobuf::encode(&document).expect("the discovery documents have a protobuf form")
+        })
     }
 }
 
@@ -146,11 +166,21 @@ impl Cache {
     }
 }
 
-/// The response: the document with its media type and ETag, or 304 when the client's
-/// `If-None-Match` names that ETag.
-pub fn respond(encoded: &Encoded, version: &str, headers: &HeaderMap) -> Response {
-    let media =
-        format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
+/// The response: the document in `encoding` with its media type (the encoding's, with the
+/// group, version and kind, as kube-apiserver's `generateMediaTypeWithGVK` writes it) and
+/// ETag, or 304 when the client's `If-None-Match` names that ETag.
+pub fn respond(
+    encoded: &Encoded,
+    version: &str,
+    encoding: Encoding,
+    headers: &HeaderMap,
+) -> Response {
+    let media = Output {
+        encoding,
+        conversion: None,
+    }
+    .content_type();
+    let media = format!("{media};g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
     let matches = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
@@ -159,11 +189,12 @@ pub fn respond(encoded: &Encoded, version: &str, headers: &HeaderMap) -> Respons
         (header::CONTENT_TYPE, media),
         (header::ETAG, encoded.etag.clone()),
         (header::VARY, "Accept".to_string()),
+        (header::CACHE_CONTROL, "public".to_string()),
     ];
     if matches {
         return (StatusCode::NOT_MODIFIED, headers).into_response();
     }
-    (StatusCode::OK, headers, encoded.body.clone()).into_response()
+    (StatusCode::OK, headers, encoded.body(encoding).to_vec()).into_response()
 }
 
 fn hex_upper(bytes: &[u8]) -> String {
@@ -215,7 +246,7 @@ mod tests {
     #[test]
     fn an_unchanged_document_is_not_sent_again() {
         let doc = Encoded::new(&json!({"items": []}));
-        let first = respond(&doc, "v2", &HeaderMap::new());
+        let first = respond(&doc, "v2", Encoding::Json, &HeaderMap::new());
         assert_eq!(first.status(), StatusCode::OK);
         let etag = first.headers()[header::ETAG].clone();
         assert_eq!(
@@ -225,7 +256,7 @@ mod tests {
         let mut headers = HeaderMap::new();
         headers.insert(header::IF_NONE_MATCH, etag);
         assert_eq!(
-            respond(&doc, "v2", &headers).status(),
+            respond(&doc, "v2", Encoding::Json, &headers).status(),
             StatusCode::NOT_MODIFIED
         );
     }

@@ -127,7 +127,7 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
     }
     if matches!(parsed, Path::CoreVersions | Path::Groups)
         && req.method() == Method::GET
-        && let Some(version) = negotiate::aggregated_discovery(
+        && let Some((version, encoding)) = negotiate::aggregated_discovery(
             req.headers()
                 .get(header::ACCEPT)
                 .and_then(|v| v.to_str().ok()),
@@ -135,7 +135,7 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
     {
         let core = matches!(parsed, Path::CoreVersions);
         let document = app.discovery.get(&kinds, core, version);
-        return aggregated_discovery::respond(&document, version, req.headers());
+        return aggregated_discovery::respond(&document, version, encoding, req.headers());
     }
     let discovered = match parsed {
         Path::CoreVersions => Some(discovery::core_versions(&app.server_address)),
@@ -155,10 +155,23 @@ async fn dispatch(State(app): State<Arc<App>>, req: Request) -> Response {
     };
     match discovered {
         Some(value) if req.method() == Method::GET => {
-            value_response(StatusCode::OK, &value, Output::Json)
+            let accept = req.headers().get(header::ACCEPT);
+            discovery_response(&value, accept.and_then(|v| v.to_str().ok()))
         }
         Some(_) => status_response(&method_not_allowed()),
         None => (StatusCode::NOT_FOUND, "404 page not found\n").into_response(),
+    }
+}
+
+/// An unaggregated discovery document in the form `accept` asks for, as kube-apiserver's
+/// discovery handlers negotiate theirs (`WriteObjectNegotiated` with the default endpoint
+/// restrictions): JSON, YAML or protobuf (meta's messages), no conversion, else 406.
+fn discovery_response(value: &serde_json::Value, accept: Option<&str>) -> Response {
+    let text = |f: &str| value.get(f).and_then(|v| v.as_str()).unwrap_or_default();
+    let protobuf = protobuf::has_message(text("apiVersion"), text("kind"));
+    match negotiate::output_for(accept, negotiate::Answer::Plain, protobuf) {
+        Ok(output) => value_response(StatusCode::OK, value, output),
+        Err(refused) => status_response(&refused.status(protobuf)),
     }
 }
 

@@ -9,7 +9,8 @@
 //! fields (`proto/keel/json.proto`): a zero scalar of an `omitempty` non-pointer field is
 //! left out (gogo-protobuf writes every non-pointer field), and an embedded `json:",inline"`
 //! struct's fields are its parent's. The types apimachinery encodes by hand (Time,
-//! MicroTime, Quantity, IntOrString, FieldsV1) take their JSON forms.
+//! MicroTime, Quantity, IntOrString, FieldsV1, and a CRD schema's JSON and
+//! JSONSchemaPropsOr* of [`schema_props`]) take their JSON forms.
 
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -150,38 +151,57 @@ fn message(name: &str) -> Option<MessageDescriptor> {
 }
 
 /// The kinds every group version shares, whose messages are meta's.
-const META_KINDS: [&str; 6] = [
+const META_KINDS: [&str; 7] = [
     "DeleteOptions",
     "Status",
     "WatchEvent",
     "APIResourceList",
     "APIGroupList",
+    "APIGroup",
     "APIVersions",
+];
+
+/// The groups whose types are outside k8s.io/api, and the proto packages upstream gives them
+/// (the version is appended).
+const OUTSIDE_API: [(&str, &str); 2] = [
+    (
+        "apiextensions.k8s.io",
+        "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions",
+    ),
+    (
+        "apiregistration.k8s.io",
+        "k8s.io.kube_aggregator.pkg.apis.apiregistration",
+    ),
 ];
 
 /// The message of a kind: `v1` is package `k8s.io.api.core.v1`, `<group>/<version>` package
 /// `k8s.io.api.<the group's first label>.<version>` (`apps`, `rbac` for
-/// `rbac.authorization.k8s.io`); DeleteOptions, Status, WatchEvent and the discovery
+/// `rbac.authorization.k8s.io`), or upstream's own for CustomResourceDefinitions and
+/// APIServices ([`OUTSIDE_API`]); DeleteOptions, Status, WatchEvent and the discovery
 /// documents are meta's in every version.
 fn object_message(api_version: &str, kind: &str) -> Option<MessageDescriptor> {
     if META_KINDS.contains(&kind) {
         return message(&format!("k8s.io.apimachinery.pkg.apis.meta.v1.{kind}"));
     }
     let package = match api_version.split_once('/') {
-        None => format!("core.{api_version}"),
-        Some((group, version)) => format!("{}.{version}", group.split('.').next()?),
+        None => format!("k8s.io.api.core.{api_version}"),
+        Some((group, version)) => match OUTSIDE_API.iter().find(|(g, _)| *g == group) {
+            Some((_, package)) => format!("{package}.{version}"),
+            None => format!("k8s.io.api.{}.{version}", group.split('.').next()?),
+        },
     };
-    message(&format!("k8s.io.api.{package}.{kind}"))
+    message(&format!("{package}.{kind}"))
 }
 
-/// Writes a message's fields into `out` under their JSON names.
+/// Writes a message's fields into `out` under their JSON names (the field's name, or the
+/// `json_name` given where the JSON name is no identifier: `$ref`, `x-kubernetes-...`).
 fn fields(message: &DynamicMessage, out: &mut Map<String, Value>) -> Result<(), String> {
     for field in message.descriptor().fields() {
         let keep_zero = SCHEMA.keep_zero.contains(field.full_name());
         if !message.has_field(&field) {
             // A list or map Go writes as null when it is nil.
             if keep_zero && (field.is_list() || field.is_map()) {
-                out.insert(field.name().to_string(), Value::Null);
+                out.insert(field.json_name().to_string(), Value::Null);
             }
             continue;
         }
@@ -195,7 +215,7 @@ fn fields(message: &DynamicMessage, out: &mut Map<String, Value>) -> Result<(), 
         if !keep_zero && is_zero(&value) {
             continue;
         }
-        out.insert(field.name().to_string(), json(&value)?);
+        out.insert(field.json_name().to_string(), json(&value)?);
     }
     Ok(())
 }
@@ -226,7 +246,7 @@ fn json(value: &prost_reflect::Value) -> Result<Value, String> {
         V::U32(n) => Value::from(*n),
         V::U64(n) => Value::from(*n),
         V::F32(n) => Value::from(*n),
-        V::F64(n) => Value::from(*n),
+        V::F64(n) => whole(*n),
         V::String(s) => Value::String(s.clone()),
         V::Bytes(b) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
         V::List(items) => Value::Array(items.iter().map(json).collect::<Result<_, _>>()?),
@@ -250,6 +270,16 @@ fn json(value: &prost_reflect::Value) -> Result<Value, String> {
             fields(message, &mut out).map(|()| Value::Object(out))
         })?,
     })
+}
+
+/// A double as Go's encoding/json writes it: a whole number without a fraction (`10`, not
+/// `10.0`), where it is exactly an integer.
+fn whole(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 9.0e15 {
+        Value::from(n as i64)
+    } else {
+        Value::from(n)
+    }
 }
 
 /// The JSON form of a type apimachinery encodes by hand (None: an ordinary message).
@@ -286,14 +316,17 @@ fn special(message: &DynamicMessage) -> Option<Result<Value, String>> {
             1 => Value::String(string(message, "strVal")),
             _ => Value::from(int(message, "intVal")),
         },
-        _ => return None,
+        _ => return schema_props::decode(message),
     };
     Some(Ok(value))
 }
 
 mod encode;
+mod schema_props;
 
 pub use encode::{encode, has_message, watch_frame};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wire_tests;

@@ -59,7 +59,13 @@ impl<'a> Curl<'a> {
 
     /// `curl -X <method>` of `path` with `body` as `content_type`.
     pub fn send(&self, method: &str, path: &str, content_type: &str, body: &str) -> Answer {
-        let body_file = write(self.kube, "curl-body", body);
+        self.send_bytes(method, path, content_type, body.as_bytes())
+    }
+
+    /// `curl -X <method>` of `path` with the bytes `body` as `content_type`.
+    pub fn send_bytes(&self, method: &str, path: &str, content_type: &str, body: &[u8]) -> Answer {
+        let body_file = write(self.kube, "curl-body", "");
+        std::fs::write(&body_file, body).expect("write the body");
         self.run(&[
             "-X",
             method,

@@ -368,15 +368,28 @@ pub fn output_for(accept: Option<&str>, answer: Answer, protobuf: bool) -> Resul
     Err(Refused::NotAcceptable)
 }
 
-/// The aggregated discovery version (`v2` or `v2beta1`) `accept` asks for of `/api` or
-/// `/apis`, as kube-apiserver's `WrapAggregatedDiscoveryToHandler` negotiates it: the first
-/// range that fits JSON decides, and it asks when it names `as=APIGroupDiscoveryList` in
-/// `apidiscovery.k8s.io`; None to serve the unaggregated documents.
-pub fn aggregated_discovery(accept: Option<&str>) -> Option<&'static str> {
+/// The aggregated discovery version (`v2` or `v2beta1`) and encoding (JSON or protobuf)
+/// `accept` asks for of `/api` or `/apis`, as kube-apiserver's
+/// `WrapAggregatedDiscoveryToHandler` negotiates it (`NegotiateMediaTypeOptions` over JSON,
+/// YAML and protobuf, in that order for each range): the first range that fits a form
+/// decides, and it asks when it names `as=APIGroupDiscoveryList` in `apidiscovery.k8s.io`
+/// (a range asking for another conversion is passed over); None to serve the unaggregated
+/// documents. Protobuf is chosen only by a range naming `application/vnd.kubernetes.protobuf`;
+/// a range that fits YAML alone is passed over (keel has no YAML form of these documents).
+/// kube-apiserver 1.34 aggregates `v2` only (its `AggregatedDiscoveryRemoveBetaType` gate is
+/// on by default); keel still serves `v2beta1` to the clients that ask for it.
+pub fn aggregated_discovery(accept: Option<&str>) -> Option<(&'static str, Encoding)> {
     for range in parse_accept(accept?) {
-        let fits = range.kind == "*" && range.subtype == "*"
-            || range.kind == "application" && (range.subtype == "json" || range.subtype == "*");
-        if range.quality <= 0.0 || !fits {
+        let encoding = if range.kind == "*" && range.subtype == "*"
+            || range.kind == "application" && (range.subtype == "json" || range.subtype == "*")
+        {
+            Encoding::Json
+        } else if range.kind == "application" && range.subtype == "vnd.kubernetes.protobuf" {
+            Encoding::Protobuf
+        } else {
+            continue;
+        };
+        if range.quality <= 0.0 {
             continue;
         }
         let param = |name: &str| {
@@ -391,10 +404,10 @@ pub fn aggregated_discovery(accept: Option<&str>) -> Option<&'static str> {
         }
         match (param("g"), param("v"), param("as")) {
             (Some("apidiscovery.k8s.io"), Some("v2"), Some("APIGroupDiscoveryList")) => {
-                return Some("v2");
+                return Some(("v2", encoding));
             }
             (Some("apidiscovery.k8s.io"), Some("v2beta1"), Some("APIGroupDiscoveryList")) => {
-                return Some("v2beta1");
+                return Some(("v2beta1", encoding));
             }
             _ => continue,
         }
@@ -440,9 +453,10 @@ mod tests {
         let client_go = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,\
             application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,\
             application/json";
-        assert_eq!(aggregated_discovery(Some(client_go)), Some("v2"));
+        let json = Encoding::Json;
+        assert_eq!(aggregated_discovery(Some(client_go)), Some(("v2", json)));
         let beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList";
-        assert_eq!(aggregated_discovery(Some(beta)), Some("v2beta1"));
+        assert_eq!(aggregated_discovery(Some(beta)), Some(("v2beta1", json)));
         assert_eq!(aggregated_discovery(Some("application/json")), None);
         assert_eq!(aggregated_discovery(None), None);
         // A version it does not serve is passed over for the next range.
@@ -450,7 +464,24 @@ mod tests {
             "application/json;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList,application/json";
         assert_eq!(aggregated_discovery(Some(v3)), None);
         let low = "application/json;q=0.5,application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
-        assert_eq!(aggregated_discovery(Some(low)), Some("v2"));
+        assert_eq!(aggregated_discovery(Some(low)), Some(("v2", json)));
+
+        // Protobuf, only where a range names it, in the client's order and by quality.
+        let pb = Encoding::Protobuf;
+        let pb_v2 = "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        let json_v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+        assert_eq!(aggregated_discovery(Some(pb_v2)), Some(("v2", pb)));
+        let both = format!("{pb_v2},{json_v2},application/json");
+        assert_eq!(aggregated_discovery(Some(&both)), Some(("v2", pb)));
+        let json_first = format!("{json_v2},{pb_v2}");
+        assert_eq!(aggregated_discovery(Some(&json_first)), Some(("v2", json)));
+        let pb_lower = format!("{pb_v2};q=0.9,{json_v2}");
+        assert_eq!(aggregated_discovery(Some(&pb_lower)), Some(("v2", json)));
+        // A plain protobuf range first asks for the unaggregated documents.
+        let plain_pb = format!("application/vnd.kubernetes.protobuf,{json_v2}");
+        assert_eq!(aggregated_discovery(Some(&plain_pb)), None);
+        let pb_v3 = "application/vnd.kubernetes.protobuf;g=apidiscovery.k8s.io;v=v3;as=APIGroupDiscoveryList";
+        assert_eq!(aggregated_discovery(Some(pb_v3)), None);
     }
 
     #[test]

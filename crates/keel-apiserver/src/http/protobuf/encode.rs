@@ -64,7 +64,7 @@ pub fn watch_frame(event_type: &str, object: &Value) -> Option<Vec<u8>> {
 }
 
 /// The message `descriptor` of a JSON object.
-fn object(descriptor: &MessageDescriptor, obj: &Map<String, Value>) -> DynamicMessage {
+pub(super) fn object(descriptor: &MessageDescriptor, obj: &Map<String, Value>) -> DynamicMessage {
     let mut out = DynamicMessage::new(descriptor.clone());
     for field in descriptor.fields() {
         if SCHEMA.inline.contains(field.full_name()) {
@@ -76,7 +76,7 @@ fn object(descriptor: &MessageDescriptor, obj: &Map<String, Value>) -> DynamicMe
             }
             continue;
         }
-        let Some(value) = obj.get(field.name()).filter(|v| !v.is_null()) else {
+        let Some(value) = obj.get(field.json_name()).filter(|v| !v.is_null()) else {
             continue;
         };
         if let Some(value) = field_value(&field, value) {
@@ -124,7 +124,7 @@ fn field_value(field: &FieldDescriptor, value: &Value) -> Option<prost_reflect::
     scalar_or_message(&field.kind(), value)
 }
 
-fn scalar_or_message(kind: &Kind, value: &Value) -> Option<prost_reflect::Value> {
+pub(super) fn scalar_or_message(kind: &Kind, value: &Value) -> Option<prost_reflect::Value> {
     use prost_reflect::Value as V;
     let int = || value.as_i64().or_else(|| value.as_f64().map(|f| f as i64));
     Some(match kind {
@@ -200,7 +200,7 @@ fn special(descriptor: &MessageDescriptor, value: &Value) -> Option<Option<Dynam
             let raw = serde_json::to_vec(value).expect("a JSON value encodes");
             set("raw", V::Bytes(raw.into()));
         }
-        _ => return None,
+        _ => return super::schema_props::encode(descriptor, value),
     }
     Some(Some(out))
 }
