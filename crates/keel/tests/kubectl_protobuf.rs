@@ -3,11 +3,14 @@
 //! and `kubectl drain`'s DeleteOptions), kubectl 1.27 as JSON; both must leave the objects
 //! that `kubectl create --dry-run=client -o json` prints, the same either way. And the
 //! protobuf answers of CustomResourceDefinitions, APIServices and aggregated discovery
-//! ([`extensions`]), on `keel up` and on etcd 3.5.1.
+//! ([`extensions`]), and error Statuses in the negotiated form ([`errors`]), on `keel up`
+//! and on etcd 3.5.1.
 
 #[allow(dead_code)]
 #[path = "kubectl/curl.rs"]
 mod curl;
+#[path = "kubectl_protobuf/errors.rs"]
+mod errors;
 #[path = "kubectl_protobuf/extensions.rs"]
 mod extensions;
 
@@ -229,6 +232,7 @@ fn typed_kubectl_commands_send_protobuf_and_json_alike() {
 fn crds_apiservices_and_discovery_answer_protobuf_on_keel_up() {
     let kube = Kube::start(Stack::Up);
     extensions::crds_and_apiservices(&kube, "up");
+    errors::negotiated_errors(&kube, "up");
     extensions::aggregated_discovery(&kube);
 }
 
@@ -236,5 +240,6 @@ fn crds_apiservices_and_discovery_answer_protobuf_on_keel_up() {
 fn crds_apiservices_and_discovery_answer_protobuf_on_etcd() {
     let kube = Kube::start(Stack::OnEtcd);
     extensions::crds_and_apiservices(&kube, "etcd");
+    errors::negotiated_errors(&kube, "etcd");
     extensions::aggregated_discovery(&kube);
 }

@@ -16,13 +16,21 @@ use crate::registry::served::List;
 use crate::registry::{Strategy, meta_str};
 use crate::storage::{Status, StorageError, Target};
 
-/// Answers `status` as kube-apiserver does: JSON, its code as the HTTP status.
+/// Answers `status` as kube-apiserver does where no form was negotiated: JSON, its code as
+/// the HTTP status.
 pub fn status_response(status: &Status) -> Response {
+    status_response_as(status, Output::Json)
+}
+
+/// Answers `status` in `output`'s encoding (kube-apiserver's `ErrorNegotiated`: a protobuf
+/// client reads its errors in protobuf, a YAML one in YAML), its code as the HTTP status.
+pub fn status_response_as(status: &Status, output: Output) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let output = Output::plain(output.encoding);
     let mut response = (
         code,
-        [(header::CONTENT_TYPE, "application/json")],
-        negotiate::encode(status, Output::Json),
+        [(header::CONTENT_TYPE, output.content_type())],
+        negotiate::encode(status, output),
     )
         .into_response();
     if let Some(seconds) = status.details.as_ref().and_then(|d| d.retry_after_seconds) {

@@ -23,7 +23,7 @@ use http::{Method, header};
 use super::field_validation;
 use super::negotiate::{self, Answer};
 use super::request_info::{ResourcePath, is_watch};
-use super::response::{method_not_allowed, not_found, status_response};
+use super::response::{method_not_allowed, not_found, status_response_as};
 use super::table::IncludeObject;
 use crate::registry::Strategy;
 use crate::registry::store::Registry;
@@ -38,12 +38,31 @@ pub async fn serve(registry: Arc<Registry>, req: ResourceRequest) -> Response {
         .and_then(|k| k.deprecation());
     let mut response = match handle(&registry, &req).await {
         Ok(response) => response,
-        Err(status) => status_response(&status),
+        Err(status) => status_response_as(&status, error_output(&registry, &req)),
     };
     if let Some(warning) = deprecated {
         field_validation::add_warnings(&mut response, &[warning.to_string()]);
     }
     response
+}
+
+/// The form an error answers `req` in, as kube-apiserver's `ErrorNegotiated` chooses it: the
+/// one the client accepts among the kind's (protobuf for a built-in kind), else JSON.
+fn error_output(registry: &Registry, req: &ResourceRequest) -> negotiate::Output {
+    let path = &req.path;
+    let protobuf = registry
+        .kind(&path.group, &path.version, &path.resource)
+        .is_some_and(has_protobuf);
+    negotiate::output_for(req.header(header::ACCEPT), Answer::Plain, protobuf)
+        .unwrap_or(negotiate::Output::Json)
+}
+
+/// Whether `kind` is answered in protobuf to a client that asks: a built-in kind with a
+/// message, never a custom resource.
+fn has_protobuf(kind: &dyn Strategy) -> bool {
+    let info = kind.info();
+    kind.custom_schema().is_none()
+        && crate::http::protobuf::has_message(&info.api_version(), info.kind)
 }
 
 /// A resource verb, with the object it names.
@@ -95,9 +114,7 @@ fn answer(verb: Option<Verb>) -> Answer {
 async fn handle(registry: &Registry, req: &ResourceRequest) -> Result<Response, Status> {
     let kind = served_kind(registry, req)?;
     let verb = Verb::of(req);
-    let info = kind.info();
-    let protobuf = kind.custom_schema().is_none()
-        && crate::http::protobuf::has_message(&info.api_version(), info.kind);
+    let protobuf = has_protobuf(kind);
     let output = negotiate::output_for(req.header(header::ACCEPT), answer(verb), protobuf)
         .map_err(|r| r.status(protobuf))?;
     let include = IncludeObject::parse(req.param("includeObject"))?;

@@ -100,7 +100,8 @@ impl Output {
 }
 
 impl Output {
-    const fn plain(encoding: Encoding) -> Output {
+    /// `encoding` with no conversion.
+    pub const fn plain(encoding: Encoding) -> Output {
         Output {
             encoding,
             conversion: None,
