@@ -3,7 +3,8 @@
 //! get in every output form with selectors and chunking, watch, dry run, diff, describe,
 //! delete with wait and of a namespace with objects in it, metrics and authentication,
 //! values of the wrong type and ConfigMaps too large refused, and (with curl) bodies that
-//! repeat a key under each field validation and answers in metadata and table forms;
+//! repeat a key under each field validation, answers in metadata and table forms and the
+//! 405 of methods a subresource does not serve;
 //! outputs, exit codes and error messages checked.
 
 #[path = "kubectl/curl.rs"]
@@ -14,6 +15,8 @@ mod diff_describe;
 mod negotiation;
 #[path = "kubectl/repeated_keys.rs"]
 mod repeated_keys;
+#[path = "kubectl/subresource_methods.rs"]
+mod subresource_methods;
 
 use std::fs;
 
@@ -278,6 +281,7 @@ fn session(kube: &Kube, version: Option<&str>) {
         negotiation::check(kube, &ns);
         negotiation::aggregated_discovery(kube);
         negotiation::protobuf_answers(kube, &ns);
+        subresource_methods::check(kube, &ns);
     }
 
     // A watch lists what is there as ADDED events.
