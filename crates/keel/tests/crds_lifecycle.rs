@@ -3,12 +3,14 @@
 //! objects stored before it (apiextensions-apiserver defaults what it reads); a version
 //! retired (`served: false`) while the garbage collector follows its objects leaves the
 //! collector working (it follows the version still served); a CRD deleted while it serves
-//! no version takes its stored objects with it, so a CRD of the same name made again finds
-//! none.
+//! no version takes its stored objects with it, without serving any version meanwhile (404
+//! in discovery and for requests while a finalizer holds an object), so a CRD of the same
+//! name made again finds none.
 
 use std::time::{Duration, Instant};
 
 use keel_testkit::kube::{Kube, Stack, fails, get_json, ok, text, write};
+use keel_testkit::{CtlVersion, etcdctl};
 use serde_json::{Value, json};
 
 /// `gadgets.example.com`: v1alpha1 and v1 served, v1 stored; `spec.size` defaults to `s`.
@@ -55,6 +57,14 @@ fn served(kube: &Kube) -> bool {
     kube.kubectl(&["get", "gadgets.v1.example.com"])
         .status
         .success()
+}
+
+/// The value stored at `key` (empty when there is none), read with etcdctl.
+fn stored(kube: &Kube, key: &str) -> String {
+    let args = ["get", key, "--print-value-only"].map(String::from);
+    let out = etcdctl(CtlVersion::V35, &kube.store_url, &args, None);
+    assert_eq!(out.code, 0, "etcdctl get: {}", out.stderr);
+    out.stdout
 }
 
 fn gadget(kube: &Kube, name: &str) -> Option<Value> {
@@ -122,10 +132,13 @@ fn lifecycle(stack: Stack) {
         ],
     );
 
-    // A CRD that serves no version, deleted: its objects go with it.
+    // A CRD that serves no version, deleted: its objects go with it, deleted through storage
+    // with no version served meanwhile (one held by a finalizer: it is marked in the store,
+    // while discovery and requests still answer 404 for every version).
     apply(&kube, "g2.json", &{
         let mut g = g.clone();
-        g["metadata"] = json!({"name": "kept", "namespace": "default"});
+        g["metadata"] = json!({"name": "kept", "namespace": "default",
+            "finalizers": ["example.com/hold"]});
         g
     });
     let mut none_served = retired.clone();
@@ -135,7 +148,55 @@ fn lifecycle(stack: Stack) {
     ok(
         &kube,
         None,
-        &["delete", "crd", "gadgets.example.com", "--timeout=30s"],
+        &["delete", "crd", "gadgets.example.com", "--wait=false"],
+    );
+    eventually(
+        &kube,
+        "the cleanup marks the held gadget in the store",
+        || {
+            stored(&kube, "/registry/example.com/gadgets/default/kept")
+                .contains("deletionTimestamp")
+        },
+    );
+    for path in [
+        "/apis/example.com/v1",
+        "/apis/example.com/v1alpha1",
+        "/apis/example.com/v1/namespaces/default/gadgets/kept",
+        "/apis/example.com/v1/gadgets",
+    ] {
+        let refused = fails(&kube, None, &["get", "--raw", path]);
+        assert!(
+            refused.contains("Error from server (NotFound)"),
+            "{path}: {refused}"
+        );
+    }
+    let groups = ok(&kube, None, &["get", "--raw", "/apis"]);
+    assert!(!groups.contains("example.com"), "{groups}");
+    assert!(!served(&kube));
+    // v1 served again (the CRD may still be changed): the finalizer can be taken off.
+    apply(&kube, "crd.json", &retired);
+    eventually(&kube, "v1 is served again", || served(&kube));
+    ok(
+        &kube,
+        None,
+        &[
+            "patch",
+            "gadgets.v1.example.com",
+            "kept",
+            "--type=merge",
+            "-p",
+            r#"{"metadata":{"finalizers":null}}"#,
+        ],
+    );
+    ok(
+        &kube,
+        None,
+        &[
+            "wait",
+            "--for=delete",
+            "crd/gadgets.example.com",
+            "--timeout=30s",
+        ],
     );
     apply(&kube, "crd.json", &crd(false));
     eventually(&kube, "the CRD is served again", || served(&kube));

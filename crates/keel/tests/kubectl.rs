@@ -1,19 +1,25 @@
 //! The real `kubectl` (the current one and 1.27) against `keel up` and against `keel
 //! apiserver` on a real etcd 3.5.1: discovery, create/apply/replace/patch/label/annotate,
 //! get in every output form with selectors and chunking, watch, dry run, diff, describe,
-//! delete with wait and of a namespace with objects in it, metrics and authentication,
+//! delete with wait and of a namespace with objects in it (and one held by a finalizer, its
+//! deletion conditions in upstream's words), metrics and authentication,
 //! values of the wrong type and ConfigMaps too large refused, and (with curl) bodies that
-//! repeat a key under each field validation and answers in metadata and table forms;
+//! repeat a key under each field validation, answers in metadata and table forms and the
+//! 405 of methods a subresource does not serve;
 //! outputs, exit codes and error messages checked.
 
 #[path = "kubectl/curl.rs"]
 mod curl;
 #[path = "kubectl/diff_describe.rs"]
 mod diff_describe;
+#[path = "kubectl/namespace_deletion.rs"]
+mod namespace_deletion;
 #[path = "kubectl/negotiation.rs"]
 mod negotiation;
 #[path = "kubectl/repeated_keys.rs"]
 mod repeated_keys;
+#[path = "kubectl/subresource_methods.rs"]
+mod subresource_methods;
 
 use std::fs;
 
@@ -278,7 +284,9 @@ fn session(kube: &Kube, version: Option<&str>) {
         negotiation::check(kube, &ns);
         negotiation::aggregated_discovery(kube);
         negotiation::protobuf_answers(kube, &ns);
+        subresource_methods::check(kube, &ns);
     }
+    namespace_deletion::check(kube, version, &ns);
 
     // A watch lists what is there as ADDED events.
     let watched = kube.kubectl_version(

@@ -85,7 +85,7 @@ async fn watch_round(registry: &Registry) -> Result<(), Status> {
         if let Some(event) = event {
             let name = meta_str(&event.object, "name").to_string();
             if event.kind == "DELETED" {
-                registry.serve_custom(&name, Vec::new(), false);
+                stop_serving(registry, &name);
                 custom_resources::release(&event.object);
                 pending.remove(&name);
             } else {
@@ -102,7 +102,7 @@ async fn watch_round(registry: &Registry) -> Result<(), Status> {
         let names: Vec<String> = pending.iter().cloned().collect();
         for name in names {
             let Some(crd) = all.iter().find(|c| meta_str(c, "name") == name) else {
-                registry.serve_custom(&name, Vec::new(), false);
+                stop_serving(registry, &name);
                 pending.remove(&name);
                 continue;
             };
@@ -223,10 +223,14 @@ async fn cleanup(registry: &Registry, crd: &Value) -> Result<bool, Status> {
     };
     // Served while its objects go, creates refused (its kinds read the condition); served
     // again after a restart, so a cleanup cut short deletes the objects it had left. A CRD
-    // that serves no version is served in its storage version meanwhile (upstream deletes
-    // through the storage version's store, served or not), so no object outlives it.
-    let (mut kinds, mut changed) = kinds(&crd);
-    if kinds.is_empty()
+    // that serves no version has its objects deleted through its storage version's kind,
+    // held by the registry for the cleanup but served to no client (upstream's finalizer
+    // deletes through the storage version's store, served or not): no object outlives it,
+    // and discovery and requests still answer 404 for the version.
+    let (kinds, changed) = kinds(&crd);
+    registry.serve_custom(&name, kinds, changed);
+    let mut kind = registry.custom_kinds(&name).first().copied();
+    if kind.is_none()
         && let Some(storage) = crd
             .pointer("/spec/versions")
             .and_then(Value::as_array)
@@ -234,21 +238,19 @@ async fn cleanup(registry: &Registry, crd: &Value) -> Result<bool, Status> {
             .flatten()
             .find(|v| v.get("storage") == Some(&Value::Bool(true)))
     {
-        let (kind, made) = custom_resources::serve(&crd, storage);
-        kinds.push(kind);
-        changed |= made;
+        let (held, _) = custom_resources::serve(&crd, storage);
+        registry.hold_for_cleanup(&name, Some(held));
+        kind = Some(held);
     }
-    registry.serve_custom(&name, kinds, changed);
-    let kinds = registry.custom_kinds(&name);
     let mut left = 0;
-    if let Some(kind) = kinds.first() {
-        let list = registry.list(*kind, None, &ListQuery::default()).await?;
+    if let Some(kind) = kind {
+        let list = registry.list(kind, None, &ListQuery::default()).await?;
         for obj in list.objects() {
             left += 1;
             let namespace = Some(meta_str(obj, "namespace")).filter(|n| !n.is_empty());
             let deleted = registry
                 .delete(
-                    *kind,
+                    kind,
                     namespace,
                     meta_str(obj, "name"),
                     &DeleteOptions::default(),
@@ -281,7 +283,13 @@ async fn cleanup(registry: &Registry, crd: &Value) -> Result<bool, Status> {
         Err(status) if status.code == 404 => {}
         Err(status) => return Err(status),
     }
-    registry.serve_custom(&name, Vec::new(), false);
+    stop_serving(registry, &name);
     custom_resources::release(&crd);
     Ok(true)
+}
+
+/// Stops serving the CRD `name`'s kinds, and lets go of the kind held for its cleanup.
+fn stop_serving(registry: &Registry, name: &str) {
+    registry.serve_custom(name, Vec::new(), false);
+    registry.hold_for_cleanup(name, None);
 }

@@ -14,6 +14,7 @@ pub mod events;
 pub mod garbagecollector;
 pub mod informer;
 pub mod kubernetes_service;
+pub mod namespace_conditions;
 pub mod namespaces;
 pub mod nodelifecycle;
 pub mod per_namespace;

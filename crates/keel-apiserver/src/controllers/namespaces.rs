@@ -4,15 +4,17 @@
 //! subresource) and the namespace is gone. Namespaces are watched; one whose objects are not
 //! all gone yet (finalizers, grace periods) is tried again every two seconds.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::namespace_conditions::{ConditionUpdater, ContentTotals};
+use crate::apimachinery::time::Time;
 use crate::json_pointer::At;
-use crate::registry::meta_str;
 use crate::registry::store::{DeleteOptions, ListQuery, Propagation, Registry};
+use crate::registry::{ResourceInfo, Strategy, meta_str};
 use crate::storage::Status;
 
 /// The finalizer this controller owns.
@@ -83,42 +85,66 @@ fn is_terminating(ns: &Value) -> bool {
             .is_some_and(|f| f.iter().any(|v| v == FINALIZER))
 }
 
-/// Deletes what is left in namespace `name`; true once the namespace is finalized (or gone).
+/// Deletes what is left in namespace `name` and writes what it found into the namespace's
+/// status conditions; true once the namespace is finalized (or gone). As kube's
+/// `namespacedResourcesDeleter.deleteAllContent`: every namespaced kind that can be deleted,
+/// once per group and resource, an error for one kind not stopping the others; the pods
+/// first, and nothing else while any is left (`OrderedNamespaceDeletion`, GA and locked on
+/// in 1.34), so no pod outlives the policies and secrets it runs with.
 async fn finalize(registry: &Registry, name: &str) -> Result<bool, Status> {
-    let mut left = 0;
-    for kind in registry.kinds().iter() {
+    let mut updater = ConditionUpdater::default();
+    let mut totals = ContentTotals::default();
+    let mut errors = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut waiting = false;
+    let kinds = registry.kinds();
+    let pods = registry.core("pods");
+    let is_pods = |info: &ResourceInfo| info.group.is_empty() && info.resource == "pods";
+    let ordered = std::iter::once(pods).chain(kinds.iter().copied().filter(|k| !is_pods(k.info())));
+    for kind in ordered {
         let info = kind.info();
-        // events.k8s.io events are the core events, seen twice.
-        if !info.namespaced || (info.group == "events.k8s.io") {
+        if !info.namespaced || !kind.stored() || !seen.insert((info.group, info.resource)) {
             continue;
         }
-        let list = registry
-            .list(*kind, Some(name), &ListQuery::default())
-            .await?;
-        for item in list.objects() {
-            left += 1;
-            if !meta_str(item, "deletionTimestamp").is_empty() {
+        if waiting {
+            // Pods are left: the rest waits for them.
+            break;
+        }
+        let left = match delete_content(registry, kind, name).await {
+            Ok(left) => left,
+            Err(status) => {
+                updater.delete_content_error(status.message.clone());
+                errors.push(status);
                 continue;
             }
-            let item_name = meta_str(item, "name");
-            // As kube's namespaced resources deleter: background deletion whatever the
-            // kind's default, so no object waits for an orphaning in a dying namespace.
-            let background = DeleteOptions {
-                propagation: Some(Propagation::Background),
-                ..DeleteOptions::default()
-            };
-            match registry
-                .delete(*kind, Some(name), item_name, &background)
-                .await
-            {
-                Ok(deleted) if deleted.finished => left -= 1,
-                Ok(_) => {}
-                Err(status) if status.code == 404 => left -= 1,
-                Err(status) => return Err(status),
-            }
+        };
+        if left.items == 0 {
+            continue;
+        }
+        waiting = true;
+        totals
+            .remaining
+            .insert(format!("{}.{}", info.resource, info.group), left.items);
+        for (finalizer, n) in left.finalizers.iter() {
+            *totals.finalizers.entry(finalizer.clone()).or_default() += n;
+        }
+        // Only a pod's grace period explains an object left without finalizers.
+        if left.finalizers.is_empty() && !is_pods(info) {
+            let message = format!(
+                "unexpected items still remain in namespace: {name} for gvr: {}/{}, Resource={}",
+                info.group, info.version, info.resource
+            );
+            updater.delete_content_error(message.clone());
+            errors.push(Status::internal(message));
         }
     }
-    if left > 0 {
+    let now = Time::now();
+    updater.content_totals(&totals, now);
+    write_conditions(registry, name, &updater, now).await;
+    if let Some(status) = errors.into_iter().next() {
+        return Err(status);
+    }
+    if waiting {
         return Ok(false);
     }
     let namespaces = registry.core("namespaces");
@@ -143,5 +169,75 @@ async fn finalize(registry: &Registry, name: &str) -> Result<bool, Status> {
         Ok(_) => Ok(true),
         Err(status) if status.code == 404 => Ok(true),
         Err(status) => Err(status),
+    }
+}
+
+/// What is left of one kind's objects in a namespace after a deletion pass.
+#[derive(Debug, Default)]
+struct Left {
+    items: usize,
+    finalizers: BTreeMap<String, usize>,
+}
+
+/// Deletes every object of `kind` in namespace `ns` (background propagation, as kube's
+/// namespaced resources deleter asks, so none waits for an orphaning in a dying
+/// namespace), then counts what is left and the finalizers holding it
+/// (`deleteAllContentForGroupVersionResource`).
+async fn delete_content(
+    registry: &Registry,
+    kind: &'static dyn Strategy,
+    ns: &str,
+) -> Result<Left, Status> {
+    let list = registry.list(kind, Some(ns), &ListQuery::default()).await?;
+    if list.objects().next().is_none() {
+        return Ok(Left::default());
+    }
+    let background = DeleteOptions {
+        propagation: Some(Propagation::Background),
+        ..DeleteOptions::default()
+    };
+    for item in list.objects() {
+        if !meta_str(item, "deletionTimestamp").is_empty() {
+            continue;
+        }
+        match registry
+            .delete(kind, Some(ns), meta_str(item, "name"), &background)
+            .await
+        {
+            Ok(_) => {}
+            Err(status) if status.code == 404 => {}
+            Err(status) => return Err(status),
+        }
+    }
+    let list = registry.list(kind, Some(ns), &ListQuery::default()).await?;
+    let mut left = Left::default();
+    for item in list.objects() {
+        left.items += 1;
+        let finalizers = item.at("/metadata/finalizers").and_then(Value::as_array);
+        for finalizer in finalizers.into_iter().flatten().filter_map(Value::as_str) {
+            *left.finalizers.entry(finalizer.to_string()).or_default() += 1;
+        }
+    }
+    Ok(left)
+}
+
+/// Writes the pass's conditions through the namespace's `status` subresource when they
+/// change anything; a failure is logged, not fatal (as upstream).
+async fn write_conditions(registry: &Registry, name: &str, updater: &ConditionUpdater, now: Time) {
+    let namespaces = registry.core("namespaces");
+    let written = registry
+        .update(namespaces, None, name, Some("status"), false, |current| {
+            let mut ns = current.cloned().unwrap_or_default();
+            let mut status = ns.get("status").cloned().unwrap_or_default();
+            if updater.update(&mut status, now) {
+                ns["status"] = status;
+            }
+            Ok(ns)
+        })
+        .await;
+    if let Err(status) = written
+        && status.code != 404
+    {
+        tracing::warn!(namespace = %name, error = %status.message, "couldn't update status condition for namespace");
     }
 }

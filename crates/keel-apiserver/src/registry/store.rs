@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 
 use crate::metrics::Metrics;
 
+mod custom;
 mod delete;
 mod write;
 
@@ -91,6 +92,9 @@ struct KindSet {
     storages: Vec<Arc<Storage<KindCodec>>>,
     /// The kinds each CRD serves, by the CRD's name.
     custom: BTreeMap<String, Vec<&'static dyn Strategy>>,
+    /// A kind, with its storage, that a terminating CRD serves to no client but whose
+    /// objects its cleanup deletes through the registry, by the CRD's name.
+    cleanup: BTreeMap<String, (&'static dyn Strategy, Arc<Storage<KindCodec>>)>,
     /// Counts the changes of the set, for what is made from it (the OpenAPI documents).
     generation: u64,
 }
@@ -193,70 +197,6 @@ impl Registry {
         Arc::new(Storage::cached(storage.clone(), cache, metrics, resource))
     }
 
-    /// Serves `kinds` as the kinds of the CRD `crd` (none: it serves nothing), in place of
-    /// what it served before; `changed`: some of them changed in place since. A kind it served
-    /// already keeps its storage and watch cache; a kind a built-in kind serves already is
-    /// left out.
-    pub fn serve_custom(&self, crd: &str, kinds: Vec<&'static dyn Strategy>, changed: bool) {
-        let mut served = self.served.write().unwrap_or_else(|p| p.into_inner());
-        let before = served.0.custom.get(crd).cloned().unwrap_or_default();
-        let unchanged = before.len() == kinds.len()
-            && before
-                .iter()
-                .zip(&kinds)
-                .all(|(a, b)| std::ptr::addr_eq(*a, *b));
-        let mut next = KindSet::clone(&served.0);
-        if unchanged {
-            // The same kinds, whose CRD changed (its schema, columns, names: they are updated
-            // in place): what is made from the set is made again.
-            if changed && !before.is_empty() {
-                next.generation += 1;
-                *served = Kinds(Arc::new(next));
-            }
-            return;
-        }
-        for old in &before {
-            if let Some(i) = next.kinds.iter().position(|k| same_kind(*k, *old)) {
-                next.kinds.remove(i);
-                next.storages.remove(i);
-            }
-        }
-        let mut added = Vec::new();
-        for kind in kinds {
-            if next.kinds.iter().any(|k| same_kind(*k, kind)) {
-                tracing::warn!(
-                    crd,
-                    resource = kind.info().resource,
-                    "a CRD names a kind served already"
-                );
-                continue;
-            }
-            let storage = served
-                .0
-                .kinds
-                .iter()
-                .position(|k| std::ptr::addr_eq(*k, kind))
-                .map(|i| served.0.storages[i].clone())
-                .unwrap_or_else(|| self.storage_for(kind));
-            next.kinds.push(kind);
-            next.storages.push(storage);
-            added.push(kind);
-        }
-        if added.is_empty() {
-            next.custom.remove(crd);
-        } else {
-            next.custom.insert(crd.to_string(), added);
-        }
-        next.generation += 1;
-        *served = Kinds(Arc::new(next));
-    }
-
-    /// The kinds the CRD `crd` serves.
-    pub fn custom_kinds(&self, crd: &str) -> Vec<&'static dyn Strategy> {
-        let served = self.served.read().unwrap_or_else(|p| p.into_inner());
-        served.0.custom.get(crd).cloned().unwrap_or_default()
-    }
-
     /// The apiserver's metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
@@ -275,23 +215,27 @@ impl Registry {
         nodes.healthy().await && (std::ptr::eq(nodes, leases) || leases.healthy().await)
     }
 
-    /// The storage of `kind`; 404 for a kind no longer served (a custom resource whose CRD
-    /// was deleted, or whose version stopped being served, after the caller found it).
+    /// The storage of `kind` (served, or held for its CRD's cleanup); 404 for a kind no
+    /// longer served (a custom resource whose CRD was deleted, or whose version stopped
+    /// being served, after the caller found it).
     fn storage_of(&self, kind: &dyn Strategy) -> Result<Arc<Storage<KindCodec>>, Status> {
         let served = self.kinds();
-        let i = served
+        if let Some(i) = served.0.kinds.iter().position(|k| same_kind(*k, kind)) {
+            return Ok(served.0.storages[i].clone());
+        }
+        served
             .0
-            .kinds
-            .iter()
-            .position(|k| same_kind(*k, kind))
+            .cleanup
+            .values()
+            .find(|(k, _)| same_kind(*k, kind))
+            .map(|(_, storage)| storage.clone())
             .ok_or_else(|| {
                 Status::failure(
                     404,
                     "NotFound",
                     "the server could not find the requested resource".into(),
                 )
-            })?;
-        Ok(served.0.storages[i].clone())
+            })
     }
 
     /// Every kind served now.

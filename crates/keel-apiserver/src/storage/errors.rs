@@ -200,13 +200,18 @@ impl Status {
         }
     }
 
-    /// 405 MethodNotAllowed.
+    /// 405 MethodNotAllowed, as kube-apiserver's router answers a method a path is not
+    /// registered for (`serviceErrorHandler`: `NewGenericServerResponse` with no resource
+    /// and no name, so empty `details`, and no `Allow` header).
     pub fn method_not_allowed() -> Status {
-        Status::failure(
-            405,
-            "MethodNotAllowed",
-            "the server does not allow this method on the requested resource".to_string(),
-        )
+        Status {
+            details: Some(Box::default()),
+            ..Status::failure(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource".to_string(),
+            )
+        }
     }
 
     /// 500 InternalError: `Internal error occurred: <message>`.

@@ -18,6 +18,8 @@ pub struct Answer {
     pub content_type: String,
     /// The `ETag`, if any.
     pub etag: String,
+    /// The `Allow` header values.
+    pub allow: Vec<String>,
     /// The body.
     pub text: String,
     /// The body's bytes.
@@ -126,6 +128,7 @@ impl<'a> Curl<'a> {
             warnings: header("warning"),
             content_type: header("content-type").join(", "),
             etag: header("etag").join(", "),
+            allow: header("allow"),
             text: String::from_utf8_lossy(&out.stdout).into_owned(),
             bytes: out.stdout,
         }

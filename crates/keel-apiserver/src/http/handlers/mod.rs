@@ -180,21 +180,26 @@ fn served_kind(
             return Err(method_not_allowed());
         }
     }
-    match path.subresource.as_deref() {
-        None => {}
-        Some("status") if info.status => {}
-        // Upstream serves a kind's own subresources (a CSR's `approval`) for get, update
-        // and patch alone.
+    // kube-apiserver's installer registers `status`, `scale` and a kind's own subresources (a
+    // CSR's `approval`) for get, update and patch alone, and a namespace's `finalize` for
+    // update alone: any other method on them is its router's 405.
+    let served = match path.subresource.as_deref() {
+        None => true,
         Some(sub)
-            if kind.subresources().contains(&sub)
-                && [Method::GET, Method::PUT, Method::PATCH].contains(&req.method) => {}
-        Some(sub) if kind.subresources().contains(&sub) => return Err(method_not_allowed()),
-        Some("scale") if kind.scale().is_some() => {}
-        Some("finalize") if info.resource == "namespaces" && req.method == Method::PUT => {}
+            if (sub == "status" && info.status)
+                || (sub == "scale" && kind.scale().is_some())
+                || kind.subresources().contains(&sub) =>
+        {
+            [Method::GET, Method::PUT, Method::PATCH].contains(&req.method)
+        }
+        Some("finalize") if info.resource == "namespaces" => req.method == Method::PUT,
         Some(_) if req.method == Method::POST || path.subresource.as_deref() == Some("binding") => {
-            return Err(method_not_allowed());
+            false
         }
         Some(_) => return Err(not_found()),
+    };
+    if !served {
+        return Err(method_not_allowed());
     }
     Ok(kind)
 }

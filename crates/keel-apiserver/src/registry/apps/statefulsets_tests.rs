@@ -128,6 +128,61 @@ fn an_update_may_change_only_what_upstream_lets_it() {
     );
 }
 
+/// Kubernetes 1.34's `ValidateStatefulSetUpdate` carries over `replicas`, `template`,
+/// `updateStrategy`, `minReadySeconds`, `ordinals` and `persistentVolumeClaimRetentionPolicy`
+/// before comparing the specs: each of those alone may change; `revisionHistoryLimit` (made
+/// updatable only after 1.34) and the other fields may not, each alone refused with the one
+/// message.
+#[test]
+fn each_field_alone_is_updatable_exactly_as_in_1_34() {
+    let mut old = web();
+    StatefulSets.prepare_for_create(&mut old);
+    let forbidden = "spec: Forbidden: updates to statefulset spec for fields other than \
+        'replicas', 'ordinals', 'template', 'updateStrategy', \
+        'persistentVolumeClaimRetentionPolicy' and 'minReadySeconds' are forbidden";
+    let allowed = [
+        ("replicas", json!(5)),
+        ("minReadySeconds", json!(10)),
+        ("ordinals", json!({"start": 2})),
+        (
+            "persistentVolumeClaimRetentionPolicy",
+            json!({"whenDeleted": "Delete", "whenScaled": "Retain"}),
+        ),
+        ("updateStrategy", json!({"type": "OnDelete"})),
+    ];
+    for (field, value) in allowed {
+        let mut new = old.clone();
+        new["spec"][field] = value;
+        StatefulSets.prepare_for_update(&mut new, &old);
+        assert!(
+            StatefulSets.validate_update(&new, &old).is_empty(),
+            "{field}: {:?}",
+            messages(&StatefulSets.validate_update(&new, &old))
+        );
+    }
+    let refused = [
+        ("revisionHistoryLimit", json!(3)),
+        ("serviceName", json!("other")),
+        ("podManagementPolicy", json!("Parallel")),
+        (
+            "volumeClaimTemplates",
+            json!([{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "2Gi"}}}}]),
+        ),
+    ];
+    for (field, value) in refused {
+        let mut new = old.clone();
+        new["spec"][field] = value;
+        StatefulSets.prepare_for_update(&mut new, &old);
+        assert_eq!(
+            messages(&StatefulSets.validate_update(&new, &old)),
+            vec![forbidden],
+            "{field}"
+        );
+    }
+}
+
 #[test]
 fn statefulsets_print_ready_of_desired() {
     let mut s = web();

@@ -2,12 +2,14 @@
 //! strategies (`pkg/registry/batch/job/strategy.go`, `pkg/registry/batch/cronjob/strategy.go`),
 //! validation (`pkg/apis/batch/validation/validation.go`) and printers
 //! (`pkg/printers/internalversion/printers.go`). The kinds are [`jobs`] and [`cronjobs`];
-//! [`job_spec`] is what both validate of a JobSpec, [`cron`] reads schedules and [`zones`]
+//! [`job_spec`] is what both validate of a JobSpec, [`job_status`] and [`job_indexes`] what a
+//! Job's status update is checked against, [`cron`] reads schedules and [`zones`]
 //! names the time zones; the cells and error values several kinds print are in
 //! [`crate::registry::printing`].
 
 pub mod cron;
 pub mod cronjobs;
+pub mod job_indexes;
 pub mod job_spec;
 pub mod job_status;
 pub mod jobs;

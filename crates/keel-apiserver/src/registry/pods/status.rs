@@ -2,7 +2,8 @@
 //! (pkg/registry/core/pod/strategy.go) keeps of the stored pod and the checks of
 //! `ValidatePodStatusUpdate` (pkg/apis/core/validation/validation.go): condition types, the
 //! node name and nominated node name, the QoS class, terminated containers that may not run
-//! again and the pod's and host's IPs.
+//! again (regular, init but for sidecars, and ephemeral ones), the resource claim statuses
+//! and the pod's and host's IPs.
 
 use serde_json::Value;
 
@@ -57,9 +58,39 @@ pub fn validate(new: &Value, old: &Value) -> Vec<FieldError> {
         "/status/qosClass",
         "status.qosClass",
     ));
-    for list in ["containerStatuses", "initContainerStatuses"] {
-        errors.extend(state_transitions(new, old, list));
-    }
+    let policy = text(old, "/spec/restartPolicy");
+    let none = |_: &str| false;
+    errors.extend(state_transitions(
+        new,
+        old,
+        "containerStatuses",
+        policy,
+        &none,
+    ));
+    // `ValidateInitContainerStateTransition`: a restartable init container (a sidecar,
+    // `restartPolicy: Always`) may run again.
+    let restartable = |name: &str| {
+        items(old, "/spec/initContainers")
+            .iter()
+            .find(|c| text(c, "/name") == name)
+            .is_some_and(|c| text(c, "/restartPolicy") == "Always")
+    };
+    errors.extend(state_transitions(
+        new,
+        old,
+        "initContainerStatuses",
+        policy,
+        &restartable,
+    ));
+    // The kubelet never restarts an ephemeral container: as under `Never`.
+    errors.extend(state_transitions(
+        new,
+        old,
+        "ephemeralContainerStatuses",
+        "Never",
+        &none,
+    ));
+    errors.extend(resource_claim_statuses(new));
     errors.extend(ips(new, old, "pod"));
     errors.extend(ips(new, old, "host"));
     errors
@@ -82,11 +113,17 @@ fn conditions(pod: &Value) -> Vec<FieldError> {
     errors
 }
 
-/// `ValidateContainerStateTransition` (and its init-container twin, whose pods restart
-/// only as their policy says): unless the pod always restarts, a container that terminated
-/// (and, under `OnFailure`, succeeded) may not be reported running again.
-fn state_transitions(new: &Value, old: &Value, list: &str) -> Vec<FieldError> {
-    let policy = text(old, "/spec/restartPolicy");
+/// `ValidateContainerStateTransition` (and its init-container and ephemeral-container
+/// uses): unless the pod always restarts (`policy`), a container that terminated (and,
+/// under `OnFailure`, succeeded) may not be reported running again, but for those `may_run`
+/// lets run again.
+fn state_transitions(
+    new: &Value,
+    old: &Value,
+    list: &str,
+    policy: &str,
+    may_run: &dyn Fn(&str) -> bool,
+) -> Vec<FieldError> {
     if policy == "Always" {
         return Vec::new();
     }
@@ -104,12 +141,50 @@ fn state_transitions(new: &Value, old: &Value, list: &str) -> Vec<FieldError> {
             continue;
         }
         let name = text(before, "/name");
+        if may_run(name) {
+            continue;
+        }
         for after in items(new, &pointer) {
             if text(after, "/name") == name && after.at("/state/terminated").is_none() {
                 errors.push(FieldError::forbidden(
                     &format!("status.{list}[{i}].state"),
                     "may not be transitioned to non-terminated state",
                 ));
+            }
+        }
+    }
+    errors
+}
+
+/// `validatePodResourceClaimStatuses`: each status names an entry of `spec.resourceClaims`,
+/// once, and the claim it names (if any) is a valid claim name (reported at `.name`, as
+/// upstream reports it).
+fn resource_claim_statuses(pod: &Value) -> Vec<FieldError> {
+    let claims: Vec<&str> = items(pod, "/spec/resourceClaims")
+        .iter()
+        .map(|c| text(c, "/name"))
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut errors = Vec::new();
+    for (i, status) in items(pod, "/status/resourceClaimStatuses")
+        .iter()
+        .enumerate()
+    {
+        let path = format!("status.resourceClaimStatuses[{i}].name");
+        let name = text(status, "/name");
+        if !claims.contains(&name) {
+            errors.push(FieldError::invalid(
+                &path,
+                name,
+                "must match the name of an entry in `spec.resourceClaims`",
+            ));
+        }
+        if !seen.insert(name) {
+            errors.push(FieldError::duplicate(&path, name));
+        }
+        if let Some(claim) = status.get("resourceClaimName").and_then(Value::as_str) {
+            for problem in is_dns1123_subdomain(claim) {
+                errors.push(FieldError::invalid(&path, claim, &problem));
             }
         }
     }
@@ -232,6 +307,75 @@ mod tests {
         );
         let dual = pod(json!({"podIPs": [{"ip": "10.0.0.1"}, {"ip": "fd00::1"}]}));
         assert!(validate(&dual, &old).is_empty());
+    }
+
+    /// `ValidateInitContainerStateTransition` lets a sidecar (an init container with
+    /// `restartPolicy: Always`) run again but not a plain init container; an ephemeral
+    /// container may never run again, whatever the pod's policy.
+    #[test]
+    fn sidecars_may_run_again_and_ephemeral_containers_never() {
+        let terminated = json!({"terminated": {"exitCode": 0}});
+        let mut old = pod(json!({
+            "initContainerStatuses": [{"name": "init", "state": terminated},
+                                      {"name": "proxy", "state": terminated}],
+            "ephemeralContainerStatuses": [{"name": "debug", "state": terminated}]}));
+        old["spec"]["restartPolicy"] = "OnFailure".into();
+        old["spec"]["initContainers"] = json!([{"name": "init"},
+            {"name": "proxy", "restartPolicy": "Always"}]);
+        let mut new = old.clone();
+        new["status"] = json!({
+            "initContainerStatuses": [{"name": "init", "state": {"running": {}}},
+                                      {"name": "proxy", "state": {"running": {}}}],
+            "ephemeralContainerStatuses": [{"name": "debug", "state": {"running": {}}}]});
+        assert_eq!(
+            messages(&validate(&new, &old)),
+            [
+                "status.initContainerStatuses[0].state: Forbidden: may not be transitioned to \
+                 non-terminated state",
+                "status.ephemeralContainerStatuses[0].state: Forbidden: may not be \
+                 transitioned to non-terminated state",
+            ]
+        );
+        // Under `Always` only the ephemeral container is held.
+        old["spec"]["restartPolicy"] = "Always".into();
+        new["spec"]["restartPolicy"] = "Always".into();
+        assert_eq!(
+            messages(&validate(&new, &old)),
+            [
+                "status.ephemeralContainerStatuses[0].state: Forbidden: may not be transitioned \
+              to non-terminated state"
+            ]
+        );
+    }
+
+    /// `validatePodResourceClaimStatuses`: names from `spec.resourceClaims`, once each, and
+    /// a valid claim name (reported at `.name`).
+    #[test]
+    fn resource_claim_statuses_name_the_pods_claims_once() {
+        let old = pod(json!({}));
+        let mut new = pod(json!({"resourceClaimStatuses": [
+            {"name": "gpu", "resourceClaimName": "p-gpu-x"},
+            {"name": "gpu"},
+            {"name": "tpu", "resourceClaimName": "Bad_Claim"}]}));
+        new["spec"]["resourceClaims"] = json!([{"name": "gpu"}]);
+        let errors = messages(&validate(&new, &old));
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert_eq!(
+            errors[0],
+            "status.resourceClaimStatuses[1].name: Duplicate value: \"gpu\""
+        );
+        assert_eq!(
+            errors[1],
+            "status.resourceClaimStatuses[2].name: Invalid value: \"tpu\": must match the \
+             name of an entry in `spec.resourceClaims`"
+        );
+        assert!(
+            errors[2].starts_with(
+                "status.resourceClaimStatuses[2].name: Invalid value: \"Bad_Claim\": a \
+                 lowercase RFC 1123 subdomain"
+            ),
+            "{errors:?}"
+        );
     }
 
     #[test]
