@@ -1,6 +1,6 @@
 //! The writes of the [`Registry`]: create, and the one write every update goes through (of an
 //! object, its status, a namespace's finalizers or a delete's mark), with the update rules
-//! it runs before it validates.
+//! it runs before it validates (resource quantities made canonical last).
 
 use std::borrow::Cow;
 use std::sync::Mutex;
@@ -66,6 +66,7 @@ impl Registry {
         meta::prepare_create(&mut obj, kind.tracks_generation(), Time::now());
         kind.prepare_for_create(&mut obj);
         kind.prepare_for_create_by(&mut obj, user);
+        canonical_quantities(kind, &mut obj);
         let name = meta_str(&obj, "name").to_string();
         let mut errors = meta::validate(&obj, info);
         errors.extend(kind.validate(&obj));
@@ -345,6 +346,7 @@ impl Registry {
                 }
             }
         }
+        canonical_quantities(kind, &mut new);
         if kind.tracks_generation() {
             meta::bump_generation(&mut new, old);
         }
@@ -366,6 +368,18 @@ impl Registry {
             return Err(invalid(info, &name, &errors));
         }
         Ok(new)
+    }
+}
+
+/// `obj`'s resource quantities in canonical form, as kube-apiserver's decoding into the Go
+/// types and encoding back leaves them (`0.5` is `500m`): every write's object, whatever made
+/// it (a body, a patch, an apply, the server), once the kind's rules have filled it in, so
+/// what is validated, stored, answered and watched is the same. A custom resource keeps its
+/// values as written, as apiextensions-apiserver stores them.
+fn canonical_quantities(kind: &dyn Strategy, obj: &mut Value) {
+    if kind.custom_schema().is_none() {
+        let info = kind.info();
+        crate::schema::quantities::canonicalize(info.group, info.version, info.kind, obj);
     }
 }
 
