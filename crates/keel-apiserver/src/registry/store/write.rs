@@ -347,6 +347,7 @@ impl Registry {
             }
         }
         canonical_quantities(kind, &mut new);
+        keep_managed_fields_times(&mut new, old);
         if kind.tracks_generation() {
             meta::bump_generation(&mut new, old);
         }
@@ -380,6 +381,39 @@ fn canonical_quantities(kind: &dyn Strategy, obj: &mut Value) {
     if kind.custom_schema().is_none() {
         let info = kind.info();
         crate::schema::quantities::canonicalize(info.group, info.version, info.kind, obj);
+    }
+}
+
+/// kube-apiserver's `IgnoreManagedFieldsTimestampsTransformer`: an update that changes
+/// nothing but the times of `managedFields` entries keeps the old times, so it writes nothing
+/// (an apply of `cpu: 0.5` over a stored `500m` is a change to the field manager, which
+/// stamps its entry, until the value is made canonical; applied again a second later it must
+/// not bump the resourceVersion).
+fn keep_managed_fields_times(new: &mut Value, old: &Value) {
+    let entries = |v: &Value| {
+        v.at("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .cloned()
+    };
+    let (Some(new_entries), Some(old_entries)) = (entries(new), entries(old)) else {
+        return;
+    };
+    let untimed = |list: &[Value]| -> Vec<Value> {
+        let mut list = list.to_vec();
+        for entry in list.iter_mut().filter_map(Value::as_object_mut) {
+            entry.remove("time");
+        }
+        list
+    };
+    if new_entries == old_entries || untimed(&new_entries) != untimed(&old_entries) {
+        return;
+    }
+    let mut kept = new.clone();
+    if let Some(meta) = kept.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("managedFields".into(), Value::Array(old_entries));
+    }
+    if same_but_resource_version(&kept, old) {
+        *new = kept;
     }
 }
 
@@ -421,4 +455,26 @@ fn finalized(old: &Value, new: &Value) -> Value {
     }
     out["spec"]["finalizers"] = finalizers;
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_that_only_restamps_managed_fields_keeps_the_old_times() {
+        let entry = |time: &str| json!({"manager": "m", "operation": "Apply", "time": time});
+        let old = json!({"metadata": {"name": "a", "managedFields": [entry("2026-01-01T00:00:00Z")]}, "spec": {"x": 1}});
+        let mut new = old.clone();
+        new["metadata"]["managedFields"] = json!([entry("2026-01-01T00:00:09Z")]);
+        keep_managed_fields_times(&mut new, &old);
+        assert_eq!(new, old);
+        // A change elsewhere keeps the new time.
+        let mut changed = old.clone();
+        changed["spec"]["x"] = json!(2);
+        changed["metadata"]["managedFields"] = json!([entry("2026-01-01T00:00:09Z")]);
+        let before = changed.clone();
+        keep_managed_fields_times(&mut changed, &old);
+        assert_eq!(changed, before);
+    }
 }
