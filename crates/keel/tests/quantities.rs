@@ -3,9 +3,12 @@
 //! apiserver` on a real etcd 3.5.1: a Pod, a ResourceQuota, a PersistentVolumeClaim and a
 //! LimitRange applied with `0.5`, `1.5Gi`, `1000m` read back as `500m`, `1536Mi`, `1` (the
 //! examples of `resource.Quantity`'s own documentation and tests), and are stored so (read
-//! with etcdctl); merge, JSON and strategic merge patches leave theirs canonical too; a
+//! with etcdctl); merge, JSON and strategic merge patches leave theirs canonical too (read,
+//! stored and watched); a
 //! server-side apply of `0.5` applied again is a no-op; a quantity that is not one is
 //! refused with upstream's words; a custom resource keeps a quantity-like string as written.
+
+use std::time::Duration;
 
 use keel_testkit::kube::{Kube, Stack, fails, get_json, ok, text, write};
 use keel_testkit::{CtlVersion, etcdctl};
@@ -138,7 +141,14 @@ fn quantities(kube: &Kube, version: Option<&str>, s: &str) {
     let pvc = stored(kube, &format!("/registry/persistentvolumeclaims/{ns}/pvc"));
     assert_eq!(pvc["spec"]["resources"]["requests"]["storage"], "1536Mi");
 
-    // Every patch's object is made canonical too.
+    // Every patch's object is made canonical too, as stored, answered and watched.
+    let rv = rq["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let watch = kube.watch(&format!(
+        "/api/v1/namespaces/{ns}/resourcequotas?watch=1&resourceVersion={rv}"
+    ));
     let patch = |kind: &str, args: &[&str]| {
         let mut all = vec![
             "patch",
@@ -166,6 +176,18 @@ fn quantities(kube: &Kube, version: Option<&str>, s: &str) {
     );
     let rq = stored(kube, &format!("/registry/resourcequotas/{ns}/rq"));
     assert_eq!(rq["spec"]["hard"]["memory"], "2Gi");
+    let watched: Vec<Value> = std::iter::from_fn(|| watch.next(Duration::from_secs(10)))
+        .map(|event| event["object"]["spec"]["hard"].clone())
+        .take(3)
+        .collect();
+    assert_eq!(
+        watched,
+        [
+            json!({"cpu": "1", "memory": "2Gi", "pods": "10", "requests.storage": "512Mi"}),
+            json!({"cpu": "250m", "memory": "2Gi", "pods": "10", "requests.storage": "512Mi"}),
+            json!({"cpu": "250m", "memory": "2Gi", "pods": "20", "requests.storage": "512Mi"}),
+        ]
+    );
 
     // A server-side apply of `0.5`, then the same again: the second changes nothing.
     let lr = write(kube, &format!("lr-{s}.yaml"), LIMIT_RANGE);
@@ -191,7 +213,7 @@ fn quantities(kube: &Kube, version: Option<&str>, s: &str) {
         json!({"memory": "1536Mi"})
     );
     // A second later, so a time stamped on the field manager's entry would show.
-    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::thread::sleep(Duration::from_millis(1100));
     apply();
     let second = get_json(kube, version, &["limitrange", "lr", "-n", &ns]);
     assert_eq!(
