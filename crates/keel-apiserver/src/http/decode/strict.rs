@@ -373,6 +373,19 @@ mod tests {
     }
 
     #[test]
+    fn quantities_given_as_numbers_are_read_by_their_text() {
+        let body =
+            br#"{"spec":{"overhead":{"cpu":1e3,"memory":1.500,"a":0.5,"b":"0.5","c":null}}}"#;
+        let (_, value) = read_value(body, "io.k8s.api.core.v1.Pod", defs()).unwrap();
+        // `Quantity.UnmarshalJSON` reads the text: `1e3` and `1.500` pass its fast path's
+        // test and are kept; `0.5` is written canonically. Strings are left to the registry.
+        assert_eq!(
+            value["spec"]["overhead"],
+            serde_json::json!({"cpu": "1e3", "memory": "1.500", "a": "500m", "b": "0.5", "c": null})
+        );
+    }
+
+    #[test]
     fn the_value_read_in_the_same_pass_is_the_one_serde_json_reads() {
         let bodies: [&[u8]; 5] = [
             br#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","labels":{"a":"1","a":"2"},"foo":[1,{"x":null}]},
