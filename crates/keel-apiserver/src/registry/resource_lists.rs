@@ -5,8 +5,8 @@
 //!
 //! A map's keys are checked in sorted order, one of the orders Go's map iteration takes.
 //! Quantities are compared by value ([`crate::apimachinery::quantity::quantity_nanos`]) and
-//! shown as they were sent, where upstream shows the canonical form it re-encodes them in
-//! (`1000m` is `1`); for the usual forms (`2`, `500m`, `1Gi`) the two are the same.
+//! shown in the canonical form every write leaves them in before it is validated
+//! ([`crate::schema::quantities`]; `1000m` is `1`), as upstream shows them.
 
 use serde_json::{Map, Value};
 

@@ -7,10 +7,12 @@
 //! kube-apiserver publishes, vendored by `scripts/k8s-openapi.py`. They carry what Go's
 //! struct tags and markers say and the Rust types of the `k8s-openapi` crate do not:
 //! `x-kubernetes-list-type`, `-list-map-keys`, `-map-type`, `-patch-strategy`,
-//! `-patch-merge-key`, and the defaults of list-map keys.
+//! `-patch-merge-key`, and the defaults of list-map keys. They also say where a kind holds
+//! resource quantities, which every write stores in canonical form ([`quantities`]).
 
 pub mod builtin;
 pub mod merge;
+pub mod quantities;
 
 use serde_json::{Map, Value};
 

@@ -2,7 +2,8 @@
 //! `isInteger`, `asInteger`, `asApproximateFloat`, `sign`, `add`, `sub`, `isLessThan`,
 //! `isGreaterThan`, `compareTo`. A quantity is held as a map of one entry, its value in
 //! billionths (so `==` compares magnitudes: `quantity('1') == quantity('1000m')`); finer
-//! fractions round up, as the apiserver rounds a quantity it stores.
+//! fractions round up, as the apiserver rounds a quantity it stores. Quantities are parsed
+//! by the server's one reading of them ([`crate::apimachinery::quantity`]).
 
 use std::cmp::Ordering;
 
@@ -11,36 +12,14 @@ use cel::common::value::CowVal;
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
 use super::library::{Opaque, err, overload, owned, values};
+use crate::apimachinery::quantity::{Quantity, QuantityError};
 
 const NANO: i128 = 1_000_000_000;
 
-/// The decimal suffixes and their powers of ten.
-const DECIMAL_SI: [(&str, i32); 10] = [
-    ("n", -9),
-    ("u", -6),
-    ("m", -3),
-    ("", 0),
-    ("k", 3),
-    ("M", 6),
-    ("G", 9),
-    ("T", 12),
-    ("P", 15),
-    ("E", 18),
-];
-
-/// The binary suffixes and their powers of two.
-const BINARY_SI: [(&str, i32); 6] = [
-    ("Ki", 10),
-    ("Mi", 20),
-    ("Gi", 30),
-    ("Ti", 40),
-    ("Pi", 50),
-    ("Ei", 60),
-];
-
-/// Upstream's `ErrFormatWrong`.
-const FORMAT_WRONG: &str =
-    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+/// Upstream's `ErrFormatWrong`, which `quantity()` fails with.
+fn format_wrong() -> String {
+    QuantityError::Format.to_string()
+}
 
 /// Registers the quantity functions on `env`.
 pub(super) fn register(env: &mut Env) -> Result<(), DeclarationError> {
@@ -74,49 +53,10 @@ pub(super) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     Ok(())
 }
 
-/// A quantity's value in billionths, or `None` when `s` is not a quantity.
+/// A quantity's value in billionths ([`Quantity::nanos`]), or `None` when `s` is not a
+/// quantity (or one too large for CEL's arithmetic).
 pub(super) fn parse(s: &str) -> Option<i128> {
-    let (negative, body) = match s.as_bytes().first()? {
-        b'-' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let split = body
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(body.len());
-    let (number, suffix) = body.split_at(split);
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
-        return None;
-    }
-    let find = |table: &[(&str, i32)]| table.iter().find(|(n, _)| *n == suffix).map(|t| t.1);
-    let (base, exponent): (i128, i32) = if let Some(e) = find(&DECIMAL_SI) {
-        (10, e)
-    } else if let Some(e) = find(&BINARY_SI) {
-        (2, e)
-    } else if suffix.starts_with(['e', 'E']) {
-        (10, suffix[1..].parse().ok()?)
-    } else {
-        return None;
-    };
-    let digits: String = format!("{whole}{fraction}");
-    let mut value: i128 = digits.parse().ok()?;
-    // value * base^exponent * 10^9 / 10^len(fraction), rounded up.
-    let mut scale: i32 = 9 - fraction.len() as i32;
-    if base == 2 {
-        value = value.checked_mul(2i128.checked_pow(exponent as u32)?)?;
-    } else {
-        scale += exponent;
-    }
-    if scale >= 0 {
-        value = value.checked_mul(10i128.checked_pow(scale as u32)?)?;
-    } else {
-        let divisor = 10i128
-            .checked_pow(scale.unsigned_abs())
-            .unwrap_or(i128::MAX);
-        value = value / divisor + i128::from(value % divisor != 0);
-    }
-    Some(if negative { -value } else { value })
+    Quantity::parse(s).ok()?.nanos()
 }
 
 fn make(nanos: i128) -> Value {
@@ -144,8 +84,8 @@ fn pair(args: &[Value], function: &str) -> Result<(i128, i128), ExecutionError> 
 overload!(quantity, |args| match args.first() {
     Some(Value::String(s)) => parse(s)
         .map(make)
-        .ok_or_else(|| err("quantity", FORMAT_WRONG)),
-    _ => Err(err("quantity", FORMAT_WRONG)),
+        .ok_or_else(|| err("quantity", &format_wrong())),
+    _ => Err(err("quantity", &format_wrong())),
 });
 
 overload!(is_quantity, |args| Ok(Value::Bool(

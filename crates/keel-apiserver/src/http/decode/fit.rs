@@ -23,6 +23,7 @@ use serde_json::{Map, Value};
 
 use super::{Place, Scalar, Shape};
 use crate::apimachinery::go_value::{GoType, as_floats, go_fmt, go_sharp_v, json_float};
+use crate::apimachinery::quantity::Quantity as ResourceQuantity;
 
 /// A value of a body as Go's JSON decoder meets it: its kind and, for scalars, its text.
 #[derive(Debug, Clone, Copy)]
@@ -115,10 +116,12 @@ pub fn json(
         })
     };
     let quantity = |text: &str| {
-        parse_quantity(text).err().map(|message| Refusal::Other {
-            message: message.to_string(),
-            stops: true,
-        })
+        ResourceQuantity::parse(text)
+            .err()
+            .map(|error| Refusal::Other {
+                message: error.to_string(),
+                stops: true,
+            })
     };
     match (shape, got) {
         (_, Got::Null) | (Shape::Raw | Shape::Untyped, _) => None,
@@ -271,7 +274,7 @@ pub fn converted(
                     Value::Bool(b) => b.to_string(),
                     _ => "{".to_string(),
                 };
-                parse_quantity(&text).err().map(str::to_string)
+                ResourceQuantity::parse(&text).err().map(|e| e.to_string())
             }
         },
     }
@@ -307,70 +310,6 @@ pub fn typed(shape: Shape<'_>, value: &Value) -> Option<String> {
             (Scalar::Bool, _) => Some(format!("expected boolean, got {}", v())),
         },
     }
-}
-
-/// `resource.ErrFormatWrong`.
-const QUANTITY_FORMAT: &str = "quantities must match the regular expression \
-    '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
-/// `resource.ErrSuffix`.
-const QUANTITY_SUFFIX: &str = "unable to parse quantity's suffix";
-
-/// `resource.ParseQuantity`'s refusals of `text`: its form (`parseQuantityString`) and its
-/// suffix (`n`, `u`, `m`, none, `k`, `M`, `G`, `T`, `P`, `E`, the binary `Ki` to `Ei`, or an
-/// exponent `e3`).
-pub fn parse_quantity(text: &str) -> Result<(), &'static str> {
-    if text.is_empty() {
-        return Err(QUANTITY_FORMAT);
-    }
-    let s = text.as_bytes();
-    let digits = |from: usize| from + s[from..].iter().take_while(|c| c.is_ascii_digit()).count();
-    let mut pos = usize::from(matches!(s[0], b'+' | b'-'));
-    pos = digits(pos);
-    if s.get(pos) == Some(&b'.') {
-        pos = digits(pos + 1);
-    }
-    let suffix = &text[pos..];
-    let mut end = pos
-        + s[pos..]
-            .iter()
-            .take_while(|c| b"eEinumkKMGTP".contains(c))
-            .count();
-    if end < s.len() && matches!(s[end], b'+' | b'-') {
-        end += 1;
-    }
-    if digits(end) < s.len() {
-        return Err(QUANTITY_FORMAT);
-    }
-    let known = matches!(
-        suffix,
-        "" | "n"
-            | "u"
-            | "m"
-            | "k"
-            | "M"
-            | "G"
-            | "T"
-            | "P"
-            | "E"
-            | "Ki"
-            | "Mi"
-            | "Gi"
-            | "Ti"
-            | "Pi"
-            | "Ei"
-    );
-    let exponent = suffix.len() > 1 && suffix.starts_with(['e', 'E']) && go_parse_int(&suffix[1..]);
-    if known || exponent {
-        Ok(())
-    } else {
-        Err(QUANTITY_SUFFIX)
-    }
-}
-
-/// Whether Go's `strconv.ParseInt(s, 10, 64)` takes `s` (a sign, then digits).
-fn go_parse_int(s: &str) -> bool {
-    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
-    !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()) && s.parse::<i64>().is_ok()
 }
 
 /// `base64.CorruptInputError`.
@@ -437,6 +376,7 @@ pub fn go_base64(src: &[u8]) -> Result<(), usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apimachinery::quantity::QuantityError;
     use crate::http::openapi;
     use crate::registry;
     use serde_json::json;
@@ -522,14 +462,14 @@ mod tests {
         assert_eq!(
             json_says(scalar(Quantity), "true"),
             Some(Refusal::Other {
-                message: QUANTITY_FORMAT.into(),
+                message: QuantityError::Format.to_string(),
                 stops: true
             })
         );
         assert_eq!(
             json_says(scalar(Quantity), "\"1mi\""),
             Some(Refusal::Other {
-                message: QUANTITY_SUFFIX.into(),
+                message: QuantityError::Suffix.to_string(),
                 stops: true
             })
         );
@@ -594,7 +534,10 @@ mod tests {
             says(Time, json!(5)).unwrap(),
             "json: cannot unmarshal number into Go value of type string"
         );
-        assert_eq!(says(Quantity, json!(false)).unwrap(), QUANTITY_FORMAT);
+        assert_eq!(
+            says(Quantity, json!(false)).unwrap(),
+            QuantityError::Format.to_string()
+        );
         assert_eq!(
             says(Bytes, json!("a")).unwrap(),
             "error decoding from json: illegal base64 data at input byte 0"
@@ -642,33 +585,6 @@ mod tests {
             typed(Shape::Slice(&Value::Null), &json!("x")).unwrap(),
             "expected list, got &{x}"
         );
-    }
-
-    #[test]
-    fn quantities_parse_as_resource_parse_quantity_parses_them() {
-        for ok in [
-            "1", "0", "100m", "1.5", ".5", "1.", "-1", "+2Gi", "1e3", "1E3", "5e-3", "2Ki",
-        ] {
-            assert_eq!(parse_quantity(ok), Ok(()), "{ok}");
-        }
-        for bad in [
-            "",
-            "abc",
-            "1.2.3",
-            "1m3x",
-            "true",
-            "{\"a\":1}",
-            "1 ",
-            "1Kb",
-            "1KiB",
-            "1Q",
-            "1e+-3",
-        ] {
-            assert_eq!(parse_quantity(bad), Err(QUANTITY_FORMAT), "{bad}");
-        }
-        for bad in ["1mi", "1e", "1Ee3", "1m3", "1KK"] {
-            assert_eq!(parse_quantity(bad), Err(QUANTITY_SUFFIX), "{bad}");
-        }
     }
 
     #[test]

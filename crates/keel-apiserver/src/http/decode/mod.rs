@@ -32,12 +32,12 @@ pub mod yaml_strict;
 
 use serde_json::{Map, Value};
 
+use crate::schema::quantities::QUANTITY;
 use crate::schema::resolve;
 
 const TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Time";
 const MICRO_TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime";
 const INT_OR_STRING: &str = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
-const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
 
 /// A Go scalar type, as far as decoding goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use super::fit::{self, Got, Refusal};
 use super::{Place, Scalar, Shape};
+use crate::apimachinery::quantity;
 use crate::apimachinery::quote::go_quote;
 
 /// What a strict read of a body found.
@@ -195,6 +196,16 @@ impl<'de> DeserializeSeed<'de> for Walk<'_, '_> {
                 match raw.get().as_bytes().first() {
                     _ if !self.build => Ok(Value::Null),
                     Some(b'[' | b'{') => Err(serde::de::Error::custom("a structure in a scalar")),
+                    // A number `Quantity.UnmarshalJSON` reads by its text (`1e3` stays `1e3`,
+                    // where the float it stands for would be written `1k`).
+                    Some(b'-' | b'0'..=b'9') if scalar == Scalar::Quantity => {
+                        match quantity::canonical(raw.get()) {
+                            Ok(text) => Ok(Value::String(text)),
+                            Err(_) => {
+                                serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)
+                            }
+                        }
+                    }
                     _ => serde_json::from_str(raw.get()).map_err(serde::de::Error::custom),
                 }
             }
@@ -359,6 +370,19 @@ mod tests {
                 assert_eq!(pruned == value, clean, "{shown}");
             }
         }
+    }
+
+    #[test]
+    fn quantities_given_as_numbers_are_read_by_their_text() {
+        let body =
+            br#"{"spec":{"overhead":{"cpu":1e3,"memory":1.500,"a":0.5,"b":"0.5","c":null}}}"#;
+        let (_, value) = read_value(body, "io.k8s.api.core.v1.Pod", defs()).unwrap();
+        // `Quantity.UnmarshalJSON` reads the text: `1e3` and `1.500` pass its fast path's
+        // test and are kept; `0.5` is written canonically. Strings are left to the registry.
+        assert_eq!(
+            value["spec"]["overhead"],
+            serde_json::json!({"cpu": "1e3", "memory": "1.500", "a": "500m", "b": "0.5", "c": null})
+        );
     }
 
     #[test]

@@ -54,8 +54,18 @@ pub async fn patch(call: &Call<'_>, name: &str) -> Result<Response, Status> {
         (applied.object, applied.created)
     } else {
         let options = options::options(&req.query, &req.headers, Verb::Patch)?;
-        let patch_doc = read_patch(form, &req.body)?;
         let defs = openapi::documents(&registry.kinds()).definitions();
+        let patch_doc = read_patch(form, &req.body)?;
+        // A merge patch's values go into the object as written, so Go reads a quantity given
+        // as a number by its text (`1e3` stays `1e3`): read the body as the kind's type,
+        // which does that. A strategic merge patch is read into floats first, as upstream.
+        let patch_doc = match form {
+            Body::MergePatch => field_validation::read_json(kind, defs, &req.body)
+                .map(|(_, doc)| doc)
+                .filter(Value::is_object)
+                .unwrap_or(patch_doc),
+            _ => patch_doc,
+        };
         let fields = FieldManager::new(kind, subresource, Time::now());
         registry
             .update(

@@ -1,6 +1,6 @@
 //! The writes of the [`Registry`]: create, and the one write every update goes through (of an
 //! object, its status, a namespace's finalizers or a delete's mark), with the update rules
-//! it runs before it validates.
+//! it runs before it validates (resource quantities made canonical last).
 
 use std::borrow::Cow;
 use std::sync::Mutex;
@@ -71,6 +71,7 @@ impl Registry {
         meta::prepare_create(&mut obj, kind.tracks_generation(), Time::now());
         kind.prepare_for_create(&mut obj);
         kind.prepare_for_create_by(&mut obj, user);
+        canonical_quantities(kind, &mut obj);
         let name = meta_str(&obj, "name").to_string();
         let mut errors = meta::validate(&obj, info);
         errors.extend(kind.validate(&obj));
@@ -358,6 +359,8 @@ impl Registry {
                 }
             }
         }
+        canonical_quantities(kind, &mut new);
+        keep_managed_fields_times(&mut new, old);
         if kind.tracks_generation() {
             meta::bump_generation(&mut new, old);
         }
@@ -382,6 +385,51 @@ impl Registry {
             admission.validate(kind, &new, Some(old))?;
         }
         Ok(new)
+    }
+}
+
+/// `obj`'s resource quantities in canonical form, as kube-apiserver's decoding into the Go
+/// types and encoding back leaves them (`0.5` is `500m`): every write's object, whatever made
+/// it (a body, a patch, an apply, the server), once the kind's rules have filled it in, so
+/// what is validated, stored, answered and watched is the same. A custom resource keeps its
+/// values as written, as apiextensions-apiserver stores them.
+fn canonical_quantities(kind: &dyn Strategy, obj: &mut Value) {
+    if kind.custom_schema().is_none() {
+        let info = kind.info();
+        crate::schema::quantities::canonicalize(info.group, info.version, info.kind, obj);
+    }
+}
+
+/// kube-apiserver's `IgnoreManagedFieldsTimestampsTransformer`: an update that changes
+/// nothing but the times of `managedFields` entries keeps the old times, so it writes nothing
+/// (an apply of `cpu: 0.5` over a stored `500m` is a change to the field manager, which
+/// stamps its entry, until the value is made canonical; applied again a second later it must
+/// not bump the resourceVersion).
+fn keep_managed_fields_times(new: &mut Value, old: &Value) {
+    let entries = |v: &Value| {
+        v.at("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .cloned()
+    };
+    let (Some(new_entries), Some(old_entries)) = (entries(new), entries(old)) else {
+        return;
+    };
+    let untimed = |list: &[Value]| -> Vec<Value> {
+        let mut list = list.to_vec();
+        for entry in list.iter_mut().filter_map(Value::as_object_mut) {
+            entry.remove("time");
+        }
+        list
+    };
+    if new_entries == old_entries || untimed(&new_entries) != untimed(&old_entries) {
+        return;
+    }
+    let mut kept = new.clone();
+    if let Some(meta) = kept.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("managedFields".into(), Value::Array(old_entries));
+    }
+    if same_but_resource_version(&kept, old) {
+        *new = kept;
     }
 }
 
@@ -423,4 +471,26 @@ fn finalized(old: &Value, new: &Value) -> Value {
     }
     out["spec"]["finalizers"] = finalizers;
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_update_that_only_restamps_managed_fields_keeps_the_old_times() {
+        let entry = |time: &str| json!({"manager": "m", "operation": "Apply", "time": time});
+        let old = json!({"metadata": {"name": "a", "managedFields": [entry("2026-01-01T00:00:00Z")]}, "spec": {"x": 1}});
+        let mut new = old.clone();
+        new["metadata"]["managedFields"] = json!([entry("2026-01-01T00:00:09Z")]);
+        keep_managed_fields_times(&mut new, &old);
+        assert_eq!(new, old);
+        // A change elsewhere keeps the new time.
+        let mut changed = old.clone();
+        changed["spec"]["x"] = json!(2);
+        changed["metadata"]["managedFields"] = json!([entry("2026-01-01T00:00:09Z")]);
+        let before = changed.clone();
+        keep_managed_fields_times(&mut changed, &old);
+        assert_eq!(changed, before);
+    }
 }
