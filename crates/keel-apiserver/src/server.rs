@@ -199,6 +199,16 @@ impl ApiServer {
         ));
         registry.set_garbage_collection(config.enable_garbage_collector);
         registry.set_admission_plugins(config.admission_plugins().map_err(StartError::Config)?);
+        for name in registry::admission::not_implemented(
+            &config.enable_admission_plugins,
+            &config.disable_admission_plugins,
+        ) {
+            tracing::warn!(
+                plugin = name,
+                "admission plugin {name} is one kube-apiserver registers but keel does not \
+                 implement: enabling or disabling it has no effect"
+            );
+        }
         // The OpenAPI documents (also the schemas every write is pruned by) are made once,
         // before the first request, off the async workers.
         let kinds = registry.kinds().to_vec();
@@ -261,6 +271,19 @@ impl ApiServer {
         }
         if selection.enabled("clusterrole-aggregation") {
             tokio::spawn(controllers::clusterrole_aggregation::run(registry.clone()));
+        }
+        if registry
+            .admission_plugins()
+            .storage_object_in_use_protection
+            && !(selection.enabled("pvc-protection") && selection.enabled("pv-protection"))
+        {
+            tracing::warn!(
+                "StorageObjectInUseProtection puts kubernetes.io/pvc-protection and \
+                 kubernetes.io/pv-protection on new claims and volumes, but --controllers does \
+                 not run pvc-protection and pv-protection here: deleting them waits for a \
+                 kube-controller-manager that does (or disable the plugin with \
+                 --disable-admission-plugins=StorageObjectInUseProtection)"
+            );
         }
         if selection.enabled("pvc-protection") {
             tokio::spawn(controllers::volume_protection::run_pvc(registry.clone()));

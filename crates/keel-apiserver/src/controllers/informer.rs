@@ -89,6 +89,16 @@ impl Informer {
         self.read().values().cloned().collect()
     }
 
+    /// The objects of `namespace`, in key order.
+    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<Value>> {
+        let prefix = format!("{namespace}/");
+        self.read()
+            .range(prefix.clone()..)
+            .take_while(|(key, _)| key.starts_with(&prefix))
+            .map(|(_, obj)| obj.clone())
+            .collect()
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<Value>>> {
         self.objects.read().unwrap_or_else(|e| e.into_inner())
     }

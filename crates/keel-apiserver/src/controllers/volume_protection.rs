@@ -19,7 +19,7 @@
 //! copy (its resourceVersion), so a stale copy is a conflict, retried once the informer
 //! caught up.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,8 +35,11 @@ use crate::registry::store::{ListQuery, Registry};
 use crate::registry::{Strategy, meta_str};
 use crate::storage::Status;
 
-/// How soon a failed sync is tried again.
-const RETRY: Duration = Duration::from_secs(1);
+/// The first retry of a failed pass, doubled on every failure after it up to [`MAX_RETRY`]
+/// (workqueue's default rate limiter: 5 ms to 1000 s).
+const FIRST_RETRY: Duration = Duration::from_millis(5);
+/// The longest wait before a failed pass is tried again.
+const MAX_RETRY: Duration = Duration::from_secs(1000);
 
 /// The field manager of the controllers' writes.
 const MANAGER: &str = "kube-controller-manager";
@@ -111,21 +114,33 @@ pub fn volume_in_use(volume: &Value) -> bool {
     volume.at("/status/phase").and_then(Value::as_str) == Some("Bound")
 }
 
-/// The keys waiting for a sync, and whether one failed (and so waits for the retry).
+/// The keys waiting for a sync, and how many passes failed in a row (which sets the retry).
 #[derive(Default)]
 struct Queue {
     keys: BTreeSet<String>,
-    failed: bool,
+    /// Passes failed in a row (an informer not synced yet, or a sync refused).
+    failures: u32,
 }
 
 impl Queue {
-    /// How long to wait for news before syncing what is queued again.
+    /// How long to wait for news before syncing what is queued again: after failures, a
+    /// delay that doubles with each ([`FIRST_RETRY`] to [`MAX_RETRY`]).
     fn wait(&self) -> Duration {
-        if self.failed {
-            RETRY
-        } else {
-            Duration::from_secs(3600)
+        match self.failures {
+            0 => Duration::from_secs(3600),
+            n => FIRST_RETRY
+                .saturating_mul(1 << (n - 1).min(30))
+                .min(MAX_RETRY),
         }
+    }
+
+    /// Records how a pass ended.
+    fn passed(&mut self, ok: bool) {
+        self.failures = if ok {
+            0
+        } else {
+            self.failures.saturating_add(1)
+        };
     }
 }
 
@@ -239,20 +254,24 @@ pub async fn run_pvc(registry: Arc<Registry>) {
                 queue.keys.insert(Informer::key(&claim));
             }
         }
-        queue.failed = !claims.has_synced() || !pods.has_synced();
-        if queue.failed {
+        if !claims.has_synced() || !pods.has_synced() {
+            queue.passed(false);
             continue;
         }
+        let mut ok = true;
+        // `LazyLivePodList`: a namespace's pods listed live once a pass, when needed.
+        let mut live = BTreeMap::new();
         for key in std::mem::take(&mut queue.keys) {
             let Some(claim) = claims.get(&key) else {
                 continue;
             };
-            if let Err(status) = sync_claim(&registry, &pods, &claim).await {
+            if let Err(status) = sync_claim(&registry, &pods, &mut live, &claim).await {
                 tracing::warn!(claim = %key, error = %status.message, "pvc protection: will retry");
                 queue.keys.insert(key);
-                queue.failed = true;
+                ok = false;
             }
         }
+        queue.passed(ok);
     }
 }
 
@@ -260,22 +279,34 @@ fn namespace_of(key: &str) -> String {
     key.split_once('/').map_or("", |(ns, _)| ns).to_string()
 }
 
-/// `processPVC`: the claim's finalizer removed once nothing uses it, or added.
-async fn sync_claim(registry: &Registry, pods: &Informer, claim: &Value) -> Result<(), Status> {
-    let in_use = is_deletion_candidate(claim, PVC_PROTECTION) && {
-        // `askInformer`, then `askAPIServer`.
-        pods.list().iter().any(|pod| pod_uses_claim(pod, claim)) || {
-            let namespace = meta_str(claim, "namespace");
-            let live = registry
-                .list(
-                    registry.core("pods"),
-                    Some(namespace),
-                    &ListQuery::default(),
-                )
-                .await?;
-            live.objects().any(|pod| pod_uses_claim(pod, claim))
-        }
-    };
+/// `processPVC`: the claim's finalizer removed once nothing uses it, or added. `live` holds
+/// the namespaces' pods listed live in this pass.
+async fn sync_claim(
+    registry: &Registry,
+    pods: &Informer,
+    live: &mut BTreeMap<String, Vec<Value>>,
+    claim: &Value,
+) -> Result<(), Status> {
+    let namespace = meta_str(claim, "namespace");
+    let in_use = is_deletion_candidate(claim, PVC_PROTECTION)
+        && (pods
+            .list_namespace(namespace)
+            .iter()
+            .any(|pod| pod_uses_claim(pod, claim))
+            || {
+                // `askInformer`, then `askAPIServer`.
+                if !live.contains_key(namespace) {
+                    let listed = registry
+                        .list(
+                            registry.core("pods"),
+                            Some(namespace),
+                            &ListQuery::default(),
+                        )
+                        .await?;
+                    live.insert(namespace.to_string(), listed.objects().cloned().collect());
+                }
+                live[namespace].iter().any(|pod| pod_uses_claim(pod, claim))
+            });
     if in_use {
         tracing::debug!(
             namespace = meta_str(claim, "namespace"),
@@ -304,10 +335,11 @@ pub async fn run_pv(registry: Arc<Registry>) {
         while let Ok(key) = changes.try_recv() {
             queue.keys.insert(key);
         }
-        queue.failed = !volumes.has_synced();
-        if queue.failed {
+        if !volumes.has_synced() {
+            queue.passed(false);
             continue;
         }
+        let mut ok = true;
         for key in std::mem::take(&mut queue.keys) {
             let Some(volume) = volumes.get(&key) else {
                 continue;
@@ -319,9 +351,10 @@ pub async fn run_pv(registry: Arc<Registry>) {
             {
                 tracing::warn!(volume = %key, error = %status.message, "pv protection: will retry");
                 queue.keys.insert(key);
-                queue.failed = true;
+                ok = false;
             }
         }
+        queue.passed(ok);
     }
 }
 
@@ -329,6 +362,25 @@ pub async fn run_pv(registry: Arc<Registry>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn failed_passes_back_off_from_5_ms_to_1000_s_and_a_good_one_resets() {
+        let mut queue = Queue::default();
+        assert_eq!(queue.wait(), Duration::from_secs(3600));
+        let waits: Vec<Duration> = (0..4)
+            .map(|_| {
+                queue.passed(false);
+                queue.wait()
+            })
+            .collect();
+        assert_eq!(waits, [5, 10, 20, 40].map(Duration::from_millis).to_vec());
+        for _ in 0..100 {
+            queue.passed(false);
+        }
+        assert_eq!(queue.wait(), MAX_RETRY);
+        queue.passed(true);
+        assert_eq!(queue.wait(), Duration::from_secs(3600));
+    }
 
     fn claim(deleting: bool, finalizers: Value) -> Value {
         let mut c = json!({"metadata": {"name": "data", "namespace": "ns", "uid": "c1",

@@ -68,6 +68,35 @@ pub const REGISTERED: [&str; 36] = [
     "AlwaysDeny",
 ];
 
+/// The names a list flag gives: none for a flag set to the empty string, as pflag reads
+/// `--disable-admission-plugins=`.
+fn flag_names(names: &[String]) -> &[String] {
+    match names {
+        [only] if only.is_empty() => &[],
+        names => names,
+    }
+}
+
+/// The plugin names in `enable` and `disable` that kube-apiserver registers but keel does not
+/// implement: accepted, so a kube-apiserver's flags start keel, but of no effect (keel runs
+/// its namespace checks whatever the flags say), which the server warns of at start.
+pub fn not_implemented<'a>(enable: &'a [String], disable: &'a [String]) -> Vec<&'a str> {
+    let ours = [
+        priority::PLUGIN,
+        default_storage_class::PLUGIN,
+        storage_object_in_use_protection::PLUGIN,
+    ];
+    let mut names: Vec<&str> = flag_names(enable)
+        .iter()
+        .chain(flag_names(disable))
+        .map(String::as_str)
+        .filter(|name| !ours.contains(name))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
 /// Which of keel's admission plugins run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plugins {
@@ -97,6 +126,7 @@ impl Plugins {
     /// on by default, so only a disable turns one off; a registered plugin keel does not
     /// implement is accepted and does nothing (the caller says so).
     pub fn from_flags(enable: &[String], disable: &[String]) -> Result<Plugins, String> {
+        let (enable, disable) = (flag_names(enable), flag_names(disable));
         let mut errors = Vec::new();
         for (flag, names) in [("enable", enable), ("disable", disable)] {
             for name in names {
@@ -303,6 +333,30 @@ mod tests {
                     .into()
             )
         );
+    }
+
+    #[test]
+    fn an_empty_flag_is_an_empty_list_and_plugins_keel_lacks_are_named() {
+        assert_eq!(
+            Plugins::from_flags(&names(&[""]), &names(&[""])),
+            Ok(Plugins::default())
+        );
+        assert_eq!(
+            Plugins::from_flags(&names(&["Priority", ""]), &[]),
+            Err("enable-admission-plugins plugin \"\" is unknown".into())
+        );
+        assert_eq!(
+            not_implemented(
+                &names(&["NodeRestriction", "Priority", "AlwaysDeny"]),
+                &names(&[
+                    "NamespaceLifecycle",
+                    "NodeRestriction",
+                    "DefaultStorageClass"
+                ])
+            ),
+            vec!["AlwaysDeny", "NamespaceLifecycle", "NodeRestriction"]
+        );
+        assert!(not_implemented(&names(&[""]), &[]).is_empty());
     }
 
     #[test]

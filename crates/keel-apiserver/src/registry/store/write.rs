@@ -64,8 +64,13 @@ impl Registry {
         if let Some(ns) = namespace {
             meta::metadata(&mut obj).insert("namespace".into(), ns.into());
         }
-        // Mutating admission sees the decoded object before the kind prepares it, the
-        // validating admission the object the kind validated, as in kube-apiserver.
+        // NamespaceLifecycle first, as kube-apiserver orders its plugins; then the mutating
+        // admission sees the decoded object before the kind prepares it, the validating
+        // admission the object the kind validated.
+        if let Some(ns) = namespace {
+            self.check_namespace_open(info, ns, meta_str(&obj, "name"))
+                .await?;
+        }
         let plugins = self.admission_plugins();
         admission::admit_create(self, plugins, kind, &mut obj).await?;
         meta::prepare_create(&mut obj, kind.tracks_generation(), Time::now());
@@ -79,9 +84,6 @@ impl Registry {
             return Err(invalid(info, &name, &errors));
         }
         admission::validate_create(self, plugins, kind, &obj).await?;
-        if let Some(ns) = namespace {
-            self.check_namespace_open(info, ns, &name).await?;
-        }
         let key = self.key(kind, namespace, &name);
         let storage = self.storage_of(kind)?;
         if dry_run {
