@@ -89,6 +89,10 @@
 //! call is charged, and what [`PER_CALL_LIMIT`] and [`RUNTIME_COST_BUDGET`] are checked
 //! against, so no rule runs unbounded.
 
+pub mod admission;
+#[cfg(test)]
+mod admission_tests;
+mod authz;
 mod check;
 mod compile;
 mod eval;
