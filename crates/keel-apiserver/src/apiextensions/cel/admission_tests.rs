@@ -89,6 +89,11 @@ fn undeclared_names_bad_operands_and_syntax_are_refused() {
         "undeclared reference to 'invalid'",
     );
     fails_with(
+        "1 || true",
+        NO_PARAMS,
+        "found no matching overload for '_||_' applied to '(int, bool)'",
+    );
+    fails_with(
         "1 < 'asdf'",
         NO_PARAMS,
         "found no matching overload for '_<_' applied to '(int, string)'",

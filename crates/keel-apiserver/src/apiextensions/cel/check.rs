@@ -563,7 +563,7 @@ fn scalar(t: &Ty) -> Option<u8> {
 /// Whether a binary operator has an overload for two operands (types it does not judge,
 /// `dyn` among them, always match): equality wants one type, ordering one type or two
 /// numbers, arithmetic one numeric type (or strings, bytes and lists for `+`, and the
-/// time arithmetic).
+/// time arithmetic), `&&` and `||` two bools.
 fn operands_match(op: &str, a: &Ty, b: &Ty) -> bool {
     let (Some(x), Some(y)) = (scalar(a), scalar(b)) else {
         return true;
@@ -576,6 +576,7 @@ fn operands_match(op: &str, a: &Ty, b: &Ty) -> bool {
         "_-_" => (x == y && x != 0 && x != 4 && x != 5) || (x, y) == (6, 7),
         "_*_" | "_/_" => x == y && numeric(x),
         "_%_" => x == y && (x == 1 || x == 2),
+        "_&&_" | "_||_" => x == 0 && y == 0,
         _ => true,
     }
 }
