@@ -56,7 +56,9 @@ pub(super) fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)>
             1 + ceil_div(r, 10).max(1) * ceil_div(a, 10).max(1),
         ),
         "startsWith" | "endsWith" => (Ty::Bool, 1 + ceil_div(a, 10)),
-        "matches" => (Ty::Bool, 1 + ceil_div(r, 10).max(1) * ceil_div(a, 4).max(1)),
+        "matches" | super::find::MATCHES => {
+            (Ty::Bool, 1 + ceil_div(r, 10).max(1) * ceil_div(a, 4).max(1))
+        }
         "lowerAscii" | "upperAscii" | "trim" | "charAt" | "substring" | "strings.quote" => {
             (Ty::Str(r + 2), 1 + ceil_div(r, 10))
         }

@@ -70,6 +70,24 @@ fn regex_find_and_find_all() {
     assert_eq!(run_on("self.s.find('^v[0-9]+$') == self.s", "x").len(), 1);
 }
 
+/// `matches` runs on RE2's ASCII classes (`\d` is `[0-9]`, as Go's `regexp` reads it), on
+/// patterns compiled once, and fails as cel-go's does on one that does not compile.
+#[test]
+fn matches_reads_patterns_as_re2() {
+    hold(&[
+        "'abc123'.matches('^[a-z]+[0-9]+$')",
+        "matches('abc123', '[0-9]')",
+        "!'\u{661}\u{662}'.matches('^\\\\d+$')",
+        "'12'.matches('^\\\\d+$')",
+        "!'\u{e9}'.matches('^\\\\w$')",
+        "['a1', 'b2'].all(x, x.matches('^[a-z]\\\\d$'))",
+    ]);
+    fails(
+        "'a'.matches('(')",
+        "error parsing regexp: missing closing ): `(`",
+    );
+}
+
 #[test]
 fn ip_addresses() {
     hold(&[

@@ -20,7 +20,8 @@
 //!
 //! # The environment
 //!
-//! The `cel` crate's standard library (`matches` on the regex crate: RE2 syntax), its
+//! The `cel` crate's standard library (`matches` on the patterns `go_regex` compiles once,
+//! with RE2's ASCII classes: `find`), its
 //! strings extension (`charAt`, `indexOf`, `lastIndexOf`, `join`, `lowerAscii`,
 //! `upperAscii`, `trim`, `replace`, `split`, `substring`, `reverse`, `format`,
 //! `strings.quote`), lists extension (`slice`, `flatten`, `distinct`, `reverse`, `sort`,
