@@ -434,9 +434,15 @@ impl<'s, 'a> Checker<'s, 'a> {
         };
         let (init, init_cost) = self.expr(&c.accu_init);
         // `map` and `filter` build a list of at most one element per iteration from `[]`.
-        let builds = matches!(&c.accu_init.expr, Expr::List(l) if l.elements.is_empty());
+        // ... and `transformMap` a map of at most one entry per iteration from `{}`.
+        let builds = match &c.accu_init.expr {
+            Expr::List(l) => l.elements.is_empty(),
+            Expr::Map(m) => m.entries.is_empty(),
+            _ => false,
+        };
         let init = match init {
             Ty::List(e, _) if builds => Ty::List(e, n),
+            Ty::Map(k, v, _) if builds => Ty::Map(k, v, n),
             other => other,
         };
         let depth = self.scope.len();
@@ -449,6 +455,7 @@ impl<'s, 'a> Checker<'s, 'a> {
         let (step, step_cost) = self.expr(&c.loop_step);
         let accu = match step {
             Ty::List(e, _) if builds => Ty::List(e, n),
+            Ty::Map(k, v, _) if builds => Ty::Map(k, v, n),
             _ => init,
         };
         if let Some(last) = self.scope.last_mut() {
