@@ -220,6 +220,75 @@ fn admission(run: &Run) {
     assert!(v["webhooks"][0].get("reinvocationPolicy").is_none(), "{v}");
 }
 
+const POLICY: &str = "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: replicas
+spec:
+  matchConstraints:
+    resourceRules:
+    - {operations: [CREATE, UPDATE], apiGroups: [apps], apiVersions: [v1], resources: [deployments]}
+  matchConditions:
+  - name: not-system
+    expression: \"!request.userInfo.username.startsWith('system:')\"
+  variables:
+  - name: replicas
+    expression: object.spec.replicas
+  - name: large
+    expression: int(variables.replicas) > 5
+  validations:
+  - expression: \"!variables.large || authorizer.group('apps').resource('deployments').check('scale').allowed()\"
+    messageExpression: \"'too many replicas: ' + string(variables.replicas)\"
+  auditAnnotations:
+  - key: replicas
+    valueExpression: string(variables.replicas)
+";
+
+/// A ValidatingAdmissionPolicy's and a webhook's CEL expressions are compiled when written:
+/// what does not compile is refused with upstream's path and `compilation failed: ` detail.
+fn admission_expressions(run: &Run) {
+    run.apply_ok("vap.yaml", POLICY);
+    let (header, row) = run.table(&["validatingadmissionpolicies"]);
+    assert_eq!(header, ["NAME", "VALIDATIONS", "PARAMKIND", "AGE"]);
+    assert_eq!(row[..3], ["replicas", "1", "<unset>"]);
+    let broken = POLICY.replace("int(variables.replicas) > 5", "object.x ==");
+    run.refused(
+        "vap2.yaml",
+        &broken,
+        "spec.variables[1].expression: Invalid value: \"object.x ==\": compilation failed: ERROR: <input>:1:",
+    );
+    let params = POLICY.replace("object.spec.replicas", "params.max");
+    run.refused(
+        "vap3.yaml",
+        &params,
+        "spec.variables[0].expression: Invalid value: \"params.max\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')",
+    );
+    let message = POLICY.replace(
+        "string(variables.replicas)\"",
+        "string(authorizer.path('/x').check('get').allowed())\"",
+    );
+    run.refused(
+        "vap4.yaml",
+        &message,
+        "spec.validations[0].messageExpression: Invalid value: \"'too many replicas: ' + string(authorizer.path('/x').check('get').allowed())\": compilation failed: ERROR: <input>:1:32: undeclared reference to 'authorizer' (in container '')",
+    );
+    let not_bool = POLICY.replace("int(variables.replicas) > 5", "\"1\"");
+    run.refused(
+        "vap5.yaml",
+        &not_bool.replace("!variables.large ||", "variables.large ||"),
+        "spec.validations[0].expression: Invalid value: \"variables.large || authorizer.group('apps').resource('deployments').check('scale').allowed()\": compilation failed: ERROR: <input>:1:17: found no matching overload for '_||_' applied to '(int, bool)'",
+    );
+    let hooks = WEBHOOKS.replace(
+        "  rules:",
+        "  matchConditions:\n  - {name: params, expression: \"params.x\"}\n  rules:",
+    );
+    run.refused(
+        "mwc-params.yaml",
+        &hooks.replace("name: inject\n", "name: inject-params\n"),
+        "webhooks[0].matchConditions[0].expression: Invalid value: \"params.x\": compilation failed: ERROR: <input>:1:1: undeclared reference to 'params' (in container '')",
+    );
+}
+
 fn csr(name: &str, request: &str, extra: &str) -> String {
     format!(
         "apiVersion: certificates.k8s.io/v1
@@ -429,6 +498,7 @@ fn groups(kube: &Kube, version: Option<&str>) {
     let run = Run { kube, version };
     storage(&run);
     admission(&run);
+    admission_expressions(&run);
     certificates(&run);
     api_services(&run);
     autoscaling(&run);

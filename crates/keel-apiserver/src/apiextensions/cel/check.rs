@@ -6,6 +6,7 @@
 //! walk runs with the sizes the value really has ([`Sizes`]), which bounds a call's cost.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use cel::common::ast::operators::OPT_SELECT;
 use cel::common::ast::{CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
@@ -28,6 +29,10 @@ pub(super) fn addr(s: &Value) -> usize {
 }
 
 pub(super) const UNBOUNDED: u64 = MAX_REQUEST_SIZE_BYTES - 2;
+
+/// The key under which a schema built for a declared object type (an admission request,
+/// a namespace) holds the type's CEL name.
+pub(super) const OBJECT_TYPE_NAME: &str = "x-keel-cel-type-name";
 
 /// The bound taken for a resource's `apiVersion`, `kind` and `metadata` (the name and
 /// generateName a rule may read are DNS subdomains at most).
@@ -62,6 +67,11 @@ pub(super) enum Ty<'s> {
     /// `apiVersion`, `kind` and `metadata`.
     Obj(&'s Value, bool),
     Opt(Box<Ty<'s>>),
+    /// One of the authorization library's types (`authorizer`, a check, a decision).
+    Authz(super::authz::Authz),
+    /// An admission policy's `variables`: each declared variable's name and type, in
+    /// declaration order.
+    Vars(Rc<Vec<(String, Ty<'s>)>>),
 }
 
 impl Ty<'_> {
@@ -88,7 +98,26 @@ impl Ty<'_> {
             Ty::List(..) => "list",
             Ty::Map(..) | Ty::Obj(..) => "map",
             Ty::Opt(_) => "optional_type",
+            Ty::Authz(a) => a.name(),
+            Ty::Vars(_) => "kubernetes.variables",
         }
+    }
+
+    /// cel-go's full name of the type (`list(string)`, `map(string, dyn)`), or `None`
+    /// when the checker does not know it (`Dyn(0)`).
+    pub(super) fn cel_name(&self) -> Option<String> {
+        let inner = |t: &Ty| t.cel_name().unwrap_or_else(|| "dyn".to_string());
+        Some(match self {
+            Ty::Dyn(0) => return None,
+            Ty::List(e, _) => format!("list({})", inner(e)),
+            Ty::Map(_, v, _) => format!("map(string, {})", inner(v)),
+            Ty::Opt(t) => format!("optional_type({})", inner(t)),
+            Ty::Obj(s, _) => match s.get(OBJECT_TYPE_NAME).and_then(Value::as_str) {
+                Some(name) => name.to_string(),
+                None => "object".to_string(),
+            },
+            other => other.name().to_string(),
+        })
     }
 
     /// How many times a comprehension over it iterates at most.
@@ -167,9 +196,10 @@ const TYPE_NAMES: &[&str] = &[
 /// The static pass over one expression.
 pub(super) struct Checker<'s, 'a> {
     sizes: Option<&'a Sizes>,
-    self_ty: Ty<'s>,
-    old_ty: Ty<'s>,
     scope: Vec<(String, Ty<'s>)>,
+    /// The declared variables: `self` and `oldSelf` for a CRD rule, `object`, `request`,
+    /// ... for an admission expression.
+    declared: Vec<(String, Ty<'s>)>,
     /// Errors found: the expression's id and cel-go's words.
     pub errors: Vec<(u64, String)>,
     /// Whether the expression names `oldSelf`.
@@ -180,25 +210,34 @@ impl<'s, 'a> Checker<'s, 'a> {
     /// A checker for a rule on `node`; `root` at a resource's root; `optional_old` when
     /// `oldSelf` is an optional; `sizes` at run time.
     pub fn new(node: &'s Value, root: bool, optional_old: bool, sizes: Option<&'a Sizes>) -> Self {
-        let mut c = Checker {
-            sizes,
-            self_ty: Ty::Null,
-            old_ty: Ty::Null,
-            scope: Vec::new(),
-            errors: Vec::new(),
-            uses_old_self: false,
-        };
+        let mut c = Checker::declaring(Vec::new());
+        c.sizes = sizes;
         let mut self_ty = c.of_schema(node);
         if root && let Ty::Obj(s, _) = self_ty {
             self_ty = Ty::Obj(s, true);
         }
-        c.old_ty = if optional_old {
+        let old_ty = if optional_old {
             Ty::Opt(Box::new(self_ty.clone()))
         } else {
             self_ty.clone()
         };
-        c.self_ty = self_ty;
+        c.declared = vec![
+            ("self".to_string(), self_ty),
+            ("oldSelf".to_string(), old_ty),
+        ];
         c
+    }
+
+    /// A checker for an expression in an environment declaring `declared` (an admission
+    /// policy's variables).
+    pub fn declaring(declared: Vec<(String, Ty<'s>)>) -> Self {
+        Checker {
+            sizes: None,
+            scope: Vec::new(),
+            declared,
+            errors: Vec::new(),
+            uses_old_self: false,
+        }
     }
 
     fn size(&self, s: &Value, bound: u64) -> u64 {
@@ -313,12 +352,11 @@ impl<'s, 'a> Checker<'s, 'a> {
         if let Some((_, t)) = self.scope.iter().rev().find(|(n, _)| n == name) {
             return t.clone();
         }
+        if let Some((_, t)) = self.declared.iter().find(|(n, _)| n == name) {
+            self.uses_old_self |= name == "oldSelf";
+            return t.clone();
+        }
         match name {
-            "self" => self.self_ty.clone(),
-            "oldSelf" => {
-                self.uses_old_self = true;
-                self.old_ty.clone()
-            }
             n if TYPE_NAMES.contains(&n) => Ty::Type,
             _ => {
                 self.undeclared(id, name);
@@ -328,11 +366,24 @@ impl<'s, 'a> Checker<'s, 'a> {
     }
 
     fn field(&mut self, id: u64, t: Ty<'s>, name: &str) -> Ty<'s> {
+        if let Ty::Authz(a) = &t
+            && let Some(f) = a.field(name)
+        {
+            return Ty::Authz(f);
+        }
         match t {
             Ty::Obj(s, root) => {
+                // A declared object type's fields go by their names; a schema's properties
+                // by their escaped ones.
+                let typed = s.get(OBJECT_TYPE_NAME).is_some();
                 let declared = schema::properties(s).into_iter().flatten();
-                let mut declared =
-                    declared.filter(|(k, _)| schema::escape(k).as_deref() == Some(name));
+                let mut declared = declared.filter(|(k, _)| {
+                    if typed {
+                        k.as_str() == name
+                    } else {
+                        schema::escape(k).as_deref() == Some(name)
+                    }
+                });
                 if let Some((_, p)) = declared.next() {
                     return self.of_schema(p);
                 }
@@ -348,6 +399,13 @@ impl<'s, 'a> Checker<'s, 'a> {
             }
             Ty::Map(_, v, _) => *v,
             Ty::Dyn(n) => Ty::Dyn(n),
+            Ty::Vars(vars) => match vars.iter().find(|(n, _)| n == name) {
+                Some((_, t)) => t.clone(),
+                None => {
+                    self.error(id, format!("undefined field '{name}'"));
+                    Ty::Dyn(0)
+                }
+            },
             other => {
                 let message = format!("type '{}' does not support field selection", other.name());
                 self.error(id, message);
@@ -376,9 +434,15 @@ impl<'s, 'a> Checker<'s, 'a> {
         };
         let (init, init_cost) = self.expr(&c.accu_init);
         // `map` and `filter` build a list of at most one element per iteration from `[]`.
-        let builds = matches!(&c.accu_init.expr, Expr::List(l) if l.elements.is_empty());
+        // ... and `transformMap` a map of at most one entry per iteration from `{}`.
+        let builds = match &c.accu_init.expr {
+            Expr::List(l) => l.elements.is_empty(),
+            Expr::Map(m) => m.entries.is_empty(),
+            _ => false,
+        };
         let init = match init {
             Ty::List(e, _) if builds => Ty::List(e, n),
+            Ty::Map(k, v, _) if builds => Ty::Map(k, v, n),
             other => other,
         };
         let depth = self.scope.len();
@@ -391,6 +455,7 @@ impl<'s, 'a> Checker<'s, 'a> {
         let (step, step_cost) = self.expr(&c.loop_step);
         let accu = match step {
             Ty::List(e, _) if builds => Ty::List(e, n),
+            Ty::Map(k, v, _) if builds => Ty::Map(k, v, n),
             _ => init,
         };
         if let Some(last) = self.scope.last_mut() {
@@ -456,6 +521,15 @@ impl<'s, 'a> Checker<'s, 'a> {
             let k = u64::try_from(*k.inner()).unwrap_or(0).min(MAX_RANGE);
             return (Ty::List(Box::new(Ty::Int), k), cost.saturating_add(1 + k));
         }
+        if let Some(found) = super::authz::function(&name, target.is_some(), &args) {
+            return match found {
+                Ok((t, own)) => (t, cost.saturating_add(own)),
+                Err(message) => {
+                    self.error(id, message);
+                    (Ty::Dyn(0), cost)
+                }
+            };
+        }
         match super::functions::function(&name, &args) {
             Some((t, own)) => (t, cost.saturating_add(own)),
             None => {
@@ -496,7 +570,7 @@ fn scalar(t: &Ty) -> Option<u8> {
 /// Whether a binary operator has an overload for two operands (types it does not judge,
 /// `dyn` among them, always match): equality wants one type, ordering one type or two
 /// numbers, arithmetic one numeric type (or strings, bytes and lists for `+`, and the
-/// time arithmetic).
+/// time arithmetic), `&&` and `||` two bools.
 fn operands_match(op: &str, a: &Ty, b: &Ty) -> bool {
     let (Some(x), Some(y)) = (scalar(a), scalar(b)) else {
         return true;
@@ -509,6 +583,7 @@ fn operands_match(op: &str, a: &Ty, b: &Ty) -> bool {
         "_-_" => (x == y && x != 0 && x != 4 && x != 5) || (x, y) == (6, 7),
         "_*_" | "_/_" => x == y && numeric(x),
         "_%_" => x == y && (x == 1 || x == 2),
+        "_&&_" | "_||_" => x == 0 && y == 0,
         _ => true,
     }
 }

@@ -89,16 +89,10 @@ fn position(source: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// Parses and checks one expression: its program, its result type test and its cost, or
-/// cel-go's issues.
-fn expression(
-    source: &str,
-    node: &Value,
-    root: bool,
-    optional_old: bool,
-    wants: fn(&super::check::Ty) -> bool,
-) -> Result<(Rc<Program>, bool, u64, bool), String> {
-    let program = parse(source).map_err(|e| {
+/// Parses `source` (with the environment's macros), or gives cel-go's rendering of its
+/// parse errors.
+pub(super) fn parse_rendered(source: &str) -> Result<Rc<Program>, String> {
+    parse(source).map_err(|e| {
         let issues: Vec<String> = e
             .errors
             .iter()
@@ -112,27 +106,51 @@ fn expression(
             })
             .collect();
         issues.join("\n")
-    })?;
+    })
+}
+
+/// cel-go's rendering of the errors a checker found in `program` (parsed from `source`),
+/// in source order; `None` when it found none.
+pub(super) fn rendered_check_errors(
+    source: &str,
+    program: &Program,
+    errors: &[(u64, String)],
+) -> Option<String> {
+    if errors.is_empty() {
+        return None;
+    }
+    let info = program.source_info();
+    let mut found: Vec<(usize, usize, String)> = errors
+        .iter()
+        .map(|(id, m)| {
+            let offset = info.offset_for(*id).map_or(0, |(start, _)| start as usize);
+            let (line, col) = position(source, offset);
+            (line, col, m.clone())
+        })
+        .collect();
+    found.sort();
+    found.dedup();
+    let issues: Vec<String> = found
+        .iter()
+        .map(|(l, c, m)| issue(source, *l, *c, m))
+        .collect();
+    Some(issues.join("\n"))
+}
+
+/// Parses and checks one expression: its program, its result type test and its cost, or
+/// cel-go's issues.
+fn expression(
+    source: &str,
+    node: &Value,
+    root: bool,
+    optional_old: bool,
+    wants: fn(&super::check::Ty) -> bool,
+) -> Result<(Rc<Program>, bool, u64, bool), String> {
+    let program = parse_rendered(source)?;
     let mut checker = Checker::new(node, root, optional_old, None);
     let (ty, cost) = checker.expr(program.expression());
-    if !checker.errors.is_empty() {
-        let info = program.source_info();
-        let mut found: Vec<(usize, usize, String)> = checker
-            .errors
-            .iter()
-            .map(|(id, m)| {
-                let offset = info.offset_for(*id).map_or(0, |(start, _)| start as usize);
-                let (line, col) = position(source, offset);
-                (line, col, m.clone())
-            })
-            .collect();
-        found.sort();
-        found.dedup();
-        let issues: Vec<String> = found
-            .iter()
-            .map(|(l, c, m)| issue(source, *l, *c, m))
-            .collect();
-        return Err(issues.join("\n"));
+    if let Some(issues) = rendered_check_errors(source, &program, &checker.errors) {
+        return Err(issues);
     }
     Ok((program, wants(&ty), cost, checker.uses_old_self))
 }

@@ -165,7 +165,7 @@ impl Validator {
             } else if let Some(b) = &before {
                 ctx.add_variable_from_value("oldSelf", b.clone());
             }
-            let result = program.execute(&ctx);
+            let result = super::comprehensions::execute(program, &ctx);
             // Ratcheting: a rule that does not name oldSelf is not held against a value the
             // write left as it was.
             let unchanged = !c.transition && old == Some(v);
@@ -269,7 +269,7 @@ fn default_message(rule: &Value) -> String {
 /// The message a messageExpression gives, or `None` when it fails or gives no usable
 /// string (then the rule's message stands).
 fn message(program: &Program, ctx: &Context) -> Option<String> {
-    match program.execute(ctx) {
+    match super::comprehensions::execute(program, ctx) {
         Ok(Cel::String(s)) => {
             let m = s.trim();
             let ok = !m.is_empty() && m.len() <= MAX_MESSAGE_BYTES && !m.contains(['\n', '\r']);

@@ -4,18 +4,52 @@
 //! `FindAllString`) and `.findAll(re, n)` (at most `n` when `n >= 0`). Patterns are RE2, as
 //! Go's `regexp` reads them; one that does not compile fails the call with `Illegal regex:
 //! error parsing regexp: ...`. Patterns are compiled once ([`crate::apiextensions::go_regex`]).
+//!
+//! The standard `matches` (`s.matches(re)`, `matches(s, re)`) runs on the same compiled
+//! patterns: the `cel` crate's own compiles its pattern on every call with the regex
+//! crate's Unicode classes, so a macro turns each call into one of [`MATCHES`], whose
+//! error is Go's `regexp` error as cel-go returns it (`error parsing regexp: ...`).
 
 use std::sync::Arc;
 
+use cel::common::ast::{CallExpr, Expr, IdedExpr};
 use cel::common::types::{INT_TYPE, STRING_TYPE};
 use cel::common::value::CowVal;
+use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
 use super::library::{err, overload, owned, values};
 
-/// Registers `find` and `findAll` on `env`.
+/// The function `matches` calls become (a name no expression can spell).
+pub(super) const MATCHES: &str = "@matches";
+
+/// Rewrites a `matches` call (`s.matches(re)` or `matches(s, re)`) into the same call of
+/// [`MATCHES`].
+fn to_cached(
+    helper: &mut MacroExprHelper<'_>,
+    target: &mut Option<IdedExpr>,
+    args: &mut Vec<IdedExpr>,
+) -> Result<Option<IdedExpr>, ParseError> {
+    let call = CallExpr {
+        func_name: MATCHES.to_string(),
+        target: target.take().map(Box::new),
+        args: std::mem::take(args),
+    };
+    Ok(Some(helper.next_expr(Expr::Call(call))))
+}
+
+/// Registers `find` and `findAll` on `env`, and `matches` on the compiled patterns.
 pub(super) fn register(env: &mut Env) -> Result<(), DeclarationError> {
+    env.add_macro(Macro::receiver("matches", 1, to_cached))?;
+    env.add_macro(Macro::global("matches", 2, to_cached))?;
     let s = || vec![STRING_TYPE];
+    env.add_member_overload(MATCHES, "string_matches_re2", STRING_TYPE, s(), matches)?;
+    env.add_overload(
+        MATCHES,
+        "matches_re2",
+        vec![STRING_TYPE, STRING_TYPE],
+        matches,
+    )?;
     env.add_member_overload("find", "string_find_string", STRING_TYPE, s(), find)?;
     env.add_member_overload(
         "findAll",
@@ -33,7 +67,8 @@ pub(super) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     )
 }
 
-/// Go's `regexp.Compile` error for the commonest mistakes, else the regex crate's words.
+/// Go's `regexp.Compile` error (`error parsing regexp: ...`) for the commonest mistakes,
+/// else the regex crate's words.
 fn go_error(pattern: &str, e: &::regex::Error) -> String {
     let text = e.to_string();
     let why = if text.contains("unclosed group") {
@@ -49,13 +84,25 @@ fn go_error(pattern: &str, e: &::regex::Error) -> String {
     } else {
         text.lines().last().unwrap_or_default().trim().to_string()
     };
-    format!("Illegal regex: error parsing regexp: {why}")
+    format!("error parsing regexp: {why}")
 }
 
+/// The compiled pattern, or the regex library's `Illegal regex: ...`.
 fn compile(pattern: &str, function: &str) -> Result<Arc<::regex::Regex>, ExecutionError> {
-    crate::apiextensions::go_regex::compile(pattern)
-        .map_err(|e| err(function, &go_error(pattern, &e)))
+    crate::apiextensions::go_regex::compile(pattern).map_err(|e| {
+        err(
+            function,
+            &format!("Illegal regex: {}", go_error(pattern, &e)),
+        )
+    })
 }
+
+overload!(matches, |args| {
+    let (s, re) = strings(args, "matches")?;
+    let re = crate::apiextensions::go_regex::compile(re)
+        .map_err(|e| err("matches", &go_error(re, &e)))?;
+    Ok(Value::Bool(re.is_match(s)))
+});
 
 fn strings<'a>(args: &'a [Value], function: &str) -> Result<(&'a str, &'a str), ExecutionError> {
     match (args.first(), args.get(1)) {

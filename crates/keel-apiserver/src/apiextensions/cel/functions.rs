@@ -51,12 +51,23 @@ pub(super) fn function<'s>(name: &str, args: &[Ty<'s>]) -> Option<(Ty<'s>, u64)>
             t => (elem(&t), 1),
         },
         "size" => (Ty::Int, 1),
+        // `transformMap`'s (the map, a key, a value) and `transformMapEntry`'s (the map, an
+        // entry's map); the comprehension sizes the map it builds.
+        super::comprehensions::MAP_INSERT => match args.get(2) {
+            Some(v) => (Ty::Map(a1.len(), Box::new(v.clone()), 0), 1),
+            None => match a1 {
+                Ty::Map(k, v, _) => (Ty::Map(k, v, 0), 1),
+                other => (other, 1),
+            },
+        },
         "contains" => (
             Ty::Bool,
             1 + ceil_div(r, 10).max(1) * ceil_div(a, 10).max(1),
         ),
         "startsWith" | "endsWith" => (Ty::Bool, 1 + ceil_div(a, 10)),
-        "matches" => (Ty::Bool, 1 + ceil_div(r, 10).max(1) * ceil_div(a, 4).max(1)),
+        "matches" | super::find::MATCHES => {
+            (Ty::Bool, 1 + ceil_div(r, 10).max(1) * ceil_div(a, 4).max(1))
+        }
         "lowerAscii" | "upperAscii" | "trim" | "charAt" | "substring" | "strings.quote" => {
             (Ty::Str(r + 2), 1 + ceil_div(r, 10))
         }

@@ -81,6 +81,7 @@ fn kubernetes(env: &mut Env) -> Result<(), cel::DeclarationError> {
     super::find::register(env)?;
     super::net::register(env)?;
     super::semver::register(env)?;
+    super::comprehensions::register(env)?;
     super::format_lib::register(env)
 }
 

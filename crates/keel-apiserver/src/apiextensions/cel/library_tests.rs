@@ -70,6 +70,123 @@ fn regex_find_and_find_all() {
     assert_eq!(run_on("self.s.find('^v[0-9]+$') == self.s", "x").len(), 1);
 }
 
+/// `matches` runs on RE2's ASCII classes (`\d` is `[0-9]`, as Go's `regexp` reads it), on
+/// patterns compiled once, and fails as cel-go's does on one that does not compile.
+#[test]
+fn matches_reads_patterns_as_re2() {
+    hold(&[
+        "'abc123'.matches('^[a-z]+[0-9]+$')",
+        "matches('abc123', '[0-9]')",
+        "!'\u{661}\u{662}'.matches('^\\\\d+$')",
+        "'12'.matches('^\\\\d+$')",
+        "!'\u{e9}'.matches('^\\\\w$')",
+        "['a1', 'b2'].all(x, x.matches('^[a-z]\\\\d$'))",
+    ]);
+    fails(
+        "'a'.matches('(')",
+        "error parsing regexp: missing closing ): `(`",
+    );
+}
+
+/// cel-go's `ext/comprehensions_test.go` (`TestTwoVarComprehensions`), but the cases that
+/// use `optMap`, which the `cel` crate does not have.
+#[test]
+fn two_variable_comprehensions() {
+    hold(&[
+        "[1, 2, 3, 4].all(i, v, i < 5 && v > 0)",
+        "[1, 2, 3, 4].all(i, v, i < v)",
+        "[1, 2, 3, 4].all(i, v, i > v) == false",
+        "cel.bind(listA, [1, 2, 3, 4], cel.bind(listB, [1, 2, 3, 4, 5], listA.all(i, v, listB[?i].hasValue() && listB[i] == v)))",
+        "cel.bind(listA, [1, 2, 3, 4, 5, 6], cel.bind(listB, [1, 2, 3, 4, 5], listA.all(i, v, listB[?i].hasValue() && listB[i] == v))) == false",
+        "['Hello', 'world'].transformList(i, v, \"[%d]%s\".format([i, v.lowerAscii()])) == [\"[0]hello\", \"[1]world\"]",
+        "['hello', 'world'].transformList(i, v, v.startsWith('greeting'), \"[%d]%s\".format([i, v])) == []",
+        "[1, 2, 3].transformList(indexVar, valueVar, (indexVar * valueVar) + valueVar) == [1, 4, 9]",
+        "[1, 2, 3].transformList(indexVar, valueVar, indexVar % 2 == 0, (indexVar * valueVar) + valueVar) == [1, 9]",
+        "['Hello', 'world'].transformMap(i, v, [v.lowerAscii()]) == {0: ['hello'], 1: ['world']}",
+        "['world', 'Hello'].transformMap(i, v, [v.lowerAscii()]).transformList(k, v, v).flatten().sort() == ['hello', 'world']",
+        "[1, 2, 3].transformMap(indexVar, valueVar, (indexVar * valueVar) + valueVar) == {0: 1, 1: 4, 2: 9}",
+        "[1, 2, 3].transformMap(indexVar, valueVar, indexVar % 2 == 0, (indexVar * valueVar) + valueVar) == {0: 1, 2: 9}",
+        "\"key1:value1 key2:value2 key3:value3\".split(\" \").transformMapEntry(i, v, cel.bind(entry, v.split(\":\"), entry.size() == 2 ? {entry[0]: entry[1]} : {})) == {'key1': 'value1', 'key2': 'value2', 'key3': 'value3'}",
+        "\"key1:value1:extra key2:value2 key3\".split(\" \").transformMapEntry(i, v, cel.bind(entry, v.split(\":\"), {?entry[0]: entry[?1]})) == {'key1': 'value1', 'key2': 'value2'}",
+        "{'hello': 'world', 'hello!': 'world'}.all(k, v, k.startsWith('hello') && v == 'world')",
+        "{'hello': 'world', 'hello!': 'worlds'}.all(k, v, k.startsWith('hello') && v.endsWith('world')) == false",
+        "{'hello': 'world', 'hello!': 'worlds'}.exists(k, v, k.startsWith('hello') && v.endsWith('world'))",
+        "{'hello': 'world', 'hello!': 'worlds'}.existsOne(k, v, k.startsWith('hello') && v.endsWith('world'))",
+        "{'hello': 'world', 'hello!': 'worlds'}.exists_one(k, v, k.startsWith('hello') && v.endsWith('world'))",
+        "{'hello': 'world', 'hello!': 'wow, world'}.exists_one(k, v, k.startsWith('hello') && v.endsWith('world')) == false",
+        "{'Hello': 'world'}.transformList(k, v, \"%s=%s\".format([k.lowerAscii(), v])) == [\"hello=world\"]",
+        "dyn({'Hello': 'world'}).transformList(k, v, \"%s=%s\".format([k.lowerAscii(), v])) == [\"hello=world\"]",
+        "{'hello': 'world'}.transformList(k, v, k.startsWith('greeting'), \"%s=%s\".format([k, v])) == []",
+        "{'greeting': 'hello', 'farewell': 'goodbye'}.transformList(k, _, k).sort() == ['farewell', 'greeting']",
+        "{'greeting': 'hello', 'farewell': 'goodbye'}.transformList(_, v, v).sort() == ['goodbye', 'hello']",
+        "{'hello': 'world', 'goodbye': 'cruel world'}.transformMap(k, v, \"%s, %s!\".format([k, v])) == {'hello': 'hello, world!', 'goodbye': 'goodbye, cruel world!'}",
+        "dyn({'hello': 'world', 'goodbye': 'cruel world'}).transformMap(k, v, \"%s, %s!\".format([k, v])) == {'hello': 'hello, world!', 'goodbye': 'goodbye, cruel world!'}",
+        "{'hello': 'world', 'goodbye': 'cruel world'}.transformMap(k, v, v.startsWith('world'), \"%s, %s!\".format([k, v])) == {'hello': 'hello, world!'}",
+        "{'hello': 'world', 'greetings': 'tacocat'}.transformMapEntry(k, v, {k.reverse(): v.reverse()}) == {'olleh': 'dlrow', 'sgniteerg': 'tacocat'}",
+        "{'hello': 'world', 'greetings': 'tacocat'}.transformMapEntry(k, v, v.reverse() == v, {k.reverse(): v.reverse()}) == {'sgniteerg': 'tacocat'}",
+        "{'hello': 'world', 'greetings': 'tacocat'}.transformMapEntry(k, v, {}) == {}",
+    ]);
+    fails(
+        "[1, 1].transformMapEntry(i, v, {v: i}) == {}",
+        "insert failed: key 1 already exists",
+    );
+}
+
+/// cel-go's `TestTwoVarComprehensionsStaticErrors`, but those of operand types the
+/// checker does not judge (a filter that is not a bool, a step of two types).
+#[test]
+fn two_variable_comprehensions_refused() {
+    for (rule, wanted) in [
+        ("[].all(i, i, i < i)", "duplicate variable name: i"),
+        (
+            "[].all(__result__, i, __result__ < i)",
+            "iteration variable overwrites accumulator variable",
+        ),
+        (
+            "[].all(j, __result__, __result__ < j)",
+            "iteration variable overwrites accumulator variable",
+        ),
+        ("[].all(i.j, k, i.j < k)", "argument must be a simple name"),
+        ("[].all(j, i.k, j < i.k)", "argument must be a simple name"),
+        ("1.all(j, k, j < k)", "cannot be range"),
+        (
+            "[].exists(i.j, k, i.j < k)",
+            "argument must be a simple name",
+        ),
+        ("''.exists(j, k, j < k)", "cannot be range"),
+        (
+            "[].existsOne(j, i.k, j < i.k)",
+            "argument must be a simple name",
+        ),
+        (
+            "[].exists_one(i.j, k, i.j < k)",
+            "argument must be a simple name",
+        ),
+        ("''.existsOne(j, k, j < k)", "cannot be range"),
+        (
+            "[].transformList(i.j, k, i.j + k) == []",
+            "argument must be a simple name",
+        ),
+        (
+            "{}.transformMap(j, i.k, j + i.k) == {}",
+            "argument must be a simple name",
+        ),
+        (
+            "{}.transformMapEntry(i.j, k, {k: i.j}) == {}",
+            "argument must be a simple name",
+        ),
+    ] {
+        let errors: Vec<String> = compile_rules(&schema(rule), "x")
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(
+            errors.iter().any(|e| e.contains(wanted)),
+            "{rule}: {errors:#?}"
+        );
+    }
+}
+
 #[test]
 fn ip_addresses() {
     hold(&[

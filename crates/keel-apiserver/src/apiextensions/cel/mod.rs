@@ -20,7 +20,8 @@
 //!
 //! # The environment
 //!
-//! The `cel` crate's standard library (`matches` on the regex crate: RE2 syntax), its
+//! The `cel` crate's standard library (`matches` on the patterns `go_regex` compiles once,
+//! with RE2's ASCII classes: `find`), its
 //! strings extension (`charAt`, `indexOf`, `lastIndexOf`, `join`, `lowerAscii`,
 //! `upperAscii`, `trim`, `replace`, `split`, `substring`, `reverse`, `format`,
 //! `strings.quote`), lists extension (`slice`, `flatten`, `distinct`, `reverse`, `sort`,
@@ -32,10 +33,13 @@
 //! `getQuery`) and quantity libraries, the regex library's `find` and `findAll` (`find`),
 //! the IP and CIDR libraries (`net`, on Go's `net/netip` parsers: `go_netip`) and the
 //! semver library at version 1, with `semver(s, true)` normalizing (`semver`), and the
-//! format library (`format.dns1123Label().validate(s)`, ...: `format_lib`). Not there (a
-//! rule using them fails to compile with `undeclared reference`): the image library, `net.CIDR` and `net.IP` as type
-//! names, two-variable comprehensions (`all(i, v, ...)`, `transformList`, ...). Lists
-//! compare in order, `set` and `map` lists too (upstream compares those as sets).
+//! format library (`format.dns1123Label().validate(s)`, ...: `format_lib`), two-variable
+//! comprehensions (`all(i, v, ...)`, `exists`, `existsOne`, `transformList`, `transformMap`,
+//! `transformMapEntry`: `comprehensions`) and, for admission expressions, the
+//! authorization library (`authz`, compiled only). Not there (a rule using them fails to
+//! compile with `undeclared reference`): `net.CIDR` and `net.IP` as type names. Kubernetes
+//! 1.34 has no image library (`image()`, `isImage()` were proposed in kubernetes#130834,
+//! which was closed unmerged). Lists compare in order, `set` and `map` lists too (upstream compares those as sets).
 //!
 //! Values: integers as int, numbers as double, `date-time` strings as timestamps, `duration`
 //! strings as durations, `byte` strings as bytes, objects as maps whose declared properties
@@ -77,7 +81,8 @@
 //!   `in` on a list its size; `indexOf`, `sum`, `min`, `max`, `isSorted` on a list its size
 //!   times an element's comparison; `sets.*` and `distinct` the product of the two walks.
 //! - both branches of `&&`, `||` and `?:` (no short circuit).
-//! - comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`): the range, plus the
+//! - comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`, and the two-variable
+//!   ones): the range, plus the
 //!   range's size times the loop condition and step, plus the result; nested ones multiply.
 //! - the rule's cost times its cardinality: the product of the `maxItems` and
 //!   `maxProperties` of the lists and maps above it, or, if one of them is unbounded, 3 MiB
@@ -89,8 +94,13 @@
 //! call is charged, and what [`PER_CALL_LIMIT`] and [`RUNTIME_COST_BUDGET`] are checked
 //! against, so no rule runs unbounded.
 
+pub mod admission;
+#[cfg(test)]
+mod admission_tests;
+mod authz;
 mod check;
 mod compile;
+mod comprehensions;
 mod eval;
 mod find;
 mod format_lib;

@@ -142,7 +142,7 @@ pub(super) fn key(path: &str, key: impl std::fmt::Display) -> String {
 }
 
 /// CEL's reserved words: a property so named is `__<word>__` in a rule.
-const RESERVED: [&str; 21] = [
+pub(super) const RESERVED: [&str; 21] = [
     "true",
     "false",
     "null",

@@ -1,6 +1,7 @@
 //! admissionregistration.k8s.io/v1: validating and mutating webhook configurations and
 //! validating admission policies and their bindings (stored and validated, not called).
 
+pub mod expressions;
 pub mod policies;
 pub mod rules;
 pub mod webhooks;

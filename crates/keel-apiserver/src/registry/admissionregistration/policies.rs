@@ -3,12 +3,13 @@
 //! (`pkg/apis/admissionregistration/v1/defaults.go`: `failurePolicy` Fail; a match's
 //! `matchPolicy` Equivalent, empty selectors and rule `scope` `*`; a `paramRef`'s
 //! `parameterNotFoundAction` Deny) and the required fields `validation.go` asks for (the CEL
-//! expressions are kept, not compiled), printed as `printValidatingAdmissionPolicy` (NAME
+//! expressions compiled: `expressions`), printed as `printValidatingAdmissionPolicy` (NAME
 //! VALIDATIONS PARAMKIND AGE) and `printValidatingAdmissionPolicyBinding` (NAME POLICYNAME
 //! PARAMREF AGE). Not enforced.
 
 use serde_json::{Map, Value, json};
 
+use super::expressions::{self, Options, Preexisting};
 use super::rules::validate_rule;
 use crate::apimachinery::time::Time;
 use crate::registry::defaults::{as_map, default_value, object_entry};
@@ -124,6 +125,25 @@ fn validate_match(m: Option<&Value>, path: &str, rules_required: bool) -> Vec<Fi
     errors
 }
 
+/// The failurePolicy and matchConstraints of a policy's spec.
+fn spec_fields(obj: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if let Some(p) = present(obj, "/spec/failurePolicy").and_then(Value::as_str)
+        && !["Fail", "Ignore"].contains(&p)
+    {
+        errors.push(FieldError::not_supported(
+            "spec.failurePolicy",
+            p,
+            &["Fail", "Ignore"],
+        ));
+    }
+    match present(obj, "/spec/matchConstraints") {
+        None => errors.push(FieldError::required("spec.matchConstraints", "")),
+        m => errors.extend(validate_match(m, "spec.matchConstraints", true)),
+    }
+    errors
+}
+
 impl Strategy for ValidatingAdmissionPolicies {
     fn info(&self) -> &'static ResourceInfo {
         &POLICY
@@ -170,35 +190,28 @@ impl Strategy for ValidatingAdmissionPolicies {
     }
 
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errors = Vec::new();
-        if let Some(p) = present(obj, "/spec/failurePolicy").and_then(Value::as_str)
-            && !["Fail", "Ignore"].contains(&p)
-        {
-            errors.push(FieldError::not_supported(
-                "spec.failurePolicy",
-                p,
-                &["Fail", "Ignore"],
-            ));
-        }
-        match present(obj, "/spec/matchConstraints") {
-            None => errors.push(FieldError::required("spec.matchConstraints", "")),
-            m => errors.extend(validate_match(m, "spec.matchConstraints", true)),
-        }
-        let validations = items(obj, "/spec/validations");
-        if validations.is_empty() && items(obj, "/spec/auditAnnotations").is_empty() {
-            errors.push(FieldError::required(
-                "spec.validations",
-                "validations or auditAnnotations must contain at least one item",
-            ));
-        }
-        for (i, v) in validations.iter().enumerate() {
-            if str_at(v, "/expression").trim().is_empty() {
-                errors.push(FieldError::required(
-                    &format!("spec.validations[{i}].expression"),
-                    "",
-                ));
-            }
-        }
+        let mut errors = spec_fields(obj);
+        let opts = Options {
+            params: present(obj, "/spec/paramKind").is_some(),
+            ..Options::default()
+        };
+        errors.extend(expressions::policy(obj, &opts));
+        errors
+    }
+
+    /// `ValidateValidatingAdmissionPolicyUpdate`: the matchConditions are not checked again
+    /// when neither they nor the `paramKind` changed, and the expressions the stored policy
+    /// had are not refused (see `expressions`).
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let unchanged = |pointer: &str| new.pointer(pointer) == old.pointer(pointer);
+        let opts = Options {
+            params: present(new, "/spec/paramKind").is_some(),
+            ignore_match_conditions: unchanged("/spec/paramKind")
+                && unchanged("/spec/matchConditions"),
+            preexisting: Preexisting::of_policy(old),
+        };
+        let mut errors = spec_fields(new);
+        errors.extend(expressions::policy(new, &opts));
         errors
     }
 
@@ -338,6 +351,7 @@ mod tests {
             vec![
                 "spec.matchConstraints: Required value",
                 "spec.validations: Required value: validations or auditAnnotations must contain at least one item",
+                "spec.auditAnnotations: Required value: validations or auditAnnotations must contain at least one item",
             ]
         );
         let mut b = json!({"spec": {"paramRef": {"name": "limits"}}});

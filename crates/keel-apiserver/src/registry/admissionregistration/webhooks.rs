@@ -5,11 +5,12 @@
 //! Never, each rule's `scope` `*`, a service's `port` 443), validation from
 //! `pkg/apis/admissionregistration/validation/validation.go` (webhook names fully qualified and
 //! unique, rules, `sideEffects` and `admissionReviewVersions` required, exactly one of
-//! `clientConfig.url` or `clientConfig.service`), generation bumped when the webhooks change
+//! `clientConfig.url` or `clientConfig.service`, matchConditions that compile: `expressions`), generation bumped when the webhooks change
 //! (the strategies' `PrepareForUpdate`), printed NAME WEBHOOKS AGE.
 
 use serde_json::{Map, Value, json};
 
+use super::expressions::{self, Options, Preexisting};
 use super::rules::{validate_rule, webhook_service, webhook_url};
 use crate::apimachinery::time::Time;
 use crate::apimachinery::validation::is_dns1123_subdomain;
@@ -146,7 +147,7 @@ fn review_versions(hook: &Value, path: &str) -> Vec<FieldError> {
 }
 
 /// `validateValidatingWebhook` / `validateMutatingWebhook`.
-fn validate_webhook(hook: &Value, path: &str, mutating: bool) -> Vec<FieldError> {
+fn validate_webhook(hook: &Value, path: &str, mutating: bool, opts: &Options) -> Vec<FieldError> {
     let mut errors = Vec::new();
     errors.extend(fully_qualified_name(
         str_at(hook, "/name"),
@@ -208,16 +209,21 @@ fn validate_webhook(hook: &Value, path: &str, mutating: bool) -> Vec<FieldError>
             "exactly one of url or service is required",
         )),
     }
+    errors.extend(expressions::match_conditions(
+        items(hook, "/matchConditions"),
+        &format!("{path}.matchConditions"),
+        opts,
+    ));
     errors
 }
 
 /// `validateValidatingWebhookConfiguration` / `validateMutatingWebhookConfiguration`.
-fn validate_configuration(obj: &Value, mutating: bool) -> Vec<FieldError> {
+fn validate_configuration(obj: &Value, mutating: bool, opts: &Options) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let mut names: Vec<&str> = Vec::new();
     for (i, hook) in items(obj, "/webhooks").iter().enumerate() {
         let path = format!("webhooks[{i}]");
-        errors.extend(validate_webhook(hook, &path, mutating));
+        errors.extend(validate_webhook(hook, &path, mutating, opts));
         errors.extend(review_versions(
             hook,
             &format!("{path}.admissionReviewVersions"),
@@ -232,6 +238,23 @@ fn validate_configuration(obj: &Value, mutating: bool) -> Vec<FieldError> {
         }
     }
     errors
+}
+
+/// The options of `Validate*WebhookConfigurationUpdate` about expressions: the
+/// matchConditions are not checked again when there are as many webhooks and none's
+/// changed (`ignore*WebhookMatchConditions`), and those the stored configuration had are
+/// not refused.
+fn update_options<'a>(new: &Value, old: &'a Value) -> Options<'a> {
+    let (n, o) = (items(new, "/webhooks"), items(old, "/webhooks"));
+    let unchanged = n.len() == o.len()
+        && n.iter()
+            .zip(o)
+            .all(|(a, b)| a.get("matchConditions") == b.get("matchConditions"));
+    Options {
+        ignore_match_conditions: unchanged,
+        params: false,
+        preexisting: Preexisting::of_webhooks(old),
+    }
 }
 
 fn defaults(obj: &mut Value, mutating: bool) {
@@ -261,7 +284,11 @@ macro_rules! webhook_strategy {
             }
 
             fn validate(&self, obj: &Value) -> Vec<FieldError> {
-                validate_configuration(obj, $mutating)
+                validate_configuration(obj, $mutating, &Options::default())
+            }
+
+            fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+                validate_configuration(new, $mutating, &update_options(new, old))
             }
 
             fn tracks_generation(&self) -> bool {
