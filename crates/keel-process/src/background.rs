@@ -45,6 +45,7 @@ pub fn handle() -> Handle {
         Slot::Running(
             tokio::runtime::Builder::new_multi_thread()
                 .thread_name("keel-background")
+                .thread_stack_size(crate::THREAD_STACK)
                 .on_thread_start(|| {
                     ON_BACKGROUND.with(|on| on.set(true));
                     lower_priority();

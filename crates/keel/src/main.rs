@@ -50,6 +50,7 @@ fn main() -> std::process::ExitCode {
     keel_process::fd_limit::raise();
     logging::init(log_format(&cli.command));
     let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.thread_stack_size(keel_process::THREAD_STACK);
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

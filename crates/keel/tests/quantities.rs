@@ -7,6 +7,10 @@
 //! stored and watched); a
 //! server-side apply of `0.5` applied again is a no-op; a quantity that is not one is
 //! refused with upstream's words; a custom resource keeps a quantity-like string as written.
+//! An object stored before keel wrote quantities canonical (`cpu: 0.5` put in the store as
+//! an older keel left it) is still updated and gracefully deleted, its immutable fields
+//! compared by value as upstream compares them; a value sent again in another spelling (`0.5`
+//! over `500m`) changes nothing, writes nothing and takes no field from its manager.
 
 use std::time::Duration;
 
@@ -260,6 +264,120 @@ fn quantities(kube: &Kube, version: Option<&str>, s: &str) {
     k(&["delete", "namespace", &ns, "--wait=false"]);
 }
 
+/// Objects written before quantities were canonical, and values sent in another spelling.
+fn stored_as_written(kube: &Kube, version: Option<&str>, s: &str) {
+    let ns = format!("w-{s}");
+    let k = |args: &[&str]| ok(kube, version, args);
+    k(&["create", "namespace", &ns]);
+    let pod = write(
+        kube,
+        &format!("w-{s}.yaml"),
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: old\n  namespace: {ns}\nspec:\n  \
+             nodeName: n1\n  containers:\n  - name: c\n    image: nginx\n    resources:\n      \
+             requests:\n        cpu: 500m\n        memory: 1Gi\n"
+        ),
+    );
+    k(&["apply", "-f", &pod]);
+    // As a keel that kept quantities as written stored it.
+    let key = format!("/registry/pods/{ns}/old");
+    let mut old = stored(kube, &key);
+    old["spec"]["containers"][0]["resources"]["requests"] =
+        json!({"cpu": "0.5", "memory": "1024Mi"});
+    let args = ["put".to_string(), key.clone(), old.to_string()];
+    let put = etcdctl(CtlVersion::V35, &kube.store_url, &args, None);
+    assert_eq!(put.code, 0, "etcdctl put: {}", put.stderr);
+    let wait_for = |want: &str| {
+        for _ in 0..100 {
+            let got = get_json(kube, version, &["pod", "old", "-n", &ns]);
+            if got["spec"]["containers"][0]["resources"]["requests"]["cpu"] == want {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the pod's cpu never read {want}");
+    };
+    wait_for("0.5");
+    k(&["label", "pod", "old", "-n", &ns, "a=b"]);
+    let labeled = stored(kube, &key);
+    assert_eq!(
+        labeled["spec"]["containers"][0]["resources"]["requests"],
+        json!({"cpu": "500m", "memory": "1Gi"})
+    );
+    assert_eq!(labeled["metadata"]["labels"]["a"], "b");
+    // Put back as written, then deleted gracefully: the pod is bound, so it is marked.
+    let put = etcdctl(CtlVersion::V35, &kube.store_url, &args, None);
+    assert_eq!(put.code, 0, "etcdctl put: {}", put.stderr);
+    wait_for("0.5");
+    k(&["delete", "pod", "old", "-n", &ns, "--wait=false"]);
+    let marked = get_json(kube, version, &["pod", "old", "-n", &ns]);
+    assert!(
+        marked["metadata"]["deletionTimestamp"].is_string(),
+        "{marked}"
+    );
+
+    // Applied by one manager as `500m`, sent again as `0.5` by another: no change.
+    let quota = write(
+        kube,
+        &format!("wq-{s}.yaml"),
+        &format!(
+            "apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: q\n  namespace: {ns}\n\
+             spec:\n  hard:\n    cpu: 500m\n"
+        ),
+    );
+    k(&[
+        "apply",
+        "--server-side",
+        "--field-manager=argo",
+        "-f",
+        &quota,
+    ]);
+    let before = get_json(kube, version, &["resourcequota", "q", "-n", &ns]);
+    for (form, patch) in [
+        ("merge", r#"{"spec":{"hard":{"cpu":"0.5"}}}"#),
+        ("strategic", r#"{"spec":{"hard":{"cpu":0.5}}}"#),
+        (
+            "json",
+            r#"[{"op":"replace","path":"/spec/hard/cpu","value":"0.5"}]"#,
+        ),
+    ] {
+        k(&[
+            "patch",
+            "resourcequota",
+            "q",
+            "-n",
+            &ns,
+            "--field-manager=p",
+            "--type",
+            form,
+            "-p",
+            patch,
+        ]);
+        let after = get_json(kube, version, &["resourcequota", "q", "-n", &ns]);
+        assert_eq!(
+            (
+                &after["metadata"]["resourceVersion"],
+                &after["metadata"]["managedFields"]
+            ),
+            (
+                &before["metadata"]["resourceVersion"],
+                &before["metadata"]["managedFields"]
+            ),
+            "a {form} patch of the same value in another spelling"
+        );
+    }
+    k(&[
+        "delete",
+        "pod",
+        "old",
+        "-n",
+        &ns,
+        "--grace-period=0",
+        "--force",
+    ]);
+    k(&["delete", "namespace", &ns, "--wait=false"]);
+}
+
 fn run(stack: Stack) {
     let kube = Kube::start(stack);
     let crd = write(&kube, "crd.yaml", CRD);
@@ -273,6 +391,8 @@ fn run(stack: Stack) {
     assert!(out.status.success(), "{}", text(&out.stderr));
     quantities(&kube, None, "cur");
     quantities(&kube, Some("1.27"), "old");
+    stored_as_written(&kube, None, "cur");
+    stored_as_written(&kube, Some("1.27"), "old");
 }
 
 #[test]

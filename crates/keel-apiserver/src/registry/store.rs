@@ -21,6 +21,7 @@ use crate::metrics::Metrics;
 mod custom;
 mod delete;
 mod write;
+pub use write::canonical_quantities;
 
 pub use delete::{
     DeleteOptions, Deleted, FOREGROUND_FINALIZER, ORPHAN_FINALIZER, Propagation, gc_finalizers,

@@ -101,6 +101,13 @@ fn of(
     of(items, defs, memo, visiting).map(|n| Arc::new(Node::Items(n)))
 }
 
+/// Whether objects of the built-in kind `group`/`version`/`kind` have any quantity field.
+pub fn has_quantities(group: &str, version: &str, kind: &str) -> bool {
+    builtin::definition_name(group, version, kind)
+        .and_then(|name| trees().get(name))
+        .is_some_and(Option::is_some)
+}
+
 /// Writes every quantity of `obj`, an object of the built-in kind `group`/`version`/`kind`,
 /// in canonical form. A value that is no quantity is left for validation to refuse (the
 /// decoder refused it first for a request's body).

@@ -46,6 +46,10 @@ fn text<'a>(rule: &'a Value, name: &str) -> &'a str {
 /// The most parsed programs a thread keeps.
 const PARSED_MAX: usize = 4096;
 
+/// The longest source whose program is kept: the cache stays bounded in bytes too (a rule is
+/// far shorter; a longer source, such as a dry run's huge literal, is parsed every time).
+const PARSED_SOURCE_MAX: usize = 16 * 1024;
+
 thread_local! {
     /// Parsed programs by source, so that a CRD's rules are parsed once per thread rather
     /// than on every write.
@@ -58,6 +62,9 @@ fn parse(source: &str) -> Result<Rc<Program>, ParseErrors> {
         return Ok(p);
     }
     let program = Rc::new(ENV.compile(source)?);
+    if source.len() > PARSED_SOURCE_MAX {
+        return Ok(program);
+    }
     PARSED.with(|c| {
         let mut c = c.borrow_mut();
         if c.len() >= PARSED_MAX {
@@ -75,27 +82,63 @@ fn issue(source: &str, line: usize, col: usize, message: &str) -> String {
     format!("ERROR: <input>:{line}:{col}: {message}\n | {snippet}\n | {dots}^")
 }
 
-/// The 1-based line and column of a character offset.
-fn position(source: &str, offset: usize) -> (usize, usize) {
-    let (mut line, mut col) = (1, 1);
-    for c in source.chars().take(offset) {
-        if c == '\n' {
-            line += 1;
-            col = 1;
-        } else {
-            col += 1;
-        }
+/// The most issues rendered, as cel-go's `maxErrorsToReport`: an expression with thousands of
+/// errors gets a bounded message.
+const MAX_ISSUES: usize = 100;
+
+/// The most code points an expression may have (cel-go's default
+/// `expressionSizeCodePointLimit`).
+const MAX_CODE_POINTS: usize = 100_000;
+
+/// The 1-based line and column of each character offset in `offsets` (sorted), in one pass.
+fn positions(source: &str, offsets: &[usize]) -> Vec<(usize, usize)> {
+    let (mut line, mut col, mut at) = (1, 1, 0);
+    let mut chars = source.chars();
+    offsets
+        .iter()
+        .map(|&offset| {
+            while at < offset {
+                match chars.next() {
+                    Some('\n') => (line, col) = (line + 1, 1),
+                    Some(_) => col += 1,
+                    None => break,
+                }
+                at += 1;
+            }
+            (line, col)
+        })
+        .collect()
+}
+
+/// cel-go's `Errors.ToDisplayString`: the first [`MAX_ISSUES`] issues, then how many more
+/// there were.
+fn joined(mut issues: Vec<String>, total: usize) -> String {
+    issues.truncate(MAX_ISSUES);
+    if total > MAX_ISSUES {
+        issues.push(format!("{} more errors were truncated", total - MAX_ISSUES));
     }
-    (line, col)
+    issues.join("\n")
 }
 
 /// Parses `source` (with the environment's macros), or gives cel-go's rendering of its
-/// parse errors.
+/// parse errors (an expression past [`MAX_CODE_POINTS`], or nested past cel-go's recursion
+/// limit, is not parsed, as cel-go's parser refuses it).
 pub(super) fn parse_rendered(source: &str) -> Result<Rc<Program>, String> {
+    let size = source.chars().count();
+    if size > MAX_CODE_POINTS {
+        return Err(format!(
+            "ERROR: <input>:-1:0: expression code point size exceeds limit: size: {size}, \
+             limit {MAX_CODE_POINTS}"
+        ));
+    }
+    if let Some(error) = super::recursion::too_deep(source) {
+        return Err(format!("ERROR: <input>:-1:0: {error}"));
+    }
     parse(source).map_err(|e| {
         let issues: Vec<String> = e
             .errors
             .iter()
+            .take(MAX_ISSUES)
             .map(|p| {
                 issue(
                     source,
@@ -105,7 +148,7 @@ pub(super) fn parse_rendered(source: &str) -> Result<Rc<Program>, String> {
                 )
             })
             .collect();
-        issues.join("\n")
+        joined(issues, e.errors.len())
     })
 }
 
@@ -120,21 +163,24 @@ pub(super) fn rendered_check_errors(
         return None;
     }
     let info = program.source_info();
-    let mut found: Vec<(usize, usize, String)> = errors
+    let mut found: Vec<(usize, &str)> = errors
         .iter()
         .map(|(id, m)| {
             let offset = info.offset_for(*id).map_or(0, |(start, _)| start as usize);
-            let (line, col) = position(source, offset);
-            (line, col, m.clone())
+            (offset, m.as_str())
         })
         .collect();
     found.sort();
     found.dedup();
-    let issues: Vec<String> = found
-        .iter()
-        .map(|(l, c, m)| issue(source, *l, *c, m))
+    let total = found.len();
+    found.truncate(MAX_ISSUES);
+    let offsets: Vec<usize> = found.iter().map(|(offset, _)| *offset).collect();
+    let issues: Vec<String> = positions(source, &offsets)
+        .into_iter()
+        .zip(&found)
+        .map(|((line, col), (_, m))| issue(source, line, col, m))
         .collect();
-    Some(issues.join("\n"))
+    Some(joined(issues, total))
 }
 
 /// Parses and checks one expression: its program, its result type test and its cost, or

@@ -111,6 +111,7 @@ mod library;
 mod library_tests;
 mod net;
 mod quantity;
+mod recursion;
 mod schema;
 mod semver;
 #[cfg(test)]

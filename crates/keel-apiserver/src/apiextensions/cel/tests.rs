@@ -658,3 +658,39 @@ fn rules_at_the_root_see_the_object_meta() {
         ]
     );
 }
+
+#[test]
+fn many_errors_are_cut_at_a_hundred_and_long_expressions_refused() {
+    // 150 undeclared references: the first hundred rendered, then how many more there were.
+    let list = format!("[{}].size() > 0", vec!["nope"; 150].join(", "));
+    let errors = strings(compile_rules(&replicas(json!([rule(&list)])), PATH));
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert_eq!(
+        errors[0].matches("undeclared reference to 'nope'").count(),
+        100,
+        "{}",
+        errors[0]
+    );
+    assert!(
+        errors[0].ends_with("50 more errors were truncated"),
+        "{}",
+        &errors[0][errors[0].len().saturating_sub(200)..]
+    );
+    // The first issue's caret is under its column, found in one pass.
+    assert!(
+        errors[0].contains("ERROR: <input>:1:2: undeclared reference to 'nope'"),
+        "{}",
+        &errors[0][..400]
+    );
+
+    let long = format!("self.replicas > 0 || {}", "1 == 1 || ".repeat(10_000));
+    let errors = strings(compile_rules(&replicas(json!([rule(&long)])), PATH));
+    assert!(
+        errors.first().is_some_and(|e| e.contains(
+            "compilation failed: ERROR: <input>:-1:0: expression code point size exceeds \
+             limit: size: 100021, limit 100000"
+        )),
+        "{:?}",
+        errors.first().map(|e| &e[e.len().saturating_sub(300)..])
+    );
+}

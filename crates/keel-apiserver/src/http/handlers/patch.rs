@@ -19,6 +19,7 @@ use crate::http::response::not_found_object;
 use crate::http::{openapi, strategic_merge};
 use crate::json_pointer::At;
 use crate::registry::Strategy;
+use crate::registry::store::canonical_quantities;
 use crate::storage::Status;
 
 /// PATCH of the object `name` (or of its subresource): a server-side apply, or a patch of
@@ -88,6 +89,7 @@ pub async fn patch(call: &Call<'_>, name: &str) -> Result<Response, Status> {
                         &mut patched,
                         directive,
                     )?;
+                    canonical_quantities(kind, &mut patched);
                     fields.update(Some(current), &mut patched, &options.manager);
                     Ok(patched)
                 },

@@ -14,7 +14,7 @@ use crate::fieldmanager::FieldManager;
 use crate::fieldmanager::options::{self, Verb};
 use crate::http::field_validation::{self, Directive};
 use crate::http::{negotiate, openapi, protobuf};
-use crate::registry::store::Registry;
+use crate::registry::store::{Registry, canonical_quantities};
 use crate::registry::{Strategy, meta, meta_str};
 use crate::storage::Status;
 
@@ -61,6 +61,7 @@ pub async fn update(call: &Call<'_>, name: &str) -> Result<Response, Status> {
                     Some(body) => body,
                     None => read_object(registry, kind, req, Some(name), directive)?.0,
                 };
+                canonical_quantities(kind, &mut new);
                 fields.update(current, &mut new, &options.manager);
                 Ok(new)
             },

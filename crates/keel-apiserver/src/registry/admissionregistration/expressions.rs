@@ -141,12 +141,14 @@ pub fn match_conditions(conditions: &[Value], path: &str, opts: &Options) -> Vec
     let mut names: HashSet<&str> = HashSet::new();
     for (i, mc) in conditions.iter().enumerate() {
         let at = format!("{path}[{i}]");
-        let expression = str_at(mc, "/expression").trim();
+        let written = str_at(mc, "/expression");
+        let expression = written.trim();
         let expression_at = format!("{at}.expression");
         if expression.is_empty() {
             errors.push(FieldError::required(&expression_at, ""));
         } else {
-            let stored = opts.preexisting.match_conditions.contains(expression);
+            // Found as written, as upstream's set of preexisting expressions holds them.
+            let stored = opts.preexisting.match_conditions.contains(written);
             let (source, decls) = ((expression, expression), opts.decls(true));
             let e = compile_at(
                 &compiler,

@@ -326,6 +326,8 @@ impl Registry {
         make: &mut impl FnMut(Option<&Value>) -> Result<Value, Status>,
     ) -> Result<Value, Status> {
         let info = kind.info();
+        let old = canonical_old(kind, old);
+        let old = old.as_ref();
         let mut new = make(Some(old))?;
         if subresource.is_none() {
             admission.admit(&mut new, old);
@@ -373,6 +375,9 @@ impl Registry {
         if errors.is_empty() {
             errors.extend(meta::validate_updated(&new, old, info));
             errors.extend(match subresource {
+                // As `updateForGracefulDeletionAndFinalizers`: a delete's mark is not the
+                // kind's to validate, so an object stored under older rules can still go.
+                Some(MARK_FOR_DELETION) => Vec::new(),
                 Some("status") => kind.validate_status_update(&new, old),
                 Some(other) if kind.subresources().contains(&other) => {
                     kind.validate_subresource_update(other, &new, old)
@@ -393,13 +398,31 @@ impl Registry {
 /// `obj`'s resource quantities in canonical form, as kube-apiserver's decoding into the Go
 /// types and encoding back leaves them (`0.5` is `500m`): every write's object, whatever made
 /// it (a body, a patch, an apply, the server), once the kind's rules have filled it in, so
-/// what is validated, stored, answered and watched is the same. A custom resource keeps its
-/// values as written, as apiextensions-apiserver stores them.
-fn canonical_quantities(kind: &dyn Strategy, obj: &mut Value) {
+/// what is validated, stored, answered and watched is the same; and a request's object before
+/// the field manager compares it with the stored one, so a value sent again in another
+/// spelling (`0.5` over `500m`) is no change, as upstream's typed objects make it. A custom
+/// resource keeps its values as written, as apiextensions-apiserver stores them.
+pub fn canonical_quantities(kind: &dyn Strategy, obj: &mut Value) {
     if kind.custom_schema().is_none() {
         let info = kind.info();
         crate::schema::quantities::canonicalize(info.group, info.version, info.kind, obj);
     }
+}
+
+/// `old` with its quantities canonical, for a kind that has any: an object stored before keel
+/// wrote them canonical (`cpu: 0.5`) is then updated, patched and compared as kube-apiserver,
+/// which decodes it into the Go types, compares it (`500m`), so its immutable fields still
+/// equal a canonical request's.
+fn canonical_old<'a>(kind: &dyn Strategy, old: &'a Value) -> Cow<'a, Value> {
+    let info = kind.info();
+    if kind.custom_schema().is_some()
+        || !crate::schema::quantities::has_quantities(info.group, info.version, info.kind)
+    {
+        return Cow::Borrowed(old);
+    }
+    let mut canonical = old.clone();
+    canonical_quantities(kind, &mut canonical);
+    Cow::Owned(canonical)
 }
 
 /// kube-apiserver's `IgnoreManagedFieldsTimestampsTransformer`: an update that changes
